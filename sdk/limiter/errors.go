@@ -1,0 +1,81 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// Sentinel errors, for errors.Is. Each typed error below matches one of them.
+var (
+	// ErrInvalidArgument: a bucket, limit, n or duration the limiter refuses
+	// before sending anything. The *ArgumentError names the field.
+	ErrInvalidArgument = gcra.ErrInvalidArgument
+	// ErrNeverGrantable: the request asks for more tokens than the bucket can
+	// ever hold (n > burst for a Take); waiting would never help.
+	ErrNeverGrantable = gcra.ErrNeverGrantable
+	// ErrExhausted: the bucket has no tokens for this request now (or, for a
+	// reservation, within its max delay). Use RetryAfter.
+	ErrExhausted = errors.New("fleetbucket: rate limit exhausted")
+	// ErrUnavailable: the store could not be reached or refused the call.
+	// Nothing was granted: fail closed.
+	ErrUnavailable = errors.New("fleetbucket: limiter store unavailable")
+	// ErrOutcomeUnknown: the context ended after the write was sent, so
+	// tokens may or may not have been charged. Nothing was granted to the
+	// caller; it is never reported as a denial, which would invite a retry
+	// that double-spends.
+	ErrOutcomeUnknown = errors.New("fleetbucket: outcome unknown")
+	// ErrTableNotFound: the configured table does not exist.
+	ErrTableNotFound = errors.New("fleetbucket: table not found")
+)
+
+// ArgumentError is a request refused before it was sent; Field names what
+// is wrong ("bucket.key", "limit.rate", "limit.burst", "n", "maxDelay").
+type ArgumentError = gcra.ArgumentError
+
+// ExhaustedError is a denial. RetryAfter is exact for the same request: the
+// bucket grants it then, unless others take tokens meanwhile.
+type ExhaustedError struct {
+	Key        string
+	N          int
+	RetryAfter time.Duration
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("fleetbucket: bucket %q exhausted for %d token(s): retry after %v", e.Key, e.N, e.RetryAfter)
+}
+
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// StoreError wraps a failure of the DynamoDB call. It matches ErrUnavailable,
+// ErrOutcomeUnknown or ErrTableNotFound, and unwraps to the SDK's error.
+type StoreError struct {
+	Table string
+	Op    string
+	kind  error
+	Err   error
+}
+
+func (e *StoreError) Error() string {
+	switch e.kind {
+	case ErrTableNotFound:
+		return fmt.Sprintf("fleetbucket: table %q not found: create it with scripts/localstack.sh start (local), limiter.CreateTable, or deploy the stack (cdk deploy)", e.Table)
+	case ErrOutcomeUnknown:
+		return fmt.Sprintf("fleetbucket: %s on table %q: outcome unknown, the context ended after the request was sent: %v", e.Op, e.Table, e.Err)
+	}
+	return fmt.Sprintf("fleetbucket: %s on table %q: store unavailable: %v", e.Op, e.Table, e.Err)
+}
+
+func (e *StoreError) Is(target error) bool { return target == e.kind }
+func (e *StoreError) Unwrap() error        { return e.Err }
+
+// RetryAfter returns the wait carried by a denial, and whether err is one.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ex *ExhaustedError
+	if errors.As(err, &ex) {
+		return ex.RetryAfter, true
+	}
+	return 0, false
+}

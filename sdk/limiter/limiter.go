@@ -1,0 +1,351 @@
+// Package limiter is a token bucket shared by a whole fleet of processes,
+// kept in DynamoDB and changed only by atomic conditional writes.
+//
+// A Limiter grants tokens from buckets identified by a key, typically one per
+// (API credential, endpoint) of a vendor that meters requests. Every process
+// that uses the same table and key draws from the same allowance, so ten
+// workers together stay under the vendor's limit instead of each pacing
+// itself to it. The limit travels with every call, so a changed limit takes
+// effect on the next call with nothing to migrate.
+//
+// There are three ways to consume tokens:
+//   - Take grants tokens now or reports, as an *ExhaustedError, exactly how
+//     long until it would.
+//   - Reserve books a slot up to a max delay ahead; the caller owns the
+//     tokens from Reservation.Slot on, with no second call. Use it to defer
+//     work (onto a queue, with that delay) without ever re-acquiring.
+//   - Wait reserves and sleeps until the slot, failing at once when the slot
+//     lies past its max wait or the context's deadline.
+//
+// Most workers that push to a vendor want Reserve: it costs one DynamoDB
+// write per granted token even when the bucket is saturated, where take-and-
+// retry costs a write per attempt.
+//
+// Every decision is made by gcra on the tat this process last saw and then
+// confirmed by one conditional UpdateItem; a failed condition returns the
+// current item (ReturnValuesOnConditionCheckFailure=ALL_OLD), which either
+// proves a denial or picks the right write for a second attempt, never a
+// separate read. Denials against the remembered tat are answered locally.
+//
+// Clock skew: DynamoDB has no clock, so every worker writes its own now. A
+// worker whose clock runs δ ahead of the others can be granted up to rate·δ
+// tokens early; keep fleet clocks synchronized (NTP/chrony keep δ to
+// milliseconds on AWS).
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// DefaultTable is the table name used unless WithTable says otherwise.
+const DefaultTable = "fleetbucket"
+
+// maxKeyBytes is DynamoDB's limit on a partition key value.
+const maxKeyBytes = 2048
+
+// Limit is a bucket's rate (tokens per second) and burst; see gcra.Limit.
+type Limit = gcra.Limit
+
+// PerSecond returns a limit of rate tokens per second with the given burst.
+func PerSecond(rate float64, burst int) Limit { return gcra.PerSecond(rate, burst) }
+
+// PerMinute returns a limit of n tokens per minute with the given burst.
+func PerMinute(n float64, burst int) Limit { return gcra.PerMinute(n, burst) }
+
+// Bucket names a shared bucket and the limit to apply to it on this call.
+type Bucket struct {
+	// Key identifies the bucket across the fleet, e.g. "booking_com#cred-42#availability".
+	Key   string
+	Limit Limit
+}
+
+// Validate reports what is wrong with b as an *ArgumentError naming the field.
+func (b Bucket) Validate() error {
+	switch {
+	case b.Key == "":
+		return &ArgumentError{Field: "bucket.key", Reason: "empty"}
+	case len(b.Key) > maxKeyBytes:
+		return &ArgumentError{Field: "bucket.key", Reason: fmt.Sprintf("%d bytes, DynamoDB allows at most %d", len(b.Key), maxKeyBytes)}
+	case !utf8.ValidString(b.Key):
+		return &ArgumentError{Field: "bucket.key", Reason: "not valid UTF-8, which DynamoDB refuses"}
+	}
+	return b.Limit.Validate()
+}
+
+// Reservation is a grant: Tokens tokens of bucket Key, to be spent no
+// earlier than Slot.
+type Reservation struct {
+	Key    string
+	Tokens int
+	// Slot is when the tokens may be spent: the call's own now for a Take,
+	// up to its max delay later for a Reserve.
+	Slot time.Time
+	// Remaining is the number of whole tokens left in the bucket right after
+	// this grant, as this process saw it.
+	Remaining int
+}
+
+// Delay is how long after now the reservation's slot falls (0 if it has
+// passed).
+func (r Reservation) Delay(now time.Time) time.Duration { return max(r.Slot.Sub(now), 0) }
+
+// State is a bucket as an operator sees it.
+type State struct {
+	Key string
+	// TAT is the stored theoretical arrival time; zero for a bucket with no
+	// item (full).
+	TAT time.Time
+	// Tokens is the number of whole tokens available now.
+	Tokens int
+	// FullAfter is how long until the bucket is full again.
+	FullAfter time.Duration
+}
+
+// Limiter grants tokens from buckets in one DynamoDB table. It is safe for
+// concurrent use; one per process is enough.
+type Limiter struct {
+	db       DynamoDBAPI
+	table    string
+	now      func() time.Time
+	attempts int
+	seen     seenTAT
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithTable sets the DynamoDB table (default DefaultTable).
+func WithTable(name string) Option { return func(l *Limiter) { l.table = name } }
+
+// WithClock replaces time.Now, for tests and simulations.
+func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.now = now } }
+
+// WithMaxAttempts bounds the conditional writes one call may send (default
+// 3). Two always decide unless the item is deleted between them.
+func WithMaxAttempts(n int) Option { return func(l *Limiter) { l.attempts = n } }
+
+var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// New returns a Limiter on the given client. It checks its options but makes
+// no call; a missing table shows on the first call as ErrTableNotFound.
+func New(db DynamoDBAPI, opts ...Option) (*Limiter, error) {
+	l := &Limiter{db: db, table: DefaultTable, now: time.Now, attempts: 3}
+	for _, o := range opts {
+		o(l)
+	}
+	switch {
+	case db == nil:
+		return nil, &ArgumentError{Field: "db", Reason: "nil DynamoDB client"}
+	case !tableName.MatchString(l.table):
+		return nil, &ArgumentError{Field: "table", Reason: fmt.Sprintf("%q is not a DynamoDB table name (3-255 of a-z A-Z 0-9 _ . -)", l.table)}
+	case l.attempts < 1:
+		return nil, &ArgumentError{Field: "maxAttempts", Reason: fmt.Sprintf("%d, want ≥ 1", l.attempts)}
+	}
+	return l, nil
+}
+
+// Table returns the table the limiter writes to.
+func (l *Limiter) Table() string { return l.table }
+
+// Take grants n tokens now, or fails with an *ExhaustedError carrying the
+// exact wait. n > burst fails with ErrNeverGrantable.
+func (l *Limiter) Take(ctx context.Context, b Bucket, n int) (Reservation, error) {
+	return l.reserve(ctx, b, n, 0)
+}
+
+// Reserve books n tokens at the earliest slot no later than maxDelay from
+// now. The caller must not spend them before Reservation.Slot, and needs no
+// further call to spend them then. When the slot would be later, it fails
+// with an *ExhaustedError whose RetryAfter says when the same reservation
+// would fit.
+func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Duration) (Reservation, error) {
+	return l.reserve(ctx, b, n, maxDelay)
+}
+
+// Wait reserves n tokens and sleeps until their slot. It fails at once,
+// without sleeping, with an *ExhaustedError when the slot lies past maxWait
+// or past ctx's deadline. If ctx ends during the sleep the tokens stay
+// spent (a fleet bucket cannot safely hand tokens back) and ctx's error is
+// returned.
+func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
+	bound := maxWait
+	if deadline, ok := ctx.Deadline(); ok {
+		bound = min(bound, deadline.Sub(l.now()))
+	}
+	if bound < 0 {
+		if err := ctx.Err(); err != nil {
+			return Reservation{}, err
+		}
+		return Reservation{}, context.DeadlineExceeded
+	}
+	r, err := l.reserve(ctx, b, n, bound)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if d := r.Delay(l.now()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return Reservation{}, ctx.Err()
+		}
+	}
+	return r, nil
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// reserve is the one place a grant is decided; Take, Reserve and Wait all
+// come through it.
+func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Duration) (Reservation, error) {
+	if err := b.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	delay := maxDelay.Microseconds()
+	if err := gcra.Check(b.Limit, n, delay); err != nil {
+		return Reservation{}, err
+	}
+	T, tau := b.Limit.Interval(), b.Limit.Tolerance()
+	var lastErr error
+	for writes := 0; ; writes++ {
+		if err := ctx.Err(); err != nil {
+			return Reservation{}, err
+		}
+		now, tat := micros(l.now()), l.seen.get(b.Key)
+		d := gcra.Decide(tat, now, b.Limit, n, delay)
+		if !d.Allowed {
+			// tat only grows, so a denial against what this process saw
+			// (cached or just returned by a failed condition) is final.
+			return Reservation{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
+		}
+		if writes == l.attempts {
+			if lastErr != nil {
+				return Reservation{}, lastErr
+			}
+			// Every write lost a race: under contention with store latency
+			// above T, each retry sees a token refilled and others take it
+			// first. The fleet is using the bucket, so this is a denial; the
+			// next n tokens exist n intervals from now.
+			return Reservation{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(int64(n)*T) * time.Microsecond}
+		}
+		f := idle
+		if tat > now {
+			f = busy
+		}
+		nT := int64(n) * T
+		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, ttlSeconds(now+tau+delay))
+		out, err := l.db.UpdateItem(ctx, in, noSDKRetry)
+		if err == nil {
+			return l.granted(b, n, now, out.Attributes)
+		}
+		if item, failed := conditionFailed(err); failed {
+			if err := l.observeItem(b.Key, item); err != nil {
+				return Reservation{}, err
+			}
+			continue
+		}
+		lastErr = l.storeError(ctx, "UpdateItem", err)
+		if !errors.Is(lastErr, ErrUnavailable) {
+			return Reservation{}, lastErr
+		}
+	}
+}
+
+func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.AttributeValue) (Reservation, error) {
+	tat, err := itemTAT(item)
+	if err != nil || tat == 0 {
+		return Reservation{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
+			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
+	}
+	l.seen.observe(b.Key, tat)
+	slot := max(tat-b.Limit.Tolerance(), now)
+	return Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, b.Limit)}, nil
+}
+
+// observeItem learns from the item a failed condition returned.
+func (l *Limiter) observeItem(key string, item map[string]types.AttributeValue) error {
+	if item == nil {
+		l.seen.forget(key)
+		return nil
+	}
+	tat, err := itemTAT(item)
+	if err != nil {
+		return &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
+	l.seen.observe(key, tat)
+	return nil
+}
+
+// storeError classifies a failed call. Only ErrUnavailable is worth another
+// attempt.
+func (l *Limiter) storeError(ctx context.Context, op string, err error) error {
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case ctx.Err() != nil:
+		return &StoreError{Table: l.table, Op: op, kind: ErrOutcomeUnknown, Err: err}
+	case errors.As(err, &notFound):
+		return &StoreError{Table: l.table, Op: op, kind: ErrTableNotFound, Err: err}
+	}
+	return &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+}
+
+// Penalize empties bucket b until `until` for every worker at once, as when
+// the vendor answers 429 with Retry-After: nothing is granted before until,
+// and the burst refills gradually after it. A bucket already emptied past
+// that is left alone.
+func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	penalty := gcra.Penalty(micros(until), b.Limit)
+	// Setting an absolute value is idempotent, so the SDK's own retries are
+	// safe here.
+	_, err := l.db.UpdateItem(ctx, l.penalizeInput(b.Key, penalty, ttlSeconds(penalty)))
+	if err == nil {
+		l.seen.observe(b.Key, penalty)
+		return nil
+	}
+	if item, failed := conditionFailed(err); failed {
+		return l.observeItem(b.Key, item)
+	}
+	return l.storeError(ctx, "UpdateItem", err)
+}
+
+// State reads bucket b with a strongly consistent read. It is for operators
+// and dashboards; granting never needs it.
+func (l *Limiter) State(ctx context.Context, b Bucket) (State, error) {
+	if err := b.Validate(); err != nil {
+		return State{}, err
+	}
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &l.table,
+		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return State{}, l.storeError(ctx, "GetItem", err)
+	}
+	tat, err := itemTAT(out.Item)
+	if err != nil {
+		return State{}, &StoreError{Table: l.table, Op: "GetItem", kind: ErrUnavailable, Err: err}
+	}
+	l.seen.observe(b.Key, tat)
+	now := micros(l.now())
+	s := State{Key: b.Key, Tokens: gcra.Remaining(tat, now, b.Limit)}
+	if tat > 0 {
+		s.TAT = time.UnixMicro(tat)
+		s.FullAfter = max(time.UnixMicro(tat).Sub(time.UnixMicro(now)), 0)
+	}
+	return s, nil
+}

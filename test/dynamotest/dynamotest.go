@@ -1,0 +1,103 @@
+// Package dynamotest wraps a real DynamoDB client to count its calls or to
+// inject faults, for tests and benchmarks against the emulator. It never
+// imitates DynamoDB: every call that is not failed on purpose reaches the
+// real client.
+package dynamotest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// Counter counts the calls that pass through it to DB.
+type Counter struct {
+	DB      limiter.DynamoDBAPI
+	updates atomic.Int64
+	gets    atomic.Int64
+}
+
+// UpdateItem counts and forwards.
+func (c *Counter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.updates.Add(1)
+	return c.DB.UpdateItem(ctx, in, opts...)
+}
+
+// GetItem counts and forwards.
+func (c *Counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.DB.GetItem(ctx, in, opts...)
+}
+
+// Calls is the number of calls of any kind so far.
+func (c *Counter) Calls() int64 { return c.updates.Load() + c.gets.Load() }
+
+// Updates is the number of UpdateItem calls so far.
+func (c *Counter) Updates() int64 { return c.updates.Load() }
+
+// Fault decides, per call, what error (if any) to return instead of or after
+// the real call.
+type Fault struct {
+	// Before, when it returns non-nil, fails the call without sending it.
+	Before func(op string) error
+	// After runs once the real call returned; a non-nil result replaces the
+	// call's outcome, as a response lost on the way back would.
+	After func(op string, err error) error
+}
+
+// Faulty forwards calls to DB, failing them as Fault says.
+type Faulty struct {
+	DB limiter.DynamoDBAPI
+	mu sync.Mutex
+	F  Fault
+}
+
+// Set replaces the fault plan.
+func (f *Faulty) Set(fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.F = fault
+}
+
+func (f *Faulty) plan() Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.F
+}
+
+// UpdateItem forwards, or fails as planned.
+func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	p := f.plan()
+	if p.Before != nil {
+		if err := p.Before("UpdateItem"); err != nil {
+			return nil, err
+		}
+	}
+	out, err := f.DB.UpdateItem(ctx, in, opts...)
+	if p.After != nil {
+		if ferr := p.After("UpdateItem", err); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return out, err
+}
+
+// GetItem forwards, or fails as planned.
+func (f *Faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	p := f.plan()
+	if p.Before != nil {
+		if err := p.Before("GetItem"); err != nil {
+			return nil, err
+		}
+	}
+	out, err := f.DB.GetItem(ctx, in, opts...)
+	if p.After != nil {
+		if ferr := p.After("GetItem", err); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return out, err
+}

@@ -1,0 +1,72 @@
+package integration
+
+import (
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/dynamotest"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+)
+
+// manualClock is a shared fake clock: time moves only when the test says.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// worker is one simulated process: its own client, its own Limiter, so it
+// shares nothing with other workers but the table.
+type worker struct {
+	*limiter.Limiter
+	calls *dynamotest.Counter
+}
+
+func newWorker(t *testing.T, table string, opts ...limiter.Option) worker {
+	t.Helper()
+	c := &dynamotest.Counter{DB: emulator.DynamoDB(t)}
+	l, err := limiter.New(c, append([]limiter.Option{limiter.WithTable(table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return worker{l, c}
+}
+
+// assertFleetInvariant checks that in every window [a, b] of grant times the
+// grants number at most burst + rate·(b − a + slack).
+func assertFleetInvariant(t *testing.T, grants []time.Time, lim limiter.Limit, slack time.Duration) {
+	t.Helper()
+	sort.Slice(grants, func(i, j int) bool { return grants[i].Before(grants[j]) })
+	worst := 0.0
+	for i := range grants {
+		for j := i; j < len(grants); j++ {
+			window := grants[j].Sub(grants[i]) + slack
+			bound := float64(lim.Burst) + lim.Rate*window.Seconds()
+			count := float64(j - i + 1)
+			if count > bound+1e-9 {
+				t.Fatalf("%d grants in a window of %v exceed burst %d + rate %v × window = %.2f",
+					j-i+1, grants[j].Sub(grants[i]), lim.Burst, lim.Rate, bound)
+			}
+			worst = max(worst, count/bound)
+		}
+	}
+	t.Logf("%d grants; fullest window used %.1f%% of its bound", len(grants), worst*100)
+}
