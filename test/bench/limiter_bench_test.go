@@ -118,4 +118,3 @@ func contended(b *testing.B, workers int, mode string) {
 	b.ReportMetric(float64(granted.Load())/ideal, "utilization")
 	b.ReportMetric(0, "ns/op") // wall time is set by the bucket's rate, not by the code
 }
-
