@@ -44,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 )
 
@@ -119,6 +120,8 @@ type Limiter struct {
 	now      func() time.Time
 	attempts int
 	seen     seenTAT
+	breaker  *breaker.Breaker // nil: always call the store
+	optErr   error
 }
 
 // Option configures a Limiter.
@@ -134,6 +137,21 @@ func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.now = 
 // 3). Two always decide unless the item is deleted between them.
 func WithMaxAttempts(n int) Option { return func(l *Limiter) { l.attempts = n } }
 
+// WithCircuitBreaker stops calling DynamoDB for cooldown after `failures`
+// consecutive store failures; calls meanwhile fail at once with
+// ErrUnavailable (wrapping breaker.ErrOpen, whose RetryAfter says how long).
+// Callers then defer work exactly as for any store outage.
+func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
+	return func(l *Limiter) {
+		b, err := breaker.New(failures, cooldown)
+		if err != nil {
+			l.optErr = &ArgumentError{Field: "circuitBreaker", Reason: err.Error()}
+			return
+		}
+		l.breaker = b
+	}
+}
+
 var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 
 // New returns a Limiter on the given client. It checks its options but makes
@@ -144,6 +162,8 @@ func New(db DynamoDBAPI, opts ...Option) (*Limiter, error) {
 		o(l)
 	}
 	switch {
+	case l.optErr != nil:
+		return nil, l.optErr
 	case db == nil:
 		return nil, &ArgumentError{Field: "db", Reason: "nil DynamoDB client"}
 	case !tableName.MatchString(l.table):
@@ -245,7 +265,7 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 		}
 		nT := int64(n) * T
 		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, ttlSeconds(now+tau+delay))
-		out, err := l.db.UpdateItem(ctx, in, noSDKRetry)
+		out, err := l.updateItem(ctx, in, noSDKRetry)
 		if err == nil {
 			return l.granted(b, n, now, out.Attributes)
 		}
@@ -255,8 +275,8 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 			}
 			continue
 		}
-		lastErr = l.storeError(ctx, "UpdateItem", err)
-		if !errors.Is(lastErr, ErrUnavailable) {
+		lastErr = err
+		if !errors.Is(lastErr, ErrUnavailable) || errors.Is(lastErr, breaker.ErrOpen) {
 			return Reservation{}, lastErr
 		}
 	}
@@ -287,6 +307,31 @@ func (l *Limiter) observeItem(key string, item map[string]types.AttributeValue) 
 	return nil
 }
 
+// updateItem sends one write through the circuit breaker. A failed
+// condition comes back as the SDK's error, for the caller to read ALL_OLD;
+// every other failure comes back classified as a *StoreError.
+func (l *Limiter) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if l.breaker != nil {
+		if err := l.breaker.Allow(l.now()); err != nil {
+			return nil, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: err}
+		}
+	}
+	out, err := l.db.UpdateItem(ctx, in, optFns...)
+	if _, failed := conditionFailed(err); err == nil || failed {
+		l.recordStore(true)
+		return out, err
+	}
+	serr := l.storeError(ctx, "UpdateItem", err)
+	l.recordStore(!errors.Is(serr, ErrUnavailable))
+	return nil, serr
+}
+
+func (l *Limiter) recordStore(ok bool) {
+	if l.breaker != nil {
+		l.breaker.Record(l.now(), ok)
+	}
+}
+
 // storeError classifies a failed call. Only ErrUnavailable is worth another
 // attempt.
 func (l *Limiter) storeError(ctx context.Context, op string, err error) error {
@@ -311,7 +356,7 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	penalty := gcra.Penalty(micros(until), b.Limit)
 	// Setting an absolute value is idempotent, so the SDK's own retries are
 	// safe here.
-	_, err := l.db.UpdateItem(ctx, l.penalizeInput(b.Key, penalty, ttlSeconds(penalty)))
+	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, ttlSeconds(penalty)))
 	if err == nil {
 		l.seen.observe(b.Key, penalty)
 		return nil
@@ -319,7 +364,7 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	if item, failed := conditionFailed(err); failed {
 		return l.observeItem(b.Key, item)
 	}
-	return l.storeError(ctx, "UpdateItem", err)
+	return err
 }
 
 // State reads bucket b with a strongly consistent read. It is for operators

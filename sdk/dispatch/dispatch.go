@@ -1,0 +1,332 @@
+// Package dispatch decides, for each push job a worker receives, whether to
+// push it now, defer it onto the queue, or shed it, and carries that out.
+//
+// The policy, in order:
+//   - unroutable or malformed: dead-letter with the reason, never retried;
+//   - due later (a chained wait past SQS's 15 minutes): defer the rest;
+//   - deadline passed, or the earliest slot lands after it: shed to the
+//     dead-letter queue with the reason, spending no token (the reservation
+//     is bounded by the deadline, so it is refused rather than booked);
+//   - holding a slot within grace: use it, with no second acquire;
+//   - otherwise reserve a slot up to MaxReserve ahead;
+//   - slot within BlockThreshold (and the invocation's remaining time):
+//     sleep until it and push; further away: defer the job, slot and all;
+//   - the limiter store unavailable: defer for StoreCooldown (fail closed);
+//     the queue unavailable too: return an error, so the message stays on
+//     its source queue and is redelivered. Nothing is lost.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
+	"github.com/fleetbucket/fleetbucket/sdk/deferral"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+)
+
+// Route is where and under which limit a job is pushed.
+type Route struct {
+	Bucket limiter.Bucket
+	URL    string
+	Header http.Header // e.g. the credential's Authorization header
+}
+
+// Router resolves a job's channel, credential and endpoint. An error means
+// the job can never be pushed (unknown channel or endpoint).
+type Router interface {
+	Route(j job.Job) (Route, error)
+}
+
+// Reserver is the part of *limiter.Limiter the dispatcher uses.
+type Reserver interface {
+	Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error)
+}
+
+// Pusher is the part of *otapush.Client the dispatcher uses.
+type Pusher interface {
+	Push(ctx context.Context, req otapush.Request) (otapush.Response, error)
+}
+
+// Queue is the part of *deferral.Queue the dispatcher uses.
+type Queue interface {
+	Defer(ctx context.Context, j job.Job, wait time.Duration) error
+	DeadLetter(ctx context.Context, body, reason string) error
+}
+
+// Policy holds the dispatcher's thresholds.
+type Policy struct {
+	// BlockThreshold: a slot at most this far away is waited for in
+	// process; a later one is deferred onto the queue.
+	BlockThreshold time.Duration
+	// Grace: a job may use its slot up to this long after it. A later job
+	// re-acquires, so late deliveries cannot bunch sends: the vendor sees at
+	// most burst + rate·(W + Grace) in a window W.
+	Grace time.Duration
+	// MaxReserve bounds how far ahead a slot is booked; by default SQS's
+	// maximum delay, so a deferred job needs one trip through the queue.
+	MaxReserve time.Duration
+	// StoreCooldown is how long jobs are deferred while the limiter store
+	// is unreachable (unless its circuit breaker says longer).
+	StoreCooldown time.Duration
+	// DeadlineMargin is kept free before the invocation's deadline: the
+	// dispatcher never sleeps into it.
+	DeadlineMargin time.Duration
+}
+
+// DefaultPolicy is the policy DESIGN.md describes.
+var DefaultPolicy = Policy{
+	BlockThreshold: time.Second,
+	Grace:          2 * time.Second,
+	MaxReserve:     deferral.MaxDelay,
+	StoreCooldown:  10 * time.Second,
+	DeadlineMargin: 3 * time.Second,
+}
+
+// Validate names the first field out of range.
+func (p Policy) Validate() error {
+	switch {
+	case p.BlockThreshold < 0:
+		return fmt.Errorf("dispatch policy: BlockThreshold is %v, want ≥ 0", p.BlockThreshold)
+	case p.Grace < 0:
+		return fmt.Errorf("dispatch policy: Grace is %v, want ≥ 0", p.Grace)
+	case p.MaxReserve <= 0:
+		return fmt.Errorf("dispatch policy: MaxReserve is %v, want > 0", p.MaxReserve)
+	case p.StoreCooldown <= 0 || p.StoreCooldown > deferral.MaxDelay:
+		return fmt.Errorf("dispatch policy: StoreCooldown is %v, want in (0, %v]", p.StoreCooldown, deferral.MaxDelay)
+	case p.DeadlineMargin < 0:
+		return fmt.Errorf("dispatch policy: DeadlineMargin is %v, want ≥ 0", p.DeadlineMargin)
+	}
+	return nil
+}
+
+// Outcome is what became of a job.
+type Outcome string
+
+const (
+	Pushed       Outcome = "pushed"
+	Deferred     Outcome = "deferred"
+	Shed         Outcome = "shed"          // deadline: dead-lettered, no token spent
+	DeadLettered Outcome = "dead-lettered" // malformed, unroutable, or refused by the vendor
+)
+
+// Result describes one handled job. Whatever the outcome, the message it
+// came in is done with and may be deleted.
+type Result struct {
+	JobID   string
+	Outcome Outcome
+	Reason  string
+	// Wait is the deferral's delay.
+	Wait time.Duration
+	// Slot is the slot the job held when pushed or deferred.
+	Slot time.Time
+	// Attempts is the number of requests the push sent.
+	Attempts int
+	// StoreError is set when the limiter store failed on the way.
+	StoreError bool
+}
+
+// Dispatcher handles jobs. Its fields are its dependencies; all are required
+// except Render, Now, Sleep and Log.
+type Dispatcher struct {
+	Routes  Router
+	Limiter Reserver
+	Pusher  Pusher
+	Queue   Queue
+	Policy  Policy
+	// Render returns the body to push; by default the job's payload. A
+	// state-backed deployment renders the current state here, so a late
+	// job pushes the newest values rather than the ones it was made with.
+	Render func(ctx context.Context, j job.Job) ([]byte, error)
+	Now    func() time.Time
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Log    *slog.Logger
+}
+
+// Validate checks the dispatcher is complete, at start-up.
+func (d *Dispatcher) Validate() error {
+	if d.Routes == nil || d.Limiter == nil || d.Pusher == nil || d.Queue == nil {
+		return errors.New("dispatch: Routes, Limiter, Pusher and Queue are all required")
+	}
+	return d.Policy.Validate()
+}
+
+// Handle decodes a message body and handles the job in it. A malformed body
+// is dead-lettered with the reason. A non-nil error means the message must
+// stay on its source queue (the queue itself was unreachable, or ctx ended).
+func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
+	j, err := job.Decode(body)
+	if err != nil {
+		return d.deadLetterBody(ctx, "", body, DeadLettered, err.Error())
+	}
+	return d.HandleJob(ctx, j)
+}
+
+// HandleJob applies the policy to one job.
+func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
+	route, err := d.Routes.Route(j)
+	if err != nil {
+		return d.deadLetter(ctx, j, DeadLettered, "unroutable: "+err.Error())
+	}
+	now := d.now()
+	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
+		return d.deferJob(ctx, j, j.NotBefore.Sub(now), "not due yet (chained wait)", false)
+	}
+	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+		return d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
+	}
+	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.Policy.Grace)) {
+		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
+		j.Slot = time.Time{}
+	}
+	if j.Slot.IsZero() {
+		res, done, err := d.reserve(ctx, &j, route, now)
+		if done || err != nil {
+			return res, err
+		}
+	}
+	wait := j.Slot.Sub(now)
+	if wait > d.Policy.BlockThreshold || !d.canSleep(ctx, wait) {
+		return d.deferJob(ctx, j, wait, "waiting for its reserved slot", false)
+	}
+	if wait > 0 {
+		if err := d.sleep(ctx, wait); err != nil {
+			return Result{}, err
+		}
+	}
+	return d.push(ctx, j, route)
+}
+
+// reserve books a slot for j, bounded by its deadline. done reports that
+// the job was disposed of (shed or deferred) instead.
+func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time) (Result, bool, error) {
+	maxDelay, bounded := d.Policy.MaxReserve, false
+	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
+		maxDelay, bounded = j.Deadline.Sub(now), true
+	}
+	r, err := d.Limiter.Reserve(ctx, route.Bucket, 1, maxDelay)
+	if err == nil {
+		j.Slot = r.Slot
+		return Result{}, false, nil
+	}
+	if wait, denied := limiter.RetryAfter(err); denied {
+		if bounded {
+			res, err := d.deadLetter(ctx, *j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
+			return res, true, err
+		}
+		// Even MaxReserve ahead is booked: come back when it is not.
+		res, err := d.deferJob(ctx, *j, wait, "bucket booked beyond MaxReserve", false)
+		return res, true, err
+	}
+	if errors.Is(err, limiter.ErrInvalidArgument) {
+		res, err := d.deadLetter(ctx, *j, DeadLettered, "route has an invalid limit: "+err.Error())
+		return res, true, err
+	}
+	if ctx.Err() != nil {
+		return Result{}, true, ctx.Err()
+	}
+	cooldown := d.Policy.StoreCooldown
+	var open *breaker.OpenError
+	if errors.As(err, &open) {
+		cooldown = max(cooldown, open.RetryAfter)
+	}
+	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
+	res, derr := d.deferJob(ctx, *j, cooldown, "limiter store unavailable", true)
+	return res, true, derr
+}
+
+func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, error) {
+	body := []byte(j.Payload)
+	if d.Render != nil {
+		var err error
+		if body, err = d.Render(ctx, j); err != nil {
+			return Result{}, fmt.Errorf("render job %q: %w", j.ID, err)
+		}
+	}
+	resp, err := d.Pusher.Push(ctx, otapush.Request{
+		Bucket: route.Bucket, URL: route.URL, Header: route.Header, JobID: j.ID, Body: body, Reserved: true,
+	})
+	var perm *otapush.PermanentError
+	var later *otapush.DeferError
+	switch {
+	case err == nil:
+		return Result{JobID: j.ID, Outcome: Pushed, Slot: j.Slot, Attempts: resp.Attempts}, nil
+	case errors.As(err, &perm):
+		return d.deadLetter(ctx, j, DeadLettered, perm.Error())
+	case errors.As(err, &later):
+		slot := j.Slot
+		j.Slot = time.Time{} // retries spent or lost it; the next run acquires afresh
+		wait, storeDown := max(later.After, time.Second), errors.Is(later, limiter.ErrUnavailable)
+		if storeDown {
+			wait = d.Policy.StoreCooldown
+		}
+		res, err := d.deferJob(ctx, j, wait, later.Error(), storeDown)
+		res.Slot, res.Attempts = slot, resp.Attempts
+		return res, err
+	}
+	return Result{}, err
+}
+
+func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, wait time.Duration, reason string, storeErr bool) (Result, error) {
+	if err := d.Queue.Defer(ctx, j, wait); err != nil {
+		return Result{}, err
+	}
+	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Slot, StoreError: storeErr}, nil
+}
+
+func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
+	body, err := job.Encode(j)
+	if err != nil {
+		return Result{}, err
+	}
+	return d.deadLetterBody(ctx, j.ID, body, o, reason)
+}
+
+func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outcome, reason string) (Result, error) {
+	if err := d.Queue.DeadLetter(ctx, body, reason); err != nil {
+		return Result{}, err
+	}
+	d.log().Warn("job dead-lettered", "job_id", id, "outcome", string(o), "reason", reason)
+	return Result{JobID: id, Outcome: o, Reason: reason}, nil
+}
+
+// canSleep reports whether waiting d leaves DeadlineMargin before ctx's
+// deadline (a Lambda invocation's end).
+func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || d.now().Add(wait+d.Policy.DeadlineMargin).Before(deadline)
+}
+
+func (d *Dispatcher) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *Dispatcher) sleep(ctx context.Context, wait time.Duration) error {
+	if d.Sleep != nil {
+		return d.Sleep(ctx, wait)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Dispatcher) log() *slog.Logger {
+	if d.Log != nil {
+		return d.Log
+	}
+	return slog.Default()
+}

@@ -1,0 +1,104 @@
+// Package job is the unit of work a sync worker pushes to one OTA endpoint,
+// and its wire form on the deferred queue.
+//
+// A job carries its own scheduling state: the slot it reserved in the fleet
+// bucket, its deadline, and for waits beyond SQS's 15-minute delay the time
+// it is really due. A redelivered job therefore needs no lookup to know
+// whether it may push now.
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Version is the wire format's version; Decode refuses others, so a
+// deployment never misreads a message written by a newer one.
+const Version = 1
+
+// Job is one push of one change to one channel endpoint.
+type Job struct {
+	V int `json:"v"`
+	// ID is unique per push and stable across redeliveries: the idempotency
+	// key, e.g. "<event id>#booking_com#availability".
+	ID         string `json:"id"`
+	Channel    string `json:"channel"`    // e.g. "booking_com"
+	Credential string `json:"credential"` // the credential's id, never its secret
+	Endpoint   string `json:"endpoint"`   // e.g. "availability"
+	// Payload is what the push sends (or, for state-backed pushes, what
+	// range of state to read at push time).
+	Payload json.RawMessage `json:"payload,omitempty"`
+
+	FirstSeen time.Time `json:"first_seen"`
+	// Deadline, if set, is when pushing this job stops being useful; past
+	// it the job is shed to the dead-letter queue without spending a token.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Slot is the start of the token this job reserved; zero if it holds
+	// none. A job run within slot + grace pushes without a second acquire.
+	Slot time.Time `json:"slot,omitzero"`
+	// NotBefore is when a job deferred for longer than SQS allows is due;
+	// redelivered earlier, it is deferred again for the remainder.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// Deferrals counts trips through the deferred queue.
+	Deferrals int `json:"deferrals"`
+}
+
+// BucketKey is the fleet bucket this job draws from: one per (channel,
+// credential, endpoint), which is how OTAs meter.
+func (j Job) BucketKey() string { return j.Channel + "#" + j.Credential + "#" + j.Endpoint }
+
+// Validate reports the first missing or inconsistent field.
+func (j Job) Validate() error {
+	var problems []string
+	for _, f := range []struct{ name, v string }{{"id", j.ID}, {"channel", j.Channel}, {"credential", j.Credential}, {"endpoint", j.Endpoint}} {
+		if strings.TrimSpace(f.v) == "" {
+			problems = append(problems, f.name+" is empty")
+		} else if strings.Contains(f.v, "#") && f.name != "id" {
+			problems = append(problems, f.name+" contains '#', the bucket key separator")
+		}
+	}
+	if j.FirstSeen.IsZero() {
+		problems = append(problems, "first_seen is missing")
+	}
+	if len(j.Payload) > 0 && !json.Valid(j.Payload) {
+		problems = append(problems, "payload is not valid JSON")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid job %q: %s", j.ID, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ErrMalformed is matched by every error Decode returns: the message can
+// never be processed and belongs in the dead-letter queue.
+var ErrMalformed = errors.New("malformed job message")
+
+// Encode returns the message body for j.
+func Encode(j Job) (string, error) {
+	j.V = Version
+	if err := j.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(j)
+	return string(b), err
+}
+
+// Decode parses and validates a message body.
+func Decode(body string) (Job, error) {
+	var j Job
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return Job{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if j.V != Version {
+		return Job{}, fmt.Errorf("%w: version %d, this worker reads version %d", ErrMalformed, j.V, Version)
+	}
+	if err := j.Validate(); err != nil {
+		return Job{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return j, nil
+}

@@ -1,0 +1,68 @@
+package job
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func valid() Job {
+	return Job{ID: "evt-1#booking_com#availability", Channel: "booking_com", Credential: "cred-1", Endpoint: "availability",
+		Payload: []byte(`{"rooms":1}`), FirstSeen: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+}
+
+func TestRoundTrip(t *testing.T) {
+	j := valid()
+	j.Slot = j.FirstSeen.Add(3 * time.Second)
+	j.Deadline = j.FirstSeen.Add(time.Hour)
+	j.Deferrals = 2
+	body, err := Encode(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.V = Version
+	if !got.Slot.Equal(j.Slot) || !got.Deadline.Equal(j.Deadline) || got.ID != j.ID || got.Deferrals != 2 || string(got.Payload) != string(j.Payload) {
+		t.Fatalf("round trip: got %+v, want %+v", got, j)
+	}
+	if strings.Contains(body, "not_before") {
+		t.Errorf("zero NotBefore was encoded: %s", body)
+	}
+	if got.BucketKey() != "booking_com#cred-1#availability" {
+		t.Errorf("BucketKey = %q", got.BucketKey())
+	}
+}
+
+func TestDecodeRefusesMalformed(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"not JSON", `{"v":1,`, "unexpected EOF"},
+		{"wrong version", `{"v":9,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "version 9"},
+		{"unknown field", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z","x":1}`, "unknown field"},
+		{"missing channel", `{"v":1,"id":"a","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "channel is empty"},
+		{"missing first_seen", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e"}`, "first_seen is missing"},
+		{"separator in credential", `{"v":1,"id":"a","channel":"c","credential":"k#2","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "credential contains"},
+		{"bad slot", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z","slot":"soon"}`, "cannot parse"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(tt.body)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Decode = %v, want ErrMalformed mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEncodeRefusesInvalid(t *testing.T) {
+	j := valid()
+	j.Endpoint = ""
+	if _, err := Encode(j); err == nil || !strings.Contains(err.Error(), "endpoint is empty") {
+		t.Fatalf("Encode = %v, want an error naming the endpoint", err)
+	}
+}

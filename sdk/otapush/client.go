@@ -1,0 +1,283 @@
+// Package otapush sends one push to an OTA endpoint the way a well-behaved
+// fleet member must: a token from the shared bucket before every request,
+// retries included; a 429 empties the bucket for the whole fleet until the
+// vendor's Retry-After; a low X-RateLimit-Remaining drains it; transient
+// failures retry within a bounded budget and then hand the job back for
+// deferral; any other 4xx is permanent and never retried.
+package otapush
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// Limiter is the part of *limiter.Limiter a push needs.
+type Limiter interface {
+	Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error)
+	Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error
+}
+
+// Policy bounds the retries of one push.
+type Policy struct {
+	// MaxAttempts is the most requests one push sends (≥ 1).
+	MaxAttempts int
+	// MaxElapsed bounds the time one push may take, waits included (> 0).
+	MaxElapsed time.Duration
+	// BaseBackoff and MaxBackoff shape the exponential backoff with full
+	// jitter between attempts (> 0, Base ≤ Max).
+	BaseBackoff, MaxBackoff time.Duration
+	// DefaultRetryAfter applies to a 429 with no or an unusable Retry-After.
+	DefaultRetryAfter time.Duration
+	// MaxRetryAfter caps a vendor's Retry-After; a larger value is clamped
+	// and logged.
+	MaxRetryAfter time.Duration
+	// LowRemaining: when the vendor reports fewer requests left than this,
+	// the fleet bucket is drained. 0 turns it off.
+	LowRemaining int
+}
+
+// DefaultPolicy suits a Lambda with a timeout of a minute or more.
+var DefaultPolicy = Policy{
+	MaxAttempts:       4,
+	MaxElapsed:        20 * time.Second,
+	BaseBackoff:       250 * time.Millisecond,
+	MaxBackoff:        5 * time.Second,
+	DefaultRetryAfter: 2 * time.Second,
+	MaxRetryAfter:     15 * time.Minute,
+	LowRemaining:      1,
+}
+
+// Validate names the first field that is out of range.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 1:
+		return fmt.Errorf("push policy: MaxAttempts is %d, want ≥ 1", p.MaxAttempts)
+	case p.MaxElapsed <= 0:
+		return fmt.Errorf("push policy: MaxElapsed is %v, want > 0", p.MaxElapsed)
+	case p.BaseBackoff <= 0 || p.MaxBackoff < p.BaseBackoff:
+		return fmt.Errorf("push policy: backoff %v..%v, want 0 < BaseBackoff ≤ MaxBackoff", p.BaseBackoff, p.MaxBackoff)
+	case p.DefaultRetryAfter <= 0:
+		return fmt.Errorf("push policy: DefaultRetryAfter is %v, want > 0", p.DefaultRetryAfter)
+	case p.MaxRetryAfter < p.DefaultRetryAfter:
+		return fmt.Errorf("push policy: MaxRetryAfter %v is below DefaultRetryAfter %v", p.MaxRetryAfter, p.DefaultRetryAfter)
+	case p.LowRemaining < 0:
+		return fmt.Errorf("push policy: LowRemaining is %d, want ≥ 0", p.LowRemaining)
+	}
+	return nil
+}
+
+// Client pushes requests to OTAs through the fleet bucket.
+type Client struct {
+	http    *http.Client
+	limiter Limiter
+	policy  Policy
+	log     *slog.Logger
+	now     func() time.Time
+	jitter  func(max time.Duration) time.Duration
+	sleep   func(ctx context.Context, d time.Duration) error
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// WithClock replaces time.Now.
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// WithJitter replaces the random draw in [0, max) used for backoff.
+func WithJitter(f func(max time.Duration) time.Duration) Option {
+	return func(c *Client) { c.jitter = f }
+}
+
+// New returns a Client; hc nil means http.DefaultClient.
+func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error) {
+	if lim == nil {
+		return nil, errors.New("otapush: nil limiter: every push must draw a token")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	c := &Client{http: hc, limiter: lim, policy: p, log: slog.Default(), now: time.Now,
+		jitter: func(m time.Duration) time.Duration { return rand.N(m) }, sleep: sleep}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Request is one push.
+type Request struct {
+	Bucket limiter.Bucket
+	URL    string
+	JobID  string // sent as X-Job-Id: the vendor's idempotency key
+	Body   []byte // JSON
+	Header http.Header
+	// Reserved says the caller already holds a token (a reservation whose
+	// slot has come) for the first attempt; later attempts draw their own.
+	Reserved bool
+}
+
+// Response is a push the vendor accepted.
+type Response struct {
+	Status   int
+	Attempts int
+}
+
+// Push sends req, retrying within the policy. It returns a *DeferError when
+// the job should come back later, a *PermanentError when it never should,
+// and ctx's error if ctx ends first.
+func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
+	start := c.now()
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 || !req.Reserved {
+			if err := c.acquire(ctx, req.Bucket, start); err != nil {
+				return Response{Attempts: attempt - 1}, err
+			}
+		}
+		status, retryIn, err := c.send(ctx, req, attempt)
+		if err == nil {
+			return Response{Status: status, Attempts: attempt}, nil
+		}
+		var perm *PermanentError
+		if errors.As(err, &perm) || ctx.Err() != nil {
+			return Response{Status: status, Attempts: attempt}, err
+		}
+		elapsed := c.now().Sub(start)
+		if attempt >= c.policy.MaxAttempts || elapsed+retryIn > c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(retryIn)) {
+			return Response{Status: status, Attempts: attempt}, &DeferError{After: retryIn, Status: status, Cause: err}
+		}
+		if err := c.sleep(ctx, retryIn); err != nil {
+			return Response{Status: status, Attempts: attempt}, err
+		}
+	}
+}
+
+// acquire waits for a token within what is left of the push's budget.
+func (c *Client) acquire(ctx context.Context, b limiter.Bucket, start time.Time) error {
+	left := c.policy.MaxElapsed - c.now().Sub(start)
+	_, err := c.limiter.Wait(ctx, b, 1, max(left, 0))
+	if err == nil {
+		return nil
+	}
+	if wait, denied := limiter.RetryAfter(err); denied {
+		// Wait's RetryAfter counts from the end of its max wait.
+		return &DeferError{After: wait + max(left, 0), Cause: err}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The store is down or unsure: fail closed, the job waits in the queue.
+	return &DeferError{Cause: err}
+}
+
+// send makes one request. On failure it returns how long to wait before the
+// next attempt.
+func (c *Client) send(ctx context.Context, req Request, attempt int) (int, time.Duration, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.URL, bytes.NewReader(req.Body))
+	if err != nil {
+		return 0, 0, &PermanentError{Summary: "bad request: " + err.Error()}
+	}
+	for k, vs := range req.Header {
+		hreq.Header[k] = vs
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("X-Job-Id", req.JobID)
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return 0, c.backoff(attempt), fmt.Errorf("network: %w", err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	c.drainIfLow(ctx, req, resp.Header)
+	switch s := resp.StatusCode; {
+	case s >= 200 && s < 300:
+		return s, 0, nil
+	case s == http.StatusTooManyRequests:
+		wait := c.retryAfter(req, resp.Header.Get("Retry-After"))
+		until := c.now().Add(wait)
+		if err := c.limiter.Penalize(ctx, req.Bucket, until); err != nil {
+			c.log.Warn("penalize failed; other workers will learn from their own 429s", "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
+		}
+		// The backoff's jitter may add to Retry-After, never undercut it.
+		return s, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered 429, retry after %v", wait)
+	case s >= 500:
+		return s, c.backoff(attempt), fmt.Errorf("vendor answered %d", s)
+	default:
+		return s, 0, &PermanentError{Status: s, Summary: summarize(resp.Status, body)}
+	}
+}
+
+// retryAfter turns the header into a wait, logging what it had to repair.
+func (c *Client) retryAfter(req Request, header string) time.Duration {
+	wait, err := ParseRetryAfter(header, c.now())
+	switch {
+	case err != nil:
+		c.log.Warn("429 without a usable Retry-After; using the default", "job_id", req.JobID, "bucket", req.Bucket.Key, "retry_after", header, "default", c.policy.DefaultRetryAfter, "err", err)
+		return c.policy.DefaultRetryAfter
+	case wait > c.policy.MaxRetryAfter:
+		c.log.Warn("Retry-After over the cap; clamped", "job_id", req.JobID, "bucket", req.Bucket.Key, "retry_after", header, "cap", c.policy.MaxRetryAfter)
+		return c.policy.MaxRetryAfter
+	}
+	return wait
+}
+
+// drainIfLow empties the fleet bucket when the vendor says the credential
+// is nearly spent: someone else (another system, a hidden sub-limit) is
+// using it, and the next request would earn a 429.
+func (c *Client) drainIfLow(ctx context.Context, req Request, h http.Header) {
+	left, ok := remaining(h)
+	if !ok || left >= c.policy.LowRemaining {
+		return
+	}
+	if err := c.limiter.Penalize(ctx, req.Bucket, c.now()); err != nil {
+		c.log.Warn("drain on low remaining failed", "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
+	}
+}
+
+// backoff is exponential with full jitter, at least 1ms.
+func (c *Client) backoff(attempt int) time.Duration {
+	ceiling := c.policy.BaseBackoff << min(attempt-1, 30)
+	if ceiling <= 0 || ceiling > c.policy.MaxBackoff {
+		ceiling = c.policy.MaxBackoff
+	}
+	return max(c.jitter(ceiling), time.Millisecond)
+}
+
+func summarize(status string, body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return strings.TrimSpace(status + " " + s)
+}
+
+func pastDeadline(ctx context.Context, t time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && t.After(d)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
