@@ -1,0 +1,81 @@
+package mockota
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// bucketKey is what the vendor meters by: the fleet shares one allowance per
+// credential and endpoint, however many workers send.
+type bucketKey struct{ credential, endpoint string }
+
+// tats are a bucket's stored states, published and hidden, in µs (0 for a
+// bucket never used, which GCRA treats as full).
+type tats struct{ published, hidden int64 }
+
+// verdict is the limiter's answer to one request.
+type verdict struct {
+	allowed bool
+	// wait is, when denied, how long until the same request would conform
+	// in every bucket that denied it (µs).
+	wait int64
+	// burst and remaining describe the published bucket, the only one the
+	// vendor admits to.
+	burst, remaining int
+}
+
+// take decides one request at now (µs) and charges a token only if every
+// bucket grants: a request refused by the hidden limit must not drain the
+// published bucket, or the X-RateLimit-Remaining a client sees would lie,
+// and vice versa. The caller holds s.mu.
+func (s *Server) take(k bucketKey, now int64) verdict {
+	st := s.buckets[k]
+	pl := s.cfg.limit(k.endpoint)
+	pd := gcra.Decide(st.published, now, pl, 1, 0)
+	allowed, wait := pd.Allowed, pd.RetryAfter
+	var hd gcra.Decision
+	if hl := s.cfg.HiddenLimit; hl != nil {
+		hd = gcra.Decide(st.hidden, now, *hl, 1, 0)
+		allowed = allowed && hd.Allowed
+		// Each RetryAfter is exact for its own bucket, and buckets only
+		// refill with time, so both conform at the later of the two.
+		wait = max(wait, hd.RetryAfter)
+	}
+	if !allowed {
+		return verdict{wait: wait, burst: pl.Burst, remaining: gcra.Remaining(st.published, now, pl)}
+	}
+	st.published = pd.TAT
+	if s.cfg.HiddenLimit != nil {
+		st.hidden = hd.TAT
+	}
+	s.buckets[k] = st
+	return verdict{allowed: true, burst: pl.Burst, remaining: pd.Remaining}
+}
+
+// setRateHeaders publishes the published bucket only: a vendor's hidden
+// limit is exactly what its headers do not reveal.
+func (s *Server) setRateHeaders(h http.Header, v verdict) {
+	if s.cfg.OmitRateLimitHeaders {
+		return
+	}
+	h.Set("X-RateLimit-Limit", strconv.Itoa(v.burst))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
+}
+
+// retryAfter renders a wait of us µs from now. Both forms round up, never
+// down: a client that obeys a rounded-down Retry-After arrives early and is
+// refused again, which a strict vendor may count against it.
+func retryAfter(now time.Time, us int64, httpDate bool) string {
+	if httpDate {
+		t := now.Add(time.Duration(us) * time.Microsecond).UTC()
+		if r := t.Truncate(time.Second); !r.Equal(t) {
+			t = r.Add(time.Second)
+		}
+		return t.Format(http.TimeFormat)
+	}
+	secs := (us + int64(time.Second/time.Microsecond) - 1) / int64(time.Second/time.Microsecond)
+	return strconv.FormatInt(max(secs, 1), 10)
+}
