@@ -65,9 +65,11 @@ type Policy struct {
 	// BlockThreshold: a slot at most this far away is waited for in
 	// process; a later one is deferred onto the queue.
 	BlockThreshold time.Duration
-	// Grace: a job may use its slot up to this long after it. A later job
-	// re-acquires, so late deliveries cannot bunch sends: the vendor sees at
-	// most burst + rate·(W + Grace) in a window W.
+	// Grace: a job may use its slot up to this long after it; a later job
+	// re-acquires. It is capped per bucket at (burst−1)·T/2: sends late by
+	// varying amounts bunch up, and a vendor metering with the same bucket
+	// absorbs lateness that varies by up to (burst−1)·T; half of that is
+	// left for network jitter.
 	Grace time.Duration
 	// MaxReserve bounds how far ahead a slot is booked; by default SQS's
 	// maximum delay, so a deferred job needs one trip through the queue.
@@ -181,7 +183,7 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 		return d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
 	}
-	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.Policy.Grace)) {
+	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
 		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
 		j.Slot = time.Time{}
 	}
@@ -193,7 +195,11 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	}
 	wait := j.Slot.Sub(now)
 	if wait > d.Policy.BlockThreshold || !d.canSleep(ctx, wait) {
-		return d.deferJob(ctx, j, wait, "waiting for its reserved slot", false)
+		// Come back once the slot is within blocking distance, and sleep
+		// the rest. SQS delays are whole seconds: deferring the full wait,
+		// rounded up, would make every deferred push late by up to a
+		// second, and varying lateness bunches the sends the vendor counts.
+		return d.deferJob(ctx, j, max(wait-d.Policy.BlockThreshold, 0), "waiting for its reserved slot", false)
 	}
 	if wait > 0 {
 		if err := d.sleep(ctx, wait); err != nil {
@@ -294,6 +300,12 @@ func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outc
 	}
 	d.log().Warn("job dead-lettered", "job_id", id, "outcome", string(o), "reason", reason)
 	return Result{JobID: id, Outcome: o, Reason: reason}, nil
+}
+
+// grace is how late a job may use its slot under limit l.
+func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
+	slack := time.Duration(int64(l.Burst-1)*l.Interval()/2) * time.Microsecond
+	return min(d.Policy.Grace, slack)
 }
 
 // canSleep reports whether waiting d leaves DeadlineMargin before ctx's

@@ -50,10 +50,14 @@ type Fault struct {
 
 // Faulty forwards calls to DB, failing them as Fault says.
 type Faulty struct {
-	DB limiter.DynamoDBAPI
-	mu sync.Mutex
-	F  Fault
+	DB    limiter.DynamoDBAPI
+	mu    sync.Mutex
+	F     Fault
+	calls atomic.Int64
 }
+
+// Calls is how many calls reached the wrapper, failed or not.
+func (f *Faulty) Calls() int64 { return f.calls.Load() }
 
 // Set replaces the fault plan.
 func (f *Faulty) Set(fault Fault) {
@@ -70,6 +74,7 @@ func (f *Faulty) plan() Fault {
 
 // UpdateItem forwards, or fails as planned.
 func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.calls.Add(1)
 	p := f.plan()
 	if p.Before != nil {
 		if err := p.Before("UpdateItem"); err != nil {
@@ -87,6 +92,7 @@ func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 
 // GetItem forwards, or fails as planned.
 func (f *Faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.calls.Add(1)
 	p := f.plan()
 	if p.Before != nil {
 		if err := p.Before("GetItem"); err != nil {

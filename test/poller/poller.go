@@ -7,6 +7,7 @@ package poller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,7 +26,10 @@ type SQSAPI interface {
 // error fails the whole batch.
 type Handler func(ctx context.Context, msgs []types.Message) (failed []string, err error)
 
-// Poller receives from one queue.
+// Poller receives from one queue and hands batches to up to Concurrency
+// handlers at once, as the event source mapping fans batches out to
+// concurrent invocations. One receive loop is enough: long polls are what
+// an emulator finds expensive, not batches.
 type Poller struct {
 	SQS       SQSAPI
 	QueueURL  string
@@ -34,46 +38,93 @@ type Poller struct {
 	// Visibility is how long a received message stays hidden; a failed
 	// one reappears after it. Default 5s.
 	Visibility time.Duration
-	Handler    Handler
-	// OnError, if set, sees receive and delete errors (the poller goes on).
+	// ShortPoll receives with WaitTimeSeconds 0 and pauses this long when
+	// the queue is empty. Use it with moto: its long poll only wakes for
+	// messages sent during the wait, so a delayed message that becomes
+	// visible meanwhile waits for the poll to end (up to Wait late), which
+	// would make deferred pushes miss their slots.
+	ShortPoll time.Duration
+	// Concurrency is how many batches are handled at once; default 1.
+	Concurrency int
+	Handler     Handler
+	// OnError, if set, sees receive, handler and delete errors (the poller
+	// goes on).
 	OnError func(error)
 }
 
-// Run polls until ctx ends.
+// Run polls until ctx ends, then waits for the batches in hand.
 func (p *Poller) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := p.Once(ctx); err != nil && ctx.Err() == nil {
-			if p.OnError != nil {
-				p.OnError(err)
+	batches := make(chan []types.Message)
+	var wg sync.WaitGroup
+	for range orDefault(p.Concurrency, 1) {
+		wg.Go(func() {
+			for msgs := range batches {
+				p.report(p.handle(ctx, msgs))
 			}
+		})
+	}
+	defer wg.Wait()
+	defer close(batches)
+	for ctx.Err() == nil {
+		msgs, err := p.receive(ctx)
+		if err != nil {
+			p.report(err)
 			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		if len(msgs) > 0 {
+			batches <- msgs
+		} else if p.ShortPoll > 0 {
+			sleep(ctx, p.ShortPoll)
 		}
 	}
 }
 
 // Once receives and handles one batch.
 func (p *Poller) Once(ctx context.Context) error {
+	msgs, err := p.receive(ctx)
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	return p.handle(ctx, msgs)
+}
+
+func (p *Poller) report(err error) {
+	if err != nil && p.OnError != nil {
+		p.OnError(err)
+	}
+}
+
+func (p *Poller) receive(ctx context.Context) ([]types.Message, error) {
 	out, err := p.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    &p.QueueURL,
 		MaxNumberOfMessages:         orDefault(p.BatchSize, 10),
-		WaitTimeSeconds:             int32(orDefault(p.Wait, time.Second) / time.Second),
+		WaitTimeSeconds:             p.waitSeconds(),
 		VisibilityTimeout:           int32(orDefault(p.Visibility, 5*time.Second) / time.Second),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	})
-	if err != nil || len(out.Messages) == 0 {
-		return err
-	}
-	failed, err := p.Handler(ctx, out.Messages)
 	if err != nil {
-		return fmt.Errorf("handler failed the batch of %d: %w", len(out.Messages), err)
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return out.Messages, nil
+}
+
+// handle runs the handler on a batch and deletes what it finished.
+func (p *Poller) handle(ctx context.Context, msgs []types.Message) error {
+	failed, err := p.Handler(ctx, msgs)
+	if err != nil {
+		return fmt.Errorf("handler failed the batch of %d: %w", len(msgs), err)
 	}
 	keep := map[string]bool{}
 	for _, id := range failed {
 		keep[id] = true
 	}
 	var entries []types.DeleteMessageBatchRequestEntry
-	for _, m := range out.Messages {
+	for _, m := range msgs {
 		if !keep[aws.ToString(m.MessageId)] {
 			entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: m.MessageId, ReceiptHandle: m.ReceiptHandle})
 		}
@@ -90,6 +141,13 @@ func (p *Poller) Once(ctx context.Context) error {
 		return fmt.Errorf("delete: %d of %d handled messages not deleted: %s", len(del.Failed), len(entries), aws.ToString(del.Failed[0].Message))
 	}
 	return nil
+}
+
+func (p *Poller) waitSeconds() int32 {
+	if p.ShortPoll > 0 {
+		return 0
+	}
+	return int32(orDefault(p.Wait, time.Second) / time.Second)
 }
 
 func orDefault[T comparable](v, def T) T {

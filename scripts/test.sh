@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Runs every check and test of the repository; the README and .ci/run call this.
+#
+#   scripts/test.sh                      gofmt, go vet, staticcheck, then go test -race ./...
+#                                        against the local emulator stack
+#   scripts/test.sh -run TestReserve     extra arguments go to `go test`
+#   scripts/test.sh ./sdk/... -v         an argument starting with ./ ../ or the module path
+#                                        replaces the default ./... package pattern
+#
+# It installs missing tools into .tools/bin (staticcheck, pinned), starts the
+# local stack (scripts/localstack.sh) unless one is already running, exports
+# its endpoints and FLEETBUCKET_INTEGRATION=1 (integration tests then fail
+# instead of skipping), and stops on exit only a stack it started itself.
+# Exits non-zero on any failure.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$SCRIPT_DIR/.." && pwd -P)
+cd "$ROOT"
+
+MODULE=github.com/fleetbucket/fleetbucket
+# staticcheck 2026.2.2 = honnef.co/go/tools v0.8.2 (needs and supports go 1.26).
+STATICCHECK_VERSION=v0.8.2
+TOOLS_BIN=$ROOT/.tools/bin
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+fail() {
+	printf 'test.sh: FAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+command -v go >/dev/null 2>&1 || fail "go is not on PATH"
+
+# --------------------------------------------------------------- tools ----
+
+# The installed binary is reused only if it is the pinned version built by the
+# current Go toolchain (an older toolchain's build cannot load newer packages).
+staticcheck_ok() {
+	[[ -x $TOOLS_BIN/staticcheck ]] || return 1
+	local info
+	info=$(go version -m "$TOOLS_BIN/staticcheck" 2>/dev/null) || return 1
+	[[ $(awk 'NR == 1 { print $2 }' <<<"$info") == "$(go env GOVERSION)" ]] || return 1
+	[[ $(awk '$1 == "mod" && $2 == "honnef.co/go/tools" { print $3 }' <<<"$info") == "$STATICCHECK_VERSION" ]]
+}
+
+if ! staticcheck_ok; then
+	step "installing staticcheck $STATICCHECK_VERSION into .tools/bin"
+	mkdir -p "$TOOLS_BIN"
+	GOBIN=$TOOLS_BIN go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ||
+		fail "could not install staticcheck $STATICCHECK_VERSION"
+fi
+
+# ---------------------------------------------------------------- lint ----
+
+step "gofmt -l"
+# The same directories the go command ignores: dot and underscore folders
+# (.tools holds node_modules with CDK template files), testdata, plus
+# node_modules and cdk.out anywhere.
+unformatted=$(
+	find . -type d \( -name '.?*' -o -name '_*' -o -name testdata -o -name node_modules \
+		-o -name cdk.out -o -name vendor \) -prune -o -type f -name '*.go' -print0 |
+		xargs -0 -r gofmt -l 2>&1
+) || fail "gofmt could not parse every file:
+$unformatted"
+if [[ -n $unformatted ]]; then
+	fail "these files are not gofmt-ed (run: gofmt -w <file>):
+$unformatted"
+fi
+
+step "go vet ./..."
+go vet ./... || fail "go vet"
+
+step "staticcheck ./..."
+"$TOOLS_BIN/staticcheck" ./... || fail "staticcheck"
+
+# --------------------------------------------------------------- stack ----
+
+started_stack=0
+go_pid=""
+
+# go test runs in its own session/process group so that a signal to this
+# script can stop it together with the test binaries it spawned (`go` alone
+# dies on TERM and leaves them running).
+stop_go_test() {
+	[[ -n $go_pid ]] || return 0
+	if kill -0 "$go_pid" 2>/dev/null; then
+		kill -TERM -- "-$go_pid" 2>/dev/null || kill -TERM "$go_pid" 2>/dev/null || true
+		wait "$go_pid" 2>/dev/null || true
+	fi
+	go_pid=""
+}
+
+cleanup() {
+	local rc=$?
+	stop_go_test
+	if ((started_stack)); then
+		step "stopping the local stack"
+		"$SCRIPT_DIR/localstack.sh" stop || rc=1
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if "$SCRIPT_DIR/localstack.sh" status >/dev/null 2>&1; then
+	step "using the local stack that is already running (it stays running)"
+else
+	step "starting the local stack"
+	started_stack=1
+fi
+stack_env=$("$SCRIPT_DIR/localstack.sh" start) || fail "could not start the local stack (see above)"
+eval "$stack_env"
+export FLEETBUCKET_INTEGRATION=1
+
+# ---------------------------------------------------------------- test ----
+
+pkgs=(./...)
+for arg in "$@"; do
+	case $arg in
+	./* | ../* | "$MODULE" | "$MODULE"/*) pkgs=() ;;
+	esac
+done
+
+step "go test -race -count=1 -timeout 20m ${pkgs[*]} $*"
+go_test=(go test -race -count=1 -timeout 20m "${pkgs[@]}" "$@")
+if command -v setsid >/dev/null 2>&1; then
+	setsid "${go_test[@]}" </dev/null &
+else # macOS: job control puts the background job in its own process group
+	set -m
+	"${go_test[@]}" </dev/null &
+	set +m
+fi
+go_pid=$!
+rc=0
+wait "$go_pid" || rc=$?
+go_pid=""
+((rc == 0)) || fail "go test (exit status $rc)"
+
+step "all checks passed"

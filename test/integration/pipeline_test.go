@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/fleetbucket/fleetbucket/sdk/deferral"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/poller"
+)
+
+// pipeline is the push path on the local stack: a changes queue of push
+// jobs, a deferred queue, a dead-letter queue, the limiter table and a mock
+// OTA, worked by a fleet of dispatchers that share nothing but those.
+type pipeline struct {
+	t                               *testing.T
+	sqs                             *sqs.Client
+	changesURL, deferredURL, dlqURL string
+	table                           string
+	ota                             *mockota.Server
+	limit                           limiter.Limit
+	endpoints                       map[string]bool
+
+	sends atomic.Int64 // SQS messages sent: jobs enqueued plus deferrals
+
+	mu      sync.Mutex
+	results map[string][]dispatch.Result
+}
+
+func newPipeline(t *testing.T, limit limiter.Limit, ota mockota.Config) *pipeline {
+	t.Helper()
+	p := &pipeline{t: t, sqs: emulator.SQS(t), table: emulator.NewTable(t, emulator.DynamoDB(t)), limit: limit,
+		endpoints: map[string]bool{"availability": true, "rates": true}, results: map[string][]dispatch.Result{}}
+	p.changesURL = p.queue("changes")
+	p.deferredURL = p.queue("deferred")
+	p.dlqURL = p.queue("dlq")
+	srv, err := mockota.Start(ota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	p.ota = srv
+	return p
+}
+
+func (p *pipeline) queue(name string) string {
+	p.t.Helper()
+	qname := fmt.Sprintf("%s-%08x", name, rand.Uint32())
+	out, err := p.sqs.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: &qname})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { _, _ = p.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	return *out.QueueUrl
+}
+
+// Route is the test's channel config: one channel, two endpoints.
+func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
+	if j.Channel != "booking_com" {
+		return dispatch.Route{}, fmt.Errorf("unknown channel %q", j.Channel)
+	}
+	if !p.endpoints[j.Endpoint] {
+		return dispatch.Route{}, fmt.Errorf("channel %q has no endpoint %q", j.Channel, j.Endpoint)
+	}
+	return dispatch.Route{
+		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: p.limit},
+		URL:    p.ota.URL() + "/v1/" + j.Endpoint,
+		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
+	}, nil
+}
+
+// countingSQS counts the messages the dispatchers send.
+type countingSQS struct {
+	*sqs.Client
+	n *atomic.Int64
+}
+
+func (c countingSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	c.n.Add(1)
+	return c.Client.SendMessage(ctx, in, o...)
+}
+
+type workerOpts struct {
+	db     limiter.DynamoDBAPI // default: a fresh emulator client
+	sqs    deferral.SQSAPI     // default: a counting emulator client
+	now    func() time.Time
+	policy dispatch.Policy
+}
+
+// dispatcher builds one worker's stack, as one Lambda instance would.
+func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
+	p.t.Helper()
+	if o.db == nil {
+		o.db = emulator.DynamoDB(p.t)
+	}
+	if o.sqs == nil {
+		o.sqs = countingSQS{emulator.SQS(p.t), &p.sends}
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.policy == (dispatch.Policy{}) {
+		o.policy = dispatch.DefaultPolicy
+	}
+	lim, err := limiter.New(o.db, limiter.WithTable(p.table), limiter.WithClock(o.now), limiter.WithCircuitBreaker(3, 5*time.Second))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(o.now), otapush.WithLogger(quiet))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	d := &dispatch.Dispatcher{
+		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet,
+		Queue: &deferral.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
+	}
+	if err := d.Validate(); err != nil {
+		p.t.Fatal(err)
+	}
+	return d
+}
+
+func pushJob(i int, endpoint string, firstSeen time.Time) job.Job {
+	return job.Job{ID: fmt.Sprintf("job-%04d", i), Channel: "booking_com", Credential: "cred-1", Endpoint: endpoint,
+		Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), FirstSeen: firstSeen}
+}
+
+// enqueue puts jobs on the changes queue, ten to a batch.
+func (p *pipeline) enqueue(jobs []job.Job) {
+	p.t.Helper()
+	for start := 0; start < len(jobs); start += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i, j := range jobs[start:min(start+10, len(jobs))] {
+			body, err := job.Encode(j)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: &body})
+		}
+		out, err := p.sqs.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: &p.changesURL, Entries: entries})
+		if err != nil || len(out.Failed) > 0 {
+			p.t.Fatalf("enqueue: %v %v", err, out)
+		}
+		p.sends.Add(int64(len(entries)))
+	}
+}
+
+// run works both queues with n dispatchers until done() or the timeout. As
+// with Lambda, a poller per queue hands batches to whichever of the n
+// workers (instances) is free; each worker keeps its own limiter state.
+func (p *pipeline) run(n int, timeout time.Duration, done func() bool, o workerOpts) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pool := make(chan *dispatch.Dispatcher, n)
+	for range n {
+		pool <- p.dispatcher(o)
+	}
+	var wg sync.WaitGroup
+	for _, url := range []string{p.changesURL, p.deferredURL} {
+		pl := &poller.Poller{SQS: p.sqs, QueueURL: url, Visibility: 60 * time.Second, Concurrency: n, ShortPoll: 20 * time.Millisecond, Handler: p.handler(pool),
+			OnError: func(err error) { p.t.Logf("poller: %v", err) }}
+		wg.Go(func() { pl.Run(ctx) })
+	}
+	for ctx.Err() == nil && !done() {
+		sleep(ctx, 100*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		p.t.Errorf("pipeline did not finish within %v", timeout)
+	}
+	cancel()
+	wg.Wait()
+}
+
+// handler is what the sync Lambda does with a batch: every message is
+// handled; the ones whose handling failed stay on the queue.
+func (p *pipeline) handler(pool chan *dispatch.Dispatcher) poller.Handler {
+	return func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
+		d := <-pool
+		defer func() { pool <- d }()
+		var (
+			mu     sync.Mutex
+			failed []string
+			wg     sync.WaitGroup
+		)
+		// Each job in the batch waits for its own slot, concurrently.
+		for _, m := range msgs {
+			wg.Go(func() {
+				res, err := d.Handle(ctx, aws.ToString(m.Body))
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = append(failed, aws.ToString(m.MessageId))
+					return
+				}
+				p.mu.Lock()
+				p.results[res.JobID] = append(p.results[res.JobID], res)
+				p.mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return failed, nil
+	}
+}
+
+func (p *pipeline) outcomes(id string) []dispatch.Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]dispatch.Result(nil), p.results[id]...)
+}
+
+// deferralsPerJob returns the most deferrals any job took, and the total.
+func (p *pipeline) deferralsPerJob() (most, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, rs := range p.results {
+		n := 0
+		for _, r := range rs {
+			if r.Outcome == dispatch.Deferred {
+				n++
+			}
+		}
+		most, total = max(most, n), total+n
+	}
+	return most, total
+}
+
+// reDeferrals counts deferrals of jobs that already held a slot when they
+// came back: the waste reservations exist to avoid.
+func (p *pipeline) reDeferrals() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, rs := range p.results {
+		deferrals := 0
+		for _, r := range rs {
+			if r.Outcome == dispatch.Deferred {
+				deferrals++
+			}
+		}
+		n += max(deferrals-1, 0)
+	}
+	return n
+}
+
+// assertExactlyOnce checks every job was accepted by the vendor once.
+func (p *pipeline) assertExactlyOnce(jobs []job.Job) {
+	p.t.Helper()
+	byJob := p.ota.AcceptedByJob()
+	for _, j := range jobs {
+		if byJob[j.ID] != 1 {
+			p.t.Errorf("job %s accepted %d times, want exactly once", j.ID, byJob[j.ID])
+		}
+	}
+	if len(byJob) != len(jobs) {
+		p.t.Errorf("vendor accepted %d distinct jobs, want %d", len(byJob), len(jobs))
+	}
+}
+
+// receiveDLQ drains the dead-letter queue, returning body → reason.
+func (p *pipeline) receiveDLQ() map[string]string {
+	p.t.Helper()
+	got := map[string]string{}
+	for {
+		out, err := p.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: &p.dlqURL, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return got
+		}
+		for _, m := range out.Messages {
+			got[aws.ToString(m.Body)] = aws.ToString(m.MessageAttributes[deferral.ReasonAttribute].StringValue)
+			_, _ = p.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &p.dlqURL, ReceiptHandle: m.ReceiptHandle})
+		}
+	}
+}
+
+var errInjected = errors.New("injected outage")
