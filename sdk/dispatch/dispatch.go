@@ -17,6 +17,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,7 +117,15 @@ const (
 	Deferred     Outcome = "deferred"
 	Shed         Outcome = "shed"          // deadline: dead-lettered, no token spent
 	DeadLettered Outcome = "dead-lettered" // malformed, unroutable, or refused by the vendor
+	// Coalesced: Render found that newer changes have replaced everything
+	// this job would push; their own jobs push it, so this one sends
+	// nothing. Its reserved slot goes unused: quota wasted, never overspent.
+	Coalesced Outcome = "coalesced"
 )
+
+// ErrSuperseded is what Render returns for a job whose whole payload newer
+// jobs will push (or have pushed).
+var ErrSuperseded = errors.New("superseded by newer changes")
 
 // Result describes one handled job. Whatever the outcome, the message it
 // came in is done with and may be deleted.
@@ -128,8 +137,9 @@ type Result struct {
 	Wait time.Duration
 	// Slot is the slot the job held when pushed or deferred.
 	Slot time.Time
-	// Attempts is the number of requests the push sent.
-	Attempts int
+	// Attempts is the number of requests the push sent, and Throttled how
+	// many of them the vendor answered 429.
+	Attempts, Throttled int
 	// StoreError is set when the limiter store failed on the way.
 	StoreError bool
 }
@@ -144,7 +154,10 @@ type Dispatcher struct {
 	Policy  Policy
 	// Render returns the body to push; by default the job's payload. A
 	// state-backed deployment renders the current state here, so a late
-	// job pushes the newest values rather than the ones it was made with.
+	// job pushes the newest values rather than the ones it was made with,
+	// and returns ErrSuperseded when there is nothing left for it to push.
+	// With Render set, the dispatcher re-renders after each push and pushes
+	// again if the state moved meanwhile.
 	Render func(ctx context.Context, j job.Job) ([]byte, error)
 	Now    func() time.Time
 	Sleep  func(ctx context.Context, d time.Duration) error
@@ -247,36 +260,83 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	return res, true, derr
 }
 
+// maxRepushes bounds the pushes of one job that re-renders found stale.
+const maxRepushes = 3
+
 func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, error) {
-	body := []byte(j.Payload)
-	if d.Render != nil {
-		var err error
-		if body, err = d.Render(ctx, j); err != nil {
-			return Result{}, fmt.Errorf("render job %q: %w", j.ID, err)
-		}
+	res := Result{JobID: j.ID, Slot: j.Slot}
+	body, err := d.render(ctx, j)
+	if errors.Is(err, ErrSuperseded) {
+		res.Outcome, res.Reason = Coalesced, err.Error()
+		return res, nil
 	}
-	resp, err := d.Pusher.Push(ctx, otapush.Request{
-		Bucket: route.Bucket, URL: route.URL, Header: route.Header, JobID: j.ID, Body: body, Reserved: true,
-	})
+	if err != nil {
+		return Result{}, err
+	}
+	reserved := true
+	for range maxRepushes {
+		resp, err := d.Pusher.Push(ctx, otapush.Request{
+			Bucket: route.Bucket, URL: route.URL, Header: route.Header, JobID: j.ID, Body: body, Reserved: reserved,
+		})
+		res.Attempts += resp.Attempts
+		res.Throttled += resp.Throttled
+		if err != nil {
+			return d.pushFailed(ctx, j, res, err)
+		}
+		if d.Render == nil {
+			break
+		}
+		// Another worker may have applied a newer change while this push
+		// was in flight and pushed it first, in which case the vendor now
+		// holds older values than the state. Re-read after the push and
+		// push again until the state stood still: the last push to arrive
+		// then always carries the newest state.
+		again, err := d.render(ctx, j)
+		if errors.Is(err, ErrSuperseded) {
+			break // the newer change's own job pushes the rest
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		if bytes.Equal(again, body) {
+			break
+		}
+		body, reserved = again, false
+	}
+	res.Outcome = Pushed
+	return res, nil
+}
+
+func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, res Result, err error) (Result, error) {
 	var perm *otapush.PermanentError
 	var later *otapush.DeferError
 	switch {
-	case err == nil:
-		return Result{JobID: j.ID, Outcome: Pushed, Slot: j.Slot, Attempts: resp.Attempts}, nil
 	case errors.As(err, &perm):
-		return d.deadLetter(ctx, j, DeadLettered, perm.Error())
+		dl, err := d.deadLetter(ctx, j, DeadLettered, perm.Error())
+		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
+		return dl, err
 	case errors.As(err, &later):
-		slot := j.Slot
-		j.Slot = time.Time{} // retries spent or lost it; the next run acquires afresh
 		wait, storeDown := max(later.After, time.Second), errors.Is(later, limiter.ErrUnavailable)
 		if storeDown {
 			wait = d.Policy.StoreCooldown
 		}
-		res, err := d.deferJob(ctx, j, wait, later.Error(), storeDown)
-		res.Slot, res.Attempts = slot, resp.Attempts
-		return res, err
+		j.Slot = time.Time{} // retries spent or lost it; the next run acquires afresh
+		def, err := d.deferJob(ctx, j, wait, later.Error(), storeDown)
+		def.Slot, def.Attempts, def.Throttled = res.Slot, res.Attempts, res.Throttled
+		return def, err
 	}
 	return Result{}, err
+}
+
+func (d *Dispatcher) render(ctx context.Context, j job.Job) ([]byte, error) {
+	if d.Render == nil {
+		return j.Payload, nil
+	}
+	body, err := d.Render(ctx, j)
+	if err != nil {
+		return nil, fmt.Errorf("render job %q: %w", j.ID, err)
+	}
+	return body, nil
 }
 
 func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, wait time.Duration, reason string, storeErr bool) (Result, error) {

@@ -132,10 +132,12 @@ type Request struct {
 	Reserved bool
 }
 
-// Response is a push the vendor accepted.
+// Response is what a push came to; Push returns it with its error too.
 type Response struct {
-	Status   int
-	Attempts int
+	Status   int // the last status received (0 if none)
+	Attempts int // requests sent
+	// Throttled is how many of them the vendor answered 429.
+	Throttled int
 }
 
 // Push sends req, retrying within the policy. It returns a *DeferError when
@@ -143,26 +145,31 @@ type Response struct {
 // and ctx's error if ctx ends first.
 func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 	start := c.now()
+	var resp Response
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 || !req.Reserved {
 			if err := c.acquire(ctx, req.Bucket, start); err != nil {
-				return Response{Attempts: attempt - 1}, err
+				return resp, err
 			}
 		}
 		status, retryIn, err := c.send(ctx, req, attempt)
+		resp.Status, resp.Attempts = status, attempt
+		if status == http.StatusTooManyRequests {
+			resp.Throttled++
+		}
 		if err == nil {
-			return Response{Status: status, Attempts: attempt}, nil
+			return resp, nil
 		}
 		var perm *PermanentError
 		if errors.As(err, &perm) || ctx.Err() != nil {
-			return Response{Status: status, Attempts: attempt}, err
+			return resp, err
 		}
 		elapsed := c.now().Sub(start)
 		if attempt >= c.policy.MaxAttempts || elapsed+retryIn > c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(retryIn)) {
-			return Response{Status: status, Attempts: attempt}, &DeferError{After: retryIn, Status: status, Cause: err}
+			return resp, &DeferError{After: retryIn, Status: status, Cause: err}
 		}
 		if err := c.sleep(ctx, retryIn); err != nil {
-			return Response{Status: status, Attempts: attempt}, err
+			return resp, err
 		}
 	}
 }

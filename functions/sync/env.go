@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/deferral"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/emf"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+)
+
+// settings is the function's environment, checked in full at init.
+type settings struct {
+	table, stateTable       string
+	deferredURL, deadURL    string
+	connectionsPath         string
+	namespace               string
+	storeFailures, cooldown int
+}
+
+func readSettings(getenv func(string) string) (settings, error) {
+	s := settings{
+		table:           getenv("FLEETBUCKET_TABLE"),
+		stateTable:      getenv("FLEETBUCKET_STATE_TABLE"),
+		deferredURL:     getenv("FLEETBUCKET_DEFERRED_QUEUE_URL"),
+		deadURL:         getenv("FLEETBUCKET_DLQ_URL"),
+		connectionsPath: getenv("FLEETBUCKET_CONNECTIONS"),
+		namespace:       getenv("FLEETBUCKET_METRICS_NAMESPACE"),
+		storeFailures:   3,
+		cooldown:        10,
+	}
+	var missing []string
+	for name, v := range map[string]string{
+		"FLEETBUCKET_TABLE": s.table, "FLEETBUCKET_STATE_TABLE": s.stateTable,
+		"FLEETBUCKET_DEFERRED_QUEUE_URL": s.deferredURL, "FLEETBUCKET_DLQ_URL": s.deadURL,
+	} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return s, fmt.Errorf("missing environment: %s (the CDK stack sets them)", strings.Join(sorted(missing), ", "))
+	}
+	if s.connectionsPath == "" {
+		s.connectionsPath = "connections.json"
+	}
+	if !filepath.IsAbs(s.connectionsPath) {
+		// The asset is unpacked in LAMBDA_TASK_ROOT; locally, beside the binary.
+		root := getenv("LAMBDA_TASK_ROOT")
+		if root == "" {
+			exe, _ := os.Executable()
+			root = filepath.Dir(exe)
+		}
+		s.connectionsPath = filepath.Join(root, s.connectionsPath)
+	}
+	if s.namespace == "" {
+		s.namespace = "fleetbucket"
+	}
+	return s, nil
+}
+
+// newHandler builds everything the function needs and refuses to start on
+// any bad setting: the config is loaded and validated, and every
+// credential's token must be present.
+func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler, error) {
+	s, err := readSettings(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := connections.Load(s.connectionsPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := tokensPresent(cfg, getenv); err != nil {
+		return nil, err
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS config: %w", err)
+	}
+	db, queue := dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)
+	lim, err := limiter.New(db, limiter.WithTable(s.table), limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Token: getenv}
+	d := &dispatch.Dispatcher{
+		Routes: sy, Limiter: lim, Pusher: pusher, Render: sy.Render, Policy: dispatch.DefaultPolicy, Log: log,
+		Queue: &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	sy.Dispatcher = d
+	return &handler{syncer: sy, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
+		namespace: s.namespace, out: os.Stdout}, nil
+}
+
+func tokensPresent(cfg *connections.Config, getenv func(string) string) error {
+	var missing []string
+	for name, ch := range cfg.Channels {
+		for id, cred := range ch.Credentials {
+			if getenv(cred.TokenEnv) == "" {
+				missing = append(missing, fmt.Sprintf("%s (channel %s, credential %s)", cred.TokenEnv, name, id))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New("credential tokens not set: " + strings.Join(sorted(missing), ", "))
+	}
+	return nil
+}
+
+// queueName is the last path segment of a queue URL, which is also the
+// last segment of its ARN.
+func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }

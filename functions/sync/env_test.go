@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestInitRefusesBadSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.json", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":5,"burst":5}}},"credentials":{"c1":{"token_env":"BK_TOKEN"}}}}}`)
+	bad := write("bad.json", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":0,"burst":5}}},"credentials":{"c1":{"token_env":"BK_TOKEN"}}}}}`)
+	base := map[string]string{
+		"FLEETBUCKET_TABLE": "limits", "FLEETBUCKET_STATE_TABLE": "state",
+		"FLEETBUCKET_DEFERRED_QUEUE_URL": "http://q/deferred", "FLEETBUCKET_DLQ_URL": "http://q/dlq",
+		"AWS_REGION": "us-east-1", "BK_TOKEN": "secret-token",
+	}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range base {
+			m[a] = b
+		}
+		m[k] = v
+		return m
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"missing table", with("FLEETBUCKET_TABLE", ""), "missing environment: FLEETBUCKET_TABLE"},
+		{"missing config file", with("FLEETBUCKET_CONNECTIONS", filepath.Join(dir, "nope.json")), "nope.json: no such file"},
+		{"invalid limit", with("FLEETBUCKET_CONNECTIONS", bad), "channels.bk.endpoints.rates.limit: invalid limit.rate: 0"},
+		{"token not set", with("BK_TOKEN", ""), "credential tokens not set: BK_TOKEN (channel bk, credential c1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env["FLEETBUCKET_CONNECTIONS"] == "" {
+				tt.env["FLEETBUCKET_CONNECTIONS"] = good
+			}
+			_, err := newHandler(context.Background(), env(tt.env), slog.New(slog.DiscardHandler))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("newHandler = %v, want an error containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "secret-token") {
+				t.Fatalf("the error leaks a token: %v", err)
+			}
+		})
+	}
+	ok := with("FLEETBUCKET_CONNECTIONS", good)
+	if _, err := newHandler(context.Background(), env(ok), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("a good config was refused: %v", err)
+	}
+}
+
+func TestJobParts(t *testing.T) {
+	c, k, e := jobParts("ev-1#booking_com#bk-main#availability")
+	if c != "booking_com" || k != "bk-main" || e != "availability" {
+		t.Fatalf("jobParts = %s %s %s", c, k, e)
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/emf"
+	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+)
+
+// outcomeMetric names the counter of each outcome.
+var outcomeMetric = map[dispatch.Outcome]string{
+	dispatch.Pushed: "Pushes", dispatch.Deferred: "Deferrals", dispatch.Shed: "Sheds",
+	dispatch.DeadLettered: "DeadLetters", dispatch.Coalesced: "Coalesced",
+}
+
+// metricNames are written on every flush, zeros included, so that alarms
+// on them see data rather than missing points.
+var metricNames = []string{"Pushes", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "VendorThrottles", "LimiterStoreErrors"}
+
+type handler struct {
+	syncer        *syncer.Syncer
+	deferredQueue string // messages from it are push jobs; the rest are PMS changes
+	log           *slog.Logger
+	metrics       *emf.Counters
+	namespace     string
+	out           io.Writer
+}
+
+// Handle processes a batch. Records are handled concurrently, so each job
+// waits for its own slot; a record whose handling failed is reported as a
+// batch item failure and comes back, and nothing else does.
+func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var (
+		mu   sync.Mutex
+		resp events.SQSEventResponse
+		wg   sync.WaitGroup
+	)
+	for _, name := range metricNames {
+		h.metrics.Add(name, 0)
+	}
+	for _, rec := range ev.Records {
+		wg.Go(func() {
+			if err := h.record(ctx, rec); err != nil {
+				h.log.Error("message left on its queue for redelivery", "message_id", rec.MessageId, "err", err)
+				mu.Lock()
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := h.metrics.Flush(h.out, h.namespace, time.Now()); err != nil {
+		h.log.Warn("metrics not written", "err", err)
+	}
+	return resp, nil
+}
+
+func (h *handler) record(ctx context.Context, rec events.SQSMessage) error {
+	if strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue) {
+		res, err := h.syncer.HandleDeferred(ctx, rec.Body)
+		if err != nil {
+			return err
+		}
+		h.observe(res, "")
+		return nil
+	}
+	rep, err := h.syncer.HandleChange(ctx, rec.Body)
+	if rep.Invalid != "" {
+		h.metrics.Add("DeadLetters", 1)
+		h.log.Warn("change event dead-lettered", "event_id", rep.EventID, "reason", rep.Invalid)
+	}
+	for _, res := range rep.Results {
+		h.observe(res, rep.EventID)
+	}
+	return err
+}
+
+// observe logs one job's outcome and counts it. The job id names event,
+// channel, credential id and endpoint; no token ever reaches a log.
+func (h *handler) observe(res dispatch.Result, eventID string) {
+	channel, credential, endpoint := jobParts(res.JobID)
+	h.log.Info("push job",
+		"job_id", res.JobID, "event_id", eventID, "channel", channel, "credential", credential, "endpoint", endpoint,
+		"bucket", channel+"#"+credential+"#"+endpoint, "decision", string(res.Outcome), "wait_ms", res.Wait.Milliseconds(),
+		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled)
+	h.metrics.Add(outcomeMetric[res.Outcome], 1)
+	h.metrics.Add("VendorThrottles", float64(res.Throttled))
+	if res.StoreError {
+		h.metrics.Add("LimiterStoreErrors", 1)
+	}
+	if !res.Slot.IsZero() {
+		h.metrics.Add("Grants", 1)
+	}
+	h.metrics.AddMillis("WaitTime", res.Wait)
+}
+
+// jobParts splits "<event>#<channel>#<credential>#<endpoint>".
+func jobParts(id string) (channel, credential, endpoint string) {
+	parts := strings.Split(id, "#")
+	if len(parts) < 4 {
+		return "", "", ""
+	}
+	n := len(parts)
+	return parts[n-3], parts[n-2], parts[n-1]
+}
+
+func sorted(s []string) []string {
+	sort.Strings(s)
+	return s
+}

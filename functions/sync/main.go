@@ -1,0 +1,26 @@
+// Command sync is the Lambda function that keeps OTAs in step with the PMS.
+// It consumes two SQS queues: PMS change events (from the EventBridge rule)
+// and deferred push jobs. main only wires dependencies; the work is done by
+// sdk/syncer and sdk/dispatch.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	h, err := newHandler(context.Background(), os.Getenv, log)
+	if err != nil {
+		// An init error fails every invocation with this message, visibly,
+		// instead of pushing under a config nobody checked.
+		fmt.Fprintf(os.Stderr, "sync: refusing to start: %v\n", err)
+		os.Exit(1)
+	}
+	lambda.Start(h.Handle)
+}

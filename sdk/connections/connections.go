@@ -1,0 +1,232 @@
+// Package connections is the channel manager's map of who pushes where: for
+// each property, the channels (OTAs) it is connected to and with which
+// credential; for each channel, its endpoints and the limit the OTA meters
+// each (credential, endpoint) by.
+//
+// The file ships with the deployment (config/connections.example.json is
+// the documented example) and is validated in full at start-up: a function
+// with a bad config refuses to start rather than push under wrong limits.
+package connections
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// Kinds of ARI change, each pushed to the endpoint of the same name.
+var Kinds = []string{"availability", "rates", "restrictions"}
+
+// Config is the whole connections file.
+type Config struct {
+	// MaxRangeDays bounds an event's date range (inclusive), default 31.
+	MaxRangeDays int                   `json:"max_range_days"`
+	Channels     map[string]Channel    `json:"channels"`
+	Properties   map[string][]Property `json:"properties"`
+}
+
+// Channel is one OTA.
+type Channel struct {
+	// BaseURL is the API root; an endpoint's URL is BaseURL + "/" + Path.
+	BaseURL   string              `json:"base_url"`
+	Endpoints map[string]Endpoint `json:"endpoints"`
+	// Credentials maps a credential id to where its secret comes from.
+	Credentials map[string]Credential `json:"credentials"`
+}
+
+// Endpoint is one metered API endpoint.
+type Endpoint struct {
+	Path  string    `json:"path"`
+	Limit LimitSpec `json:"limit"`
+}
+
+// LimitSpec is a limit as written in the file.
+type LimitSpec struct {
+	Rate  float64 `json:"rate"`  // requests per second
+	Burst int     `json:"burst"` // bucket size
+}
+
+// Credential says where a credential's API token is read from: the
+// environment variable named here (in AWS, filled from Secrets Manager or
+// SSM by the deployment). The token itself never appears in the file.
+type Credential struct {
+	TokenEnv string `json:"token_env"`
+}
+
+// Property is one connection of a property to a channel.
+type Property struct {
+	Channel    string `json:"channel"`
+	Credential string `json:"credential"`
+	// HotelRef is the property's id at the OTA.
+	HotelRef string `json:"hotel_ref"`
+}
+
+// Load reads and validates a connections file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("connections config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse decodes and validates a connections file's contents.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("connections config: %w", err)
+	}
+	if c.MaxRangeDays == 0 {
+		c.MaxRangeDays = 31
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate reports every problem at once, each naming its place in the file.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.MaxRangeDays < 1 || c.MaxRangeDays > 366 {
+		add("max_range_days is %d, want 1..366", c.MaxRangeDays)
+	}
+	if len(c.Channels) == 0 {
+		add("channels: none configured")
+	}
+	for _, name := range sortedKeys(c.Channels) {
+		ch := c.Channels[name]
+		at := "channels." + name
+		if strings.Contains(name, "#") || name == "" {
+			add("%s: channel names may not be empty or contain '#'", at)
+		}
+		if u, err := url.Parse(ch.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			add("%s.base_url: %q is not an http(s) URL", at, ch.BaseURL)
+		}
+		if len(ch.Endpoints) == 0 {
+			add("%s.endpoints: none configured", at)
+		}
+		for _, ep := range sortedKeys(ch.Endpoints) {
+			if !isKind(ep) {
+				add("%s.endpoints.%s: unknown endpoint, want one of %s", at, ep, strings.Join(Kinds, ", "))
+			}
+			l := ch.Endpoints[ep].Limit
+			if err := (limiter.Bucket{Key: "k", Limit: limiter.Limit{Rate: l.Rate, Burst: l.Burst}}).Validate(); err != nil {
+				add("%s.endpoints.%s.limit: %v", at, ep, err)
+			}
+		}
+		if len(ch.Credentials) == 0 {
+			add("%s.credentials: none configured", at)
+		}
+		for _, id := range sortedKeys(ch.Credentials) {
+			if id == "" || strings.Contains(id, "#") {
+				add("%s.credentials: id %q may not be empty or contain '#'", at, id)
+			}
+			if ch.Credentials[id].TokenEnv == "" {
+				add("%s.credentials.%s.token_env: empty", at, id)
+			}
+		}
+	}
+	for _, pid := range sortedKeys(c.Properties) {
+		at := "properties." + pid
+		if len(c.Properties[pid]) == 0 {
+			add("%s: no connections", at)
+		}
+		for i, p := range c.Properties[pid] {
+			ch, ok := c.Channels[p.Channel]
+			switch {
+			case !ok:
+				add("%s[%d].channel: unknown channel %q", at, i, p.Channel)
+			case ch.Credentials[p.Credential] == (Credential{}):
+				add("%s[%d].credential: channel %q has no credential %q", at, i, p.Channel, p.Credential)
+			}
+			if p.HotelRef == "" {
+				add("%s[%d].hotel_ref: empty", at, i)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid connections config:\n  %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Target is one push destination of a property's change.
+type Target struct {
+	Channel    string
+	Credential string
+	Endpoint   string
+	HotelRef   string
+}
+
+// Targets lists where a change of the given kind to a property is pushed:
+// every connected channel that has an endpoint for that kind. It returns
+// false for an unknown property.
+func (c *Config) Targets(propertyID, kind string) ([]Target, bool) {
+	conns, ok := c.Properties[propertyID]
+	if !ok {
+		return nil, false
+	}
+	var ts []Target
+	for _, p := range conns {
+		if _, ok := c.Channels[p.Channel].Endpoints[kind]; ok {
+			ts = append(ts, Target{Channel: p.Channel, Credential: p.Credential, Endpoint: kind, HotelRef: p.HotelRef})
+		}
+	}
+	return ts, true
+}
+
+// Endpoint returns the URL and limit of a channel's endpoint.
+func (c *Config) Endpoint(channel, endpoint string) (string, limiter.Limit, error) {
+	ch, ok := c.Channels[channel]
+	if !ok {
+		return "", limiter.Limit{}, fmt.Errorf("unknown channel %q", channel)
+	}
+	ep, ok := ch.Endpoints[endpoint]
+	if !ok {
+		return "", limiter.Limit{}, fmt.Errorf("channel %q has no endpoint %q", channel, endpoint)
+	}
+	return strings.TrimRight(ch.BaseURL, "/") + "/" + strings.TrimLeft(ep.Path, "/"), limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}, nil
+}
+
+// MaxConcurrency sizes the function's concurrency from the quota: enough
+// invocations to keep every metered bucket busy if each push takes up to
+// 200 ms, and no more, since more instances only wait for the same tokens.
+// It is the sum over (credential, endpoint) of rate × 0.2 s, within [2, 1000].
+func (c *Config) MaxConcurrency() int {
+	total := 0.0
+	for _, ch := range c.Channels {
+		for _, ep := range ch.Endpoints {
+			total += ep.Limit.Rate * float64(len(ch.Credentials))
+		}
+	}
+	return min(max(int(math.Ceil(total*0.2)), 2), 1000)
+}
+
+func isKind(s string) bool {
+	for _, k := range Kinds {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
