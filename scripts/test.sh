@@ -50,6 +50,16 @@ if ! staticcheck_ok; then
 		fail "could not install staticcheck $STATICCHECK_VERSION"
 fi
 
+# aws-lambda-rie runs the real sync bootstrap in the end-to-end test. The Go
+# module proxy serves it; its pseudo-version is pinned.
+RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
+if [[ ! -x $TOOLS_BIN/aws-lambda-rie || $(go version -m "$TOOLS_BIN/aws-lambda-rie" 2>/dev/null | awk '$1 == "mod" { print $3 }') != "$RIE_VERSION" ]]; then
+	step "installing aws-lambda-rie $RIE_VERSION into .tools/bin"
+	mkdir -p "$TOOLS_BIN"
+	CGO_ENABLED=0 GOBIN=$TOOLS_BIN go install "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$RIE_VERSION" ||
+		fail "could not install aws-lambda-rie $RIE_VERSION"
+fi
+
 # ---------------------------------------------------------------- lint ----
 
 step "gofmt -l"

@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+)
+
+// connectionsJSON is a config whose one channel is the mock OTA.
+func connectionsJSON(otaURL string, lim limiter.Limit) string {
+	return fmt.Sprintf(`{
+  "max_range_days": 31,
+  "channels": {"booking_com": {
+    "base_url": %q,
+    "endpoints": {
+      "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}},
+      "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}}
+    },
+    "credentials": {"cred-1": {"token_env": "TEST_OTA_TOKEN"}}
+  }},
+  "properties": {"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]}
+}`, otaURL, lim.Rate, lim.Burst, lim.Rate, lim.Burst)
+}
+
+// changeEvent is a PMS change in its EventBridge envelope.
+func changeEvent(id string, seq int64, kind, from, to string, values map[string]any) string {
+	detail, _ := json.Marshal(ari.Change{EventID: id, PropertyID: "hotel-aurora", Sequence: seq, Kind: kind,
+		RoomType: "DBL", RatePlan: "BAR", From: from, To: to, Values: values})
+	return fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"ARI change","source":"pms","time":"2026-11-30T12:00:00Z","detail":%s}`, id, detail)
+}
+
+func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
+	t.Helper()
+	cfg, err := connections.Parse([]byte(connectionsJSON(p.ota.URL(), lim)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := emulator.DynamoDB(t)
+	stateTable := "state-" + p.table
+	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
+		t.Fatal(err)
+	}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable},
+		Token: func(string) string { return "tok" }}
+	d := p.dispatcher(workerOpts{})
+	d.Routes, d.Render = sy, sy.Render
+	sy.Dispatcher = d
+	return sy
+}
+
+// Events for the same dates, delivered newest first, end with the newest
+// values at the OTA: older events can neither regress the state nor push
+// over it, and the superseded ones push nothing at all.
+func TestReverseOrderEventsEndWithNewestAtTheOTA(t *testing.T) {
+	lim := limiter.PerSecond(20, 10)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim})
+	sy := newSyncer(t, p, lim)
+	ctx := context.Background()
+	for seq := int64(5); seq >= 1; seq-- {
+		rep, err := sy.HandleChange(ctx, changeEvent(fmt.Sprintf("ev-%d", seq), seq, "rates", "2026-12-01", "2026-12-03",
+			map[string]any{"amount": fmt.Sprintf("%d.00", 100+seq)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantApplied, wantOutcome := 0, dispatch.Coalesced
+		if seq == 5 {
+			wantApplied, wantOutcome = 3, dispatch.Pushed
+		}
+		if rep.Applied != wantApplied || len(rep.Results) != 1 || rep.Results[0].Outcome != wantOutcome {
+			t.Fatalf("event seq %d: %+v, want %d dates applied and %s", seq, rep, wantApplied, wantOutcome)
+		}
+	}
+	accepted := p.ota.Accepted()
+	if len(accepted) != 1 {
+		t.Fatalf("the OTA received %d pushes, want 1 (the older events coalesce)", len(accepted))
+	}
+	var push syncer.Push
+	if err := json.Unmarshal(accepted[len(accepted)-1].Body, &push); err != nil {
+		t.Fatal(err)
+	}
+	if len(push.Days) != 3 {
+		t.Fatalf("push carries %d days, want 3", len(push.Days))
+	}
+	for _, d := range push.Days {
+		if d.Sequence != 5 || !strings.Contains(string(d.Values), "105.00") {
+			t.Fatalf("the OTA ends with %s = seq %d %s, want seq 5 (105.00)", d.Date, d.Sequence, d.Values)
+		}
+	}
+	if push.HotelRef != "BK-1001" {
+		t.Errorf("push is for hotel %q, want BK-1001", push.HotelRef)
+	}
+}
+
+// A late event for part of a range only pushes; its range's newer days
+// are left as they are in state, and the OTA ends with the newest per day.
+func TestPartlySupersededEventStillPushesItsNewestDay(t *testing.T) {
+	lim := limiter.PerSecond(20, 10)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim})
+	sy := newSyncer(t, p, lim)
+	ctx := context.Background()
+	if _, err := sy.HandleChange(ctx, changeEvent("ev-9", 9, "availability", "2026-12-02", "2026-12-02", map[string]any{"available": 9})); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sy.HandleChange(ctx, changeEvent("ev-4", 4, "availability", "2026-12-01", "2026-12-02", map[string]any{"available": 4}))
+	if err != nil || rep.Applied != 1 || rep.Results[0].Outcome != dispatch.Pushed {
+		t.Fatalf("older event over a range it partly owns: %+v %v, want 1 date applied and pushed", rep, err)
+	}
+	var push syncer.Push
+	accepted := p.ota.Accepted()
+	if err := json.Unmarshal(accepted[len(accepted)-1].Body, &push); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, d := range push.Days {
+		got[d.Date] = d.Sequence
+	}
+	if got["2026-12-01"] != 4 || got["2026-12-02"] != 9 {
+		t.Fatalf("last push carries %v, want 12-01 from seq 4 and 12-02 from seq 9", got)
+	}
+}
+
+// Bad events go to the DLQ with the reason and are never retried.
+func TestBadEventsAreDeadLetteredWithTheReason(t *testing.T) {
+	lim := limiter.PerSecond(20, 10)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim})
+	sy := newSyncer(t, p, lim)
+	unknownProperty := strings.Replace(changeEvent("ev-x", 1, "rates", "2026-12-01", "2026-12-01", map[string]any{"amount": 1}), "hotel-aurora", "hotel-nowhere", 1)
+	tests := []struct{ name, body, reason string }{
+		{"malformed JSON", `{"source":"pms","detail":`, "not JSON"},
+		{"unknown property", unknownProperty, `unknown property "hotel-nowhere"`},
+		{"inverted range", changeEvent("ev-i", 1, "rates", "2026-12-05", "2026-12-01", map[string]any{"amount": 1}), "inverted"},
+		{"range too long", changeEvent("ev-l", 1, "rates", "2026-12-01", "2027-02-01", map[string]any{"amount": 1}), "more than the 31 allowed"},
+		{"unknown kind", changeEvent("ev-k", 1, "photos", "2026-12-01", "2026-12-01", map[string]any{"url": "x"}), `unknown kind "photos"`},
+	}
+	for _, tt := range tests {
+		rep, err := sy.HandleChange(context.Background(), tt.body)
+		if err != nil || !strings.Contains(rep.Invalid, tt.reason) {
+			t.Errorf("%s: %+v %v, want dead-lettered with %q", tt.name, rep, err, tt.reason)
+		}
+	}
+	dlq := p.receiveDLQ()
+	if len(dlq) != len(tests) {
+		t.Fatalf("DLQ holds %d messages, want %d", len(dlq), len(tests))
+	}
+	for _, tt := range tests {
+		if reason := dlq[tt.body]; !strings.Contains(reason, tt.reason) {
+			t.Errorf("%s: DLQ reason %q, want %q", tt.name, reason, tt.reason)
+		}
+	}
+	if n := len(p.ota.Requests()); n != 0 {
+		t.Errorf("%d bad events reached the OTA", n)
+	}
+}
