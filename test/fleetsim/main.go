@@ -132,6 +132,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 					sleep(runCtx, wait)
 					continue
 				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					return // the run is over (Wait may say so before runCtx does)
+				}
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs.Add(1)
