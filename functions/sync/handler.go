@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -23,7 +22,7 @@ var outcomeMetric = map[dispatch.Outcome]string{
 
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
-var metricNames = []string{"Pushes", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "VendorThrottles", "LimiterStoreErrors"}
+var metricNames = []string{"Pushes", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors"}
 
 type handler struct {
 	syncer        *syncer.Syncer
@@ -34,53 +33,36 @@ type handler struct {
 	out           io.Writer
 }
 
-// Handle processes a batch. Records are handled concurrently, so each job
-// waits for its own slot; a record whose handling failed is reported as a
-// batch item failure and comes back, and nothing else does.
+// Handle processes a batch. Its jobs are dispatched together: those of one
+// bucket are booked with one write, and each waits for its own slot
+// concurrently. A record whose handling failed is reported as a batch item
+// failure and comes back; nothing else does.
 func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var (
-		mu   sync.Mutex
-		resp events.SQSEventResponse
-		wg   sync.WaitGroup
-	)
 	for _, name := range metricNames {
 		h.metrics.Add(name, 0)
 	}
-	for _, rec := range ev.Records {
-		wg.Go(func() {
-			if err := h.record(ctx, rec); err != nil {
-				h.log.Error("message left on its queue for redelivery", "message_id", rec.MessageId, "err", err)
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
-				mu.Unlock()
-			}
-		})
+	msgs := make([]syncer.Message, len(ev.Records))
+	for i, rec := range ev.Records {
+		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue)}
 	}
-	wg.Wait()
+	var resp events.SQSEventResponse
+	for _, out := range h.syncer.HandleBatch(ctx, msgs) {
+		if out.Change.Invalid != "" {
+			h.metrics.Add("DeadLetters", 1)
+			h.log.Warn("message dead-lettered", "message_id", out.ID, "event_id", out.Change.EventID, "reason", out.Change.Invalid)
+		}
+		for _, res := range out.Jobs {
+			h.observe(res, out.Change.EventID)
+		}
+		if out.Err != nil {
+			h.log.Error("message left on its queue for redelivery", "message_id", out.ID, "err", out.Err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: out.ID})
+		}
+	}
 	if err := h.metrics.Flush(h.out, h.namespace, time.Now()); err != nil {
 		h.log.Warn("metrics not written", "err", err)
 	}
 	return resp, nil
-}
-
-func (h *handler) record(ctx context.Context, rec events.SQSMessage) error {
-	if strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue) {
-		res, err := h.syncer.HandleDeferred(ctx, rec.Body)
-		if err != nil {
-			return err
-		}
-		h.observe(res, "")
-		return nil
-	}
-	rep, err := h.syncer.HandleChange(ctx, rec.Body)
-	if rep.Invalid != "" {
-		h.metrics.Add("DeadLetters", 1)
-		h.log.Warn("change event dead-lettered", "event_id", rep.EventID, "reason", rep.Invalid)
-	}
-	for _, res := range rep.Results {
-		h.observe(res, rep.EventID)
-	}
-	return err
 }
 
 // observe logs one job's outcome and counts it. The job id names event,
@@ -90,7 +72,7 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 	h.log.Info("push job",
 		"job_id", res.JobID, "event_id", eventID, "channel", channel, "credential", credential, "endpoint", endpoint,
 		"bucket", channel+"#"+credential+"#"+endpoint, "decision", string(res.Outcome), "wait_ms", res.Wait.Milliseconds(),
-		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled)
+		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled, "wasted_slots", res.WastedSlots)
 	h.metrics.Add(outcomeMetric[res.Outcome], 1)
 	h.metrics.Add("VendorThrottles", float64(res.Throttled))
 	if res.StoreError {
@@ -99,6 +81,7 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 	if !res.Slot.IsZero() {
 		h.metrics.Add("Grants", 1)
 	}
+	h.metrics.Add("WastedSlots", float64(res.WastedSlots))
 	h.metrics.AddMillis("WaitTime", res.Wait)
 }
 

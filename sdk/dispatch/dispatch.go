@@ -67,10 +67,11 @@ type Policy struct {
 	// process; a later one is deferred onto the queue.
 	BlockThreshold time.Duration
 	// Grace: a job may use its slot up to this long after it; a later job
-	// re-acquires. It is capped per bucket at (burst−1)·T/2: sends late by
-	// varying amounts bunch up, and a vendor metering with the same bucket
-	// absorbs lateness that varies by up to (burst−1)·T; half of that is
-	// left for network jitter.
+	// re-acquires. It is capped per bucket at (burst−1)·T/2 (but not below
+	// 100 ms, the process's own latency): sends late by varying amounts
+	// bunch up, and a vendor metering with the same bucket absorbs
+	// lateness that varies by up to (burst−1)·T; half of that is left for
+	// network jitter.
 	Grace time.Duration
 	// MaxReserve bounds how far ahead a slot is booked; by default SQS's
 	// maximum delay, so a deferred job needs one trip through the queue.
@@ -142,6 +143,10 @@ type Result struct {
 	Attempts, Throttled int
 	// StoreError is set when the limiter store failed on the way.
 	StoreError bool
+	// WastedSlots counts slots this job held and left unused: expired
+	// before it ran, or held by a job then shed, dead-lettered or
+	// coalesced. They waste quota but never overspend it.
+	WastedSlots int
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
@@ -196,13 +201,15 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 		return d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
 	}
+	wasted := 0
 	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
 		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
-		j.Slot = time.Time{}
+		j.Slot, wasted = time.Time{}, 1
 	}
 	if j.Slot.IsZero() {
 		res, done, err := d.reserve(ctx, &j, route, now)
 		if done || err != nil {
+			res.WastedSlots += wasted
 			return res, err
 		}
 	}
@@ -219,7 +226,9 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return d.push(ctx, j, route)
+	res, err := d.push(ctx, j, route)
+	res.WastedSlots += wasted
+	return res, err
 }
 
 // reserve books a slot for j, bounded by its deadline. done reports that
@@ -267,7 +276,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	res := Result{JobID: j.ID, Slot: j.Slot}
 	body, err := d.render(ctx, j)
 	if errors.Is(err, ErrSuperseded) {
-		res.Outcome, res.Reason = Coalesced, err.Error()
+		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), 1
 		return res, nil
 	}
 	if err != nil {
@@ -351,7 +360,11 @@ func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reaso
 	if err != nil {
 		return Result{}, err
 	}
-	return d.deadLetterBody(ctx, j.ID, body, o, reason)
+	res, err := d.deadLetterBody(ctx, j.ID, body, o, reason)
+	if !j.Slot.IsZero() {
+		res.WastedSlots = 1
+	}
+	return res, err
 }
 
 func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outcome, reason string) (Result, error) {
@@ -362,10 +375,15 @@ func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outc
 	return Result{JobID: id, Outcome: o, Reason: reason}, nil
 }
 
+// minGrace is lateness that is only this process's own latency (a slot
+// booked "now" and used a few milliseconds later), never a late delivery:
+// expiring slots on it would re-acquire every job of a small-burst bucket.
+const minGrace = 100 * time.Millisecond
+
 // grace is how late a job may use its slot under limit l.
 func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
 	slack := time.Duration(int64(l.Burst-1)*l.Interval()/2) * time.Microsecond
-	return min(d.Policy.Grace, slack)
+	return min(d.Policy.Grace, max(slack, minGrace))
 }
 
 // canSleep reports whether waiting d leaves DeadlineMargin before ctx's

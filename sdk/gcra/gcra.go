@@ -129,8 +129,8 @@ type Decision struct {
 }
 
 // Check reports, as an *ArgumentError, what is wrong with l, n or maxDelay
-// (µs), including a request no state of the bucket could ever grant. It is what keeps an impossible request
-// from turning into an endless wait.
+// (µs), including a request no state of the bucket could ever grant: that
+// is what keeps an impossible request from turning into an endless wait.
 func Check(l Limit, n int, maxDelay int64) error {
 	if err := l.Validate(); err != nil {
 		return err
@@ -174,6 +174,28 @@ func Decide(tat, now int64, l Limit, n int, maxDelay int64) Decision {
 		return Decision{TAT: tat, RetryAfter: wait - maxDelay, Remaining: Remaining(tat, now, l)}
 	}
 	return Decision{Allowed: true, TAT: newTAT, Slot: now + max(wait, 0), Remaining: Remaining(newTAT, now, l)}
+}
+
+// Fit is how many of n tokens, one emission interval apart, a bucket with
+// the given tat can book at now with every slot within maxDelay: the
+// largest k ≤ n with max(tat, now) + k·T − τ ≤ now + maxDelay, or 0.
+func Fit(tat, now int64, l Limit, n int, maxDelay int64) int {
+	room := now + maxDelay + l.Tolerance() - max(tat, now)
+	if room < l.Interval() {
+		return 0
+	}
+	return int(min(int64(n), room/l.Interval()))
+}
+
+// Slots lists the k slots of a batch whose write left tat at newTAT: the
+// i-th token refills τ before newTAT − (k−1−i)·T, and none is earlier than
+// now. They are T apart once past now, in order.
+func Slots(newTAT, now int64, l Limit, k int) []int64 {
+	slots := make([]int64, k)
+	for i := range slots {
+		slots[i] = max(newTAT-int64(k-1-i)*l.Interval()-l.Tolerance(), now)
+	}
+	return slots
 }
 
 // Remaining is the number of whole tokens in a bucket with the given tat at

@@ -225,3 +225,55 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+func TestFitAndSlots(t *testing.T) {
+	l := Limit{Rate: 10, Burst: 5} // T = 100ms, τ = 500ms
+	const now = 10_000_000
+	tests := []struct {
+		name     string
+		tat      int64
+		n        int
+		maxDelay int64
+		want     int
+	}{
+		{"idle bucket, burst only", 0, 20, 0, 5},
+		{"idle bucket, burst plus a second", 0, 20, 1_000_000, 15},
+		{"idle bucket, all fit", 0, 8, 1_000_000, 8},
+		{"busy bucket", now + 300_000, 20, 1_000_000, 12},
+		{"booked past maxDelay", now + 2_000_000, 5, 1_000_000, 0},
+		{"exactly one fits", now + 1_400_000, 5, 1_000_000, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := Fit(tt.tat, now, l, tt.n, tt.maxDelay)
+			if k != tt.want {
+				t.Fatalf("Fit = %d, want %d", k, tt.want)
+			}
+			if k == 0 {
+				return
+			}
+			// Booking k one at a time gives the same tat and the same slots.
+			tat, singles := tt.tat, []int64{}
+			for range k {
+				d := Decide(tat, now, l, 1, tt.maxDelay)
+				if !d.Allowed {
+					t.Fatalf("single reservations run out before %d", k)
+				}
+				tat, singles = d.TAT, append(singles, d.Slot)
+			}
+			if Decide(tat, now, l, 1, tt.maxDelay).Allowed && k < tt.n {
+				t.Fatalf("Fit = %d but one more single reservation fits", k)
+			}
+			batchTAT := max(tt.tat, now) + int64(k)*l.Interval()
+			if batchTAT != tat {
+				t.Fatalf("batch tat %d, singles %d", batchTAT, tat)
+			}
+			got := Slots(batchTAT, now, l, k)
+			for i := range got {
+				if got[i] != singles[i] {
+					t.Fatalf("slot %d: batch %d, single %d", i, got[i], singles[i])
+				}
+			}
+		})
+	}
+}

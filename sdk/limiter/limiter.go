@@ -226,38 +226,54 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// reserve is the one place a grant is decided; Take, Reserve and Wait all
-// come through it.
+// reserve checks a request for n tokens and books it.
 func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Duration) (Reservation, error) {
 	if err := b.Validate(); err != nil {
 		return Reservation{}, err
 	}
-	delay := maxDelay.Microseconds()
-	if err := gcra.Check(b.Limit, n, delay); err != nil {
+	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
 		return Reservation{}, err
 	}
+	g, err := l.book(ctx, b, func(int64, int64) int { return n }, maxDelay)
+	return g.Reservation, err
+}
+
+// grant is a successful write: the reservation, and the tat and now it was
+// made with, from which a batch's slots follow.
+type grant struct {
+	Reservation
+	tat, now int64
+}
+
+// book is the one place a grant is decided; Take, Reserve, Wait and
+// ReserveBatch all come through it. size says how many tokens to ask for
+// given the tat seen and now; it is asked again after a failed condition,
+// since a batch's size depends on the state.
+func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) int, maxDelay time.Duration) (grant, error) {
+	delay := maxDelay.Microseconds()
 	T, tau := b.Limit.Interval(), b.Limit.Tolerance()
 	var lastErr error
 	for writes := 0; ; writes++ {
 		if err := ctx.Err(); err != nil {
-			return Reservation{}, err
+			return grant{}, err
 		}
 		now, tat := micros(l.now()), l.seen.get(b.Key)
+		n := size(tat, now)
 		d := gcra.Decide(tat, now, b.Limit, n, delay)
 		if !d.Allowed {
 			// tat only grows, so a denial against what this process saw
 			// (cached or just returned by a failed condition) is final.
-			return Reservation{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
+			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
 		}
 		if writes == l.attempts {
 			if lastErr != nil {
-				return Reservation{}, lastErr
+				return grant{}, lastErr
 			}
 			// Every write lost a race: under contention with store latency
 			// above T, each retry sees a token refilled and others take it
 			// first. The fleet is using the bucket, so this is a denial; the
 			// next n tokens exist n intervals from now.
-			return Reservation{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(int64(n)*T) * time.Microsecond}
+			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(int64(n)*T) * time.Microsecond}
 		}
 		f := idle
 		if tat > now {
@@ -271,26 +287,27 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 		}
 		if item, failed := conditionFailed(err); failed {
 			if err := l.observeItem(b.Key, item); err != nil {
-				return Reservation{}, err
+				return grant{}, err
 			}
 			continue
 		}
 		lastErr = err
 		if !errors.Is(lastErr, ErrUnavailable) || errors.Is(lastErr, breaker.ErrOpen) {
-			return Reservation{}, lastErr
+			return grant{}, lastErr
 		}
 	}
 }
 
-func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.AttributeValue) (Reservation, error) {
+func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
 	tat, err := itemTAT(item)
 	if err != nil || tat == 0 {
-		return Reservation{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
+		return grant{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
 			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
 	}
 	l.seen.observe(b.Key, tat)
 	slot := max(tat-b.Limit.Tolerance(), now)
-	return Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, b.Limit)}, nil
+	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, b.Limit)}
+	return grant{Reservation: r, tat: tat, now: now}, nil
 }
 
 // observeItem learns from the item a failed condition returned.
@@ -354,6 +371,12 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 		return err
 	}
 	penalty := gcra.Penalty(micros(until), b.Limit)
+	if l.seen.get(b.Key) >= penalty {
+		// tat only grows: the bucket is already empty past until. This is
+		// the common case for a drain on a vendor's low remaining count
+		// while the fleet has booked slots ahead, and it costs no call.
+		return nil
+	}
 	// Setting an absolute value is idempotent, so the SDK's own retries are
 	// safe here.
 	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, ttlSeconds(penalty)))

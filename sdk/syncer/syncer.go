@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
@@ -68,29 +69,92 @@ type ChangeReport struct {
 // non-nil error means the message must stay on its queue; processing it
 // again is safe (state writes are sequence-guarded, pushes send state).
 func (s *Syncer) HandleChange(ctx context.Context, body string) (ChangeReport, error) {
-	c, err := ari.Parse(body, s.Config.MaxRangeDays)
+	out := s.HandleBatch(ctx, []Message{{ID: "1", Body: body}})[0]
+	return out.Change, out.Err
+}
+
+// Message is one SQS record of a batch.
+type Message struct {
+	ID, Body string
+	// Deferred says it came from the deferred queue (a push job) rather
+	// than the changes queue (a PMS change event).
+	Deferred bool
+}
+
+// MessageResult is what became of one message. Err non-nil means it must
+// stay on its queue (a batch item failure).
+type MessageResult struct {
+	ID     string
+	Err    error
+	Change ChangeReport      // for a change event
+	Jobs   []dispatch.Result // every job the message produced or carried
+}
+
+// HandleBatch processes a Lambda batch from either queue. Changes are
+// applied to state and fanned out, deferred jobs decoded; then all the
+// jobs are dispatched together, so the jobs of one bucket are booked with
+// one write (dispatch.HandleJobs).
+func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
+	out := make([]MessageResult, len(msgs))
+	jobsOf := make([][]job.Job, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		out[i].ID = m.ID
+		wg.Go(func() { jobsOf[i], out[i].Change, out[i].Err = s.prepare(ctx, m) })
+	}
+	wg.Wait()
+	var all []job.Job
+	var owner []int
+	for i, js := range jobsOf {
+		for _, j := range js {
+			all, owner = append(all, j), append(owner, i)
+		}
+	}
+	results, errs := s.Dispatcher.HandleJobs(ctx, all)
+	for n, res := range results {
+		i := owner[n]
+		if errs[n] != nil {
+			out[i].Err = errors.Join(out[i].Err, errs[n])
+			continue
+		}
+		out[i].Jobs = append(out[i].Jobs, res)
+		if !msgs[i].Deferred {
+			out[i].Change.Results = append(out[i].Change.Results, res)
+		}
+	}
+	return out
+}
+
+// prepare turns a message into the jobs to dispatch, dead-lettering what
+// can never be processed.
+func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, ChangeReport, error) {
+	if m.Deferred {
+		j, err := job.Decode(m.Body)
+		if err != nil {
+			rep, err := s.reject(ctx, "", m.Body, err.Error())
+			return nil, rep, err
+		}
+		return []job.Job{j}, ChangeReport{}, nil
+	}
+	c, err := ari.Parse(m.Body, s.Config.MaxRangeDays)
 	if err != nil {
-		return s.reject(ctx, "", body, err.Error())
+		rep, err := s.reject(ctx, "", m.Body, err.Error())
+		return nil, rep, err
 	}
 	targets, ok := s.Config.Targets(c.PropertyID, c.Kind)
 	if !ok {
-		return s.reject(ctx, c.EventID, body, fmt.Sprintf("unknown property %q: not in the connections config", c.PropertyID))
+		rep, err := s.reject(ctx, c.EventID, m.Body, fmt.Sprintf("unknown property %q: not in the connections config", c.PropertyID))
+		return nil, rep, err
 	}
 	applied, err := s.State.Apply(ctx, c)
 	if err != nil {
-		return ChangeReport{}, err
+		return nil, ChangeReport{}, err
 	}
-	rep := ChangeReport{EventID: c.EventID, Applied: applied}
-	var errs []error
-	for _, t := range targets {
-		res, err := s.Dispatcher.HandleJob(ctx, s.job(c, t))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		rep.Results = append(rep.Results, res)
+	jobs := make([]job.Job, len(targets))
+	for i, t := range targets {
+		jobs[i] = s.job(c, t)
 	}
-	return rep, errors.Join(errs...)
+	return jobs, ChangeReport{EventID: c.EventID, Applied: applied}, nil
 }
 
 func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeReport, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/poller"
@@ -38,6 +39,8 @@ type pipeline struct {
 	endpoints                       map[string]bool
 
 	sends atomic.Int64 // SQS messages sent: jobs enqueued plus deferrals
+	// lastCounter counts the DynamoDB calls of the last dispatcher built.
+	lastCounter *dynamotest.Counter
 
 	mu      sync.Mutex
 	results map[string][]dispatch.Result
@@ -109,6 +112,8 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 	if o.db == nil {
 		o.db = emulator.DynamoDB(p.t)
 	}
+	p.lastCounter = &dynamotest.Counter{DB: o.db}
+	o.db = p.lastCounter
 	if o.sqs == nil {
 		o.sqs = countingSQS{emulator.SQS(p.t), &p.sends}
 	}

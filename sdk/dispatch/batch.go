@@ -1,0 +1,81 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// Booker books a group of slots with one write; *limiter.Limiter is one.
+type Booker interface {
+	ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error)
+}
+
+// HandleJobs handles a batch of jobs, as a Lambda receives them. The jobs
+// that need a slot are grouped by bucket, and each group of two or more is
+// booked with one conditional write (if the Limiter is a Booker); then
+// every job runs concurrently, each waiting for its own slot. Jobs the
+// group could not book within MaxReserve reserve on their own and are
+// deferred. results[i] and errs[i] are job i's, as from HandleJob.
+func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, []error) {
+	if booker, ok := d.Limiter.(Booker); ok {
+		d.prebook(ctx, booker, jobs)
+	}
+	results, errs := make([]Result, len(jobs)), make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i := range jobs {
+		wg.Go(func() { results[i], errs[i] = d.HandleJob(ctx, jobs[i]) })
+	}
+	wg.Wait()
+	return results, errs
+}
+
+// prebook gives slots to the jobs that would otherwise reserve one each.
+// A failed booking is left to the jobs themselves: each then meets the
+// same store error (or denial) and is deferred as usual.
+func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job) {
+	now := d.now()
+	groups := map[string][]int{}
+	buckets := map[string]limiter.Bucket{}
+	for i, j := range jobs {
+		if !d.needsSlot(j, now) {
+			continue
+		}
+		route, err := d.Routes.Route(j)
+		if err != nil {
+			continue
+		}
+		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
+		buckets[route.Bucket.Key] = route.Bucket
+	}
+	for key, idx := range groups {
+		if len(idx) < 2 {
+			continue
+		}
+		batch, err := booker.ReserveBatch(ctx, buckets[key], limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+		if err != nil {
+			d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
+			continue
+		}
+		for n, slot := range batch.Slots {
+			jobs[idx[n]].Slot = slot
+		}
+	}
+}
+
+// needsSlot reports whether HandleJob would reserve a slot for j with
+// MaxReserve as its bound: jobs bounded by a deadline reserve on their own,
+// so that they are shed rather than booked past it.
+func (d *Dispatcher) needsSlot(j job.Job, now time.Time) bool {
+	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
+		return false
+	}
+	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= d.Policy.MaxReserve {
+		return false
+	}
+	// A held slot is used or, once expired, re-acquired on its own.
+	return j.Slot.IsZero()
+}

@@ -1,0 +1,82 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// BatchRequest asks for N tokens as N consecutive slots, one emission
+// interval apart, booked by one conditional write.
+type BatchRequest struct {
+	N int
+	// MaxDelay bounds the last slot booked.
+	MaxDelay time.Duration
+	// Partial books the largest number of slots that fit within MaxDelay
+	// when not all N do. Without it a request whose N slots could never fit
+	// (N·T > MaxDelay + burst·T) is refused, and one that does not fit now
+	// is denied with the wait until it would.
+	Partial bool
+}
+
+// Batch is a group of slots booked together.
+type Batch struct {
+	Key string
+	// Slots are the booked slots in order, T apart once past now; there may
+	// be fewer than requested with Partial.
+	Slots []time.Time
+	// Requested is the N asked for; Requested − len(Slots) were not booked.
+	Requested int
+}
+
+// ReserveBatch books up to req.N slots of bucket b with one DynamoDB write:
+// the write advances tat by k·T, which is exactly what k single
+// reservations would have done, so the fleet invariant holds however
+// batches and single grants mix. Slot i is the old max(tat, now) + (i+1)·T
+// − burst·T, never earlier than now.
+//
+// Unlike Reserve, N may exceed the burst: the slots are spread over time.
+// The number booked is computed from the tat last seen and, after a failed
+// condition, from the current item, so a concurrent writer costs at most
+// one extra write.
+func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) (Batch, error) {
+	if err := b.Validate(); err != nil {
+		return Batch{}, err
+	}
+	delay := req.MaxDelay.Microseconds()
+	switch {
+	case req.N < 1:
+		return Batch{}, &ArgumentError{Field: "n", Reason: fmt.Sprintf("%d, want ≥ 1", req.N)}
+	case req.MaxDelay < 0:
+		return Batch{}, &ArgumentError{Field: "maxDelay", Reason: fmt.Sprintf("%v, want ≥ 0", req.MaxDelay)}
+	case !req.Partial:
+		// Whole or nothing: the same rule as a reservation of N tokens.
+		if err := gcra.Check(b.Limit, req.N, delay); err != nil {
+			return Batch{}, err
+		}
+	default:
+		if err := gcra.Check(b.Limit, 1, delay); err != nil {
+			return Batch{}, err
+		}
+	}
+	size := func(int64, int64) int { return req.N }
+	if req.Partial {
+		size = func(tat, now int64) int {
+			// Ask for at least one, so a full bucket yields a denial with
+			// the exact wait for its next slot.
+			return max(gcra.Fit(tat, now, b.Limit, req.N, delay), 1)
+		}
+	}
+	g, err := l.book(ctx, b, size, req.MaxDelay)
+	if err != nil {
+		return Batch{}, err
+	}
+	slots := gcra.Slots(g.tat, g.now, b.Limit, g.Tokens)
+	out := Batch{Key: b.Key, Requested: req.N, Slots: make([]time.Time, len(slots))}
+	for i, s := range slots {
+		out.Slots[i] = time.UnixMicro(s)
+	}
+	return out, nil
+}

@@ -1,0 +1,197 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+)
+
+// One write books a whole schedule: slots consecutive, one interval
+// apart, in order, after what the bucket already held.
+func TestBatchSlotsAreConsecutive(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	clock := newManualClock()
+	w := newWorker(t, table, limiter.WithClock(clock.Now))
+	b := limiter.Bucket{Key: "booking_com#cred-b1#rates", Limit: limiter.PerSecond(10, 5)} // T = 100ms, τ = 500ms
+	ctx := context.Background()
+	t0 := clock.Now()
+	before := w.calls.Calls()
+	batch, err := w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 100, MaxDelay: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := w.calls.Calls() - before; calls != 1 {
+		t.Fatalf("a batch of 100 cost %d DynamoDB calls, want 1", calls)
+	}
+	if len(batch.Slots) != 100 {
+		t.Fatalf("booked %d of 100", len(batch.Slots))
+	}
+	for i, s := range batch.Slots {
+		// The first five are the burst, at once; then one every 100 ms.
+		want := t0.Add(time.Duration(max(i-4, 0)) * 100 * time.Millisecond)
+		if !s.Equal(want) {
+			t.Fatalf("slot %d at +%v, want +%v", i, s.Sub(t0), want.Sub(t0))
+		}
+	}
+	// A single reservation now lands right after the batch.
+	r, err := w.Reserve(ctx, b, 1, time.Minute)
+	if err != nil || !r.Slot.Equal(t0.Add(96*100*time.Millisecond)) {
+		t.Fatalf("reservation after the batch: %v at +%v, want +9.6s", err, r.Slot.Sub(t0))
+	}
+}
+
+// maxDelay cuts a partial batch short; without Partial the batch is all or
+// nothing, and a batch that could never fit is refused naming the field.
+func TestBatchPartialBooking(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	clock := newManualClock()
+	w := newWorker(t, table, limiter.WithClock(clock.Now))
+	b := limiter.Bucket{Key: "booking_com#cred-b2#rates", Limit: limiter.PerSecond(10, 5)}
+	ctx := context.Background()
+	batch, err := w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 50, MaxDelay: 2 * time.Second, Partial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// burst 5 plus 2 s at 10/s: 25 slots fit.
+	if len(batch.Slots) != 25 || batch.Requested != 50 {
+		t.Fatalf("partial batch booked %d of %d, want 25 of 50", len(batch.Slots), batch.Requested)
+	}
+	// Booked to the end of maxDelay: the next partial batch is denied with
+	// the exact wait for one slot.
+	_, err = w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 10, MaxDelay: 2 * time.Second, Partial: true})
+	if wait, ok := limiter.RetryAfter(err); !ok || wait != 100*time.Millisecond {
+		t.Fatalf("batch on a booked bucket = %v, want a denial with retry-after 100ms", err)
+	}
+	clock.Set(clock.Now().Add(time.Second))
+	if _, err := w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 20, MaxDelay: 2 * time.Second}); !errors.Is(err, limiter.ErrExhausted) {
+		t.Fatalf("all-or-nothing batch that does not fit yet = %v, want ErrExhausted", err)
+	}
+	_, err = w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 26, MaxDelay: 2 * time.Second})
+	var ae *limiter.ArgumentError
+	if !errors.As(err, &ae) || ae.Field != "n" || !errors.Is(err, limiter.ErrNeverGrantable) {
+		t.Fatalf("batch of 26 that can never fit in burst + 2 s = %v, want never-grantable on n", err)
+	}
+	for _, bad := range []limiter.BatchRequest{{N: 0, MaxDelay: time.Second}, {N: 1, MaxDelay: -time.Second}} {
+		if _, err := w.ReserveBatch(ctx, b, bad); !errors.As(err, &ae) {
+			t.Fatalf("ReserveBatch(%+v) = %v, want an ArgumentError", bad, err)
+		}
+	}
+}
+
+// Batches from several workers, and a mixed fleet of batch and single
+// reservations, keep the invariant on the slots they are granted.
+func TestBatchFleetInvariant(t *testing.T) {
+	for _, mixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mixed=%v", mixed), func(t *testing.T) {
+			table := emulator.NewTable(t, emulator.DynamoDB(t))
+			lim := limiter.PerSecond(50, 10)
+			b := limiter.Bucket{Key: "expedia#cred-b3#ari", Limit: lim}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var slots []time.Time
+			var wg sync.WaitGroup
+			for i := range 6 {
+				w := newWorker(t, table)
+				single := mixed && i%2 == 1
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						var got []time.Time
+						if single {
+							r, err := w.Reserve(ctx, b, 1, time.Second)
+							if err == nil {
+								got = []time.Time{r.Slot}
+							}
+						} else {
+							batch, err := w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 7, MaxDelay: time.Second, Partial: true})
+							if err == nil {
+								got = batch.Slots
+							}
+						}
+						mu.Lock()
+						slots = append(slots, got...)
+						mu.Unlock()
+						if len(got) > 0 {
+							sleep(ctx, time.Until(got[len(got)-1]))
+						} else {
+							sleep(ctx, 20*time.Millisecond)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			assertFleetInvariant(t, slots, lim, 0)
+		})
+	}
+}
+
+// A job whose slot expired before it ran re-acquires, and the wasted slot
+// is counted.
+func TestExpiredSlotReacquires(t *testing.T) {
+	lim := limiter.PerSecond(10, 5)
+	clock := newManualClock()
+	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
+	d := p.dispatcher(workerOpts{now: clock.Now})
+	counter := p.lastCounter
+	j := pushJob(1, "availability", clock.Now())
+	j.Slot = clock.Now().Add(-10 * time.Second) // long past any grace
+	before := counter.Calls()
+	res, err := d.HandleJob(context.Background(), j)
+	if err != nil || res.Outcome != dispatch.Pushed || res.WastedSlots != 1 {
+		t.Fatalf("job with an expired slot: %+v %v, want pushed on a new slot, 1 wasted", res, err)
+	}
+	if calls := counter.Calls() - before; calls != 1 || !res.Slot.Equal(clock.Now()) {
+		t.Fatalf("re-acquired with %d calls at slot %v, want 1 call and a slot now", calls, res.Slot)
+	}
+}
+
+// The dispatcher books a Lambda batch's jobs of one bucket with one write
+// and runs each at its own slot.
+func TestDispatcherBooksABatchWithOneWrite(t *testing.T) {
+	lim := limiter.PerSecond(20, 2)
+	// This test counts the booking's writes, so the vendor must not add
+	// any: no rate-limit headers (a "0 remaining" drains the bucket with a
+	// write) and a burst with headroom. A burst that starts from a full
+	// bucket leaves a vendor with exactly the fleet's limit no tolerance
+	// for send jitter: if the first push is delayed more than the third,
+	// the third is early by the vendor's clock and earns a 429 and a retry.
+	p := newPipeline(t, lim, mockota.Config{Limit: limiter.PerSecond(20, 4), OmitRateLimitHeaders: true})
+	d := p.dispatcher(workerOpts{})
+	counter := p.lastCounter
+	jobs := make([]job.Job, 10)
+	for i := range jobs {
+		jobs[i] = pushJob(i, "availability", time.Now())
+	}
+	before := counter.Calls()
+	results, errs := d.HandleJobs(context.Background(), jobs)
+	for i := range jobs {
+		if errs[i] != nil || results[i].Outcome != dispatch.Pushed {
+			t.Fatalf("job %d: %+v %v", i, results[i], errs[i])
+		}
+	}
+	if calls := counter.Calls() - before; calls != 1 {
+		t.Fatalf("10 jobs of one bucket cost %d DynamoDB calls, want 1", calls)
+	}
+	var slots []time.Time
+	for _, r := range results {
+		slots = append(slots, r.Slot)
+	}
+	assertFleetInvariant(t, slots, lim, 0)
+	p.assertExactlyOnce(jobs)
+	for _, r := range p.ota.Accepted() {
+		for _, res := range results {
+			if res.JobID == r.JobID && r.At.Before(res.Slot) {
+				t.Errorf("job %s pushed at %v, before its slot %v", r.JobID, r.At, res.Slot)
+			}
+		}
+	}
+}
