@@ -151,35 +151,63 @@ func pushJob(i int, endpoint string, firstSeen time.Time) job.Job {
 func (p *pipeline) enqueue(jobs []job.Job) {
 	p.t.Helper()
 	for start := 0; start < len(jobs); start += 10 {
-		var entries []sqstypes.SendMessageBatchRequestEntry
-		for i, j := range jobs[start:min(start+10, len(jobs))] {
-			body, err := job.Encode(j)
-			if err != nil {
-				p.t.Fatal(err)
-			}
-			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: &body})
+		if err := p.send(jobs[start:min(start+10, len(jobs))]); err != nil {
+			p.t.Fatal(err)
 		}
-		out, err := p.sqs.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: &p.changesURL, Entries: entries})
-		if err != nil || len(out.Failed) > 0 {
-			p.t.Fatalf("enqueue: %v %v", err, out)
-		}
-		p.sends.Add(int64(len(entries)))
 	}
 }
 
-// run works both queues with n dispatchers until done() or the timeout. As
-// with Lambda, a poller per queue hands batches to whichever of the n
+// send enqueues up to ten jobs with one call.
+func (p *pipeline) send(jobs []job.Job) error {
+	var entries []sqstypes.SendMessageBatchRequestEntry
+	for i, j := range jobs {
+		body, err := job.Encode(j)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: &body})
+	}
+	out, err := p.sqs.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: &p.changesURL, Entries: entries})
+	if err != nil {
+		return err
+	}
+	if len(out.Failed) > 0 {
+		return fmt.Errorf("enqueue: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+	}
+	p.sends.Add(int64(len(entries)))
+	return nil
+}
+
+// stream enqueues jobs ten at a time at perSecond, as PMS changes arrive.
+// It runs in its own goroutine, so it reports failures with Errorf.
+func (p *pipeline) stream(jobs []job.Job, perSecond float64) {
+	tick := time.NewTicker(time.Duration(float64(10*time.Second) / perSecond))
+	defer tick.Stop()
+	for start := 0; start < len(jobs); start += 10 {
+		if err := p.send(jobs[start:min(start+10, len(jobs))]); err != nil {
+			p.t.Errorf("stream: %v", err)
+			return
+		}
+		<-tick.C
+	}
+}
+
+// run works both queues with n workers each until done() or the timeout.
+// As with Lambda, where each event source mapping has its own maximum
+// concurrency, a poller per queue hands batches to whichever of its n
 // workers (instances) is free; each worker keeps its own limiter state.
+// (One pool shared by both pollers would hold received batches while they
+// wait for a worker, making deferred jobs late by the queueing.)
 func (p *pipeline) run(n int, timeout time.Duration, done func() bool, o workerOpts) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	pool := make(chan *dispatch.Dispatcher, n)
-	for range n {
-		pool <- p.dispatcher(o)
-	}
 	var wg sync.WaitGroup
 	for _, url := range []string{p.changesURL, p.deferredURL} {
+		pool := make(chan *dispatch.Dispatcher, n)
+		for range n {
+			pool <- p.dispatcher(o)
+		}
 		pl := &poller.Poller{SQS: p.sqs, QueueURL: url, Visibility: 60 * time.Second, Concurrency: n, ShortPoll: 20 * time.Millisecond, Handler: p.handler(pool),
 			OnError: func(err error) { p.t.Logf("poller: %v", err) }}
 		wg.Go(func() { pl.Run(ctx) })

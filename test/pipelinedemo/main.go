@@ -1,0 +1,81 @@
+// Command pipelinedemo runs the whole sync pipeline on the local stack: a
+// stream of PMS change events on the changes queue, a fleet of sync
+// workers (the function's own code, sdk/syncer, fed by pollers that play
+// the SQS event source mappings), the deferred and dead-letter queues, and
+// mock OTAs that enforce their published limits. It prints progress, then
+// a report per channel endpoint.
+//
+//	eval "$(scripts/localstack.sh start)"; go run ./test/pipelinedemo
+//
+// scripts/demo.sh does both.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+)
+
+type options struct {
+	workers  int
+	events   int
+	duration time.Duration
+	rate     float64
+	burst    int
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("pipelinedemo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.workers, "workers", 8, "sync workers (Lambda instances) per queue, each with its own limiter (≥ 1)")
+	fs.IntVar(&o.events, "events", 400, "PMS change events to send (≥ 1)")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long the events take to arrive (≥ 1s)")
+	fs.Float64Var(&o.rate, "rate", 4, "each OTA endpoint's published rate per credential, requests per second (> 0)")
+	fs.IntVar(&o.burst, "burst", 8, "each OTA endpoint's published burst (≥ 1)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var problems []error
+	if o.workers < 1 {
+		problems = append(problems, fmt.Errorf("-workers is %d, want ≥ 1", o.workers))
+	}
+	if o.events < 1 {
+		problems = append(problems, fmt.Errorf("-events is %d, want ≥ 1", o.events))
+	}
+	if o.duration < time.Second {
+		problems = append(problems, fmt.Errorf("-duration is %v, want ≥ 1s", o.duration))
+	}
+	if !(o.rate > 0) || o.rate > 1000 {
+		problems = append(problems, fmt.Errorf("-rate is %v, want > 0 and ≤ 1000", o.rate))
+	}
+	if o.burst < 1 {
+		problems = append(problems, fmt.Errorf("-burst is %d, want ≥ 1", o.burst))
+	}
+	if err := errors.Join(problems...); err != nil {
+		fmt.Fprintf(stderr, "pipelinedemo: %v\n", err)
+		fs.Usage()
+		return o, err
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "pipelinedemo: %v\n", err)
+		os.Exit(1)
+	}
+}

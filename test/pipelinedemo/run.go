@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/deferral"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/poller"
+)
+
+var channels = []struct {
+	name      string
+	endpoints []string
+}{
+	{"booking_com", []string{"availability", "rates", "restrictions"}},
+	{"expedia", []string{"availability", "rates"}},
+}
+
+const properties = 5
+
+// tally is what the workers saw, for the report.
+type tally struct {
+	mu                       sync.Mutex
+	outcomes                 map[dispatch.Outcome]int
+	wasted                   int
+	limiterCalls, stateCalls atomic.Int64
+	failed                   atomic.Int64
+}
+
+func (t *tally) add(rs []syncer.MessageResult) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range rs {
+		if r.Err != nil {
+			t.failed.Add(1)
+		}
+		if r.Change.Invalid != "" {
+			t.outcomes[dispatch.DeadLettered]++
+		}
+		for _, j := range r.Jobs {
+			t.outcomes[j.Outcome]++
+			t.wasted += j.WastedSlots
+		}
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	st, err := newStack(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	lim := gcra.Limit{Rate: o.rate, Burst: o.burst}
+	otas := map[string]*mockota.Server{}
+	for _, ch := range channels {
+		srv, err := mockota.Start(mockota.Config{Limit: lim})
+		if err != nil {
+			return fmt.Errorf("start mock OTA %s: %w", ch.name, err)
+		}
+		defer srv.Close()
+		otas[ch.name] = srv
+	}
+	cfg, err := connections.Parse([]byte(connectionsJSON(otas, lim)))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "pipelinedemo: %d PMS events over %v for %d properties → %d sync workers → 2 mock OTAs (%g req/s, burst %d per credential and endpoint)\n",
+		o.events, o.duration, properties, o.workers, o.rate, o.burst)
+
+	t := &tally{outcomes: map[dispatch.Outcome]int{}}
+	published := &sync.Map{} // event id → publish time
+	runCtx, cancel := context.WithTimeout(ctx, o.duration+2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, q := range []struct {
+		url      string
+		deferred bool
+	}{{st.changesURL, false}, {st.deferredURL, true}} {
+		// Each queue's event source mapping has its own concurrency.
+		pool := make(chan *syncer.Syncer, o.workers)
+		for range o.workers {
+			sy, err := newWorker(st, cfg, t)
+			if err != nil {
+				return err
+			}
+			pool <- sy
+		}
+		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
+			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t)}
+		wg.Go(func() { pl.Run(runCtx) })
+	}
+	start := time.Now()
+	sent := make(chan int, 1)
+	go func() { sent <- produce(runCtx, st, o, published) }()
+	nSent := -1
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for runCtx.Err() == nil {
+		select {
+		case n := <-sent:
+			nSent = n
+		case <-tick.C:
+			progress(out, start, otas, t)
+		}
+		if nSent >= 0 && settled(runCtx, st) {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	return report(out, o, lim, otas, t, published, time.Since(start))
+}
+
+func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, error) {
+	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg), limiterTable: st.table, t: t}
+	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithLogger(quiet))
+	if err != nil {
+		return nil, err
+	}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Token: func(env string) string { return "token-" + env }}
+	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Render: sy.Render, Policy: dispatch.DefaultPolicy, Log: quiet,
+		Queue: &deferral.Queue{SQS: sqs.NewFromConfig(st.cfg), DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
+	return sy, sy.Dispatcher.Validate()
+}
+
+// countingDB counts a worker's DynamoDB calls, the limiter's apart from the
+// ARI state's.
+type countingDB struct {
+	*dynamodb.Client
+	limiterTable string
+	t            *tally
+}
+
+func (c *countingDB) count(table *string) {
+	if aws.ToString(table) == c.limiterTable {
+		c.t.limiterCalls.Add(1)
+	} else {
+		c.t.stateCalls.Add(1)
+	}
+}
+
+func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count(in.TableName)
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.count(in.TableName)
+	return c.Client.Query(ctx, in, o...)
+}
+
+func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
+	return func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
+		sy := <-pool
+		defer func() { pool <- sy }()
+		batch := make([]syncer.Message, len(msgs))
+		for i, m := range msgs {
+			batch[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: deferred}
+		}
+		results := sy.HandleBatch(ctx, batch)
+		t.add(results)
+		var failed []string
+		for _, r := range results {
+			if r.Err != nil {
+				failed = append(failed, r.ID)
+			}
+		}
+		return failed, nil
+	}
+}
+
+// produce sends the PMS events evenly over the duration, as a PMS would.
+func produce(ctx context.Context, st *stack, o options, published *sync.Map) int {
+	gap := o.duration / time.Duration(o.events)
+	seq := map[int]int64{}
+	kinds := []string{"availability", "rates", "restrictions"}
+	for i := range o.events {
+		p := rand.IntN(properties)
+		seq[p]++
+		from := time.Date(2027, 1, 1+rand.IntN(60), 0, 0, 0, 0, time.UTC)
+		detail, _ := json.Marshal(ari.Change{
+			EventID: fmt.Sprintf("ev-%05d", i), PropertyID: fmt.Sprintf("hotel-%d", p), Sequence: seq[p],
+			Kind: kinds[rand.IntN(len(kinds))], RoomType: []string{"DBL", "TWN", "STE"}[rand.IntN(3)], RatePlan: "BAR",
+			From: from.Format(ari.DateLayout), To: from.AddDate(0, 0, rand.IntN(7)).Format(ari.DateLayout),
+			Values: map[string]any{"value": rand.IntN(100)},
+		})
+		body := fmt.Sprintf(`{"version":"0","id":"ev-%05d","detail-type":"ARI change","source":"pms","time":%q,"detail":%s}`,
+			i, time.Now().UTC().Format(time.RFC3339), detail)
+		published.Store(fmt.Sprintf("ev-%05d", i), time.Now())
+		if _, err := st.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &st.changesURL, MessageBody: &body}); err != nil {
+			return i
+		}
+		select {
+		case <-ctx.Done():
+			return i + 1
+		case <-time.After(gap):
+		}
+	}
+	return o.events
+}
+
+// settled reports whether both work queues are empty, delayed and in-flight
+// messages included.
+func settled(ctx context.Context, st *stack) bool {
+	for _, url := range []string{st.changesURL, st.deferredURL} {
+		out, err := st.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+		if err != nil {
+			return false
+		}
+		for _, v := range out.Attributes {
+			if v != "0" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func progress(out io.Writer, start time.Time, otas map[string]*mockota.Server, t *tally) {
+	pushes, throttles := 0, 0
+	for _, s := range otas {
+		pushes += len(s.Accepted())
+		throttles += s.Count429()
+	}
+	t.mu.Lock()
+	deferred := t.outcomes[dispatch.Deferred]
+	t.mu.Unlock()
+	fmt.Fprintf(out, "  t=%5.1fs  pushes %5d  deferrals %4d  429s %3d\n", time.Since(start).Seconds(), pushes, deferred, throttles)
+}
+
+func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
+	var chs, props []string
+	for _, ch := range channels {
+		var eps []string
+		for _, ep := range ch.endpoints {
+			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}}`, ep, ep, lim.Rate, lim.Burst))
+		}
+		chs = append(chs, fmt.Sprintf(`%q: {"base_url": %q, "endpoints": {%s}, "credentials": {"main": {"token_env": "TOKEN_%s"}}}`,
+			ch.name, otas[ch.name].URL(), strings.Join(eps, ","), strings.ToUpper(ch.name)))
+	}
+	for p := range properties {
+		props = append(props, fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "main", "hotel_ref": "BK-%d"}, {"channel": "expedia", "credential": "main", "hotel_ref": "EX-%d"}]`, p, p, p))
+	}
+	return fmt.Sprintf(`{"channels": {%s}, "properties": {%s}}`, strings.Join(chs, ","), strings.Join(props, ","))
+}
+
+func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, published *sync.Map, elapsed time.Duration) error {
+	fmt.Fprintf(out, "\npipelinedemo report (%d workers, %d events, %v)\n", o.workers, o.events, elapsed.Round(time.Second))
+	fmt.Fprintf(out, "  %-26s %7s %12s %10s %6s\n", "channel / endpoint", "pushes", "rate (req/s)", "quota", "429s")
+	var latencies []time.Duration
+	pushes, over := 0, false
+	for _, ch := range channels {
+		srv := otas[ch.name]
+		for _, ep := range ch.endpoints {
+			times := srv.AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep)
+			throttled := 0
+			for _, r := range srv.Requests() {
+				if r.Endpoint == ep && r.Status == 429 {
+					throttled++
+				}
+			}
+			rate := 0.0
+			if len(times) > lim.Burst {
+				rate = float64(len(times)-lim.Burst) / times[len(times)-1].Sub(times[0]).Seconds()
+			}
+			over = over || rate > lim.Rate*1.01
+			fmt.Fprintf(out, "  %-26s %7d %12.2f %10g %6d\n", ch.name+" / "+ep, len(times), rate, lim.Rate, throttled)
+			pushes += len(times)
+		}
+		for _, r := range srv.Accepted() {
+			event, _, _ := strings.Cut(r.JobID, "#")
+			if at, ok := published.Load(event); ok {
+				latencies = append(latencies, r.At.Sub(at.(time.Time)))
+			}
+		}
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(out, "  jobs: pushed %d, deferred %d times, coalesced %d, shed %d, dead-lettered %d; slots wasted %d; messages left for redelivery %d\n",
+		t.outcomes[dispatch.Pushed], t.outcomes[dispatch.Deferred], t.outcomes[dispatch.Coalesced], t.outcomes[dispatch.Shed],
+		t.outcomes[dispatch.DeadLettered], t.wasted, t.failed.Load())
+	if len(latencies) > 0 {
+		fmt.Fprintf(out, "  event → push latency: p50 %v, p99 %v\n", pct(latencies, 0.50), pct(latencies, 0.99))
+	}
+	fmt.Fprintf(out, "  DynamoDB calls per push: limiter %.2f, ARI state %.2f (a write per date of each change, a read per render)\n",
+		float64(t.limiterCalls.Load())/float64(max(pushes, 1)), float64(t.stateCalls.Load())/float64(max(pushes, 1)))
+	if over {
+		return fmt.Errorf("an endpoint exceeded its quota")
+	}
+	return nil
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	return sorted[min(int(float64(len(sorted))*p), len(sorted)-1)].Round(time.Millisecond)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// stack is one run's own tables and queues on the local emulators, so runs
+// never see each other's state.
+type stack struct {
+	cfg                              aws.Config
+	db                               *dynamodb.Client
+	sqs                              *sqs.Client
+	table, stateTable                string
+	changesURL, deferredURL, deadURL string
+}
+
+func newStack(ctx context.Context) (*stack, error) {
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" || os.Getenv("AWS_ENDPOINT_URL_SQS") == "" {
+		return nil, fmt.Errorf(`the local stack is not configured: run eval "$(scripts/localstack.sh start)" first, or scripts/demo.sh`)
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS config: %w", err)
+	}
+	s := &stack{cfg: cfg, db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+	run := fmt.Sprintf("demo-%08x", rand.Uint32())
+	s.table, s.stateTable = run+"-limits", run+"-state"
+	if err := limiter.CreateTable(ctx, s.db, s.table); err != nil {
+		return nil, err
+	}
+	if err := ari.CreateTable(ctx, s.db, s.stateTable); err != nil {
+		return nil, err
+	}
+	for name, url := range map[string]*string{"changes": &s.changesURL, "deferred": &s.deferredURL, "dlq": &s.deadURL} {
+		out, err := s.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(run + "-" + name)})
+		if err != nil {
+			return nil, fmt.Errorf("create queue %s: %w", name, err)
+		}
+		*url = *out.QueueUrl
+	}
+	return s, nil
+}
+
+// close deletes what the run created.
+func (s *stack) close() {
+	ctx := context.Background()
+	for _, t := range []string{s.table, s.stateTable} {
+		_, _ = s.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)})
+	}
+	for _, q := range []string{s.changesURL, s.deferredURL, s.deadURL} {
+		if q != "" {
+			_, _ = s.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(q)})
+		}
+	}
+}
