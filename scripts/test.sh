@@ -122,6 +122,9 @@ fi
 stack_env=$("$SCRIPT_DIR/localstack.sh" start) || fail "could not start the local stack (see above)"
 eval "$stack_env"
 export FLEETBUCKET_INTEGRATION=1
+# The CDK tests run jsii on the machine's Node.js 20; its end-of-life banner
+# is noise in every test's output.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
 # ---------------------------------------------------------------- test ----
 

@@ -1,0 +1,284 @@
+// Command app is fleetbucket's CDK app: cdk.json runs it (`go run ./infra/app`),
+// so `scripts/cdk.sh synth` and `scripts/cdk.sh deploy` need nothing else.
+//
+// Before defining the stack it validates the connections config, builds the
+// sync function for linux/arm64 into a temporary asset directory
+// (bootstrap + connections.json) and computes the event sources' maximum
+// concurrency from the config. CDK context (cdk.json or `-c key=value`):
+//
+//	config             connections file, relative to the repo root
+//	                   (default config/connections.example.json)
+//	maxConcurrency     overrides the value computed from the config (2..1000)
+//	stackName          default FleetbucketSync
+//	busName            default fleetbucket-pms
+//	tokenSecretPrefix  default fleetbucket/: the function reads each OTA
+//	                   credential's token from the environment variable the
+//	                   config names (token_env); the stack fills it from the
+//	                   Secrets Manager secret <prefix><token_env> at deploy time
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fleetbucket/fleetbucket/infra/stack"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+)
+
+const (
+	modulePath       = "github.com/fleetbucket/fleetbucket"
+	defaultConfig    = "config/connections.example.json"
+	defaultStackName = "FleetbucketSync"
+	functionPackage  = "./functions/sync"
+	contextConfig    = "config"
+	contextMaxConc   = "maxConcurrency"
+	contextStackName = "stackName"
+	contextBusName   = "busName"
+	contextSecretPfx = "tokenSecretPrefix"
+	defaultSecretPfx = "fleetbucket/"
+	assetDirPrefix   = "fleetbucket-sync-asset-"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetbucket cdk app: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	defer jsii.Close()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	app := awscdk.NewApp(nil)
+	ctx := func(key string) (string, bool) {
+		v := app.Node().TryGetContext(jsii.String(key))
+		if v == nil {
+			return "", false
+		}
+		switch v := v.(type) {
+		case string:
+			return v, v != ""
+		case float64:
+			return strconv.FormatFloat(v, 'f', -1, 64), true
+		default:
+			return fmt.Sprint(v), true
+		}
+	}
+	configPath, _ := ctx(contextConfig)
+	override, _ := ctx(contextMaxConc)
+
+	asset, err := prepareAsset(assetOptions{
+		Root:           root,
+		ConfigPath:     configPath,
+		Package:        functionPackage,
+		MaxConcurrency: override,
+	})
+	if err != nil {
+		return err
+	}
+	defer asset.Cleanup()
+
+	stackName := defaultStackName
+	if v, ok := ctx(contextStackName); ok {
+		stackName = v
+	}
+	busName, _ := ctx(contextBusName)
+	prefix := defaultSecretPfx
+	if v, ok := ctx(contextSecretPfx); ok {
+		prefix = v
+	}
+	if _, err := stack.NewSyncStack(app, stackName, &stack.Props{
+		AssetDir:       asset.Dir,
+		MaxConcurrency: asset.MaxConcurrency,
+		BusName:        busName,
+		TokenSecrets:   tokenSecrets(asset.TokenEnvs, prefix),
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "fleetbucket cdk app: stack %s, config %s, maxConcurrency %d (%s), %d token secret(s) under %q\n",
+		stackName, asset.ConfigPath, asset.MaxConcurrency, asset.MaxConcurrencySource, len(asset.TokenEnvs), prefix)
+	// Synth copies the asset directory into the cloud assembly (cdk.out),
+	// so the temporary directory can go afterwards.
+	app.Synth(nil)
+	return nil
+}
+
+// assetOptions says what prepareAsset builds.
+type assetOptions struct {
+	Root           string // module root (holds go.mod)
+	ConfigPath     string // connections file; relative to Root; "" = defaultConfig
+	Package        string // the function's package, relative to Root
+	MaxConcurrency string // context override; "" = computed from the config
+	TempDir        string // parent of the asset directory; "" = os.TempDir()
+}
+
+// asset is a built asset directory.
+type asset struct {
+	Dir                  string
+	ConfigPath           string
+	MaxConcurrency       int
+	MaxConcurrencySource string
+	TokenEnvs            []string // the config's token_env names, sorted, distinct
+	Cleanup              func()
+}
+
+// tokenSecrets names the Secrets Manager secret of each token variable.
+func tokenSecrets(envs []string, prefix string) map[string]string {
+	m := make(map[string]string, len(envs))
+	for _, e := range envs {
+		m[e] = prefix + e
+	}
+	return m
+}
+
+// resolveConfig validates the connections config and works out the event
+// sources' maximum concurrency: the context override, else the value the
+// config's limits call for.
+func resolveConfig(o assetOptions) (*asset, error) {
+	cfgPath := o.ConfigPath
+	if cfgPath == "" {
+		cfgPath = defaultConfig
+	}
+	if !filepath.IsAbs(cfgPath) {
+		cfgPath = filepath.Join(o.Root, cfgPath)
+	}
+	fi, err := os.Stat(cfgPath)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("connections config %s does not exist (set it with -c %s=<path>, relative to the repo root)", cfgPath, contextConfig)
+		}
+		return nil, fmt.Errorf("connections config: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("connections config %s is not a regular file", cfgPath)
+	}
+	cfg, err := connections.Load(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("connections config %s is invalid: %w", cfgPath, err)
+	}
+
+	a := &asset{ConfigPath: cfgPath, Cleanup: func() {}}
+	seen := map[string]bool{}
+	for _, ch := range cfg.Channels {
+		for _, cred := range ch.Credentials {
+			if !seen[cred.TokenEnv] {
+				seen[cred.TokenEnv] = true
+				a.TokenEnvs = append(a.TokenEnvs, cred.TokenEnv)
+			}
+		}
+	}
+	sort.Strings(a.TokenEnvs)
+	if o.MaxConcurrency != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(o.MaxConcurrency))
+		if err != nil {
+			return nil, fmt.Errorf("context %s=%q is not an integer", contextMaxConc, o.MaxConcurrency)
+		}
+		a.MaxConcurrency, a.MaxConcurrencySource = n, "context "+contextMaxConc
+	} else {
+		a.MaxConcurrency, a.MaxConcurrencySource = cfg.MaxConcurrency(), "computed from the config's limits"
+	}
+	if a.MaxConcurrency < stack.MinMaxConcurrency || a.MaxConcurrency > stack.MaxMaxConcurrency {
+		return nil, fmt.Errorf("maxConcurrency %d (%s) is outside [%d, %d]",
+			a.MaxConcurrency, a.MaxConcurrencySource, stack.MinMaxConcurrency, stack.MaxMaxConcurrency)
+	}
+	return a, nil
+}
+
+// prepareAsset resolves the config (resolveConfig), then builds the
+// function into a new temporary directory with the config beside it.
+// Everything cheap is checked before the build.
+func prepareAsset(o assetOptions) (*asset, error) {
+	a, err := resolveConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := a.ConfigPath
+
+	pkgDir := filepath.Join(o.Root, filepath.FromSlash(o.Package))
+	if fi, err := os.Stat(pkgDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("function package %s not found in %s", o.Package, o.Root)
+	}
+
+	dir, err := os.MkdirTemp(o.TempDir, assetDirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("asset directory: %w", err)
+	}
+	a.Dir = dir
+	a.Cleanup = func() { _ = os.RemoveAll(dir) }
+	fail := func(err error) (*asset, error) {
+		a.Cleanup()
+		return nil, err
+	}
+	if err := copyFile(cfgPath, filepath.Join(dir, stack.ConnectionsFile)); err != nil {
+		return fail(fmt.Errorf("copying the connections config: %w", err))
+	}
+	// -trimpath and -buildvcs=false make the binary, and so the asset hash,
+	// depend on the sources only: an unchanged function is not redeployed.
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-tags", "lambda.norpc",
+		"-o", filepath.Join(dir, stack.BootstrapFile), o.Package)
+	cmd.Dir = o.Root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fail(fmt.Errorf("building %s for linux/arm64: %w", o.Package, err))
+	}
+	// The zip keeps file modes and Lambda runs the code as another user:
+	// bootstrap must be world-executable and the config world-readable
+	// whatever the umask was.
+	for name, mode := range map[string]os.FileMode{stack.BootstrapFile: 0o755, stack.ConnectionsFile: 0o644} {
+		if err := os.Chmod(filepath.Join(dir, name), mode); err != nil {
+			return fail(err)
+		}
+	}
+	return a, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// moduleRoot finds the fleetbucket module's root from the working
+// directory upwards (cdk runs the app from the directory of cdk.json).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module "+modulePath+"\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s in the working directory or above it; run from the repository", modulePath)
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/infra/stack"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+)
+
+// These tests never start jsii: prepareAsset runs before any construct.
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// noAssetDirs fails if prepareAsset left an asset directory behind in dir.
+func noAssetDirs(t *testing.T, dir string) {
+	t.Helper()
+	left, _ := filepath.Glob(filepath.Join(dir, assetDirPrefix+"*"))
+	if len(left) > 0 {
+		t.Errorf("asset directories left behind: %v", left)
+	}
+}
+
+func TestMissingConfigIsRefused(t *testing.T) {
+	tmp := t.TempDir()
+	missing := filepath.Join(tmp, "nope", "connections.json")
+	a, err := prepareAsset(assetOptions{Root: root(t), ConfigPath: missing, Package: functionPackage, TempDir: tmp})
+	if err == nil {
+		a.Cleanup()
+		t.Fatal("prepareAsset accepted a missing config file")
+	}
+	for _, want := range []string{missing, "does not exist", "-c config="} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	noAssetDirs(t, tmp)
+
+	// A relative path is taken from the repository root, as cdk.json's is.
+	_, err = prepareAsset(assetOptions{Root: root(t), ConfigPath: "config/does-not-exist.json", Package: functionPackage, TempDir: tmp})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(root(t), "config", "does-not-exist.json")) {
+		t.Errorf("relative config path: error %v, want one naming the path under the repo root", err)
+	}
+}
+
+func TestInvalidInputsAreRefused(t *testing.T) {
+	tmp := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.json", `{"channels": `)
+	good := filepath.Join(root(t), defaultConfig)
+	if _, err := os.Stat(good); err != nil {
+		t.Skipf("the example config %s is not there yet: %v", defaultConfig, err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    assetOptions
+		want string
+	}{
+		{"invalid JSON", assetOptions{ConfigPath: bad, Package: functionPackage}, "is invalid"},
+		{"config is a directory", assetOptions{ConfigPath: tmp, Package: functionPackage}, "not a regular file"},
+		{"maxConcurrency not a number", assetOptions{ConfigPath: good, Package: functionPackage, MaxConcurrency: "ten"}, "not an integer"},
+		{"maxConcurrency 1", assetOptions{ConfigPath: good, Package: functionPackage, MaxConcurrency: "1"}, "outside [2, 1000]"},
+		{"maxConcurrency 1001", assetOptions{ConfigPath: good, Package: functionPackage, MaxConcurrency: "1001"}, "outside [2, 1000]"},
+		{"no function package", assetOptions{ConfigPath: good, Package: "./functions/does-not-exist"}, "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Root, tc.o.TempDir = root(t), tmp
+			a, err := prepareAsset(tc.o)
+			if err == nil {
+				a.Cleanup()
+				t.Fatalf("prepareAsset accepted it")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			noAssetDirs(t, tmp)
+		})
+	}
+}
+
+// TestBuildsTheFunction builds the real ./functions/sync the way synth
+// does: a linux/arm64 executable named bootstrap beside connections.json.
+func TestBuildsTheFunction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the linux/arm64 build of the function")
+	}
+	r := root(t)
+	if _, err := os.Stat(filepath.Join(r, functionPackage)); err != nil {
+		if os.Getenv("FLEETBUCKET_INTEGRATION") == "1" {
+			t.Fatalf("%s is missing: %v", functionPackage, err)
+		}
+		t.Skipf("%s does not exist yet", functionPackage)
+	}
+	if _, err := os.Stat(filepath.Join(r, defaultConfig)); err != nil {
+		t.Skipf("the example config %s is not there yet: %v", defaultConfig, err)
+	}
+	tmp := t.TempDir()
+	a, err := prepareAsset(assetOptions{Root: r, Package: functionPackage, TempDir: tmp, MaxConcurrency: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Cleanup()
+	if a.MaxConcurrency != 3 {
+		t.Errorf("MaxConcurrency = %d, want the override 3", a.MaxConcurrency)
+	}
+
+	entries, err := os.ReadDir(a.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != stack.BootstrapFile+","+stack.ConnectionsFile {
+		t.Errorf("asset directory holds %v, want exactly [%s %s]", names, stack.BootstrapFile, stack.ConnectionsFile)
+	}
+
+	bin := filepath.Join(a.Dir, stack.BootstrapFile)
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o755 {
+		t.Errorf("bootstrap mode %v, want 0755 (Lambda runs it as another user)", fi.Mode().Perm())
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatalf("bootstrap is not an ELF binary: %v", err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 || f.Type != elf.ET_EXEC {
+		t.Errorf("bootstrap is %v %v, want an arm64 executable", f.Machine, f.Type)
+	}
+	if interp := f.Section(".interp"); interp != nil {
+		t.Errorf("bootstrap is dynamically linked (CGO_ENABLED=0 expected)")
+	}
+
+	want, err := os.ReadFile(filepath.Join(r, defaultConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(a.Dir, stack.ConnectionsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("connections.json differs from %s", defaultConfig)
+	}
+
+	a.Cleanup()
+	noAssetDirs(t, tmp)
+}
+
+func TestResolveConfig(t *testing.T) {
+	tmp := t.TempDir()
+	cfgPath := filepath.Join(tmp, "connections.json")
+	// 2 credentials x (10 + 5) req/s = 30 req/s: 30 x 0.2 s = 6 instances.
+	cfgJSON := `{
+	  "channels": {
+	    "ota": {
+	      "base_url": "https://ota.example/api",
+	      "endpoints": {
+	        "availability": {"path": "/a", "limit": {"rate": 10, "burst": 10}},
+	        "rates":        {"path": "/r", "limit": {"rate": 5,  "burst": 5}}
+	      },
+	      "credentials": {"c1": {"token_env": "OTA_C1"}, "c2": {"token_env": "OTA_C2"}}
+	    }
+	  },
+	  "properties": {"hotel": [{"channel": "ota", "credential": "c1", "hotel_ref": "H1"}]}
+	}`
+	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := connections.Load(cfgPath)
+	if err != nil {
+		t.Fatalf("the test's config is invalid for sdk/connections: %v", err)
+	}
+	a, err := resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := cfg.MaxConcurrency(); a.MaxConcurrency != want || !strings.Contains(a.MaxConcurrencySource, "computed") {
+		t.Errorf("maxConcurrency = %d (%s), want %d computed from the config", a.MaxConcurrency, a.MaxConcurrencySource, want)
+	}
+	if got := strings.Join(a.TokenEnvs, ","); got != "OTA_C1,OTA_C2" {
+		t.Errorf("TokenEnvs = %s, want OTA_C1,OTA_C2", got)
+	}
+	if got := tokenSecrets(a.TokenEnvs, "p/"); len(got) != 2 || got["OTA_C1"] != "p/OTA_C1" || got["OTA_C2"] != "p/OTA_C2" {
+		t.Errorf("tokenSecrets = %v", got)
+	}
+	a, err = resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath, MaxConcurrency: " 42 "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxConcurrency != 42 || !strings.Contains(a.MaxConcurrencySource, "context") {
+		t.Errorf("maxConcurrency = %d (%s), want 42 from the context", a.MaxConcurrency, a.MaxConcurrencySource)
+	}
+}

@@ -1,0 +1,410 @@
+// Package stack defines fleetbucket's sync pipeline as an AWS CDK stack:
+//
+//	PMS ──► EventBridge bus (source "pms") ──► SQS changes queue ──┐
+//	                                                                ├──► Lambda sync ──► OTAs
+//	                         SQS deferred queue (delayed jobs) ─────┘      │
+//	                                                                       ├─ DynamoDB limiter table (one item per bucket)
+//	                                                                       ├─ DynamoDB ARI state table
+//	                                                                       └─ SQS dead-letter queue (rejected jobs)
+//
+// It is a pure definition: it builds nothing and reads only the asset
+// directory it is given (see [Props.AssetDir]). The CDK app in infra/app
+// builds the function binary and passes the directory in.
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// The contract with functions/sync: the environment variables it reads and
+// the files of its asset directory.
+const (
+	EnvLimiterTable     = "FLEETBUCKET_TABLE"
+	EnvStateTable       = "FLEETBUCKET_STATE_TABLE"
+	EnvDeferredQueueURL = "FLEETBUCKET_DEFERRED_QUEUE_URL"
+	EnvDLQURL           = "FLEETBUCKET_DLQ_URL"
+	EnvConnections      = "FLEETBUCKET_CONNECTIONS"
+	EnvMetricsNamespace = "FLEETBUCKET_METRICS_NAMESPACE"
+
+	// BootstrapFile is the function binary inside the asset directory
+	// (runtime provided.al2023, handler "bootstrap").
+	BootstrapFile = "bootstrap"
+	// ConnectionsFile is the connections config inside the asset directory;
+	// the function finds it at this path relative to its working directory
+	// (the asset root, /var/task) through EnvConnections.
+	ConnectionsFile = "connections.json"
+
+	// MetricsNamespace is the CloudWatch namespace of the function's EMF metrics.
+	MetricsNamespace = "fleetbucket"
+	// MetricVendorThrottles counts OTA 429s / throttling answers.
+	MetricVendorThrottles = "VendorThrottles"
+	// MetricLimiterStoreErrors counts failed limiter calls to DynamoDB.
+	MetricLimiterStoreErrors = "LimiterStoreErrors"
+
+	// PMSSource is the EventBridge "source" of PMS change events.
+	PMSSource = "pms"
+	// DefaultBusName is the custom event bus's name unless Props.BusName is set.
+	DefaultBusName = "fleetbucket-pms"
+
+	// DefaultFunctionTimeout is the sync function's timeout unless
+	// Props.FunctionTimeout is set; the consumed queues' visibility timeout
+	// is VisibilityFactor times it.
+	DefaultFunctionTimeout = 60 * time.Second
+	VisibilityFactor       = 6
+	// MaxReceiveCount is how often a message is received before SQS moves
+	// it to the dead-letter queue.
+	MaxReceiveCount = 5
+	// BatchSize is the event source mappings' batch size.
+	BatchSize = 10
+
+	// Bounds of an SQS event source mapping's maximum concurrency.
+	MinMaxConcurrency = 2
+	MaxMaxConcurrency = 1000
+)
+
+// Props configures the sync stack.
+type Props struct {
+	awscdk.StackProps
+
+	// AssetDir is the directory deployed as the function's code: it must
+	// hold BootstrapFile (a linux/arm64 binary) and ConnectionsFile.
+	// A relative path is taken relative to the working directory.
+	AssetDir string
+	// MaxConcurrency caps each of the two SQS event sources (changes and
+	// deferred), in [MinMaxConcurrency, MaxMaxConcurrency].
+	MaxConcurrency int
+
+	// BusName is the custom event bus's name; default DefaultBusName.
+	BusName string
+	// FunctionTimeout defaults to DefaultFunctionTimeout; whole seconds, at most 900 s.
+	FunctionTimeout time.Duration
+	// MemoryMiB is the function's memory; default 256.
+	MemoryMiB int
+	// LogRetention is the function log group's retention; default one month.
+	LogRetention awslogs.RetentionDays
+
+	// TokenSecrets maps each environment variable the function reads an OTA
+	// credential's API token from (the connections config's token_env) to
+	// the Secrets Manager secret (name or ARN; its SecretString is the
+	// token). Each becomes a CloudFormation dynamic reference, resolved at
+	// deploy time: the token never appears in the template, but it is
+	// readable in the function's configuration (lambda:GetFunctionConfiguration).
+	TokenSecrets map[string]string
+}
+
+// SyncStack is the stack and the resources other code may want to refer to.
+type SyncStack struct {
+	awscdk.Stack
+
+	LimiterTable    awsdynamodb.Table
+	StateTable      awsdynamodb.Table
+	Bus             awsevents.EventBus
+	Rule            awsevents.Rule
+	ChangesQueue    awssqs.Queue
+	DeferredQueue   awssqs.Queue
+	DeadLetterQueue awssqs.Queue
+	Function        awslambda.Function
+	LogGroup        awslogs.LogGroup
+	Role            awsiam.Role
+	Alarms          []awscloudwatch.Alarm
+}
+
+func (p *Props) validate() error {
+	if p.AssetDir == "" {
+		return fmt.Errorf("stack: AssetDir is empty (a directory holding %s and %s)", BootstrapFile, ConnectionsFile)
+	}
+	for _, name := range []string{BootstrapFile, ConnectionsFile} {
+		fi, err := os.Stat(filepath.Join(p.AssetDir, name))
+		if err != nil {
+			return fmt.Errorf("stack: asset directory %s: %w", p.AssetDir, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("stack: asset directory %s: %s is not a regular file", p.AssetDir, name)
+		}
+	}
+	if p.MaxConcurrency < MinMaxConcurrency || p.MaxConcurrency > MaxMaxConcurrency {
+		return fmt.Errorf("stack: MaxConcurrency %d is outside [%d, %d] (the SQS event source's limits)",
+			p.MaxConcurrency, MinMaxConcurrency, MaxMaxConcurrency)
+	}
+	if p.FunctionTimeout < 0 || p.FunctionTimeout > 900*time.Second || p.FunctionTimeout%time.Second != 0 {
+		return fmt.Errorf("stack: FunctionTimeout %v must be whole seconds in [1s, 900s]", p.FunctionTimeout)
+	}
+	if p.MemoryMiB != 0 && (p.MemoryMiB < 128 || p.MemoryMiB > 10240) {
+		return fmt.Errorf("stack: MemoryMiB %d is outside [128, 10240]", p.MemoryMiB)
+	}
+	for name, secret := range p.TokenSecrets {
+		if !envName.MatchString(name) || strings.HasPrefix(name, "FLEETBUCKET_") || strings.HasPrefix(name, "AWS_") || strings.HasPrefix(name, "LAMBDA_") {
+			return fmt.Errorf("stack: TokenSecrets: %q is not a usable environment variable name (letters, digits, _; not FLEETBUCKET_*, AWS_*, LAMBDA_*)", name)
+		}
+		if strings.TrimSpace(secret) == "" || strings.ContainsAny(secret, "{}") {
+			return fmt.Errorf("stack: TokenSecrets[%s]: invalid secret id %q", name, secret)
+		}
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// NewSyncStack defines the stack in scope. It returns an error, and defines
+// nothing, when props are invalid or the asset directory is incomplete.
+func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncStack, error) {
+	if props == nil {
+		props = &Props{}
+	}
+	p := *props
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if p.BusName == "" {
+		p.BusName = DefaultBusName
+	}
+	if p.FunctionTimeout == 0 {
+		p.FunctionTimeout = DefaultFunctionTimeout
+	}
+	if p.MemoryMiB == 0 {
+		p.MemoryMiB = 256
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if p.Description == nil {
+		p.Description = jsii.String("fleetbucket sync pipeline: PMS events -> SQS -> Lambda sync, one DynamoDB token bucket per (credential, endpoint)")
+	}
+
+	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
+	s := &SyncStack{Stack: stack}
+	timeoutSeconds := p.FunctionTimeout.Seconds()
+
+	// ---------------------------------------------------------- tables ----
+
+	s.LimiterTable = awsdynamodb.NewTable(stack, jsii.String("LimiterTable"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(limiter.KeyAttribute), Type: awsdynamodb.AttributeType_STRING},
+		TimeToLiveAttribute: jsii.String(limiter.TTLAttribute),
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	s.StateTable = awsdynamodb.NewTable(stack, jsii.String("StateTable"), &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(ari.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:      &awsdynamodb.Attribute{Name: jsii.String(ari.SortKey), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+
+	// ---------------------------------------------------------- queues ----
+
+	// The dead-letter queue keeps messages 14 days, longer than the source
+	// queues' 4: a standard queue's retention counts from the original
+	// enqueue, so a shorter DLQ retention would lose redriven messages.
+	s.DeadLetterQueue = awssqs.NewQueue(stack, jsii.String("DeadLetterQueue"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	})
+	consumed := func(id string) awssqs.Queue {
+		return awssqs.NewQueue(stack, jsii.String(id), &awssqs.QueueProps{
+			Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+			EnforceSSL:        jsii.Bool(true),
+			RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+			VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(float64(VisibilityTimeoutSeconds(p.FunctionTimeout)))),
+			DeadLetterQueue: &awssqs.DeadLetterQueue{
+				Queue:           s.DeadLetterQueue,
+				MaxReceiveCount: jsii.Number(MaxReceiveCount),
+			},
+		})
+	}
+	s.ChangesQueue = consumed("ChangesQueue")
+	s.DeferredQueue = consumed("DeferredQueue")
+
+	// ------------------------------------------------------ EventBridge ----
+
+	s.Bus = awsevents.NewEventBus(stack, jsii.String("PmsBus"), &awsevents.EventBusProps{
+		EventBusName: jsii.String(p.BusName),
+		Description:  jsii.String("PMS change events (source \"pms\") for fleetbucket's sync function"),
+	})
+	// Events EventBridge cannot deliver to the changes queue (after its
+	// retries) go to the dead-letter queue too, so the DLQ alarm sees them.
+	s.Rule = awsevents.NewRule(stack, jsii.String("PmsChangesRule"), &awsevents.RuleProps{
+		EventBus:     s.Bus,
+		Description:  jsii.String("PMS change events to the fleetbucket changes queue"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings(PMSSource)},
+		Targets: &[]awsevents.IRuleTarget{
+			awseventstargets.NewSqsQueue(s.ChangesQueue, &awseventstargets.SqsQueueProps{
+				DeadLetterQueue: s.DeadLetterQueue,
+			}),
+		},
+	})
+
+	// -------------------------------------------------------- function ----
+
+	s.LogGroup = awslogs.NewLogGroup(stack, jsii.String("SyncLogGroup"), &awslogs.LogGroupProps{
+		Retention:     p.LogRetention,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	// An explicit role with explicit statements instead of the AWS managed
+	// AWSLambdaBasicExecutionRole (whose logs actions apply to every log group).
+	s.Role = awsiam.NewRole(stack, jsii.String("SyncRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("fleetbucket sync function: its log group, its two tables, its queues; nothing else"),
+	})
+	s.LogGroup.GrantWrite(s.Role)
+
+	env := map[string]*string{
+		EnvLimiterTable:     s.LimiterTable.TableName(),
+		EnvStateTable:       s.StateTable.TableName(),
+		EnvDeferredQueueURL: s.DeferredQueue.QueueUrl(),
+		EnvDLQURL:           s.DeadLetterQueue.QueueUrl(),
+		EnvConnections:      jsii.String(ConnectionsFile),
+		EnvMetricsNamespace: jsii.String(MetricsNamespace),
+	}
+	for name, secret := range p.TokenSecrets {
+		env[name] = awscdk.SecretValue_SecretsManager(jsii.String(secret), nil).UnsafeUnwrap()
+	}
+
+	s.Function = awslambda.NewFunction(stack, jsii.String("SyncFunction"), &awslambda.FunctionProps{
+		Description:  jsii.String("fleetbucket sync: PMS changes and deferred pushes to the OTAs, paced by the fleet's DynamoDB token buckets"),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String(BootstrapFile),
+		Code:         awslambda.Code_FromAsset(jsii.String(p.AssetDir), nil),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSeconds)),
+		MemorySize:   jsii.Number(float64(p.MemoryMiB)),
+		Role:         s.Role,
+		LogGroup:     s.LogGroup,
+		// The deferred queue is a deliberate Lambda -> SQS -> same Lambda
+		// loop. Lambda's loop detection would drop a message after 16 hops,
+		// silently, and a job legitimately makes more: a 4-hour wait chains
+		// 16 legs of 15 minutes, and a store outage re-defers every
+		// cooldown. Dropping work is the one thing the pipeline must not
+		// do; each hop is paced by its delay, so the loop cannot spin.
+		RecursiveLoop: awslambda.RecursiveLoop_ALLOW,
+		Environment:   &env,
+	})
+
+	// CDK makes the function depend on its role both by GetAtt and by an
+	// explicit DependsOn (kept with the role's policy: an event source
+	// mapping is only created once the role may read its queue); cfn-lint
+	// warns about the redundant half.
+	if cfn, ok := s.Function.Node().DefaultChild().(awscdk.CfnResource); ok {
+		cfn.AddMetadata(jsii.String("cfn-lint"), map[string]interface{}{
+			"config": map[string]interface{}{"ignore_checks": []string{"W3005"}},
+		})
+	}
+
+	// Least privilege: single-item reads and conditional updates on the two
+	// tables (the limiter's GCRA UpdateItem and State GetItem, the ARI
+	// store's UpdateItem and Query), sends to the deferred queue and the DLQ.
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("Tables"),
+		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+		Resources: &[]*string{s.LimiterTable.TableArn(), s.StateTable.TableArn()},
+	}))
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("DeferAndDeadLetter"),
+		Actions:   jsii.Strings("sqs:SendMessage"),
+		Resources: &[]*string{s.DeferredQueue.QueueArn(), s.DeadLetterQueue.QueueArn()},
+	}))
+	// Each event source grants consuming its own queue (Receive, Delete,
+	// ChangeMessageVisibility, GetQueueAttributes, GetQueueUrl).
+	for _, q := range []awssqs.Queue{s.ChangesQueue, s.DeferredQueue} {
+		s.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(q, &awslambdaeventsources.SqsEventSourceProps{
+			BatchSize:               jsii.Number(BatchSize),
+			ReportBatchItemFailures: jsii.Bool(true),
+			MaxConcurrency:          jsii.Number(float64(p.MaxConcurrency)),
+		}))
+	}
+
+	// ---------------------------------------------------------- alarms ----
+	// No actions: attach an SNS topic (alarm.AddAlarmAction) or route the
+	// alarms' state changes from EventBridge to your paging system.
+
+	fiveMinutes := awscdk.Duration_Minutes(jsii.Number(5))
+	alarm := func(id, description string, metric awscloudwatch.IMetric) {
+		s.Alarms = append(s.Alarms, awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(description),
+			Metric:             metric,
+			Threshold:          jsii.Number(0),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			EvaluationPeriods:  jsii.Number(1),
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		}))
+	}
+	alarm("DeadLetterQueueAlarm",
+		"Messages in the fleetbucket dead-letter queue: jobs the sync function rejected (see the message's reason attribute), failed 5 times, or events EventBridge could not deliver.",
+		s.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
+			Period:    awscdk.Duration_Minutes(jsii.Number(1)),
+			Statistic: jsii.String("Maximum"),
+		}))
+	alarm("VendorThrottlesAlarm",
+		"An OTA answered 429 / throttled fleetbucket in the last 5 minutes: its published limit may be higher than what it enforces.",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:  jsii.String(MetricsNamespace),
+			MetricName: jsii.String(MetricVendorThrottles),
+			Statistic:  jsii.String("Sum"),
+			Period:     fiveMinutes,
+		}))
+	alarm("LimiterStoreErrorsAlarm",
+		"The sync function could not reach the limiter table (DynamoDB errors) in the last 5 minutes; it fails closed and retries via SQS.",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:  jsii.String(MetricsNamespace),
+			MetricName: jsii.String(MetricLimiterStoreErrors),
+			Statistic:  jsii.String("Sum"),
+			Period:     fiveMinutes,
+		}))
+	alarm("SyncFunctionErrorsAlarm",
+		"The sync function failed invocations (errors or timeouts) in the last 5 minutes.",
+		s.Function.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: fiveMinutes}))
+
+	// --------------------------------------------------------- outputs ----
+
+	for _, o := range []struct {
+		id, description string
+		value           *string
+	}{
+		{"EventBusName", "Put PMS change events (source \"pms\") on this bus", s.Bus.EventBusName()},
+		{"ChangesQueueUrl", "SQS changes queue (EventBridge target)", s.ChangesQueue.QueueUrl()},
+		{"DeferredQueueUrl", "SQS deferred queue (" + EnvDeferredQueueURL + ")", s.DeferredQueue.QueueUrl()},
+		{"DeadLetterQueueUrl", "SQS dead-letter queue (" + EnvDLQURL + ")", s.DeadLetterQueue.QueueUrl()},
+		{"LimiterTableName", "DynamoDB limiter table (" + EnvLimiterTable + ")", s.LimiterTable.TableName()},
+		{"StateTableName", "DynamoDB ARI state table (" + EnvStateTable + ")", s.StateTable.TableName()},
+		{"SyncFunctionName", "Lambda sync function", s.Function.FunctionName()},
+	} {
+		awscdk.NewCfnOutput(stack, jsii.String(o.id), &awscdk.CfnOutputProps{
+			Value:       o.value,
+			Description: jsii.String(o.description),
+		})
+	}
+	return s, nil
+}
+
+// VisibilityTimeoutSeconds is the consumed queues' visibility timeout for a
+// function timeout (whole seconds).
+func VisibilityTimeoutSeconds(functionTimeout time.Duration) int {
+	return int(functionTimeout/time.Second) * VisibilityFactor
+}

@@ -1,0 +1,692 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/fleetbucket/fleetbucket/infra/stack"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+type (
+	obj = map[string]interface{}
+	arr = []interface{}
+)
+
+// testMaxConcurrency is deliberately not the app's value, to prove the prop
+// reaches both event source mappings.
+const (
+	testMaxConcurrency = 7
+	testStackName      = "FleetbucketSyncTest"
+	testTokenEnv       = "OTA_TOKEN_MAIN"
+	testTokenSecret    = "fleetbucket/OTA_TOKEN_MAIN"
+)
+
+// fixture is one synthesized stack (with the cdk-nag AwsSolutions pack
+// applied) shared by the tests: starting jsii and synthesizing cost seconds.
+type fixture struct {
+	stack    *stack.SyncStack
+	template assertions.Template
+	json     obj
+	outdir   string
+}
+
+var (
+	fixOnce  sync.Once
+	fix      *fixture
+	fixErr   error
+	tempDirs []string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range tempDirs {
+		_ = os.RemoveAll(d)
+	}
+	jsii.Close()
+	os.Exit(code)
+}
+
+func mkdirTemp(prefix string) (string, error) {
+	d, err := os.MkdirTemp("", prefix)
+	if err == nil {
+		tempDirs = append(tempDirs, d)
+	}
+	return d, err
+}
+
+// writeAsset makes a stand-in asset directory: the stack only hashes and
+// copies it, so the real binary is not needed here (infra/app tests build it).
+func writeAsset(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, stack.BootstrapFile), []byte("#!/bin/sh\n# test stand-in\n"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, stack.ConnectionsFile), []byte(`{"channels": {}, "properties": {}}`), 0o644)
+}
+
+func getFixture(t *testing.T) *fixture {
+	t.Helper()
+	fixOnce.Do(func() {
+		fixErr = func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("synthesizing panicked: %v", r)
+				}
+			}()
+			assetDir, err := mkdirTemp("fleetbucket-stack-test-asset-")
+			if err != nil {
+				return err
+			}
+			if err := writeAsset(assetDir); err != nil {
+				return err
+			}
+			outdir, err := mkdirTemp("fleetbucket-stack-test-out-")
+			if err != nil {
+				return err
+			}
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir)})
+			awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
+				Verbose: jsii.Bool(true),
+				Reports: jsii.Bool(true),
+			}), nil)
+			s, err := stack.NewSyncStack(app, testStackName, &stack.Props{
+				AssetDir:       assetDir,
+				MaxConcurrency: testMaxConcurrency,
+				TokenSecrets:   map[string]string{testTokenEnv: testTokenSecret},
+			})
+			if err != nil {
+				return err
+			}
+			tmpl := assertions.Template_FromStack(s.Stack, nil)
+			raw, err := json.Marshal(tmpl.ToJSON())
+			if err != nil {
+				return err
+			}
+			var j obj
+			if err := json.Unmarshal(raw, &j); err != nil {
+				return err
+			}
+			fix = &fixture{stack: s, template: tmpl, json: j, outdir: outdir}
+			return nil
+		}()
+	})
+	if fixErr != nil {
+		t.Fatalf("fixture: %v", fixErr)
+	}
+	return fix
+}
+
+// check runs an assertions call; a failed assertion panics, which becomes
+// t.Errorf so one test reports every failed check.
+func check(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s:\n%v", what, r)
+		}
+	}()
+	f()
+}
+
+// id returns the logical ID of an L2 construct's CloudFormation resource.
+func id(t *testing.T, s *stack.SyncStack, c constructs.IConstruct) string {
+	t.Helper()
+	el, ok := c.Node().DefaultChild().(awscdk.CfnElement)
+	if !ok {
+		t.Fatalf("%s has no CloudFormation resource child", *c.Node().Path())
+	}
+	return *s.Stack.GetLogicalId(el)
+}
+
+func getAtt(logicalID, attr string) obj { return obj{"Fn::GetAtt": arr{logicalID, attr}} }
+func ref(logicalID string) obj          { return obj{"Ref": logicalID} }
+
+// ------------------------------------------------------------------ tests --
+
+func TestTables(t *testing.T) {
+	f := getFixture(t)
+	tm := f.template
+	check(t, "two tables", func() { tm.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(2)) })
+	check(t, "limiter table", func() {
+		tm.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), obj{
+			"KeySchema":                        arr{obj{"AttributeName": limiter.KeyAttribute, "KeyType": "HASH"}},
+			"AttributeDefinitions":             arr{obj{"AttributeName": limiter.KeyAttribute, "AttributeType": "S"}},
+			"TimeToLiveSpecification":          obj{"AttributeName": limiter.TTLAttribute, "Enabled": true},
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
+		})
+	})
+	check(t, "state table", func() {
+		tm.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), obj{
+			"KeySchema": arr{
+				obj{"AttributeName": "pk", "KeyType": "HASH"},
+				obj{"AttributeName": "sk", "KeyType": "RANGE"},
+			},
+			"AttributeDefinitions": arr{
+				obj{"AttributeName": "pk", "AttributeType": "S"},
+				obj{"AttributeName": "sk", "AttributeType": "S"},
+			},
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
+		})
+	})
+	check(t, "tables are retained", func() {
+		tm.AllResources(jsii.String("AWS::DynamoDB::Table"), obj{"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"})
+	})
+}
+
+func TestEventBusAndRule(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	check(t, "custom bus", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Events::EventBus"), obj{"Name": stack.DefaultBusName})
+	})
+	check(t, "one rule", func() { tm.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(1)) })
+	check(t, "rule: source pms on the bus, to the changes queue, undeliverable to the DLQ", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Events::Rule"), obj{
+			"EventBusName": ref(id(t, s, s.Bus)),
+			"EventPattern": obj{"source": arr{"pms"}},
+			"State":        "ENABLED",
+			"Targets": arr{obj{
+				"Arn":              getAtt(id(t, s, s.ChangesQueue), "Arn"),
+				"DeadLetterConfig": obj{"Arn": getAtt(id(t, s, s.DeadLetterQueue), "Arn")},
+			}},
+		})
+	})
+	check(t, "the changes queue's policy lets only this rule send", func() {
+		tm.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), obj{
+			"Queues": arr{ref(id(t, s, s.ChangesQueue))},
+			"PolicyDocument": assertions.Match_ObjectLike(&obj{"Statement": assertions.Match_ArrayWith(&arr{
+				assertions.Match_ObjectLike(&obj{
+					"Effect":    "Allow",
+					"Principal": obj{"Service": "events.amazonaws.com"},
+					"Action":    assertions.Match_ArrayWith(&arr{"sqs:SendMessage"}),
+					"Resource":  getAtt(id(t, s, s.ChangesQueue), "Arn"),
+					"Condition": obj{"ArnEquals": obj{"aws:SourceArn": getAtt(id(t, s, s.Rule), "Arn")}},
+				}),
+			})}),
+		})
+	})
+}
+
+func TestQueues(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	check(t, "three queues", func() { tm.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(3)) })
+	dlq := id(t, s, s.DeadLetterQueue)
+	for name, q := range map[string]constructs.IConstruct{"changes": s.ChangesQueue, "deferred": s.DeferredQueue} {
+		want := obj{
+			"RedrivePolicy":          obj{"deadLetterTargetArn": getAtt(dlq, "Arn"), "maxReceiveCount": 5},
+			"VisibilityTimeout":      360,
+			"SqsManagedSseEnabled":   true,
+			"MessageRetentionPeriod": 4 * 24 * 3600,
+		}
+		got := f.resource(t, id(t, s, q))["Properties"]
+		if !jsonEqual(got, want) {
+			t.Errorf("%s queue: properties %s, want %s (redrive to the DLQ after 5, visibility 6x the 60 s timeout, SSE-SQS, 4 days)",
+				name, mustJSON(got), mustJSON(want))
+		}
+	}
+	check(t, "DLQ: SSE-SQS, 14 days, no redrive of its own", func() {
+		tm.HasResourceProperties(jsii.String("AWS::SQS::Queue"), obj{
+			"SqsManagedSseEnabled":   true,
+			"MessageRetentionPeriod": 14 * 24 * 3600,
+			"RedrivePolicy":          assertions.Match_Absent(),
+		})
+	})
+	for name, q := range map[string]constructs.IConstruct{"changes": s.ChangesQueue, "deferred": s.DeferredQueue, "dead-letter": s.DeadLetterQueue} {
+		check(t, name+" queue policy denies non-TLS access", func() {
+			tm.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), obj{
+				"Queues": arr{ref(id(t, s, q))},
+				"PolicyDocument": assertions.Match_ObjectLike(&obj{"Statement": assertions.Match_ArrayWith(&arr{obj{
+					"Effect":    "Deny",
+					"Principal": obj{"AWS": "*"},
+					"Action":    "sqs:*",
+					"Resource":  getAtt(id(t, s, q), "Arn"),
+					"Condition": obj{"Bool": obj{"aws:SecureTransport": "false"}},
+				}})}),
+			})
+		})
+	}
+	if got := stack.VisibilityTimeoutSeconds(stack.DefaultFunctionTimeout); got != 360 {
+		t.Errorf("VisibilityTimeoutSeconds(60s) = %d, want 360", got)
+	}
+}
+
+func TestFunction(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	check(t, "one function", func() { tm.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(1)) })
+	check(t, "function: runtime, architecture, handler, timeout, log group, environment", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{
+			"Runtime":       "provided.al2023",
+			"Architectures": arr{"arm64"},
+			"Handler":       "bootstrap",
+			"Timeout":       60,
+			"RecursiveLoop": "Allow", // the deferred queue loops on purpose; dropping a job loses it
+			"Role":          getAtt(id(t, s, s.Role), "Arn"),
+			"LoggingConfig": obj{"LogGroup": ref(id(t, s, s.LogGroup))},
+			"Environment": obj{"Variables": assertions.Match_ObjectEquals(&obj{
+				"FLEETBUCKET_TABLE":              ref(id(t, s, s.LimiterTable)),
+				"FLEETBUCKET_STATE_TABLE":        ref(id(t, s, s.StateTable)),
+				"FLEETBUCKET_DEFERRED_QUEUE_URL": ref(id(t, s, s.DeferredQueue)),
+				"FLEETBUCKET_DLQ_URL":            ref(id(t, s, s.DeadLetterQueue)),
+				"FLEETBUCKET_CONNECTIONS":        "connections.json",
+				"FLEETBUCKET_METRICS_NAMESPACE":  "fleetbucket",
+				// resolved by CloudFormation at deploy time, never in the template
+				testTokenEnv: "{{resolve:secretsmanager:" + testTokenSecret + ":SecretString:::}}",
+			})},
+		})
+	})
+	check(t, "log group keeps 30 days", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), obj{"RetentionInDays": 30})
+	})
+}
+
+func TestEventSourceMappings(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	check(t, "two event source mappings", func() {
+		tm.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(2))
+	})
+	for name, q := range map[string]constructs.IConstruct{"changes": s.ChangesQueue, "deferred": s.DeferredQueue} {
+		check(t, name+" queue event source", func() {
+			tm.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
+				"EventSourceArn":        getAtt(id(t, s, q), "Arn"),
+				"FunctionName":          ref(id(t, s, s.Function)),
+				"BatchSize":             10,
+				"FunctionResponseTypes": arr{"ReportBatchItemFailures"},
+				"ScalingConfig":         obj{"MaximumConcurrency": testMaxConcurrency},
+			})
+		})
+	}
+}
+
+// TestIAMLeastPrivilege walks every IAM policy statement: DynamoDB and SQS
+// actions are the expected ones, on the expected resources, never "*".
+func TestIAMLeastPrivilege(t *testing.T) {
+	f := getFixture(t)
+	s := f.stack
+	lim, st := id(t, s, s.LimiterTable), id(t, s, s.StateTable)
+	chg, def, dlq := id(t, s, s.ChangesQueue), id(t, s, s.DeferredQueue), id(t, s, s.DeadLetterQueue)
+	consume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
+	// action -> the set of resources (logical IDs of GetAtt Arn) it may apply to
+	want := map[string][]string{
+		"dynamodb:GetItem":     {lim, st},
+		"dynamodb:Query":       {lim, st},
+		"dynamodb:UpdateItem":  {lim, st},
+		"sqs:SendMessage":      {def, dlq},
+		"logs:CreateLogStream": {id(t, s, s.LogGroup)},
+		"logs:PutLogEvents":    {id(t, s, s.LogGroup)},
+	}
+	for _, a := range consume {
+		want[a] = []string{chg, def}
+	}
+	got := map[string][]string{}
+
+	policies := f.resources("AWS::IAM::Policy")
+	if len(policies) == 0 {
+		t.Fatal("no AWS::IAM::Policy in the template")
+	}
+	for pid, res := range policies {
+		doc := res["Properties"].(obj)["PolicyDocument"].(obj)
+		for i, stmtRaw := range doc["Statement"].([]interface{}) {
+			stmt := stmtRaw.(obj)
+			where := fmt.Sprintf("%s statement %d", pid, i)
+			if stmt["Effect"] != "Allow" {
+				continue
+			}
+			if _, ok := stmt["NotAction"]; ok {
+				t.Errorf("%s uses NotAction", where)
+			}
+			if _, ok := stmt["NotResource"]; ok {
+				t.Errorf("%s uses NotResource", where)
+			}
+			actions := strs(stmt["Action"])
+			var resIDs []string
+			for _, r := range asList(stmt["Resource"]) {
+				if str, ok := r.(string); ok {
+					if strings.Contains(str, "*") {
+						t.Errorf("%s: wildcard resource %q for %v", where, str, actions)
+					} else {
+						t.Errorf("%s: literal resource %q for %v (want a reference to one of the stack's resources)", where, str, actions)
+					}
+					continue
+				}
+				b, _ := json.Marshal(r)
+				if strings.Contains(string(b), "*") {
+					t.Errorf("%s: resource %s contains a wildcard", where, b)
+				}
+				ga, ok := r.(obj)["Fn::GetAtt"].([]interface{})
+				if !ok || len(ga) != 2 || ga[1] != "Arn" {
+					t.Errorf("%s: resource %s is not a GetAtt Arn", where, b)
+					continue
+				}
+				resIDs = append(resIDs, ga[0].(string))
+			}
+			for _, a := range actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: wildcard action %q", where, a)
+				}
+				if _, ok := want[a]; !ok {
+					t.Errorf("%s: unexpected action %q on %v", where, a, resIDs)
+					continue
+				}
+				got[a] = append(got[a], resIDs...)
+			}
+		}
+	}
+	for a, w := range want {
+		g := append([]string(nil), got[a]...)
+		sort.Strings(g)
+		w = append([]string(nil), w...)
+		sort.Strings(w)
+		if strings.Join(g, ",") != strings.Join(w, ",") {
+			t.Errorf("%s is granted on %v, want exactly %v", a, g, w)
+		}
+	}
+
+	check(t, "the role has no managed policies", func() {
+		f.template.HasResourceProperties(jsii.String("AWS::IAM::Role"), obj{
+			"ManagedPolicyArns": assertions.Match_Absent(),
+			"AssumeRolePolicyDocument": assertions.Match_ObjectLike(&obj{"Statement": arr{obj{
+				"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": obj{"Service": "lambda.amazonaws.com"},
+			}}}),
+		})
+		f.template.ResourceCountIs(jsii.String("AWS::IAM::Role"), jsii.Number(1))
+	})
+}
+
+func TestAlarms(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	check(t, "four alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4)) })
+	gt0 := obj{"ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "EvaluationPeriods": 1, "TreatMissingData": "notBreaching"}
+	with := func(extra obj) obj {
+		m := obj{}
+		for k, v := range gt0 {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	check(t, "DLQ alarm", func() {
+		tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), with(obj{
+			"Namespace":  "AWS/SQS",
+			"MetricName": "ApproximateNumberOfMessagesVisible",
+			"Dimensions": arr{obj{"Name": "QueueName", "Value": getAtt(id(t, s, s.DeadLetterQueue), "QueueName")}},
+		}))
+	})
+	for _, m := range []string{"VendorThrottles", "LimiterStoreErrors"} {
+		check(t, m+" alarm (EMF, no dimensions, Sum over 5 minutes)", func() {
+			tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), with(obj{
+				"Namespace":  "fleetbucket",
+				"MetricName": m,
+				"Statistic":  "Sum",
+				"Period":     300,
+				"Dimensions": assertions.Match_Absent(),
+			}))
+		})
+	}
+	check(t, "function errors alarm", func() {
+		tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), with(obj{
+			"Namespace":  "AWS/Lambda",
+			"MetricName": "Errors",
+			"Statistic":  "Sum",
+			"Period":     300,
+			"Dimensions": arr{obj{"Name": "FunctionName", "Value": ref(id(t, s, s.Function))}},
+		}))
+	})
+}
+
+func TestOutputs(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	for name, value := range map[string]interface{}{
+		"EventBusName":       ref(id(t, s, s.Bus)),
+		"ChangesQueueUrl":    ref(id(t, s, s.ChangesQueue)),
+		"DeferredQueueUrl":   ref(id(t, s, s.DeferredQueue)),
+		"DeadLetterQueueUrl": ref(id(t, s, s.DeadLetterQueue)),
+		"LimiterTableName":   ref(id(t, s, s.LimiterTable)),
+		"StateTableName":     ref(id(t, s, s.StateTable)),
+		"SyncFunctionName":   ref(id(t, s, s.Function)),
+	} {
+		check(t, "output "+name, func() { tm.HasOutput(jsii.String(name), obj{"Value": value}) })
+	}
+}
+
+// TestCdkNag: the AwsSolutions pack finds nothing, it did run, and every
+// suppression carries a reason.
+func TestCdkNag(t *testing.T) {
+	f := getFixture(t)
+	ann := assertions.Annotations_FromStack(f.stack.Stack)
+	nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-"))
+	// Decoded through JSON: the messages' Go type (cxapi.SynthesisMessage)
+	// is deprecated in favour of one the Go bindings do not expose.
+	var msgs []struct {
+		ID    string `json:"id"`
+		Level string `json:"level"`
+		Entry struct {
+			Data interface{} `json:"data"`
+		} `json:"entry"`
+	}
+	raw, err := json.Marshal(append(*ann.FindError(jsii.String("*"), nag), *ann.FindWarning(jsii.String("*"), nag)...))
+	if err == nil {
+		err = json.Unmarshal(raw, &msgs)
+	}
+	if err != nil {
+		t.Fatalf("decoding the annotations: %v", err)
+	}
+	var findings []string
+	for _, m := range msgs {
+		findings = append(findings, fmt.Sprintf("%s %s: %v", m.Level, m.ID, m.Entry.Data))
+	}
+	if len(findings) > 0 {
+		t.Errorf("cdk-nag AwsSolutions findings:\n  %s", strings.Join(findings, "\n  "))
+	}
+
+	// The report lists every rule the pack evaluated per resource: proof
+	// that the pack ran, and the place suppressions show up with reasons.
+	// Named AwsSolutions-<stage path>-<stack>-NagReport.csv (the stage path is
+	// empty for an App).
+	matches, _ := filepath.Glob(filepath.Join(f.outdir, "AwsSolutions-*"+testStackName+"-NagReport.csv"))
+	report := filepath.Join(f.outdir, "AwsSolutions-"+testStackName+"-NagReport.csv")
+	if len(matches) == 1 {
+		report = matches[0]
+	}
+	fh, err := os.Open(report)
+	if err != nil {
+		entries, _ := os.ReadDir(f.outdir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("cdk-nag report: %v (the output directory holds %v)", err, names)
+	}
+	defer fh.Close()
+	rows, err := csv.NewReader(fh).ReadAll()
+	if err != nil {
+		t.Fatalf("cdk-nag report %s: %v", report, err)
+	}
+	if len(rows) < 2 {
+		t.Fatalf("cdk-nag report %s is empty: did the pack run?", report)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	for _, h := range []string{"Rule ID", "Resource ID", "Compliance", "Exception Reason"} {
+		if _, ok := col[h]; !ok {
+			t.Fatalf("cdk-nag report header %v lacks %q", rows[0], h)
+		}
+	}
+	compliant := 0
+	seen := map[string]bool{} // each synthesis appends the rows again
+	for _, r := range rows[1:] {
+		key := strings.Join(r, "\x00")
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		switch r[col["Compliance"]] {
+		case "Compliant":
+			compliant++
+		case "Non-Compliant":
+			t.Errorf("cdk-nag: %s is non-compliant with %s", r[col["Resource ID"]], r[col["Rule ID"]])
+		case "Suppressed":
+			if reason := strings.TrimSpace(r[col["Exception Reason"]]); len(reason) < 20 {
+				t.Errorf("cdk-nag: suppression of %s on %s has no real reason (%q)", r[col["Rule ID"]], r[col["Resource ID"]], reason)
+			} else {
+				t.Logf("cdk-nag suppression: %s on %s: %s", r[col["Rule ID"]], r[col["Resource ID"]], reason)
+			}
+		}
+	}
+	if compliant == 0 {
+		t.Errorf("cdk-nag report has no compliant rule: did the pack run?")
+	}
+}
+
+// TestCfnLint lints the synthesized template with cfn-lint.
+func TestCfnLint(t *testing.T) {
+	bin, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		if os.Getenv("FLEETBUCKET_INTEGRATION") == "1" {
+			t.Fatalf("cfn-lint is not on PATH (FLEETBUCKET_INTEGRATION=1 requires it): %v", err)
+		}
+		t.Skip("cfn-lint is not on PATH: skipping the template lint (pip install cfn-lint; FLEETBUCKET_INTEGRATION=1 makes this a failure)")
+	}
+	f := getFixture(t)
+	b, err := json.MarshalIndent(f.json, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "template.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--format", "parseable", "--", path)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Errorf("cfn-lint exited with %d (2 errors, 4 warnings, 8 informational):\n%s", ee.ExitCode(), out)
+		} else {
+			t.Errorf("cfn-lint: %v\n%s", err, out)
+		}
+	}
+}
+
+// TestPropsValidation needs no jsii: invalid props fail before any construct.
+func TestPropsValidation(t *testing.T) {
+	good := t.TempDir()
+	if err := writeAsset(good); err != nil {
+		t.Fatal(err)
+	}
+	noConfig := t.TempDir()
+	if err := os.WriteFile(filepath.Join(noConfig, stack.BootstrapFile), []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		props *stack.Props
+		want  string
+	}{
+		{"nil props", nil, "AssetDir is empty"},
+		{"missing asset dir", &stack.Props{AssetDir: filepath.Join(good, "nope"), MaxConcurrency: 5}, "no such file"},
+		{"asset dir without config", &stack.Props{AssetDir: noConfig, MaxConcurrency: 5}, stack.ConnectionsFile},
+		{"max concurrency 1", &stack.Props{AssetDir: good, MaxConcurrency: 1}, "MaxConcurrency 1"},
+		{"max concurrency 1001", &stack.Props{AssetDir: good, MaxConcurrency: 1001}, "MaxConcurrency 1001"},
+		{"timeout 901s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 901 * time.Second}, "FunctionTimeout"},
+		{"timeout 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 1500 * time.Millisecond}, "FunctionTimeout"},
+		{"memory 64", &stack.Props{AssetDir: good, MaxConcurrency: 5, MemoryMiB: 64}, "MemoryMiB"},
+		{"token env overriding ours", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"FLEETBUCKET_TABLE": "x"}}, "FLEETBUCKET_TABLE"},
+		{"token env reserved by Lambda", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"AWS_REGION": "x"}}, "AWS_REGION"},
+		{"token env not a name", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"A-B": "x"}}, "A-B"},
+		{"token secret empty", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"TOKEN": " "}}, "invalid secret id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := stack.NewSyncStack(nil, "X", tc.props)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewSyncStack = %v, %v; want an error containing %q", s, err, tc.want)
+			}
+		})
+	}
+}
+
+// ---------------------------------------------------------------- helpers --
+
+func (f *fixture) resources(typ string) map[string]obj {
+	out := map[string]obj{}
+	for lid, r := range f.json["Resources"].(obj) {
+		if r := r.(obj); r["Type"] == typ {
+			out[lid] = r
+		}
+	}
+	return out
+}
+
+func (f *fixture) resource(t *testing.T, logicalID string) obj {
+	t.Helper()
+	r, ok := f.json["Resources"].(obj)[logicalID].(obj)
+	if !ok {
+		t.Fatalf("no resource %s in the template", logicalID)
+	}
+	return r
+}
+
+func asList(v interface{}) []interface{} {
+	if l, ok := v.([]interface{}); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []interface{}{v}
+}
+
+func strs(v interface{}) []string {
+	var out []string
+	for _, x := range asList(v) {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+func mustJSON(v interface{}) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("<%v>", err)
+	}
+	return string(b)
+}
+
+// jsonEqual compares two values by their JSON form (numbers as float64).
+func jsonEqual(a, b interface{}) bool {
+	var x, y interface{}
+	if json.Unmarshal([]byte(mustJSON(a)), &x) != nil || json.Unmarshal([]byte(mustJSON(b)), &y) != nil {
+		return false
+	}
+	return mustJSON(x) == mustJSON(y)
+}
