@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The main job, locally: starts the emulator stack (unless one is running)
-# and runs a fleet of workers that share one fleetbucket bucket, printing
-# the aggregate rate against the limit. Extra arguments go to the demo, e.g.
+# and runs the sync pipeline on it: a stream of PMS change events, a fleet
+# of sync workers, mock OTAs enforcing their published limits, and a report
+# per channel endpoint (rate against quota, 429s, deferrals, latency,
+# DynamoDB calls per push). Extra arguments go to the demo:
 #
-#   scripts/demo.sh -workers 40 -rate 20 -burst 40 -duration 20s
+#   scripts/demo.sh                               the pipeline, defaults (about a minute)
+#   scripts/demo.sh -workers 16 -events 600 -rate 5 -burst 10
+#   scripts/demo.sh fleet -workers 40 -rate 20    just the shared bucket: N workers, one limit
 #
 # It stops on exit only a stack it started itself.
 set -euo pipefail
@@ -25,4 +29,9 @@ if ! scripts/localstack.sh status >/dev/null 2>&1; then
 	started=1
 fi
 eval "$(scripts/localstack.sh start)"
-go run ./test/fleetsim "$@"
+if [[ ${1:-} == fleet ]]; then
+	shift
+	go run ./test/fleetsim "$@"
+else
+	go run ./test/pipelinedemo "$@"
+fi
