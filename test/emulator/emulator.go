@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -51,7 +53,17 @@ func Config(tb testing.TB) aws.Config {
 
 // DynamoDB returns a fresh client on the local stack's DynamoDB. Each call
 // returns a new client, so simulated workers share no connection state.
-func DynamoDB(tb testing.TB) *dynamodb.Client { return dynamodb.NewFromConfig(Config(tb)) }
+func DynamoDB(tb testing.TB) *dynamodb.Client { return dynamodb.NewFromConfig(Config(tb), ForEmulator) }
+
+// ForEmulator fits a DynamoDB client to the single-threaded moto server:
+// no keep-alive. When a call is cancelled while its connection is being
+// dialled, Go's transport still parks the new connection in its idle pool;
+// the single-threaded server accepts it and waits for a request on it,
+// serving nobody else, until the pool drops it 90 s later. Tests that end
+// by cancelling calls in flight would stall every test after them.
+func ForEmulator(o *dynamodb.Options) {
+	o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.DisableKeepAlives = true })
+}
 
 // SQS returns a client on the local stack's SQS.
 func SQS(tb testing.TB) *sqs.Client { return sqs.NewFromConfig(Config(tb)) }
@@ -60,7 +72,7 @@ func SQS(tb testing.TB) *sqs.Client { return sqs.NewFromConfig(Config(tb)) }
 // (a private server from StartMoto).
 func DynamoDBAt(tb testing.TB, endpoint string) *dynamodb.Client {
 	tb.Helper()
-	return dynamodb.NewFromConfig(Config(tb), func(o *dynamodb.Options) { o.BaseEndpoint = &endpoint })
+	return dynamodb.NewFromConfig(Config(tb), ForEmulator, func(o *dynamodb.Options) { o.BaseEndpoint = &endpoint })
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
