@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
 type options struct {
@@ -100,7 +101,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("AWS config: %w", err)
 	}
-	if err := limiter.CreateTable(ctx, dynamodb.NewFromConfig(cfg), o.table); err != nil {
+	if err := limiter.CreateTable(ctx, dynamodb.NewFromConfig(cfg, emulator.ForEmulator), o.table); err != nil {
 		return err
 	}
 	lim := limiter.PerSecond(o.rate, o.burst)
@@ -119,7 +120,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range o.workers {
-		counter := &dynamotest.Counter{DB: dynamodb.NewFromConfig(cfg)}
+		counter := &dynamotest.Counter{DB: dynamodb.NewFromConfig(cfg, emulator.ForEmulator)}
 		l, err := limiter.New(counter, limiter.WithTable(o.table))
 		if err != nil {
 			return err

@@ -96,12 +96,12 @@ func (p *pipeline) assertNoPushBeforeSlot(jobs []job.Job) {
 // and the fleet stops earning 429s once it has backed off.
 func TestHiddenSubLimitPenalizesTheFleet(t *testing.T) {
 	// A send late by δ relative to others eats into the vendor's burst;
-	// hidden burst 5 at 5/s absorbs (5−1)·200 ms of such jitter, which a
+	// hidden burst 4 at 2/s absorbs (4−1)·500 ms of such jitter, which a
 	// loaded 2-core machine running -race needs.
-	published := limiter.PerSecond(5, 20)
-	hidden := gcra.Limit{Rate: 5, Burst: 5}
+	published := limiter.PerSecond(2, 16)
+	hidden := gcra.Limit{Rate: 2, Burst: 4}
 	p := newPipeline(t, published, mockota.Config{Limit: published, HiddenLimit: &hidden})
-	jobs := makeJobs(80, "rates")
+	jobs := makeJobs(40, "rates")
 	p.enqueue(jobs)
 	p.run(10, 90*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
 	p.assertExactlyOnce(jobs)
@@ -119,7 +119,7 @@ func TestHiddenSubLimitPenalizesTheFleet(t *testing.T) {
 		t.Fatal("no 429: the hidden limit was never hit, so the test proves nothing")
 	}
 	end := reqs[len(reqs)-1].At
-	p.report("80 jobs, hidden burst 5 of 20", published, p.ota.AcceptedTimes("cred-1", "rates"))
+	p.report("40 jobs, hidden burst 4 of 16", published, p.ota.AcceptedTimes("cred-1", "rates"))
 	t.Logf("%d requests, %d answered 429 between +0 and +%v; the run lasted %v after the first 429",
 		len(reqs), p.ota.Count429(), last429.Sub(first429).Round(time.Millisecond), end.Sub(first429).Round(time.Millisecond))
 	// The first wave's Retry-After is 1s; its penalty empties the bucket and

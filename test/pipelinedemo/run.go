@@ -25,6 +25,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/poller"
 )
@@ -133,7 +134,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 }
 
 func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, error) {
-	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg), limiterTable: st.table, t: t}
+	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg, emulator.ForEmulator), limiterTable: st.table, t: t}
 	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
 // stack is one run's own tables and queues on the local emulators, so runs
@@ -32,7 +33,7 @@ func newStack(ctx context.Context) (*stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
-	s := &stack{cfg: cfg, db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+	s := &stack{cfg: cfg, db: dynamodb.NewFromConfig(cfg, emulator.ForEmulator), sqs: sqs.NewFromConfig(cfg)}
 	run := fmt.Sprintf("demo-%08x", rand.Uint32())
 	s.table, s.stateTable = run+"-limits", run+"-state"
 	if err := limiter.CreateTable(ctx, s.db, s.table); err != nil {
