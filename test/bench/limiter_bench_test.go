@@ -1,15 +1,21 @@
 // Package bench measures the limiter against the local emulator. Every
 // number it reports is a ratio taken within one run, so it means the same
-// on a fast laptop and a loaded CI machine:
+// on a fast laptop and a loaded CI machine. scripts/bench.sh runs these and
+// the comparison with the common approach (test/benchcompare) and writes
+// docs/benchmarks.md; by hand, with the local stack up:
 //
-//	go test -run '^$' -bench . ./test/bench/   (with the local stack up; scripts/bench.sh does it all)
+//	go test -run '^$' -bench 'TakeUncontended' -benchtime 300x ./test/bench/
+//	go test -run '^$' -bench 'Contended16|Overload' -benchtime 1x ./test/bench/
+//
+// BenchmarkTakeUncontended is a classic b.N benchmark. The others are
+// scenarios that run for a fixed time (-fleet.duration) whatever b.N is,
+// and report ratios, so -benchtime 1x runs each once.
 package bench
 
 import (
 	"context"
+	"flag"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,18 +23,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/test/dynamotest"
+	"github.com/fleetbucket/fleetbucket/test/bench/benchkit"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
+
+var fleetDuration = flag.Duration("fleet.duration", 5*time.Second, "how long each fleet scenario runs")
 
 // BenchmarkTakeUncontended: one worker, a bucket that never runs dry. Take
 // is timed against a bare unconditional UpdateItem on another key,
 // interleaved call by call so both see the same machine load.
 func BenchmarkTakeUncontended(b *testing.B) {
-	db := emulator.DynamoDB(b)
-	table := emulator.NewTable(b, db)
-	counter := &dynamotest.Counter{DB: db}
-	l, err := limiter.New(counter, limiter.WithTable(table))
+	table := emulator.NewTable(b, emulator.DynamoDB(b))
+	db := dynamodb.NewFromConfig(emulator.Config(b), benchkit.ForEmulator)
+	meter := &benchkit.Meter{}
+	metered := dynamodb.NewFromConfig(emulator.Config(b), meter.Option(), benchkit.ForEmulator)
+	l, err := limiter.New(metered, limiter.WithTable(table))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +57,9 @@ func BenchmarkTakeUncontended(b *testing.B) {
 		takeTime += time.Since(t1)
 		bareTime += t1.Sub(t0)
 	}
-	b.ReportMetric(float64(counter.Calls())/float64(b.N), "calls/grant")
+	u := meter.Usage()
+	b.ReportMetric(float64(u.Requests)/float64(b.N), "req/grant")
+	b.ReportMetric(u.WCU/float64(b.N), "WCU/grant")
 	b.ReportMetric(float64(takeTime)/float64(bareTime), "take/bare-latency")
 	b.ReportMetric(float64(takeTime.Microseconds())/float64(b.N), "take-µs")
 	b.ReportMetric(float64(bareTime.Microseconds())/float64(b.N), "bare-µs")
@@ -65,56 +76,38 @@ func bareUpdate(ctx context.Context, db *dynamodb.Client, table string, i int) e
 	return err
 }
 
+// contendedLimit is DESIGN.md's measuring limit: rate 20/s, burst 40.
+var contendedLimit = limiter.PerSecond(20, 40)
+
 // BenchmarkContended16 runs 16 workers, each its own client and Limiter, on
-// one saturated bucket until b.N tokens are granted; a worker waits for its
-// slot with Wait, the limiter's answer to "no token yet".
+// one saturated bucket for -fleet.duration: "wait" reserves a slot and
+// sleeps until it (limiter.Wait); "take-retry" takes and, when denied,
+// sleeps the RetryAfter and takes again. test/benchcompare runs the same
+// fleet beside the common read-then-write bucket.
 func BenchmarkContended16(b *testing.B) {
 	for _, mode := range []string{"wait", "take-retry"} {
-		b.Run(mode, func(b *testing.B) { contended(b, 16, mode) })
-	}
-}
-
-func contended(b *testing.B, workers int, mode string) {
-	db := emulator.DynamoDB(b)
-	table := emulator.NewTable(b, db)
-	lim := limiter.PerSecond(100, 10)
-	bucket := limiter.Bucket{Key: "bench#contended", Limit: lim}
-	var granted, calls atomic.Int64
-	target := int64(b.N)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range workers {
-		counter := &dynamotest.Counter{DB: emulator.DynamoDB(b)}
-		l, err := limiter.New(counter, limiter.WithTable(table))
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() {
-			defer func() { calls.Add(counter.Calls()) }()
-			ctx := context.Background()
-			for granted.Load() < target {
-				var err error
-				if mode == "wait" {
-					_, err = l.Wait(ctx, bucket, 1, time.Second)
-				} else {
-					_, err = l.Take(ctx, bucket, 1)
-				}
-				if wait, denied := limiter.RetryAfter(err); denied {
-					time.Sleep(wait)
-					continue
-				}
+		b.Run(mode, func(b *testing.B) {
+			table := emulator.NewTable(b, emulator.DynamoDB(b))
+			bucket := limiter.Bucket{Key: "bench#contended", Limit: contendedLimit}
+			meter := &benchkit.Meter{}
+			takers := make([]benchkit.Taker, 16)
+			for i := range takers {
+				l, err := limiter.New(dynamodb.NewFromConfig(emulator.Config(b), meter.Option(), benchkit.ForEmulator), limiter.WithTable(table))
 				if err != nil {
-					b.Error(err)
-					return
+					b.Fatal(err)
 				}
-				granted.Add(1)
+				takers[i] = benchkit.SDKTake(l, bucket)
+				if mode == "wait" {
+					takers[i] = benchkit.SDKWait(l, bucket, 2*time.Second)
+				}
+			}
+			res := benchkit.RunFleet(context.Background(), takers, *fleetDuration)
+			if res.Failures > 0 {
+				b.Errorf("%d failed attempts, first: %v", res.Failures, res.FirstError)
+			}
+			for _, m := range benchkit.FleetMetrics(res, meter.Usage(), contendedLimit) {
+				b.ReportMetric(m.Value, m.Unit)
 			}
 		})
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	ideal := float64(lim.Burst) + lim.Rate*elapsed.Seconds()
-	b.ReportMetric(float64(calls.Load())/float64(granted.Load()), "calls/grant")
-	b.ReportMetric(float64(granted.Load())/ideal, "utilization")
-	b.ReportMetric(0, "ns/op") // wall time is set by the bucket's rate, not by the code
 }
