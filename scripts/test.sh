@@ -150,4 +150,11 @@ wait "$go_pid" || rc=$?
 go_pid=""
 ((rc == 0)) || fail "go test (exit status $rc)"
 
+# The deployable stack: the real pinned CDK CLI synthesizes it offline (no
+# AWS account), building the arm64 bootstrap itself, as `cdk deploy` would.
+step "cdk synth (offline)"
+synth_out=$(mktemp -d)
+"$SCRIPT_DIR/cdk.sh" synth --quiet -o "$synth_out" || fail "cdk synth"
+rm -rf "$synth_out"
+
 step "all checks passed"
