@@ -135,20 +135,34 @@ for arg in "$@"; do
 	esac
 done
 
-step "go test -race -count=1 -timeout 20m ${pkgs[*]} $*"
-go_test=(go test -race -count=1 -timeout 20m "${pkgs[@]}" "$@")
-if command -v setsid >/dev/null 2>&1; then
-	setsid "${go_test[@]}" </dev/null &
-else # macOS: job control puts the background job in its own process group
-	set -m
-	"${go_test[@]}" </dev/null &
-	set +m
+run_go_test() {
+	step "go test -race -count=1 -timeout 20m $*"
+	local go_test=(go test -race -count=1 -timeout 20m "$@")
+	if command -v setsid >/dev/null 2>&1; then
+		setsid "${go_test[@]}" </dev/null &
+	else # macOS: job control puts the background job in its own process group
+		set -m
+		"${go_test[@]}" </dev/null &
+		set +m
+	fi
+	go_pid=$!
+	local rc=0
+	wait "$go_pid" || rc=$?
+	go_pid=""
+	((rc == 0)) || fail "go test (exit status $rc)"
+}
+
+if [[ ${pkgs[*]} == ./... ]]; then
+	# The integration tests pace a fleet in real time against the emulators;
+	# they run alone, after everything else, so that compiling and running
+	# the other packages (the CDK tests above all) does not starve them of
+	# CPU on a 2-core machine.
+	mapfile -t others < <(go list ./... | grep -v '/test/integration$')
+	run_go_test "${others[@]}" "$@"
+	run_go_test ./test/integration/ "$@"
+else
+	run_go_test "${pkgs[@]}" "$@"
 fi
-go_pid=$!
-rc=0
-wait "$go_pid" || rc=$?
-go_pid=""
-((rc == 0)) || fail "go test (exit status $rc)"
 
 # The deployable stack: the real pinned CDK CLI synthesizes it offline (no
 # AWS account), building the arm64 bootstrap itself, as `cdk deploy` would.

@@ -45,6 +45,10 @@ type Channel struct {
 type Endpoint struct {
 	Path  string    `json:"path"`
 	Limit LimitSpec `json:"limit"`
+	// Limits, Shards and PropertyShare are optional; see EndpointLimits.
+	Limits        []WindowSpec `json:"limits,omitempty"`
+	Shards        *int         `json:"shards,omitempty"`
+	PropertyShare *LimitSpec   `json:"property_share,omitempty"`
 }
 
 // LimitSpec is a limit as written in the file.
@@ -124,6 +128,7 @@ func (c *Config) Validate() error {
 			if err := (limiter.Bucket{Key: "k", Limit: limiter.Limit{Rate: l.Rate, Burst: l.Burst}}).Validate(); err != nil {
 				add("%s.endpoints.%s.limit: %v", at, ep, err)
 			}
+			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
 		}
 		if len(ch.Credentials) == 0 {
 			add("%s.credentials: none configured", at)

@@ -122,3 +122,19 @@ func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
 // computed from the write's own bound, never from a cached tat, so it is
 // always ≥ the tat that write leaves.
 func ttlSeconds(maxTAT int64) int64 { return (maxTAT + 999_999) / 1_000_000 }
+
+// transactItem is the write for f as one item of a TransactWriteItems
+// (TakeMulti, ReserveMulti): the same guarded update as takeInput, handing
+// back the item in its cancellation reason when its condition fails.
+func (l *Limiter) transactItem(key string, f form, now, nT, limitTAT, ttl int64) types.TransactWriteItem {
+	in := l.takeInput(key, f, now, nT, limitTAT, ttl)
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                           in.TableName,
+		Key:                                 in.Key,
+		UpdateExpression:                    in.UpdateExpression,
+		ConditionExpression:                 in.ConditionExpression,
+		ExpressionAttributeNames:            in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}

@@ -1,0 +1,307 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// MaxMultiBuckets is the most buckets one multi-bucket call may name:
+// DynamoDB's limit of 100 items per TransactWriteItems.
+const MaxMultiBuckets = 100
+
+// TransactAPI is the one method multi-bucket calls (TakeMulti,
+// ReserveMulti, WaitMulti) need beyond DynamoDBAPI. *dynamodb.Client has
+// it. DynamoDBAPI does not include it, so existing wrappers keep working for
+// single-bucket calls; a wrapper that should also serve multi-bucket calls
+// implements this method as well, and New's client is type-asserted to it
+// on each multi-bucket call.
+type TransactAPI interface {
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// ErrNoTransactions: a multi-bucket call on a Limiter whose client has no
+// TransactWriteItems method (see TransactAPI). Nothing was sent.
+var ErrNoTransactions = errors.New("fleetbucket: the DynamoDB client has no TransactWriteItems method (see limiter.TransactAPI)")
+
+// MultiReservation is a grant of Tokens tokens from every bucket in Keys,
+// made by one transaction: all of them were charged, or none.
+type MultiReservation struct {
+	// Keys are the buckets charged, in the order of the request.
+	Keys   []string
+	Tokens int
+	// Slot is the common slot: the latest of the buckets' own slots (the
+	// call's own now for a take). Every bucket was charged n tokens,
+	// including those whose own slot is earlier: the caller spends the
+	// tokens at Slot, once, for all of them.
+	Slot time.Time
+	// Binding is the bucket whose own slot is Slot: the one that held the
+	// request back (the first, for a take).
+	Binding string
+}
+
+// Delay is how long after now the common slot falls (0 if it has passed).
+func (r MultiReservation) Delay(now time.Time) time.Duration { return max(r.Slot.Sub(now), 0) }
+
+// TakeMulti takes n tokens now from every bucket, atomically: either every
+// bucket grants, or none is charged. A denial is an *ExhaustedError whose
+// Key is the bucket that waits longest and whose RetryAfter is the maximum
+// over the denying buckets, which is exact: the same request fits in all of
+// them then, unless others take tokens meanwhile.
+//
+// Typical uses: a credential's per-second and per-minute limits, and a
+// property's share nested inside the credential's quota (the property's
+// bucket and the credential's in one call, so a property over its share
+// cannot take the credential's tokens).
+//
+// One bucket costs one UpdateItem, as Take. Several cost one
+// TransactWriteItems (DynamoDB bills 2 write units per item of a
+// transaction), with each item the same guarded idle or busy update Take
+// sends, its form picked from the tat this process last saw. On a
+// cancelled transaction each item's current state comes back (ALL_OLD in
+// the cancellation reasons) and either proves the denial or picks the forms
+// for the next attempt, with a fresh now (at most the WithMaxAttempts
+// writes plus one per bucket beyond the first, since each may need its form
+// corrected); denials provable from the tats already seen cost no call.
+//
+// Refused with an *ArgumentError before anything is sent: no buckets, more
+// than MaxMultiBuckets, the same key twice (field "bucket.key"), and any
+// invalid bucket or n for one of them (the message names buckets[i]). The
+// client must implement TransactAPI for two buckets or more
+// (ErrNoTransactions otherwise). Store failures are typed as for Take:
+// ErrUnavailable, ErrOutcomeUnknown, ErrTableNotFound.
+func (l *Limiter) TakeMulti(ctx context.Context, buckets []Bucket, n int) (MultiReservation, error) {
+	return l.reserveMulti(ctx, buckets, n, 0)
+}
+
+// ReserveMulti books n tokens from every bucket at one common slot no later
+// than maxDelay from now, atomically, as TakeMulti does for a take.
+//
+// The common slot is the latest of the buckets' own slots, and every
+// bucket's write is guarded so that its own slot is no later than the
+// common one. A bucket whose own slot is earlier is still charged n
+// tokens: its tokens are spent late, at the common slot, and that bucket
+// refills from its own (earlier) position. So for the bucket that is not
+// binding, spends can lag its slots by up to maxDelay, and over a window W
+// it may see up to burst + rate·(W + maxDelay) spends; use TakeMulti (all
+// slots are now) where that matters, or keep maxDelay short.
+//
+// On a busy bucket the write is bounded by the common slot, so the binding
+// bucket's write only passes if no one else wrote it since this process
+// saw it; a lost race is retried with the item the cancellation returned.
+func (l *Limiter) ReserveMulti(ctx context.Context, buckets []Bucket, n int, maxDelay time.Duration) (MultiReservation, error) {
+	return l.reserveMulti(ctx, buckets, n, maxDelay)
+}
+
+// WaitMulti reserves n tokens from every bucket (ReserveMulti) and sleeps
+// until the common slot. It fails at once, without sleeping, with an
+// *ExhaustedError when the slot lies past maxWait or ctx's deadline. If ctx
+// ends during the sleep the tokens stay spent and ctx's error is returned.
+func (l *Limiter) WaitMulti(ctx context.Context, buckets []Bucket, n int, maxWait time.Duration) (MultiReservation, error) {
+	bound := maxWait
+	if deadline, ok := ctx.Deadline(); ok {
+		bound = min(bound, deadline.Sub(l.now()))
+	}
+	if bound < 0 {
+		if err := ctx.Err(); err != nil {
+			return MultiReservation{}, err
+		}
+		return MultiReservation{}, context.DeadlineExceeded
+	}
+	r, err := l.reserveMulti(ctx, buckets, n, bound)
+	if err != nil {
+		return MultiReservation{}, err
+	}
+	if d := r.Delay(l.now()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return MultiReservation{}, ctx.Err()
+		}
+	}
+	return r, nil
+}
+
+// CheckMulti reports, as an *ArgumentError, what is wrong with a
+// multi-bucket request: the checks TakeMulti and ReserveMulti make before
+// sending anything.
+func CheckMulti(buckets []Bucket, n int, maxDelay time.Duration) error {
+	switch {
+	case len(buckets) == 0:
+		return &ArgumentError{Field: "buckets", Reason: "none, want at least one"}
+	case len(buckets) > MaxMultiBuckets:
+		return &ArgumentError{Field: "buckets", Reason: fmt.Sprintf("%d, want at most %d (TransactWriteItems takes at most %d items)", len(buckets), MaxMultiBuckets, MaxMultiBuckets)}
+	}
+	first := make(map[string]int, len(buckets))
+	for i, b := range buckets {
+		if err := b.Validate(); err != nil {
+			return fmt.Errorf("buckets[%d]: %w", i, err)
+		}
+		if j, dup := first[b.Key]; dup {
+			return fmt.Errorf("buckets[%d]: %w", i, &ArgumentError{Field: "bucket.key",
+				Reason: fmt.Sprintf("%q is also buckets[%d]: one transaction cannot write an item twice", b.Key, j)})
+		}
+		first[b.Key] = i
+		if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
+			return fmt.Errorf("buckets[%d] (%q): %w", i, b.Key, err)
+		}
+	}
+	return nil
+}
+
+func (l *Limiter) reserveMulti(ctx context.Context, buckets []Bucket, n int, maxDelay time.Duration) (MultiReservation, error) {
+	if err := CheckMulti(buckets, n, maxDelay); err != nil {
+		return MultiReservation{}, err
+	}
+	if len(buckets) == 1 {
+		// One item needs no transaction: the single write is cheaper (1
+		// write unit, not 2) and returns the new tat.
+		r, err := l.reserve(ctx, buckets[0], n, maxDelay)
+		if err != nil {
+			return MultiReservation{}, err
+		}
+		return MultiReservation{Keys: []string{r.Key}, Tokens: n, Slot: r.Slot, Binding: r.Key}, nil
+	}
+	tx, ok := l.db.(TransactAPI)
+	if !ok {
+		return MultiReservation{}, fmt.Errorf("%w: %T", ErrNoTransactions, l.db)
+	}
+	return l.bookMulti(ctx, tx, buckets, n, maxDelay.Microseconds())
+}
+
+// bookMulti is the multi-bucket counterpart of book: decide on the tats
+// seen, confirm with one transaction, learn from a cancellation and retry
+// with a fresh now, at most WithMaxAttempts + len(buckets) − 1 writes.
+func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucket, n int, delay int64) (MultiReservation, error) {
+	limits := make([]Limit, len(buckets))
+	keys := make([]string, len(buckets))
+	for i, b := range buckets {
+		limits[i], keys[i] = b.Limit, b.Key
+	}
+	tats := make([]int64, len(buckets))
+	// Each bucket may need its own form corrected, so a multi-bucket call
+	// gets one more write per extra bucket than a single one.
+	attempts := l.attempts + len(buckets) - 1
+	var lastErr error
+	for writes := 0; ; writes++ {
+		if err := ctx.Err(); err != nil {
+			return MultiReservation{}, err
+		}
+		now := micros(l.now())
+		for i, k := range keys {
+			tats[i] = l.seen.get(k)
+		}
+		d := gcra.DecideMulti(tats, now, limits, n, delay)
+		if !d.Allowed {
+			// Every tat seen is a lower bound of the stored one, so a
+			// denial against them is final.
+			return MultiReservation{}, &ExhaustedError{Key: keys[d.Binding], N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
+		}
+		if writes == attempts {
+			if lastErr != nil {
+				return MultiReservation{}, lastErr
+			}
+			// Every write lost a race (see book): the fleet is using the
+			// buckets; the next n tokens of the slowest exist n of its
+			// intervals from now.
+			var wait int64
+			for _, lim := range limits {
+				wait = max(wait, int64(n)*lim.Interval())
+			}
+			return MultiReservation{}, &ExhaustedError{Key: keys[d.Binding], N: n, RetryAfter: time.Duration(wait) * time.Microsecond}
+		}
+		items := make([]types.TransactWriteItem, len(buckets))
+		for i, lim := range limits {
+			f := idle
+			if tats[i] > now {
+				f = busy
+			}
+			items[i] = l.transactItem(keys[i], f, now, int64(n)*lim.Interval(), d.Bounds[i], ttlSeconds(now+lim.Tolerance()+delay))
+		}
+		reasons, err := l.transact(ctx, tx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil && reasons == nil {
+			for i, lim := range limits {
+				// The idle form set tat to exactly now + n·T; the busy form
+				// added n·T to a tat ≥ the one seen. Both are lower bounds.
+				l.seen.observe(keys[i], max(tats[i], now)+int64(n)*lim.Interval())
+			}
+			return MultiReservation{Keys: keys, Tokens: n, Slot: time.UnixMicro(d.Slot), Binding: keys[d.Binding]}, nil
+		}
+		if err != nil {
+			lastErr = err
+			if !errors.Is(lastErr, ErrUnavailable) || errors.Is(lastErr, breaker.ErrOpen) {
+				return MultiReservation{}, lastErr
+			}
+			continue
+		}
+		if err := l.learnCancellation(keys, reasons); err != nil {
+			lastErr = err
+			if !errors.Is(lastErr, ErrUnavailable) {
+				return MultiReservation{}, lastErr
+			}
+		}
+	}
+}
+
+// transact sends one transaction through the circuit breaker, with no SDK
+// retry (a resent write would carry a stale now). A cancelled transaction
+// comes back as its reasons, one per item, with a nil error; every other
+// failure as a classified *StoreError.
+func (l *Limiter) transact(ctx context.Context, tx TransactAPI, in *dynamodb.TransactWriteItemsInput) ([]types.CancellationReason, error) {
+	const op = "TransactWriteItems"
+	if l.breaker != nil {
+		if err := l.breaker.Allow(l.now()); err != nil {
+			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+		}
+	}
+	_, err := tx.TransactWriteItems(ctx, in, noSDKRetry)
+	var canceled *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		l.recordStore(true)
+		return nil, nil
+	case errors.As(err, &canceled):
+		l.recordStore(true)
+		if len(canceled.CancellationReasons) != len(in.TransactItems) {
+			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable,
+				Err: fmt.Errorf("transaction canceled with %d reasons for %d items: %w", len(canceled.CancellationReasons), len(in.TransactItems), err)}
+		}
+		return canceled.CancellationReasons, nil
+	}
+	serr := l.storeError(ctx, op, err)
+	l.recordStore(!errors.Is(serr, ErrUnavailable))
+	return nil, serr
+}
+
+// learnCancellation reads each item's reason: a failed condition hands back
+// the item (ALL_OLD), whose tat is remembered (or forgotten, for an item
+// that is gone). An item that passed its condition teaches nothing. Any
+// other reason (a conflicting transaction, throttling) comes back as an
+// ErrUnavailable *StoreError, worth another attempt.
+func (l *Limiter) learnCancellation(keys []string, reasons []types.CancellationReason) error {
+	var other error
+	for i, r := range reasons {
+		switch code := aws.ToString(r.Code); code {
+		case "", "None":
+		case "ConditionalCheckFailed":
+			if err := l.observeItem(keys[i], r.Item); err != nil {
+				return err
+			}
+		default:
+			if other == nil {
+				other = &StoreError{Table: l.table, Op: "TransactWriteItems", kind: ErrUnavailable,
+					Err: fmt.Errorf("transaction canceled: bucket %q: %s: %s", keys[i], code, aws.ToString(r.Message))}
+			}
+		}
+	}
+	return other
+}

@@ -1,0 +1,561 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+)
+
+// txCounter counts every call, transactions included, on a real client.
+type txCounter struct {
+	db    *dynamodb.Client
+	calls atomic.Int64
+	txs   atomic.Int64
+}
+
+func (c *txCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.calls.Add(1)
+	return c.db.UpdateItem(ctx, in, opts...)
+}
+
+func (c *txCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.calls.Add(1)
+	return c.db.GetItem(ctx, in, opts...)
+}
+
+func (c *txCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.calls.Add(1)
+	c.txs.Add(1)
+	return c.db.TransactWriteItems(ctx, in, opts...)
+}
+
+// txWorker is a worker whose client can run transactions.
+type txWorker struct {
+	*limiter.Limiter
+	c *txCounter
+}
+
+func newTxWorker(t *testing.T, table string, opts ...limiter.Option) txWorker {
+	t.Helper()
+	c := &txCounter{db: emulator.DynamoDB(t)}
+	l, err := limiter.New(c, append([]limiter.Option{limiter.WithTable(table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txWorker{l, c}
+}
+
+func tokens(t *testing.T, w txWorker, b limiter.Bucket) int {
+	t.Helper()
+	s, err := w.State(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Tokens
+}
+
+// A multi-bucket take is all or nothing, its denial carries the exact wait
+// of the slowest denying bucket, and a stale view costs one extra
+// transaction, never a read.
+func TestMultiTakeAllOrNothing(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	tests := []struct {
+		name   string
+		limits []limiter.Limit
+		pre    []int // tokens taken from each bucket alone first
+		// want: granted, or denied by bucket wantKey after wantWait
+		granted  bool
+		wantKey  int
+		wantWait time.Duration
+		calls    int64 // calls of the fresh worker's TakeMulti
+		after    []int // tokens left in each bucket
+	}{
+		{"every bucket grants", []limiter.Limit{limiter.PerSecond(1, 5), limiter.PerSecond(1, 2)}, []int{0, 0},
+			true, 0, 0, 1, []int{4, 1}},
+		{"one denies, none charged", []limiter.Limit{limiter.PerSecond(1, 5), limiter.PerSecond(1, 2)}, []int{0, 2},
+			false, 1, time.Second, 1, []int{5, 0}},
+		{"two deny, the longest wait wins", []limiter.Limit{limiter.PerSecond(2, 1), limiter.PerSecond(1, 1), limiter.PerSecond(10, 10)}, []int{1, 1, 0},
+			false, 1, time.Second, 1, []int{0, 0, 10}},
+		{"stale idle form retried as busy", []limiter.Limit{limiter.PerSecond(10, 10), limiter.PerSecond(10, 10)}, []int{3, 0},
+			true, 0, 0, 2, []int{6, 9}},
+		{"per-second and per-minute of one credential", []limiter.Limit{limiter.PerSecond(10, 10), limiter.PerMinute(30, 3)}, []int{0, 3},
+			false, 1, 2 * time.Second, 1, []int{10, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newManualClock()
+			ctx := context.Background()
+			buckets := make([]limiter.Bucket, len(tt.limits))
+			for i, l := range tt.limits {
+				buckets[i] = limiter.Bucket{Key: fmt.Sprintf("%s#%d", tt.name, i), Limit: l}
+			}
+			setup := newTxWorker(t, table, limiter.WithClock(clock.Now))
+			for i, k := range tt.pre {
+				if k > 0 {
+					if _, err := setup.Take(ctx, buckets[i], k); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			w := newTxWorker(t, table, limiter.WithClock(clock.Now)) // knows nothing
+			r, err := w.TakeMulti(ctx, buckets, 1)
+			if got := w.c.calls.Load(); got != tt.calls {
+				t.Errorf("TakeMulti cost %d calls, want %d", got, tt.calls)
+			}
+			if tt.granted && (err != nil || !r.Slot.Equal(clock.Now()) || len(r.Keys) != len(buckets)) {
+				t.Fatalf("TakeMulti = %+v, %v; want a grant at now", r, err)
+			}
+			var ex *limiter.ExhaustedError
+			if !tt.granted && (!errors.As(err, &ex) || ex.Key != buckets[tt.wantKey].Key || ex.RetryAfter != tt.wantWait) {
+				t.Fatalf("TakeMulti = %v; want a denial by %q after %v", err, buckets[tt.wantKey].Key, tt.wantWait)
+			}
+			for i, b := range buckets {
+				if got := tokens(t, w, b); got != tt.after[i] {
+					t.Errorf("bucket %d has %d tokens, want %d", i, got, tt.after[i])
+				}
+			}
+			if tt.granted {
+				return
+			}
+			// Denied again from what the cancellation taught: no call.
+			before := w.c.calls.Load()
+			if _, err := w.TakeMulti(ctx, buckets, 1); !errors.Is(err, limiter.ErrExhausted) || w.c.calls.Load() != before {
+				t.Fatalf("repeat: %v after %d calls, want a local denial", err, w.c.calls.Load()-before)
+			}
+			// Exact: one microsecond early is still denied, on time granted.
+			clock.Set(clock.Now().Add(tt.wantWait - time.Microsecond))
+			if _, err := w.TakeMulti(ctx, buckets, 1); !errors.Is(err, limiter.ErrExhausted) {
+				t.Fatalf("1µs before RetryAfter: %v, want denied", err)
+			}
+			clock.Set(clock.Now().Add(time.Microsecond))
+			if _, err := w.TakeMulti(ctx, buckets, 1); err != nil {
+				t.Fatalf("at RetryAfter: %v, want granted", err)
+			}
+		})
+	}
+}
+
+// A reservation across buckets gets the latest of their slots, and every
+// bucket is charged for it.
+func TestMultiReserveCommonSlot(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	clock := newManualClock()
+	t0 := clock.Now()
+	ctx := context.Background()
+	property := limiter.Bucket{Key: "bk#cred#rates#hotel-1", Limit: limiter.PerSecond(1, 1)}
+	credential := limiter.Bucket{Key: "bk#cred#rates", Limit: limiter.PerSecond(10, 10)}
+	both := []limiter.Bucket{credential, property}
+	w := newTxWorker(t, table, limiter.WithClock(clock.Now))
+	steps := []struct {
+		maxDelay time.Duration
+		slot     time.Duration // after t0; <0: denied
+		wait     time.Duration
+		credLeft int
+	}{
+		{0, 0, 0, 9},
+		{5 * time.Second, time.Second, 0, 8},
+		{5 * time.Second, 2 * time.Second, 0, 7},
+		{1500 * time.Millisecond, -1, 1500 * time.Millisecond, 7},
+		{3 * time.Second, 3 * time.Second, 0, 6},
+	}
+	for i, s := range steps {
+		r, err := w.ReserveMulti(ctx, both, 1, s.maxDelay)
+		if s.slot < 0 {
+			if wait, ok := limiter.RetryAfter(err); !ok || wait != s.wait {
+				t.Fatalf("step %d: %v, want denied for %v", i, err, s.wait)
+			}
+		} else if err != nil || !r.Slot.Equal(t0.Add(s.slot)) || r.Binding != property.Key && s.slot > 0 {
+			t.Fatalf("step %d: %+v, %v; want slot t0+%v bound by the property", i, r, err, s.slot)
+		}
+		if got := tokens(t, w, credential); got != s.credLeft {
+			t.Fatalf("step %d: the credential has %d tokens, want %d (charged for every grant)", i, got, s.credLeft)
+		}
+	}
+	// A second worker with no view of either bucket still lands after them.
+	w2 := newTxWorker(t, table, limiter.WithClock(clock.Now))
+	r, err := w2.ReserveMulti(ctx, both, 1, 10*time.Second)
+	if err != nil || !r.Slot.Equal(t0.Add(4*time.Second)) {
+		t.Fatalf("fresh worker: %+v, %v; want slot t0+4s", r, err)
+	}
+	t.Logf("fresh worker booked t0+4s with %d transactions", w2.c.txs.Load())
+}
+
+// Many workers at once on a fresh pair: exactly the smaller burst is
+// granted, and the larger bucket is charged only for those grants.
+func TestMultiAtomicityConcurrent(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	small := limiter.Bucket{Key: "bk#cred-1#availability#hotel-1", Limit: limiter.PerMinute(1, 10)}
+	large := limiter.Bucket{Key: "bk#cred-1#availability", Limit: limiter.PerMinute(1, 30)}
+	const takers = 60
+	ws := make([]txWorker, takers)
+	for i := range ws {
+		ws[i] = newTxWorker(t, table)
+	}
+	var granted, denied atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, w := range ws {
+		wg.Go(func() {
+			<-start
+			_, err := w.TakeMulti(context.Background(), []limiter.Bucket{small, large}, 1)
+			switch {
+			case err == nil:
+				granted.Add(1)
+			case errors.Is(err, limiter.ErrExhausted):
+				denied.Add(1)
+			default:
+				t.Errorf("TakeMulti: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	left := tokens(t, ws[0], large)
+	t.Logf("%d takers: %d granted, %d denied; large bucket left with %d of 30", takers, granted.Load(), denied.Load(), left)
+	if granted.Load() != 10 || left != 20 {
+		t.Fatalf("granted %d (want 10), large bucket has %d tokens (want 20)", granted.Load(), left)
+	}
+}
+
+func TestMultiStoreErrors(t *testing.T) {
+	ctx := context.Background()
+	buckets := []limiter.Bucket{{Key: "a", Limit: limiter.PerSecond(1, 1)}, {Key: "b", Limit: limiter.PerSecond(1, 1)}}
+	t.Run("table not found", func(t *testing.T) {
+		w := newTxWorker(t, "no-such-table-multi")
+		_, err := w.TakeMulti(ctx, buckets, 1)
+		if !errors.Is(err, limiter.ErrTableNotFound) {
+			t.Fatalf("TakeMulti = %v, want ErrTableNotFound", err)
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		c := &txCounter{db: emulator.DynamoDBAt(t, "http://127.0.0.1:1")}
+		l, err := limiter.New(c, limiter.WithMaxAttempts(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.TakeMulti(ctx, buckets, 1)
+		// WithMaxAttempts(2), plus one for the second bucket.
+		if !errors.Is(err, limiter.ErrUnavailable) || c.calls.Load() != 3 {
+			t.Fatalf("TakeMulti = %v after %d calls, want ErrUnavailable after 3", err, c.calls.Load())
+		}
+	})
+}
+
+// Per-property fairness: each property's bucket is nested inside the
+// credential's (both in one TakeMulti). One noisy property asks for ten
+// times its share; nine quiet ones ask for less than theirs. Nested, the quiet
+// ones get what they ask within their share (they ask 80% of it, so that
+// the emulator's latency jitter alone does not deny them) and the
+// credential stays within its quota; with the
+// credential bucket alone (logged for comparison) the noisy one takes what
+// the quiet ones needed.
+func TestPropertyFairness(t *testing.T) {
+	const (
+		properties = 10
+		runFor     = 6 * time.Second
+	)
+	credLimit := limiter.PerSecond(20, 20)
+	share := limiter.PerSecond(credLimit.Rate/properties, 2) // quota / 10
+	for _, nested := range []bool{true, false} {
+		name := map[bool]string{true: "nested", false: "credential only"}[nested]
+		t.Run(name, func(t *testing.T) {
+			table := emulator.NewTable(t, emulator.DynamoDB(t))
+			cred := limiter.Bucket{Key: "bk#cred-1#rates", Limit: credLimit}
+			var (
+				mu        sync.Mutex
+				credGrant []time.Time
+				propGrant = make([][]time.Time, properties)
+				asked     = make([]int, properties)
+				calls     atomic.Int64
+				// quietDenied counts the quiet properties' denials by the
+				// bucket that denied.
+				quietDenied = map[string]int{}
+			)
+			start := time.Now()
+			ctx, cancel := context.WithDeadline(context.Background(), start.Add(runFor))
+			defer cancel()
+			var wg sync.WaitGroup
+			// Property 0 is noisy: 4 workers, each asking every 200 ms =
+			// 20/s, ten times its share. The others: one worker asking
+			// every 625 ms = 1.6/s, within their share, out of phase.
+			for p := range properties {
+				prop := limiter.Bucket{Key: fmt.Sprintf("bk#cred-1#rates#hotel-%d", p), Limit: share}
+				buckets := []limiter.Bucket{cred, prop}
+				if !nested {
+					buckets = []limiter.Bucket{cred}
+				}
+				workers, every := 1, time.Duration(float64(time.Second)/(0.8*share.Rate))
+				if p == 0 {
+					workers, every = 4, 4*time.Duration(float64(time.Second)/(10*share.Rate))
+				}
+				for k := range workers {
+					w := newTxWorker(t, table)
+					phase := time.Duration(p*workers+k) * every / time.Duration(properties*workers)
+					wg.Go(func() {
+						defer func() { calls.Add(w.c.calls.Load()) }()
+						tick := time.NewTicker(every)
+						defer tick.Stop()
+						sleep(ctx, phase)
+						for ctx.Err() == nil {
+							// Not ctx: a call cancelled mid-flight can stall the
+							// single-threaded emulator for everyone.
+							r, err := w.TakeMulti(context.Background(), buckets, 1)
+							mu.Lock()
+							asked[p]++
+							if err == nil {
+								credGrant = append(credGrant, r.Slot)
+								propGrant[p] = append(propGrant[p], r.Slot)
+							}
+							mu.Unlock()
+							if ex := (*limiter.ExhaustedError)(nil); p > 0 && errors.As(err, &ex) {
+								mu.Lock()
+								quietDenied[ex.Key]++
+								mu.Unlock()
+							}
+							if err != nil && !errors.Is(err, limiter.ErrExhausted) {
+								t.Errorf("TakeMulti: %v", err)
+								return
+							}
+							select {
+							case <-tick.C:
+							case <-ctx.Done():
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			assertFleetInvariant(t, credGrant, credLimit, 0)
+			shareBound := float64(share.Burst) + share.Rate*elapsed.Seconds()
+			minQuiet := 1.0
+			for p := 1; p < properties; p++ {
+				minQuiet = min(minQuiet, float64(len(propGrant[p]))/float64(asked[p]))
+			}
+			t.Logf("%s: noisy property granted %d of %d asked (its share allows %.1f); quiet ones granted at least %.0f%% of what they asked; credential %d grants in %v (quota %.1f); %.2f calls per grant",
+				name, len(propGrant[0]), asked[0], shareBound, minQuiet*100, len(credGrant), elapsed.Round(time.Millisecond),
+				float64(credLimit.Burst)+credLimit.Rate*elapsed.Seconds(), float64(calls.Load())/float64(len(credGrant)))
+			t.Logf("%s: quiet properties' denials by bucket: %v", name, quietDenied)
+			if !nested {
+				return
+			}
+			assertFleetInvariant(t, propGrant[0], share, 0)
+			quietAsked, quietGranted := 0, 0
+			for p := 1; p < properties; p++ {
+				quietAsked, quietGranted = quietAsked+asked[p], quietGranted+len(propGrant[p])
+				if got := float64(len(propGrant[p])) / float64(asked[p]); got < 0.8 {
+					t.Errorf("quiet property %d: %d of %d asked granted (%.0f%%), want ≥ 80%%", p, len(propGrant[p]), asked[p], got*100)
+				}
+			}
+			if got := float64(quietGranted) / float64(quietAsked); got < 0.9 {
+				t.Errorf("quiet properties: %d of %d asked granted (%.0f%%), want ≥ 90%%", quietGranted, quietAsked, got*100)
+			}
+		})
+	}
+}
+
+// Sharding splits the burst exactly, falls back to the other shards when
+// the picked one is empty (from the denial cache: no call), and denies only
+// when all are empty, with the wait of the first to refill.
+func TestShardedSplitAndFallback(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	tests := []struct {
+		limit  limiter.Limit
+		shards int
+		bursts []int
+		wait   time.Duration
+	}{
+		{limiter.PerSecond(3, 7), 3, []int{3, 2, 2}, time.Second},
+		{limiter.PerSecond(40, 20), 4, []int{5, 5, 5, 5}, 100 * time.Millisecond},
+		{limiter.PerSecond(10, 10), 1, []int{10}, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("rate %v burst %d over %d", tt.limit.Rate, tt.limit.Burst, tt.shards), func(t *testing.T) {
+			clock := newManualClock()
+			w := newTxWorker(t, table, limiter.WithClock(clock.Now))
+			s := limiter.ShardedBucket{Key: fmt.Sprintf("hot#%d#%d", tt.shards, tt.limit.Burst), Limit: tt.limit, Shards: tt.shards}
+			got := map[string]int{}
+			for range tt.limit.Burst {
+				r, err := w.TakeSharded(context.Background(), s, 1)
+				if err != nil {
+					t.Fatalf("after %v grants: %v", got, err)
+				}
+				got[r.Key]++
+			}
+			shards, _ := s.Buckets()
+			for i, b := range shards {
+				if got[b.Key] != tt.bursts[i] {
+					t.Errorf("shard %s granted %d, want its burst %d", b.Key, got[b.Key], tt.bursts[i])
+				}
+			}
+			if calls := w.c.calls.Load(); calls != int64(tt.limit.Burst) {
+				t.Errorf("%d grants cost %d calls, want one each (fallbacks answered from the cache)", tt.limit.Burst, calls)
+			}
+			_, err := w.TakeSharded(context.Background(), s, 1)
+			var ex *limiter.ExhaustedError
+			if !errors.As(err, &ex) || ex.Key != s.Key || ex.RetryAfter != tt.wait {
+				t.Fatalf("with every shard empty: %v, want a denial on %q after %v", err, s.Key, tt.wait)
+			}
+		})
+	}
+}
+
+// The fleet invariant holds over all shards together: 16 workers taking as
+// fast as their denials allow from a bucket spread over 4 items.
+func TestShardedFleetInvariant(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	total := limiter.PerSecond(40, 20)
+	s := limiter.ShardedBucket{Key: "expedia#cred-hot#ari", Limit: total, Shards: 4}
+	var (
+		mu     sync.Mutex
+		grants []time.Time
+		byKey  = map[string][]time.Time{}
+		calls  atomic.Int64
+	)
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(4*time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 16 {
+		w := newTxWorker(t, table)
+		wg.Go(func() {
+			defer func() { calls.Add(w.c.calls.Load()) }()
+			for ctx.Err() == nil {
+				r, err := w.TakeSharded(context.Background(), s, 1)
+				if wait, denied := limiter.RetryAfter(err); denied {
+					sleep(ctx, wait)
+					continue
+				}
+				if err != nil {
+					t.Errorf("TakeSharded: %v", err)
+					return
+				}
+				mu.Lock()
+				grants = append(grants, r.Slot)
+				byKey[r.Key] = append(byKey[r.Key], r.Slot)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	assertFleetInvariant(t, grants, total, 0)
+	shards, _ := s.Buckets()
+	for _, b := range shards {
+		assertFleetInvariant(t, byKey[b.Key], b.Limit, 0)
+	}
+	util := float64(len(grants)) / (float64(total.Burst) + total.Rate*elapsed.Seconds())
+	t.Logf("4 shards, 16 workers: %d grants in %v, utilization %.1f%% of burst + rate·T, %.2f calls per grant",
+		len(grants), elapsed.Round(time.Millisecond), util*100, float64(calls.Load())/float64(len(grants)))
+	if util < 0.85 {
+		t.Errorf("utilization %.1f%% < 85%%", util*100)
+	}
+}
+
+// Limits travel with each call. A greedy consumer on a manual clock takes
+// whenever it may (jumping the clock by each exact RetryAfter); at tChange
+// the limit changes. From tChange on, grants obey the new limit: lowering
+// takes effect within one new emission interval, and raising never grants
+// more than the new burst at once. Run with Take, and with TakeMulti
+// beside a roomy second bucket.
+func TestLimitChangesTakeEffectAtOnce(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	tests := []struct {
+		name     string
+		old, new limiter.Limit
+		idle     time.Duration // pause before the change
+	}{
+		{"lower while saturated", limiter.PerSecond(10, 10), limiter.PerSecond(2, 2), 0},
+		{"lower burst only", limiter.PerSecond(10, 10), limiter.PerSecond(10, 3), 0},
+		{"raise while saturated", limiter.PerSecond(2, 2), limiter.PerSecond(20, 20), 0},
+		{"raise after idle", limiter.PerSecond(2, 2), limiter.PerSecond(20, 20), 2 * time.Second},
+	}
+	for _, multi := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s multi=%v", tt.name, multi), func(t *testing.T) {
+				clock := newManualClock()
+				ctx := context.Background()
+				w := newTxWorker(t, table, limiter.WithClock(clock.Now))
+				key := fmt.Sprintf("change#%s#%v", tt.name, multi)
+				take := func(lim limiter.Limit) (time.Time, error) {
+					b := limiter.Bucket{Key: key, Limit: lim}
+					if !multi {
+						r, err := w.Take(ctx, b, 1)
+						return r.Slot, err
+					}
+					r, err := w.TakeMulti(ctx, []limiter.Bucket{b, {Key: key + "#roomy", Limit: limiter.PerSecond(1000, 1000)}}, 1)
+					return r.Slot, err
+				}
+				t0 := clock.Now()
+				stopOld, tChange := t0.Add(3*time.Second), t0.Add(3*time.Second+tt.idle)
+				end := tChange.Add(5 * time.Second)
+				var after []time.Time
+				lastOld := time.Time{}
+				for clock.Now().Before(end) {
+					now := clock.Now()
+					if !now.Before(stopOld) && now.Before(tChange) {
+						clock.Set(tChange)
+						continue
+					}
+					lim, limitAt := tt.old, stopOld
+					if !now.Before(tChange) {
+						lim, limitAt = tt.new, end
+					}
+					slot, err := take(lim)
+					if wait, denied := limiter.RetryAfter(err); denied {
+						clock.Set(minTime(now.Add(wait), limitAt))
+						continue
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if now.Before(tChange) {
+						lastOld = slot
+					} else {
+						after = append(after, slot)
+					}
+				}
+				assertFleetInvariant(t, after, tt.new, 0)
+				first := after[0].Sub(tChange)
+				atOnce := 0
+				for _, g := range after {
+					if g.Equal(after[0]) {
+						atOnce++
+					}
+				}
+				ideal := float64(tt.new.Burst) + tt.new.Rate*end.Sub(tChange).Seconds()
+				t.Logf("last old grant %v before the change; first new grant %v after it (new interval %v); %d granted at that instant (new burst %d); %d grants in 5s (bound %.0f)",
+					tChange.Sub(lastOld), first, time.Duration(tt.new.Interval())*time.Microsecond, atOnce, tt.new.Burst, len(after), ideal)
+				// The new limit holds from the change (the invariant above).
+				// The first grant under it comes within one new interval,
+				// unless the old burst booked more than the new one allows:
+				// that excess is paid back first, never forgiven.
+				backlog := time.Duration(max(tt.old.Tolerance()-tt.new.Tolerance(), 0)) * time.Microsecond
+				if interval := time.Duration(tt.new.Interval()) * time.Microsecond; first > interval+backlog {
+					t.Errorf("first grant under the new limit %v after the change, want within one new interval %v (+ %v backlog)", first, interval, backlog)
+				}
+				if atOnce > tt.new.Burst {
+					t.Errorf("%d grants at once, above the new burst %d", atOnce, tt.new.Burst)
+				}
+				if float64(len(after)) < 0.9*tt.new.Rate*end.Sub(after[0]).Seconds() {
+					t.Errorf("%d grants in %v under rate %v: the new rate is not used", len(after), end.Sub(after[0]), tt.new.Rate)
+				}
+			})
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
