@@ -29,37 +29,45 @@ func makeJobs(n int, endpoint string) []job.Job {
 // (a) 40 workers, 1000 jobs, one credential, a vendor with the same limit:
 // every job lands exactly once, under the limit, with no 429 in steady state.
 //
-// The jobs arrive as a stream slightly faster than the limit (30/s against
-// 25/s), so the bucket stays saturated and a backlog builds up in the
+// The jobs arrive as a stream slightly faster than the limit (12/s against
+// 10/s), so the bucket stays saturated and a backlog builds up in the
 // deferred queue. They are not enqueued all at once: moto's SQS costs time
 // in proportion to queue depth (a receive from a 1000-deep queue takes
-// ~600 ms), which would make the emulator, not the fleet, the subject.
+// ~600 ms), which would make the emulator, not the fleet, the subject. The
+// rate is modest because 80 simulated instances share 2 cores with the
+// emulators and the race detector: at 25/s a starved fleet ran late,
+// expired its slots and re-deferred, which real instances, each with its
+// own CPU, do not.
 func TestFleetPushesUnderTheVendorLimit(t *testing.T) {
-	lim := limiter.PerSecond(25, 10)
+	lim := limiter.PerSecond(10, 10)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	jobs := makeJobs(1000, "availability")
-	go p.stream(jobs, 30)
-	p.run(40, 150*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
+	go p.stream(jobs, 12)
+	p.run(40, 240*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
 	p.assertExactlyOnce(jobs)
 	times := p.ota.AcceptedTimes("cred-1", "availability")
 	assertFleetInvariant(t, times, lim, 0)
 	if steady := p.steady429s(); steady > 0 {
 		t.Errorf("%d 429s in steady state (of %d in all), want 0", steady, p.ota.Count429())
 	}
-	p.report("1000 jobs streamed at 30/s, 40 workers", lim, times)
+	p.report("1000 jobs streamed at 12/s, 40 workers", lim, times)
 	p.assertNoPushBeforeSlot(jobs)
 }
 
-// steady429s counts the 429s after the first two seconds. The opening
-// burst is sent as fast as the machine allows, and a scheduling hiccup
-// that delays its first requests more than its last can make the vendor's
-// bucket, started later, see a burst it has not yet refilled for; from
-// then on the fleet sends at slots T apart and any 429 is a real failure.
+// steady429s counts the 429s after the opening five seconds. The vendor
+// starts with a full bucket, and a full bucket has no tolerance for send
+// jitter: the fleet's slot for a grant is the moment it decided, and the
+// push leaves once the conditional write has returned, which on a loaded
+// emulator takes 0–300 ms depending on how many workers queue for it. If
+// the opening burst's pushes are delayed more than the ones after it, the
+// later ones are early by the vendor's clock. Once the fleet is saturated,
+// the vendor absorbs send jitter up to (burst − 1)·T, and any 429 is a
+// real failure.
 func (p *pipeline) steady429s() int {
 	reqs := p.ota.Requests()
 	n := 0
 	for _, r := range reqs {
-		if r.Status == 429 && r.At.After(reqs[0].At.Add(2*time.Second)) {
+		if r.Status == 429 && r.At.After(reqs[0].At.Add(5*time.Second)) {
 			n++
 		}
 	}
@@ -155,8 +163,8 @@ func TestLongWaitChains(t *testing.T) {
 		{0, dispatch.Deferred, 900, 2700 * time.Second}, // slot at +1h: reservable from +45m
 		{900 * time.Second, dispatch.Deferred, 900, 2700 * time.Second},
 		{1800 * time.Second, dispatch.Deferred, 900, 0}, // last leg, exactly 900 s
-		{2700 * time.Second, dispatch.Deferred, 899, 0}, // reserves the slot at +1h; back 1 s before it
-		{3599 * time.Second, dispatch.Pushed, 0, 0},     // sleeps the last second, pushes at the slot
+		{2700 * time.Second, dispatch.Deferred, 898, 0}, // reserves the slot at +1h; back BlockThreshold (2 s) before it
+		{3598 * time.Second, dispatch.Pushed, 0, 0},     // sleeps the rest, pushes at the slot
 	}
 	for i, s := range steps {
 		clock.Set(t0.Add(s.at))
