@@ -21,6 +21,7 @@ func TestInitRefusesBadSettings(t *testing.T) {
 		return p
 	}
 	good := write("good.json", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":5,"burst":5}}},"credentials":{"c1":{"token_env":"BK_TOKEN"}}}}}`)
+	sharded := write("sharded.json", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":50,"burst":50},"shards":4}},"credentials":{"c1":{"token_env":"BK_TOKEN"}}}}}`)
 	bad := write("bad.json", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":0,"burst":5}}},"credentials":{"c1":{"token_env":"BK_TOKEN"}}}}}`)
 	base := map[string]string{
 		"FLEETBUCKET_TABLE": "limits", "FLEETBUCKET_STATE_TABLE": "state",
@@ -44,6 +45,7 @@ func TestInitRefusesBadSettings(t *testing.T) {
 		{"missing config file", with("FLEETBUCKET_CONNECTIONS", filepath.Join(dir, "nope.json")), "nope.json: no such file"},
 		{"invalid limit", with("FLEETBUCKET_CONNECTIONS", bad), "channels.bk.endpoints.rates.limit: invalid limit.rate: 0"},
 		{"token not set", with("BK_TOKEN", ""), "credential tokens not set: BK_TOKEN (channel bk, credential c1)"},
+		{"sharded endpoint", with("FLEETBUCKET_CONNECTIONS", sharded), "channels.bk.endpoints.rates.shards: 4, but the sync function does not shard yet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

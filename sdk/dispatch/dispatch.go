@@ -35,8 +35,21 @@ import (
 // Route is where and under which limit a job is pushed.
 type Route struct {
 	Bucket limiter.Bucket
+	// Also are further buckets that must grant together with Bucket, in one
+	// transaction: an OTA's per-minute window beside its per-second limit,
+	// a property's share nested in the credential's quota.
+	Also   []limiter.Bucket
 	URL    string
 	Header http.Header // e.g. the credential's Authorization header
+}
+
+// buckets is every bucket the route draws from, Bucket first.
+func (r Route) buckets() []limiter.Bucket { return append([]limiter.Bucket{r.Bucket}, r.Also...) }
+
+// MultiReserver is the part of *limiter.Limiter that books several buckets
+// at once; the dispatcher needs it for routes with Also.
+type MultiReserver interface {
+	ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
 }
 
 // Router resolves a job's channel, credential and endpoint. An error means
@@ -238,9 +251,9 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
-	r, err := d.Limiter.Reserve(ctx, route.Bucket, 1, maxDelay)
+	slot, err := d.reserveRoute(ctx, route, maxDelay)
 	if err == nil {
-		j.Slot = r.Slot
+		j.Slot = slot
 		return Result{}, false, nil
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
@@ -272,6 +285,20 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 // maxRepushes bounds the pushes of one job that re-renders found stale.
 const maxRepushes = 3
 
+// reserveRoute books one token of every bucket of the route.
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay time.Duration) (time.Time, error) {
+	if len(route.Also) == 0 {
+		r, err := d.Limiter.Reserve(ctx, route.Bucket, 1, maxDelay)
+		return r.Slot, err
+	}
+	multi, ok := d.Limiter.(MultiReserver)
+	if !ok {
+		return time.Time{}, &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
+	}
+	r, err := multi.ReserveMulti(ctx, route.buckets(), 1, maxDelay)
+	return r.Slot, err
+}
+
 func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, error) {
 	res := Result{JobID: j.ID, Slot: j.Slot}
 	body, err := d.render(ctx, j)
@@ -285,7 +312,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	reserved := true
 	for range maxRepushes {
 		resp, err := d.Pusher.Push(ctx, otapush.Request{
-			Bucket: route.Bucket, URL: route.URL, Header: route.Header, JobID: j.ID, Body: body, Reserved: reserved,
+			Bucket: route.Bucket, Also: route.Also, URL: route.URL, Header: route.Header, JobID: j.ID, Body: body, Reserved: reserved,
 		})
 		res.Attempts += resp.Attempts
 		res.Throttled += resp.Throttled

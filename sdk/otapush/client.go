@@ -120,9 +120,19 @@ func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error
 	return c, nil
 }
 
+// MultiWaiter is the part of *limiter.Limiter that waits for a token of
+// several buckets at once, for requests with Also.
+type MultiWaiter interface {
+	WaitMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxWait time.Duration) (limiter.MultiReservation, error)
+}
+
 // Request is one push.
 type Request struct {
 	Bucket limiter.Bucket
+	// Also are further buckets every attempt draws from with Bucket, in one
+	// transaction (extra windows, a property's share). A 429 penalizes
+	// Bucket only: it is what the vendor meters.
+	Also   []limiter.Bucket
 	URL    string
 	JobID  string // sent as X-Job-Id: the vendor's idempotency key
 	Body   []byte // JSON
@@ -148,7 +158,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 	var resp Response
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 || !req.Reserved {
-			if err := c.acquire(ctx, req.Bucket, start); err != nil {
+			if err := c.acquire(ctx, req, start); err != nil {
 				return resp, err
 			}
 		}
@@ -175,15 +185,22 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 }
 
 // acquire waits for a token within what is left of the push's budget.
-func (c *Client) acquire(ctx context.Context, b limiter.Bucket, start time.Time) error {
-	left := c.policy.MaxElapsed - c.now().Sub(start)
-	_, err := c.limiter.Wait(ctx, b, 1, max(left, 0))
+func (c *Client) acquire(ctx context.Context, req Request, start time.Time) error {
+	left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
+	var err error
+	if len(req.Also) == 0 {
+		_, err = c.limiter.Wait(ctx, req.Bucket, 1, left)
+	} else if multi, ok := c.limiter.(MultiWaiter); ok {
+		_, err = multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), 1, left)
+	} else {
+		err = fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+	}
 	if err == nil {
 		return nil
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
 		// Wait's RetryAfter counts from the end of its max wait.
-		return &DeferError{After: wait + max(left, 0), Cause: err}
+		return &DeferError{After: wait + left, Cause: err}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -19,7 +19,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
-	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
 // Syncer handles both of the sync function's queues.
@@ -182,10 +181,24 @@ func (s *Syncer) HandleDeferred(ctx context.Context, body string) (dispatch.Resu
 // Route resolves a job against the connections config; it is the
 // dispatcher's Router.
 func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
-	url, lim, err := s.Config.Endpoint(j.Channel, j.Endpoint)
+	url, _, err := s.Config.Endpoint(j.Channel, j.Endpoint)
 	if err != nil {
 		return dispatch.Route{}, err
 	}
+	limits, err := s.Config.Limits(j.Channel, j.Endpoint)
+	if err != nil {
+		return dispatch.Route{}, err
+	}
+	if limits.Shards > 1 {
+		return dispatch.Route{}, fmt.Errorf("channel %q endpoint %q is sharded, which the sync function does not support yet", j.Channel, j.Endpoint)
+	}
+	var t Trigger
+	if limits.PropertyShare != nil {
+		if err := json.Unmarshal(j.Payload, &t); err != nil || t.PropertyID == "" {
+			return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
+		}
+	}
+	buckets := limits.Buckets(j.BucketKey(), t.PropertyID)
 	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
@@ -195,7 +208,8 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		return dispatch.Route{}, fmt.Errorf("credential %q: %s is not set", j.Credential, cred.TokenEnv)
 	}
 	return dispatch.Route{
-		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: lim},
+		Bucket: buckets[0],
+		Also:   buckets[1:],
 		URL:    url,
 		Header: http.Header{"Authorization": {"Bearer " + token}},
 	}, nil

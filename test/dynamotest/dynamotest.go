@@ -32,6 +32,16 @@ func (c *Counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts .
 	return c.DB.GetItem(ctx, in, opts...)
 }
 
+// TransactWriteItems counts as an update and forwards, if DB can.
+func (c *Counter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.updates.Add(1)
+	tx, ok := c.DB.(limiter.TransactAPI)
+	if !ok {
+		return nil, limiter.ErrNoTransactions
+	}
+	return tx.TransactWriteItems(ctx, in, opts...)
+}
+
 // Calls is the number of calls of any kind so far.
 func (c *Counter) Calls() int64 { return c.updates.Load() + c.gets.Load() }
 
