@@ -198,30 +198,51 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // spent (a fleet bucket cannot safely hand tokens back) and ctx's error is
 // returned.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
+	bound, err := l.waitBound(ctx, maxWait)
+	if err != nil {
+		return Reservation{}, err
+	}
+	r, err := l.reserve(ctx, b, n, bound)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if err := l.sleepUntil(ctx, r.Slot); err != nil {
+		return Reservation{}, err
+	}
+	return r, nil
+}
+
+// waitBound is the longest a Wait may reserve ahead: maxWait, or less if
+// ctx's deadline comes first. A deadline already passed is an error, so
+// nothing is reserved that could not be waited for.
+func (l *Limiter) waitBound(ctx context.Context, maxWait time.Duration) (time.Duration, error) {
 	bound := maxWait
 	if deadline, ok := ctx.Deadline(); ok {
 		bound = min(bound, deadline.Sub(l.now()))
 	}
 	if bound < 0 {
 		if err := ctx.Err(); err != nil {
-			return Reservation{}, err
+			return 0, err
 		}
-		return Reservation{}, context.DeadlineExceeded
+		return 0, context.DeadlineExceeded
 	}
-	r, err := l.reserve(ctx, b, n, bound)
-	if err != nil {
-		return Reservation{}, err
+	return bound, nil
+}
+
+// sleepUntil sleeps until slot (by this limiter's clock) or ctx's end.
+func (l *Limiter) sleepUntil(ctx context.Context, slot time.Time) error {
+	d := slot.Sub(l.now())
+	if d <= 0 {
+		return nil
 	}
-	if d := r.Delay(l.now()); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return Reservation{}, ctx.Err()
-		}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return r, nil
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }

@@ -105,28 +105,16 @@ func (l *Limiter) ReserveMulti(ctx context.Context, buckets []Bucket, n int, max
 // *ExhaustedError when the slot lies past maxWait or ctx's deadline. If ctx
 // ends during the sleep the tokens stay spent and ctx's error is returned.
 func (l *Limiter) WaitMulti(ctx context.Context, buckets []Bucket, n int, maxWait time.Duration) (MultiReservation, error) {
-	bound := maxWait
-	if deadline, ok := ctx.Deadline(); ok {
-		bound = min(bound, deadline.Sub(l.now()))
-	}
-	if bound < 0 {
-		if err := ctx.Err(); err != nil {
-			return MultiReservation{}, err
-		}
-		return MultiReservation{}, context.DeadlineExceeded
+	bound, err := l.waitBound(ctx, maxWait)
+	if err != nil {
+		return MultiReservation{}, err
 	}
 	r, err := l.reserveMulti(ctx, buckets, n, bound)
 	if err != nil {
 		return MultiReservation{}, err
 	}
-	if d := r.Delay(l.now()); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return MultiReservation{}, ctx.Err()
-		}
+	if err := l.sleepUntil(ctx, r.Slot); err != nil {
+		return MultiReservation{}, err
 	}
 	return r, nil
 }
