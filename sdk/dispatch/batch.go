@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -21,12 +22,27 @@ type Booker interface {
 // group could not book within MaxReserve reserve on their own and are
 // deferred. results[i] and errs[i] are job i's, as from HandleJob.
 func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, []error) {
-	if booker, ok := d.Limiter.(Booker); ok {
-		d.prebook(ctx, booker, jobs)
-	}
 	results, errs := make([]Result, len(jobs)), make([]error, len(jobs))
+	first := map[string]int{}
+	var todo []int
+	for i, j := range jobs {
+		// The same job holding the same slot twice in one batch is one
+		// job delivered twice (a send retried after its answer was lost
+		// is a second message with the same body). Pushing both would
+		// spend the slot twice.
+		key := j.ID + "@" + j.Slot.String()
+		if f, dup := first[key]; dup {
+			results[i] = Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("duplicate of message %d in the same batch", f)}
+			continue
+		}
+		first[key] = i
+		todo = append(todo, i)
+	}
+	if booker, ok := d.Limiter.(Booker); ok {
+		d.prebook(ctx, booker, jobs, todo)
+	}
 	var wg sync.WaitGroup
-	for i := range jobs {
+	for _, i := range todo {
 		wg.Go(func() { results[i], errs[i] = d.HandleJob(ctx, jobs[i]) })
 	}
 	wg.Wait()
@@ -36,11 +52,12 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 // prebook gives slots to the jobs that would otherwise reserve one each.
 // A failed booking is left to the jobs themselves: each then meets the
 // same store error (or denial) and is deferred as usual.
-func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job) {
+func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job, todo []int) {
 	now := d.now()
 	groups := map[string][]int{}
 	buckets := map[string]limiter.Bucket{}
-	for i, j := range jobs {
+	for _, i := range todo {
+		j := jobs[i]
 		if !d.needsSlot(j, now) {
 			continue
 		}

@@ -232,27 +232,35 @@ func (p *pipeline) handler(pool chan *dispatch.Dispatcher) poller.Handler {
 	return func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
 		d := <-pool
 		defer func() { pool <- d }()
+		// As the sync function does: decode the batch, then dispatch its
+		// jobs together, each waiting for its own slot concurrently.
 		var (
-			mu     sync.Mutex
 			failed []string
-			wg     sync.WaitGroup
+			jobs   []job.Job
+			ids    []string
 		)
-		// Each job in the batch waits for its own slot, concurrently.
-		for _, m := range msgs {
-			wg.Go(func() {
-				res, err := d.Handle(ctx, aws.ToString(m.Body))
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					failed = append(failed, aws.ToString(m.MessageId))
-					return
-				}
-				p.mu.Lock()
-				p.results[res.JobID] = append(p.results[res.JobID], res)
-				p.mu.Unlock()
-			})
+		record := func(id string, res dispatch.Result, err error) {
+			if err != nil {
+				failed = append(failed, id)
+				return
+			}
+			p.mu.Lock()
+			p.results[res.JobID] = append(p.results[res.JobID], res)
+			p.mu.Unlock()
 		}
-		wg.Wait()
+		for _, m := range msgs {
+			j, err := job.Decode(aws.ToString(m.Body))
+			if err != nil {
+				res, err := d.Handle(ctx, aws.ToString(m.Body)) // dead-letters it
+				record(aws.ToString(m.MessageId), res, err)
+				continue
+			}
+			jobs, ids = append(jobs, j), append(ids, aws.ToString(m.MessageId))
+		}
+		results, errs := d.HandleJobs(ctx, jobs)
+		for i := range jobs {
+			record(ids[i], results[i], errs[i])
+		}
 		return failed, nil
 	}
 }
@@ -277,6 +285,18 @@ func (p *pipeline) deferralsPerJob() (most, total int) {
 		most, total = max(most, n), total+n
 	}
 	return most, total
+}
+
+// explain logs what the fleet and the vendor saw of one job.
+func (p *pipeline) explain(id string) {
+	for _, r := range p.outcomes(id) {
+		p.t.Logf("  %s: %s slot %v attempts %d throttled %d reason %q", id, r.Outcome, r.Slot.Format("15:04:05.000"), r.Attempts, r.Throttled, r.Reason)
+	}
+	for _, r := range p.ota.Requests() {
+		if r.JobID == id {
+			p.t.Logf("  %s: vendor answered %d at %v", id, r.Status, r.At.Format("15:04:05.000"))
+		}
+	}
 }
 
 // reDeferrals counts deferrals of jobs that already held a slot when they
@@ -304,6 +324,9 @@ func (p *pipeline) assertExactlyOnce(jobs []job.Job) {
 	for _, j := range jobs {
 		if byJob[j.ID] != 1 {
 			p.t.Errorf("job %s accepted %d times, want exactly once", j.ID, byJob[j.ID])
+			if byJob[j.ID] > 1 {
+				p.explain(j.ID)
+			}
 		}
 	}
 	if len(byJob) != len(jobs) {

@@ -110,7 +110,24 @@ func (p *Poller) receive(ctx context.Context) ([]types.Message, error) {
 		}
 		return nil, err
 	}
-	return out.Messages, nil
+	return unique(out.Messages), nil
+}
+
+// unique drops repeats of a message within one batch. moto's threaded SQS
+// server can list a message twice in one ReceiveMessage answer when a send
+// to the same queue lands mid-scan; SQS never does, and handling both
+// copies at once would spend the job's reserved slot twice.
+func unique(msgs []types.Message) []types.Message {
+	seen := make(map[string]bool, len(msgs))
+	out := msgs[:0]
+	for _, m := range msgs {
+		id := aws.ToString(m.MessageId)
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // handle runs the handler on a batch and deletes what it finished.
