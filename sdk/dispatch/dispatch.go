@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
@@ -431,14 +432,7 @@ func (d *Dispatcher) sleep(ctx context.Context, wait time.Duration) error {
 	if d.Sleep != nil {
 		return d.Sleep(ctx, wait)
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxsleep.Sleep(ctx, wait)
 }
 
 func (d *Dispatcher) log() *slog.Logger {

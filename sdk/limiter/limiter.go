@@ -44,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 )
@@ -231,18 +232,10 @@ func (l *Limiter) waitBound(ctx context.Context, maxWait time.Duration) (time.Du
 
 // sleepUntil sleeps until slot (by this limiter's clock) or ctx's end.
 func (l *Limiter) sleepUntil(ctx context.Context, slot time.Time) error {
-	d := slot.Sub(l.now())
-	if d <= 0 {
-		return nil
+	if d := slot.Sub(l.now()); d > 0 {
+		return ctxsleep.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }

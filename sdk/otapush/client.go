@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
@@ -113,7 +114,7 @@ func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error
 		hc = http.DefaultClient
 	}
 	c := &Client{http: hc, limiter: lim, policy: p, log: slog.Default(), now: time.Now,
-		jitter: func(m time.Duration) time.Duration { return rand.N(m) }, sleep: sleep}
+		jitter: func(m time.Duration) time.Duration { return rand.N(m) }, sleep: ctxsleep.Sleep}
 	for _, o := range opts {
 		o(c)
 	}
@@ -293,15 +294,4 @@ func summarize(status string, body []byte) string {
 func pastDeadline(ctx context.Context, t time.Time) bool {
 	d, ok := ctx.Deadline()
 	return ok && t.After(d)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
@@ -140,14 +141,7 @@ func hammer(t *testing.T, n int, d time.Duration, skew func(int) time.Duration, 
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+func sleep(ctx context.Context, d time.Duration) { _ = ctxsleep.Sleep(ctx, d) }
 
 // (c) Reservations on an empty bucket get consecutive slots, one interval
 // apart, each for one conditional write.

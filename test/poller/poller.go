@@ -7,6 +7,7 @@ package poller
 import (
 	"context"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"sync"
 	"time"
 
@@ -175,11 +176,4 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+func sleep(ctx context.Context, d time.Duration) { _ = ctxsleep.Sleep(ctx, d) }

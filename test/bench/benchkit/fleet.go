@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
@@ -177,14 +178,4 @@ func RunFleet(ctx context.Context, takers []Taker, d time.Duration) FleetResult 
 	return res
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+func sleep(ctx context.Context, d time.Duration) { _ = ctxsleep.Sleep(ctx, d) }
