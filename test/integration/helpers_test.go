@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +71,29 @@ func assertFleetInvariant(t *testing.T, grants []time.Time, lim limiter.Limit, s
 		}
 	}
 	t.Logf("%d grants; fullest window used %.1f%% of its bound", len(grants), worst*100)
+}
+
+// stampede releases n takers at the same instant and counts the grants and
+// the denials; any other outcome fails the test.
+func stampede(t *testing.T, n int, take func(i int) error) (granted, denied int64) {
+	t.Helper()
+	var g, d atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			switch err := take(i); {
+			case err == nil:
+				g.Add(1)
+			case errors.Is(err, limiter.ErrExhausted):
+				d.Add(1)
+			default:
+				t.Errorf("taker %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return g.Load(), d.Load()
 }

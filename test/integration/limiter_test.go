@@ -28,27 +28,12 @@ func TestAtomicity200ConcurrentTakes(t *testing.T) {
 	for i := range workers {
 		workers[i] = newWorker(t, table)
 	}
-	var granted, denied atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for _, w := range workers {
-		wg.Go(func() {
-			<-start
-			_, err := w.Take(context.Background(), b, 1)
-			switch {
-			case err == nil:
-				granted.Add(1)
-			case errors.Is(err, limiter.ErrExhausted):
-				denied.Add(1)
-			default:
-				t.Errorf("Take: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if granted.Load() != 10 || denied.Load() != takers-10 {
-		t.Fatalf("granted %d, denied %d of %d takes on a 10-token bucket; want exactly 10 granted", granted.Load(), denied.Load(), takers)
+	granted, denied := stampede(t, takers, func(i int) error {
+		_, err := workers[i].Take(context.Background(), b, 1)
+		return err
+	})
+	if granted != 10 || denied != takers-10 {
+		t.Fatalf("granted %d, denied %d of %d takes on a 10-token bucket; want exactly 10 granted", granted, denied, takers)
 	}
 }
 

@@ -199,29 +199,14 @@ func TestMultiAtomicityConcurrent(t *testing.T) {
 	for i := range ws {
 		ws[i] = newTxWorker(t, table)
 	}
-	var granted, denied atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for _, w := range ws {
-		wg.Go(func() {
-			<-start
-			_, err := w.TakeMulti(context.Background(), []limiter.Bucket{small, large}, 1)
-			switch {
-			case err == nil:
-				granted.Add(1)
-			case errors.Is(err, limiter.ErrExhausted):
-				denied.Add(1)
-			default:
-				t.Errorf("TakeMulti: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	granted, denied := stampede(t, takers, func(i int) error {
+		_, err := ws[i].TakeMulti(context.Background(), []limiter.Bucket{small, large}, 1)
+		return err
+	})
 	left := tokens(t, ws[0], large)
-	t.Logf("%d takers: %d granted, %d denied; large bucket left with %d of 30", takers, granted.Load(), denied.Load(), left)
-	if granted.Load() != 10 || left != 20 {
-		t.Fatalf("granted %d (want 10), large bucket has %d tokens (want 20)", granted.Load(), left)
+	t.Logf("%d takers: %d granted, %d denied; large bucket left with %d of 30", takers, granted, denied, left)
+	if granted != 10 || left != 20 {
+		t.Fatalf("granted %d (want 10), large bucket has %d tokens (want 20)", granted, left)
 	}
 }
 
