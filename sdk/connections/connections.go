@@ -49,6 +49,33 @@ type Endpoint struct {
 	Limits        []WindowSpec `json:"limits,omitempty"`
 	Shards        *int         `json:"shards,omitempty"`
 	PropertyShare *LimitSpec   `json:"property_share,omitempty"`
+	// MaxItems bounds the items (room type × rate plan × date) one push
+	// carries; default DefaultMaxItems. It must be at least max_range_days,
+	// so that any one change fits in a push.
+	MaxItems int `json:"max_items,omitempty"`
+	// MaxBytes bounds one push's body; default DefaultMaxBytes.
+	MaxBytes int `json:"max_bytes,omitempty"`
+}
+
+// Request limits of one push, when an endpoint does not set its own.
+// SiteMinder's pmsXchange takes 500 messages per request; Agoda caps a
+// request at 1 MB.
+const (
+	DefaultMaxItems = 500
+	DefaultMaxBytes = 1 << 20
+)
+
+// RequestLimits returns the endpoint's max_items and max_bytes, defaults
+// applied.
+func (e Endpoint) RequestLimits() (maxItems, maxBytes int) {
+	maxItems, maxBytes = e.MaxItems, e.MaxBytes
+	if maxItems == 0 {
+		maxItems = DefaultMaxItems
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	return maxItems, maxBytes
 }
 
 // LimitSpec is a limit as written in the file.
@@ -129,6 +156,11 @@ func (c *Config) Validate() error {
 				add("%s.endpoints.%s.limit: %v", at, ep, err)
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			if maxItems, maxBytes := ch.Endpoints[ep].RequestLimits(); maxItems < c.MaxRangeDays || maxItems > 100_000 {
+				add("%s.endpoints.%s.max_items: %d, want %d (max_range_days, so one change fits a push) to 100000", at, ep, maxItems, c.MaxRangeDays)
+			} else if maxBytes < 1024 || maxBytes > 64<<20 {
+				add("%s.endpoints.%s.max_bytes: %d, want 1024 to %d", at, ep, maxBytes, 64<<20)
+			}
 		}
 		if len(ch.Credentials) == 0 {
 			add("%s.credentials: none configured", at)

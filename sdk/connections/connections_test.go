@@ -21,6 +21,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil || url != "https://services.expedia.example/eqc/v1/rates" || lim.Rate != 8 || lim.Burst != 8 {
 		t.Fatalf("Endpoint = %q %+v %v", url, lim, err)
 	}
+	if items, bytes := c.Channels["expedia"].Endpoints["rates"].RequestLimits(); items != DefaultMaxItems || bytes != DefaultMaxBytes {
+		t.Fatalf("RequestLimits = %d, %d; want the defaults", items, bytes)
+	}
 	// 10+5+5 for booking, 8+8 for expedia: 36 req/s × 0.2 s.
 	if got := c.MaxConcurrency(); got != 8 {
 		t.Fatalf("MaxConcurrency = %d, want 8", got)
@@ -44,6 +47,8 @@ func TestInvalidConfigsNameTheProblem(t *testing.T) {
 		{"unknown credential", `{"channels":{"bk":{` + ok + `}},"properties":{"h1":[{"channel":"bk","credential":"c9","hotel_ref":"R"}]}}`, `properties.h1[0].credential: channel "bk" has no credential "c9"`},
 		{"range too long", `{"max_range_days":400,"channels":{"bk":{` + ok + `}}}`, "max_range_days is 400"},
 		{"separator in name", `{"channels":{"b#k":{` + ok + `}}}`, "may not be empty or contain '#'"},
+		{"max_items below a change", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":1,"burst":1},"max_items":30}},"credentials":{"c1":{"token_env":"T"}}}}}`, "channels.bk.endpoints.rates.max_items: 30, want 31"},
+		{"max_bytes tiny", `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":1,"burst":1},"max_bytes":100}},"credentials":{"c1":{"token_env":"T"}}}}}`, "channels.bk.endpoints.rates.max_bytes: 100"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,11 @@ var (
 	ErrOutcomeUnknown = errors.New("fleetbucket: outcome unknown")
 	// ErrTableNotFound: the configured table does not exist.
 	ErrTableNotFound = errors.New("fleetbucket: table not found")
+	// ErrContended: every write of a call lost a race to other workers
+	// writing the same bucket, so the call ended without a decision. It is
+	// not a denial (the bucket may well have tokens) and not an outage:
+	// retry promptly, with jitter.
+	ErrContended = errors.New("fleetbucket: bucket contended, no decision")
 )
 
 // ArgumentError is a request refused before it was sent; Field names what
