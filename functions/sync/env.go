@@ -19,6 +19,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
@@ -105,9 +106,9 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Token: getenv}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Lanes: &lane.Store{DB: db, Table: s.stateTable}, Token: getenv}
 	d := &dispatch.Dispatcher{
-		Routes: sy, Limiter: lim, Pusher: pusher, Render: sy.Render, Policy: dispatch.DefaultPolicy, Log: log,
+		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
 		Queue: &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
 	}
 	if err := d.Validate(); err != nil {

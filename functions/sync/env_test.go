@@ -66,10 +66,3 @@ func TestInitRefusesBadSettings(t *testing.T) {
 		t.Fatalf("a good config was refused: %v", err)
 	}
 }
-
-func TestJobParts(t *testing.T) {
-	c, k, e := jobParts("ev-1#booking_com#bk-main#availability")
-	if c != "booking_com" || k != "bk-main" || e != "availability" {
-		t.Fatalf("jobParts = %s %s %s", c, k, e)
-	}
-}

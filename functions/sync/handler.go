@@ -22,7 +22,7 @@ var outcomeMetric = map[dispatch.Outcome]string{
 
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
-var metricNames = []string{"Pushes", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors"}
+var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors"}
 
 type handler struct {
 	syncer        *syncer.Syncer
@@ -65,15 +65,19 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return resp, nil
 }
 
-// observe logs one job's outcome and counts it. The job id names event,
-// channel, credential id and endpoint; no token ever reaches a log.
+// observe logs one job's outcome and counts it. The job id names the lane
+// (property, kind, channel, credential id, hotel ref) and its owner token;
+// no API token ever reaches a log.
 func (h *handler) observe(res dispatch.Result, eventID string) {
-	channel, credential, endpoint := jobParts(res.JobID)
 	h.log.Info("push job",
-		"job_id", res.JobID, "event_id", eventID, "channel", channel, "credential", credential, "endpoint", endpoint,
-		"bucket", channel+"#"+credential+"#"+endpoint, "decision", string(res.Outcome), "wait_ms", res.Wait.Milliseconds(),
+		"job_id", res.JobID, "event_id", eventID, "bucket", res.Bucket, "decision", string(res.Outcome),
+		"pushes", res.Pushes, "items", res.Items, "wait_ms", res.Wait.Milliseconds(), "late_ms", res.Lateness.Milliseconds(),
 		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled, "wasted_slots", res.WastedSlots)
-	h.metrics.Add(outcomeMetric[res.Outcome], 1)
+	if res.Outcome != dispatch.Pushed {
+		h.metrics.Add(outcomeMetric[res.Outcome], 1)
+	}
+	h.metrics.Add("Pushes", float64(res.Pushes))
+	h.metrics.Add("PushedItems", float64(res.Items))
 	h.metrics.Add("VendorThrottles", float64(res.Throttled))
 	if res.StoreError {
 		h.metrics.Add("LimiterStoreErrors", 1)
@@ -83,16 +87,11 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 	}
 	h.metrics.Add("WastedSlots", float64(res.WastedSlots))
 	h.metrics.AddMillis("WaitTime", res.Wait)
-}
-
-// jobParts splits "<event>#<channel>#<credential>#<endpoint>".
-func jobParts(id string) (channel, credential, endpoint string) {
-	parts := strings.Split(id, "#")
-	if len(parts) < 4 {
-		return "", "", ""
+	if res.Delayed != 0 || res.Lateness != 0 {
+		// How late the deferred queue delivered: the dispatcher comes back
+		// early by what it sees, and this shows whether that keeps up.
+		h.metrics.AddMillis("DeliveryLateness", res.Lateness)
 	}
-	n := len(parts)
-	return parts[n-3], parts[n-2], parts[n-1]
 }
 
 func sorted(s []string) []string {

@@ -66,10 +66,12 @@ func Delay(wait time.Duration) int32 {
 // MaxDelay is recorded in j.NotBefore and served in 15-minute legs.
 func (q *Queue) Defer(ctx context.Context, j job.Job, wait time.Duration) error {
 	j.Deferrals++
+	now := q.now()
 	j.NotBefore = time.Time{}
 	if wait > MaxDelay {
-		j.NotBefore = q.now().Add(wait)
+		j.NotBefore = now.Add(wait)
 	}
+	j.DeferredAt, j.Due = now, now.Add(time.Duration(Delay(wait))*time.Second)
 	body, err := job.Encode(j)
 	if err != nil {
 		return err

@@ -29,7 +29,8 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 		// The same job holding the same slot twice in one batch is one
 		// job delivered twice (a send retried after its answer was lost
 		// is a second message with the same body). Pushing both would
-		// spend the slot twice.
+		// spend the slot twice. Job ids name the work (a lane job's id
+		// carries its owner token), so distinct work never shares one.
 		key := j.ID + "@" + j.Slot.String()
 		if f, dup := first[key]; dup {
 			results[i] = Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("duplicate of message %d in the same batch", f)}
@@ -68,19 +69,25 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
 		buckets[route.Bucket.Key] = route.Bucket
 	}
+	// The groups book at once: a group booked after another's round trip
+	// would hold its slots for that long before its jobs could use them.
+	var wg sync.WaitGroup
 	for key, idx := range groups {
 		if len(idx) < 2 {
 			continue
 		}
-		batch, err := booker.ReserveBatch(ctx, buckets[key], limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
-		if err != nil {
-			d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
-			continue
-		}
-		for n, slot := range batch.Slots {
-			jobs[idx[n]].Slot = slot
-		}
+		wg.Go(func() {
+			batch, err := booker.ReserveBatch(ctx, buckets[key], limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+			if err != nil {
+				d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
+				return
+			}
+			for n, slot := range batch.Slots {
+				jobs[idx[n]].Slot = slot
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // needsSlot reports whether HandleJob would reserve a slot for j with

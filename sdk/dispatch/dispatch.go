@@ -10,18 +10,22 @@
 //   - holding a slot within grace: use it, with no second acquire;
 //   - otherwise reserve a slot up to MaxReserve ahead;
 //   - slot within BlockThreshold (and the invocation's remaining time):
-//     sleep until it and push; further away: defer the job, slot and all;
+//     sleep until it and push; further away: defer the job, slot and all,
+//     to come back early by the delivery lateness observed (Lead);
+//   - after a push of state-backed work (Work), the work may hand back its
+//     next job (a lane with more pending): it is reserved and pushed or
+//     deferred the same way, in the same call;
 //   - the limiter store unavailable: defer for StoreCooldown (fail closed);
 //     the queue unavailable too: return an error, so the message stays on
 //     its source queue and is redelivered. Nothing is lost.
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -96,6 +100,17 @@ type Policy struct {
 	// DeadlineMargin is kept free before the invocation's deadline: the
 	// dispatcher never sleeps into it.
 	DeadlineMargin time.Duration
+	// LateRatio is how late, as a share of its delay, a deferred job may
+	// come back; a deferral returns early by that share (never by less
+	// than BlockThreshold) and sleeps the rest. The dispatcher raises it
+	// to the lateness it observes. moto delivers about 6% late; an event
+	// source mapping under scaling is late by seconds.
+	LateRatio float64
+	// MaxHold bounds how long one call keeps a job in process: sleeping
+	// for a slot, or pushing the next job a push handed back. Past it, the
+	// job is deferred with its slot, so that an invocation busy with a
+	// lane that keeps changing still returns and takes new messages.
+	MaxHold time.Duration
 }
 
 // DefaultPolicy is the policy DESIGN.md describes.
@@ -105,6 +120,8 @@ var DefaultPolicy = Policy{
 	MaxReserve:     deferral.MaxDelay,
 	StoreCooldown:  10 * time.Second,
 	DeadlineMargin: 3 * time.Second,
+	LateRatio:      0.1,
+	MaxHold:        10 * time.Second,
 }
 
 // Validate names the first field out of range.
@@ -120,6 +137,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("dispatch policy: StoreCooldown is %v, want in (0, %v]", p.StoreCooldown, deferral.MaxDelay)
 	case p.DeadlineMargin < 0:
 		return fmt.Errorf("dispatch policy: DeadlineMargin is %v, want ≥ 0", p.DeadlineMargin)
+	case p.MaxHold <= 0:
+		return fmt.Errorf("dispatch policy: MaxHold is %v, want > 0", p.MaxHold)
+	case !(p.LateRatio >= 0 && p.LateRatio < 0.5):
+		return fmt.Errorf("dispatch policy: LateRatio is %v, want in [0, 0.5)", p.LateRatio)
 	}
 	return nil
 }
@@ -132,20 +153,17 @@ const (
 	Deferred     Outcome = "deferred"
 	Shed         Outcome = "shed"          // deadline: dead-lettered, no token spent
 	DeadLettered Outcome = "dead-lettered" // malformed, unroutable, or refused by the vendor
-	// Coalesced: Render found that newer changes have replaced everything
-	// this job would push; their own jobs push it, so this one sends
-	// nothing. Its reserved slot goes unused: quota wasted, never overspent.
+	// Coalesced: the job had nothing to send: a duplicate delivery, or
+	// work that another job carries (Work.Begin said ErrNothingToPush).
 	Coalesced Outcome = "coalesced"
 )
-
-// ErrSuperseded is what Render returns for a job whose whole payload newer
-// jobs will push (or have pushed).
-var ErrSuperseded = errors.New("superseded by newer changes")
 
 // Result describes one handled job. Whatever the outcome, the message it
 // came in is done with and may be deleted.
 type Result struct {
-	JobID   string
+	JobID string
+	// Bucket is the key of the bucket the job draws from.
+	Bucket  string
 	Outcome Outcome
 	Reason  string
 	// Wait is the deferral's delay.
@@ -158,9 +176,19 @@ type Result struct {
 	// StoreError is set when the limiter store failed on the way.
 	StoreError bool
 	// WastedSlots counts slots this job held and left unused: expired
-	// before it ran, or held by a job then shed, dead-lettered or
-	// coalesced. They waste quota but never overspend it.
+	// before it ran, or held by a job then shed or dead-lettered. They
+	// waste quota but never overspend it.
 	WastedSlots int
+	// Pushes counts the requests the vendor accepted while handling the
+	// job: a lane with more pending may push again in the same call.
+	Pushes int
+	// Items counts what those pushes carried (Payload.Items).
+	Items int
+	// Lateness is how long after its due time a deferred job was
+	// delivered (negative: early); zero for a job not deferred.
+	Lateness time.Duration
+	// Delayed is the delay that deferral asked for.
+	Delayed time.Duration
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
@@ -171,16 +199,14 @@ type Dispatcher struct {
 	Pusher  Pusher
 	Queue   Queue
 	Policy  Policy
-	// Render returns the body to push; by default the job's payload. A
-	// state-backed deployment renders the current state here, so a late
-	// job pushes the newest values rather than the ones it was made with,
-	// and returns ErrSuperseded when there is nothing left for it to push.
-	// With Render set, the dispatcher re-renders after each push and pushes
-	// again if the state moved meanwhile.
-	Render func(ctx context.Context, j job.Job) ([]byte, error)
-	Now    func() time.Time
-	Sleep  func(ctx context.Context, d time.Duration) error
-	Log    *slog.Logger
+	// Work, if set, supplies what a job pushes at its slot and settles it
+	// after (sdk/syncer's lanes); without it a job pushes its payload.
+	Work  Work
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	Log   *slog.Logger
+
+	late lateness
 }
 
 // Validate checks the dispatcher is complete, at start-up.
@@ -202,18 +228,69 @@ func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
 	return d.HandleJob(ctx, j)
 }
 
-// HandleJob applies the policy to one job.
+// HandleJob applies the policy to one job and, for state-backed work, to
+// the jobs its pushes hand back. The Result is the last job's outcome, with
+// the counters of all of them.
 func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	route, err := d.Routes.Route(j)
 	if err != nil {
 		return d.deadLetter(ctx, j, DeadLettered, "unroutable: "+err.Error())
 	}
 	now := d.now()
+	var first Result
+	if !j.Due.IsZero() {
+		first.Lateness, first.Delayed = now.Sub(j.Due), j.Due.Sub(j.DeferredAt)
+		d.late.observe(first.Lateness, first.Delayed)
+	}
+	ctx = withHold(ctx, now.Add(d.Policy.MaxHold))
+	acc := first
+	for {
+		res, next, err := d.serve(ctx, j, route, now)
+		acc = acc.then(res)
+		acc.Bucket = route.Bucket.Key
+		if err != nil || next == nil {
+			return acc, err
+		}
+		j, now = *next, d.now()
+	}
+}
+
+// then is r followed by next: next's outcome, both counters.
+func (r Result) then(next Result) Result {
+	next.Attempts += r.Attempts
+	next.Throttled += r.Throttled
+	next.WastedSlots += r.WastedSlots
+	next.Pushes += r.Pushes
+	next.Items += r.Items
+	next.StoreError = next.StoreError || r.StoreError
+	next.Lateness, next.Delayed = r.Lateness, r.Delayed
+	if next.JobID == "" {
+		next.JobID = r.JobID
+	}
+	return next
+}
+
+// serve takes one job from its slot (or lack of one) to a push, a deferral
+// or a shed. next is the job a push handed back, if any.
+func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time) (Result, *job.Job, error) {
 	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
-		return d.deferJob(ctx, j, j.NotBefore.Sub(now), "not due yet (chained wait)", false)
+		// Not due yet: a chained wait past SQS's maximum delay, or work
+		// that collects changes for a moment before its push. A short
+		// wait is slept here; the slot is booked after it, as late as
+		// possible.
+		wait := j.NotBefore.Sub(now)
+		if wait > d.lead(wait) || !d.canSleep(ctx, wait) {
+			res, err := d.deferJob(ctx, j, wait, "not due yet")
+			return res, nil, err
+		}
+		if err := d.sleep(ctx, wait); err != nil {
+			return Result{}, nil, err
+		}
+		j.NotBefore, now = time.Time{}, d.now()
 	}
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
-		return d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
+		res, err := d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
+		return res, nil, err
 	}
 	wasted := 0
 	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
@@ -224,26 +301,41 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 		res, done, err := d.reserve(ctx, &j, route, now)
 		if done || err != nil {
 			res.WastedSlots += wasted
-			return res, err
+			return res, nil, err
 		}
+		now = d.now()
 	}
 	wait := j.Slot.Sub(now)
-	if wait > d.Policy.BlockThreshold || !d.canSleep(ctx, wait) {
+	if lead := d.lead(wait); wait > lead || !d.canSleep(ctx, wait) {
 		// Come back once the slot is within blocking distance, and sleep
-		// the rest. SQS delays are whole seconds: deferring the full wait,
-		// rounded up, would make every deferred push late by up to a
-		// second, and varying lateness bunches the sends the vendor counts.
-		return d.deferJob(ctx, j, max(wait-d.Policy.BlockThreshold, 0), "waiting for its reserved slot", false)
+		// the rest. SQS delays are whole seconds and deliveries run late
+		// (in proportion to the delay on the emulator, by seconds under a
+		// scaling event source mapping), so the job comes back early by
+		// the lateness seen, never less than BlockThreshold; a wait that
+		// lateness alone could eat is slept here instead.
+		res, err := d.deferJob(ctx, j, max(wait-lead, 0), "waiting for its reserved slot")
+		res.WastedSlots += wasted
+		return res, nil, err
 	}
 	if wait > 0 {
 		if err := d.sleep(ctx, wait); err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 	}
-	res, err := d.push(ctx, j, route)
+	res, next, err := d.push(ctx, j, route)
 	res.WastedSlots += wasted
-	return res, err
+	return res, next, err
 }
+
+// lead is how early a deferral of wait comes back.
+func (d *Dispatcher) lead(wait time.Duration) time.Duration {
+	return max(d.Policy.BlockThreshold, d.late.lead(wait, d.Policy.LateRatio))
+}
+
+// contendedRetries bounds the prompt retries of a reservation whose writes
+// all lost races: contention is not exhaustion, and the bucket may well
+// have a slot for the next attempt.
+const contendedRetries = 3
 
 // reserve books a slot for j, bounded by its deadline. done reports that
 // the job was disposed of (shed or deferred) instead.
@@ -253,6 +345,12 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
 	slot, err := d.reserveRoute(ctx, route, maxDelay)
+	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
+		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
+			return Result{}, true, err
+		}
+		slot, err = d.reserveRoute(ctx, route, maxDelay)
+	}
 	if err == nil {
 		j.Slot = slot
 		return Result{}, false, nil
@@ -263,7 +361,11 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 			return res, true, err
 		}
 		// Even MaxReserve ahead is booked: come back when it is not.
-		res, err := d.deferJob(ctx, *j, wait, "bucket booked beyond MaxReserve", false)
+		res, err := d.deferJob(ctx, *j, wait, "bucket booked beyond MaxReserve")
+		return res, true, err
+	}
+	if errors.Is(err, limiter.ErrContended) {
+		res, err := d.deferJob(ctx, *j, 0, "bucket contended; retrying")
 		return res, true, err
 	}
 	if errors.Is(err, limiter.ErrInvalidArgument) {
@@ -279,12 +381,10 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		cooldown = max(cooldown, open.RetryAfter)
 	}
 	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
-	res, derr := d.deferJob(ctx, *j, cooldown, "limiter store unavailable", true)
+	res, derr := d.deferJob(ctx, *j, cooldown, "limiter store unavailable")
+	res.StoreError = true
 	return res, true, derr
 }
-
-// maxRepushes bounds the pushes of one job that re-renders found stale.
-const maxRepushes = 3
 
 // reserveRoute books one token of every bucket of the route.
 func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay time.Duration) (time.Time, error) {
@@ -300,87 +400,128 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay tim
 	return r.Slot, err
 }
 
-func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, error) {
+// push sends j at its slot. With Work, the body is what the work has
+// pending now, and after the vendor settles the push (accepted, or refused
+// for good) the work may hand back the next job.
+func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Slot}
-	body, err := d.render(ctx, j)
-	if errors.Is(err, ErrSuperseded) {
+	j, p, err := d.begin(ctx, j)
+	var recheck *RecheckError
+	switch {
+	case errors.Is(err, ErrNothingToPush):
+		res.Outcome, res.Reason = Coalesced, err.Error()
+		return res, nil, nil
+	case errors.Is(err, ErrIdle):
 		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), 1
-		return res, nil
+		return res, nil, nil
+	case errors.Is(err, job.ErrMalformed):
+		dl, err := d.deadLetter(ctx, j, DeadLettered, err.Error())
+		return dl, nil, err
+	case errors.As(err, &recheck):
+		def, err := d.deferJob(ctx, j, recheck.At.Sub(d.now()), recheck.Error())
+		return def, nil, err
+	case err != nil:
+		return d.workFailed(ctx, j, res, err)
 	}
+	resp, err := d.Pusher.Push(ctx, otapush.Request{
+		Bucket: route.Bucket, Also: route.Also, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true,
+	})
+	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
-		return Result{}, err
+		return d.pushFailed(ctx, j, p, res, err)
 	}
-	reserved := true
-	for range maxRepushes {
-		resp, err := d.Pusher.Push(ctx, otapush.Request{
-			Bucket: route.Bucket, Also: route.Also, URL: route.URL, Header: route.Header, JobID: j.ID, Body: body, Reserved: reserved,
-		})
-		res.Attempts += resp.Attempts
-		res.Throttled += resp.Throttled
-		if err != nil {
-			return d.pushFailed(ctx, j, res, err)
-		}
-		if d.Render == nil {
-			break
-		}
-		// Another worker may have applied a newer change while this push
-		// was in flight and pushed it first, in which case the vendor now
-		// holds older values than the state. Re-read after the push and
-		// push again until the state stood still: the last push to arrive
-		// then always carries the newest state.
-		again, err := d.render(ctx, j)
-		if errors.Is(err, ErrSuperseded) {
-			break // the newer change's own job pushes the rest
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		if bytes.Equal(again, body) {
-			break
-		}
-		body, reserved = again, false
-	}
-	res.Outcome = Pushed
-	return res, nil
+	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
+	return d.done(ctx, j, p, res)
 }
 
-func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, res Result, err error) (Result, error) {
+func (d *Dispatcher) begin(ctx context.Context, j job.Job) (job.Job, Payload, error) {
+	if d.Work == nil {
+		return j, Payload{Body: j.Payload, Items: 1}, nil
+	}
+	return d.Work.Begin(ctx, j)
+}
+
+// done settles a push with the work and returns the work's next job.
+func (d *Dispatcher) done(ctx context.Context, j job.Job, p Payload, res Result) (Result, *job.Job, error) {
+	if d.Work == nil {
+		return res, nil, nil
+	}
+	next, err := d.Work.Done(ctx, j, p)
+	if err != nil {
+		// The push went out; what it carried is still pending and will be
+		// pushed again: the vendor gets the same state twice, never less.
+		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
+		j.Slot = time.Time{}
+		def, derr := d.deferJob(ctx, j, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
+		def.StoreError = true
+		return res.then(def), nil, derr
+	}
+	return res, next, nil
+}
+
+// workFailed handles a Work.Begin that could not read its state: the slot
+// is lost, and the job comes back after the store cooldown (fail closed).
+func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, res Result, err error) (Result, *job.Job, error) {
+	if ctx.Err() != nil {
+		return Result{}, nil, ctx.Err()
+	}
+	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
+	j.Slot = time.Time{}
+	def, derr := d.deferJob(ctx, j, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
+	def.StoreError, def.WastedSlots = true, 1
+	return def, nil, derr
+}
+
+func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res Result, err error) (Result, *job.Job, error) {
 	var perm *otapush.PermanentError
 	var later *otapush.DeferError
 	switch {
+	case errors.As(err, &perm) && d.Work != nil:
+		// The vendor refused what was pending; retrying the same body
+		// cannot help. It goes to the dead-letter queue with the reason,
+		// and the rest of the work carries on.
+		if err := d.Queue.DeadLetter(ctx, string(p.Body), fmt.Sprintf("job %s: %v", j.ID, perm)); err != nil {
+			return Result{}, nil, err
+		}
+		res.Outcome, res.Reason = DeadLettered, perm.Error()
+		return d.done(ctx, j, p, res)
 	case errors.As(err, &perm):
 		dl, err := d.deadLetter(ctx, j, DeadLettered, perm.Error())
 		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
-		return dl, err
+		return dl, nil, err
 	case errors.As(err, &later):
 		wait, storeDown := max(later.After, time.Second), errors.Is(later, limiter.ErrUnavailable)
 		if storeDown {
 			wait = d.Policy.StoreCooldown
 		}
 		j.Slot = time.Time{} // retries spent or lost it; the next run acquires afresh
-		def, err := d.deferJob(ctx, j, wait, later.Error(), storeDown)
-		def.Slot, def.Attempts, def.Throttled = res.Slot, res.Attempts, res.Throttled
-		return def, err
+		def, err := d.deferJob(ctx, j, wait, later.Error())
+		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, storeDown
+		return def, nil, err
 	}
-	return Result{}, err
+	return Result{}, nil, err
 }
 
-func (d *Dispatcher) render(ctx context.Context, j job.Job) ([]byte, error) {
-	if d.Render == nil {
-		return j.Payload, nil
+// deferJob sends j back to the deferred queue, to return after wait. Work
+// first extends its hold on what j carries to cover the wait; work that is
+// no longer j's to push ends here instead.
+func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, wait time.Duration, reason string) (Result, error) {
+	if d.Work != nil {
+		err := d.Work.Hold(ctx, j, d.now().Add(wait))
+		if errors.Is(err, ErrNothingToPush) {
+			return Result{JobID: j.ID, Outcome: Coalesced, Reason: "not deferred: " + err.Error(), Slot: j.Slot}, nil
+		}
+		if err != nil {
+			// The job still comes back; if its hold lapses meanwhile, the
+			// work's next change takes it over and this job then finds
+			// nothing to push.
+			d.log().Warn("could not extend the job's hold before deferring it", "job_id", j.ID, "err", err)
+		}
 	}
-	body, err := d.Render(ctx, j)
-	if err != nil {
-		return nil, fmt.Errorf("render job %q: %w", j.ID, err)
-	}
-	return body, nil
-}
-
-func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, wait time.Duration, reason string, storeErr bool) (Result, error) {
 	if err := d.Queue.Defer(ctx, j, wait); err != nil {
 		return Result{}, err
 	}
-	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Slot, StoreError: storeErr}, nil
+	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Slot}, nil
 }
 
 func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
@@ -415,10 +556,22 @@ func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
 }
 
 // canSleep reports whether waiting d leaves DeadlineMargin before ctx's
-// deadline (a Lambda invocation's end).
+// deadline (a Lambda invocation's end) and stays within the call's
+// MaxHold.
 func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
+	until := d.now().Add(wait)
+	if hold, ok := ctx.Value(holdKey{}).(time.Time); ok && until.After(hold) {
+		return false
+	}
 	deadline, ok := ctx.Deadline()
-	return !ok || d.now().Add(wait+d.Policy.DeadlineMargin).Before(deadline)
+	return !ok || until.Add(d.Policy.DeadlineMargin).Before(deadline)
+}
+
+type holdKey struct{}
+
+// withHold records when the call's MaxHold ends.
+func withHold(ctx context.Context, until time.Time) context.Context {
+	return context.WithValue(ctx, holdKey{}, until)
 }
 
 func (d *Dispatcher) now() time.Time {

@@ -44,6 +44,11 @@ type Job struct {
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Deferrals counts trips through the deferred queue.
 	Deferrals int `json:"deferrals"`
+	// DeferredAt and Due are when the job was last deferred and when the
+	// queue should hand it back (DeferredAt plus its whole-second delay):
+	// the delivery's lateness is the arrival minus Due.
+	DeferredAt time.Time `json:"deferred_at,omitzero"`
+	Due        time.Time `json:"due,omitzero"`
 }
 
 // BucketKey is the fleet bucket this job draws from: one per (channel,

@@ -1,12 +1,20 @@
-// Package syncer is what the sync function does with each message: a PMS
-// change is written into ARI state and fanned out into one push job per
-// connected channel endpoint; a job is handed to the dispatcher, which
-// pushes, defers or sheds it. Pushes are state-backed: the job is only a
-// trigger, and the body is the state of its range read at push time.
+// Package syncer is what the sync function does with each message.
+//
+// A PMS change is written into ARI state (sdk/ari) and marks the lanes it
+// fans out to dirty (sdk/lane): one lane per connection of the property
+// and kind. A lane with no push scheduled gets exactly one: a job that
+// reserves a slot and then pushes or is deferred (sdk/dispatch). At its
+// slot, the job pushes the current state of everything pending in the
+// lane, up to the endpoint's max_items and max_bytes, clears what it
+// pushed, and, if more arrived meanwhile, books the lane's next slot. So a
+// lane's requests follow the slot rate however many changes it receives,
+// and every push carries all that is pending.
 package syncer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,48 +27,55 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
 )
 
-// Syncer handles both of the sync function's queues.
+// Syncer handles both of the sync function's queues. It is the
+// dispatcher's Router and Work.
 type Syncer struct {
 	Config     *connections.Config
 	State      *ari.Store
+	Lanes      *lane.Store
 	Dispatcher *dispatch.Dispatcher
 	// Token returns a credential's API token from its token_env; default
 	// os.Getenv. Tokens go into request headers only, never into logs or
 	// messages.
 	Token func(env string) string
 	Now   func() time.Time
+	// Linger is how long a lane collects changes before a push: its first
+	// push after it was idle waits this long after the change that woke
+	// it, and its pushes start at least this far apart. Changes that
+	// arrive meanwhile ride in the same request. DefaultLinger if zero;
+	// negative for none.
+	Linger time.Duration
+
+	owned ownership
 }
 
-// Trigger is a state-backed job's payload: which state to push, and where.
-type Trigger struct {
-	PropertyID string `json:"property_id"`
-	HotelRef   string `json:"hotel_ref"`
-	Kind       string `json:"kind"`
-	RoomType   string `json:"room_type"`
-	RatePlan   string `json:"rate_plan,omitempty"`
-	From       string `json:"from"`
-	To         string `json:"to"`
-	Sequence   int64  `json:"sequence"`
-}
+// DefaultLinger is the default Syncer.Linger: a second of latency buys a
+// request for every change that lands in it (channel managers batch every
+// few seconds; SiteMinder asks for updates within two minutes).
+const DefaultLinger = time.Second
 
-// Push is the body sent to an OTA: the current state of a range.
-type Push struct {
-	HotelRef string    `json:"hotel_ref"`
-	Kind     string    `json:"kind"`
-	RoomType string    `json:"room_type"`
-	RatePlan string    `json:"rate_plan,omitempty"`
-	Days     []ari.Day `json:"days"`
+func (s *Syncer) linger() time.Duration {
+	switch {
+	case s.Linger < 0:
+		return 0
+	case s.Linger == 0:
+		return DefaultLinger
+	}
+	return s.Linger
 }
 
 // ChangeReport is what became of one change event.
 type ChangeReport struct {
-	EventID    string
-	Applied    int // dates whose state changed
-	Results    []dispatch.Result
-	Invalid    string // set when the event was dead-lettered
-	Unroutable bool
+	EventID string
+	Applied int // dates whose state changed
+	// Lanes counts the lanes the change marked, and Scheduled those it
+	// found with no push pending, which it scheduled.
+	Lanes, Scheduled int
+	Results          []dispatch.Result
+	Invalid          string // set when the event was dead-lettered
 }
 
 // HandleChange processes one changes-queue message. Malformed events and
@@ -146,14 +161,56 @@ func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, ChangeRepor
 		return nil, rep, err
 	}
 	applied, err := s.State.Apply(ctx, c)
+	if errors.Is(err, ari.ErrRejected) {
+		rep, err := s.reject(ctx, c.EventID, m.Body, err.Error())
+		return nil, rep, err
+	}
 	if err != nil {
 		return nil, ChangeReport{}, err
 	}
-	jobs := make([]job.Job, len(targets))
-	for i, t := range targets {
-		jobs[i] = s.job(c, t)
+	rep := ChangeReport{EventID: c.EventID, Applied: applied.Changed}
+	if applied.Current == 0 || len(targets) == 0 {
+		// Newer changes hold every date; each marks its own lanes after
+		// writing, so there is nothing for this one to push.
+		return nil, rep, nil
 	}
-	return jobs, ChangeReport{EventID: c.EventID, Applied: applied}, nil
+	jobs, err := s.mark(ctx, c, targets, &rep)
+	return jobs, rep, err
+}
+
+// mark marks the change's lanes dirty and returns a job for each lane it
+// found idle.
+func (s *Syncer) mark(ctx context.Context, c ari.Change, targets []connections.Target, rep *ChangeReport) ([]job.Job, error) {
+	ids := make([]lane.ID, len(targets))
+	for i, t := range targets {
+		ids[i] = lane.ID{Property: c.PropertyID, Kind: c.Kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
+	}
+	el := lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence}
+	// The token is the same for every delivery of the change, so one
+	// redelivered after a crash finds itself the owner and schedules the
+	// push its first delivery may not have.
+	token := func(id lane.ID) string { return markToken(c.EventID, id, el) }
+	marks, err := s.Lanes.Mark(ctx, ids, el, token)
+	if err != nil {
+		return nil, err
+	}
+	rep.Lanes = len(marks)
+	var jobs []job.Job
+	for _, m := range marks {
+		if m.Claimed {
+			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
+			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
+			j.NotBefore = s.now().Add(s.linger())
+			jobs = append(jobs, j)
+		}
+	}
+	rep.Scheduled = len(jobs)
+	return jobs, nil
+}
+
+func markToken(eventID string, id lane.ID, el lane.Element) string {
+	h := sha256.Sum256([]byte(eventID + "\x00" + id.String() + "\x00" + el.String()))
+	return "m-" + hex.EncodeToString(h[:12])
 }
 
 func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeReport, error) {
@@ -161,16 +218,6 @@ func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeRep
 		return ChangeReport{}, err
 	}
 	return ChangeReport{EventID: id, Invalid: reason}, nil
-}
-
-func (s *Syncer) job(c ari.Change, t connections.Target) job.Job {
-	payload, _ := json.Marshal(Trigger{PropertyID: c.PropertyID, HotelRef: t.HotelRef, Kind: c.Kind,
-		RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence})
-	return job.Job{
-		ID:      c.EventID + "#" + t.Channel + "#" + t.Credential + "#" + t.Endpoint,
-		Channel: t.Channel, Credential: t.Credential, Endpoint: t.Endpoint,
-		Payload: payload, FirstSeen: s.now(),
-	}
 }
 
 // HandleDeferred processes one deferred-queue message.
@@ -192,13 +239,13 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if limits.Shards > 1 {
 		return dispatch.Route{}, fmt.Errorf("channel %q endpoint %q is sharded, which the sync function does not support yet", j.Channel, j.Endpoint)
 	}
-	var t Trigger
+	var ref laneRef
 	if limits.PropertyShare != nil {
-		if err := json.Unmarshal(j.Payload, &t); err != nil || t.PropertyID == "" {
+		if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" {
 			return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
 		}
 	}
-	buckets := limits.Buckets(j.BucketKey(), t.PropertyID)
+	buckets := limits.Buckets(j.BucketKey(), ref.PropertyID)
 	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
@@ -213,35 +260,6 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		URL:    url,
 		Header: http.Header{"Authorization": {"Bearer " + token}},
 	}, nil
-}
-
-// Render reads the state a job pushes; it is the dispatcher's Render.
-func (s *Syncer) Render(ctx context.Context, j job.Job) ([]byte, error) {
-	var t Trigger
-	if err := json.Unmarshal(j.Payload, &t); err != nil {
-		return nil, fmt.Errorf("job %q has no trigger payload: %w", j.ID, err)
-	}
-	cell := ari.Change{PropertyID: t.PropertyID, Kind: t.Kind, RoomType: t.RoomType, RatePlan: t.RatePlan}.Cell()
-	days, err := s.State.Read(ctx, cell, t.From, t.To)
-	if err != nil {
-		return nil, err
-	}
-	if superseded(days, t.Sequence) {
-		return nil, dispatch.ErrSuperseded
-	}
-	return json.Marshal(Push{HotelRef: t.HotelRef, Kind: t.Kind, RoomType: t.RoomType, RatePlan: t.RatePlan, Days: days})
-}
-
-// superseded reports whether every day of a range holds a change newer than
-// seq. Each day's value is then pushed by the job of the change that wrote
-// it, at or after that write, so a job for seq has nothing left to send.
-func superseded(days []ari.Day, seq int64) bool {
-	for _, d := range days {
-		if d.Sequence <= seq {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Syncer) token(env string) string {

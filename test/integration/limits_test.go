@@ -9,6 +9,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
@@ -43,9 +44,10 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
 	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
 		t.Fatal(err)
 	}
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Token: func(string) string { return "tok" }}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
+		Token: func(string) string { return "tok" }}
 	d := p.dispatcher(workerOpts{})
-	d.Routes, d.Render = sy, sy.Render
+	d.Routes, d.Work = sy, sy
 	sy.Dispatcher = d
 	ctx := context.Background()
 	send := func(id, property string, day int) dispatch.Outcome {

@@ -163,8 +163,12 @@ func TestLongWaitChains(t *testing.T) {
 		{0, dispatch.Deferred, 900, 2700 * time.Second}, // slot at +1h: reservable from +45m
 		{900 * time.Second, dispatch.Deferred, 900, 2700 * time.Second},
 		{1800 * time.Second, dispatch.Deferred, 900, 0}, // last leg, exactly 900 s
-		{2700 * time.Second, dispatch.Deferred, 898, 0}, // reserves the slot at +1h; back BlockThreshold (2 s) before it
-		{3598 * time.Second, dispatch.Pushed, 0, 0},     // sleeps the rest, pushes at the slot
+		// Reserves the slot at +1h and comes back early by the lateness
+		// allowed for (10% of the wait), re-deferring the rest closer in.
+		{2700 * time.Second, dispatch.Deferred, 810, 0},
+		{3510 * time.Second, dispatch.Deferred, 81, 0},
+		{3591 * time.Second, dispatch.Deferred, 7, 0}, // back BlockThreshold (2 s) before the slot
+		{3598 * time.Second, dispatch.Pushed, 0, 0},   // sleeps the rest, pushes at the slot
 	}
 	for i, s := range steps {
 		clock.Set(t0.Add(s.at))

@@ -10,10 +10,12 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/otacopy"
 )
 
 // connectionsJSON is a config whose one channel is the mock OTA.
@@ -50,12 +52,26 @@ func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
 	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
 		t.Fatal(err)
 	}
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable},
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }}
 	d := p.dispatcher(workerOpts{})
-	d.Routes, d.Render = sy, sy.Render
+	d.Routes, d.Work = sy, sy
 	sy.Dispatcher = d
 	return sy
+}
+
+// otaDay names a date of the test's one product at the OTA.
+func otaDay(kind, date string) otacopy.Day {
+	return otacopy.Day{HotelRef: "BK-1001", Kind: kind, RoomType: "DBL", RatePlan: "BAR", Date: date}
+}
+
+func otaCopy(t *testing.T, p *pipeline) *otacopy.Copy {
+	t.Helper()
+	c, err := otacopy.Build(p.ota.Accepted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // Events for the same dates, delivered newest first, end with the newest
@@ -72,32 +88,26 @@ func TestReverseOrderEventsEndWithNewestAtTheOTA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantApplied, wantOutcome := 0, dispatch.Coalesced
+		wantApplied, wantJobs := 0, 0
 		if seq == 5 {
-			wantApplied, wantOutcome = 3, dispatch.Pushed
+			wantApplied, wantJobs = 3, 1
 		}
-		if rep.Applied != wantApplied || len(rep.Results) != 1 || rep.Results[0].Outcome != wantOutcome {
-			t.Fatalf("event seq %d: %+v, want %d dates applied and %s", seq, rep, wantApplied, wantOutcome)
+		if rep.Applied != wantApplied || len(rep.Results) != wantJobs {
+			t.Fatalf("event seq %d: %+v, want %d dates applied and %d push jobs", seq, rep, wantApplied, wantJobs)
 		}
-	}
-	accepted := p.ota.Accepted()
-	if len(accepted) != 1 {
-		t.Fatalf("the OTA received %d pushes, want 1 (the older events coalesce)", len(accepted))
-	}
-	var push syncer.Push
-	if err := json.Unmarshal(accepted[len(accepted)-1].Body, &push); err != nil {
-		t.Fatal(err)
-	}
-	if len(push.Days) != 3 {
-		t.Fatalf("push carries %d days, want 3", len(push.Days))
-	}
-	for _, d := range push.Days {
-		if d.Sequence != 5 || !strings.Contains(string(d.Values), "105.00") {
-			t.Fatalf("the OTA ends with %s = seq %d %s, want seq 5 (105.00)", d.Date, d.Sequence, d.Values)
+		if wantJobs == 1 && rep.Results[0].Outcome != dispatch.Pushed {
+			t.Fatalf("event seq %d: %+v, want pushed", seq, rep.Results[0])
 		}
 	}
-	if push.HotelRef != "BK-1001" {
-		t.Errorf("push is for hotel %q, want BK-1001", push.HotelRef)
+	if n := len(p.ota.Accepted()); n != 1 {
+		t.Fatalf("the OTA received %d pushes, want 1 (the older events push nothing)", n)
+	}
+	ota := otaCopy(t, p)
+	for _, date := range []string{"2026-12-01", "2026-12-02", "2026-12-03"} {
+		h, ok := ota.Held(otaDay("rates", date))
+		if !ok || h.Sequence != 5 || !strings.Contains(h.Values, "105.00") {
+			t.Fatalf("the OTA ends with %s = %+v, want seq 5 (105.00)", date, h)
+		}
 	}
 }
 
@@ -112,20 +122,14 @@ func TestPartlySupersededEventStillPushesItsNewestDay(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := sy.HandleChange(ctx, changeEvent("ev-4", 4, "availability", "2026-12-01", "2026-12-02", map[string]any{"available": 4}))
-	if err != nil || rep.Applied != 1 || rep.Results[0].Outcome != dispatch.Pushed {
+	if err != nil || rep.Applied != 1 || len(rep.Results) != 1 || rep.Results[0].Outcome != dispatch.Pushed {
 		t.Fatalf("older event over a range it partly owns: %+v %v, want 1 date applied and pushed", rep, err)
 	}
-	var push syncer.Push
-	accepted := p.ota.Accepted()
-	if err := json.Unmarshal(accepted[len(accepted)-1].Body, &push); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, d := range push.Days {
-		got[d.Date] = d.Sequence
-	}
-	if got["2026-12-01"] != 4 || got["2026-12-02"] != 9 {
-		t.Fatalf("last push carries %v, want 12-01 from seq 4 and 12-02 from seq 9", got)
+	ota := otaCopy(t, p)
+	d1, _ := ota.Held(otaDay("availability", "2026-12-01"))
+	d2, _ := ota.Held(otaDay("availability", "2026-12-02"))
+	if d1.Sequence != 4 || d2.Sequence != 9 {
+		t.Fatalf("the OTA holds 12-01 seq %d and 12-02 seq %d, want 4 and 9", d1.Sequence, d2.Sequence)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +21,13 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/otacopy"
 	"github.com/fleetbucket/fleetbucket/test/poller"
 )
 
@@ -44,9 +45,27 @@ const properties = 5
 type tally struct {
 	mu                       sync.Mutex
 	outcomes                 map[dispatch.Outcome]int
-	wasted                   int
+	pushes, items, wasted    int
+	lateness                 []time.Duration
 	limiterCalls, stateCalls atomic.Int64
 	failed                   atomic.Int64
+	storeLatency             []time.Duration // every DynamoDB call's
+	ops                      map[string]int  // state calls by kind
+}
+
+func (t *tally) op(kind string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ops == nil {
+		t.ops = map[string]int{}
+	}
+	t.ops[kind]++
+}
+
+func (t *tally) storeCall(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.storeLatency = append(t.storeLatency, d)
 }
 
 func (t *tally) add(rs []syncer.MessageResult) {
@@ -61,7 +80,12 @@ func (t *tally) add(rs []syncer.MessageResult) {
 		}
 		for _, j := range r.Jobs {
 			t.outcomes[j.Outcome]++
+			t.pushes += j.Pushes
+			t.items += j.Items
 			t.wasted += j.WastedSlots
+			if j.Delayed != 0 || j.Lateness != 0 {
+				t.lateness = append(t.lateness, j.Lateness)
+			}
 		}
 	}
 }
@@ -90,7 +114,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		o.events, o.duration, properties, o.workers, o.rate, o.burst)
 
 	t := &tally{outcomes: map[dispatch.Outcome]int{}}
-	published := &sync.Map{} // event id → publish time
+	tr := &truth{newest: map[otacopy.Day]struct {
+		seq    int64
+		values string
+	}{}}
 	runCtx, cancel := context.WithTimeout(ctx, o.duration+2*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -113,7 +140,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	start := time.Now()
 	sent := make(chan int, 1)
-	go func() { sent <- produce(runCtx, st, o, published) }()
+	go func() { sent <- produce(runCtx, st, o, tr) }()
 	nSent := -1
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -130,7 +157,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	cancel()
 	wg.Wait()
-	return report(out, o, lim, otas, t, published, time.Since(start))
+	return report(out, o, lim, otas, t, tr, time.Since(start))
 }
 
 func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, error) {
@@ -144,36 +171,67 @@ func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, er
 	if err != nil {
 		return nil, err
 	}
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Token: func(env string) string { return "token-" + env }}
-	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Render: sy.Render, Policy: dispatch.DefaultPolicy, Log: quiet,
-		Queue: &deferral.Queue{SQS: sqs.NewFromConfig(st.cfg), DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Lanes: &lane.Store{DB: db, Table: st.stateTable},
+		Token: func(env string) string { return "token-" + env }}
+	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
+		Queue: &deferral.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
 	return sy, sy.Dispatcher.Validate()
 }
 
 // countingDB counts a worker's DynamoDB calls, the limiter's apart from the
-// ARI state's.
+// ARI state's (state and lanes).
 type countingDB struct {
 	*dynamodb.Client
 	limiterTable string
 	t            *tally
 }
 
-func (c *countingDB) count(table *string) {
+// count counts a call and returns the func that records its latency.
+func (c *countingDB) count(table *string) func() {
 	if aws.ToString(table) == c.limiterTable {
 		c.t.limiterCalls.Add(1)
 	} else {
 		c.t.stateCalls.Add(1)
 	}
+	start := time.Now()
+	return func() { c.t.storeCall(time.Since(start)) }
 }
 
 func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.count(in.TableName)
+	defer c.count(in.TableName)()
+	if aws.ToString(in.TableName) != c.limiterTable {
+		c.t.op(opKind(aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)))
+	}
 	return c.Client.UpdateItem(ctx, in, o...)
 }
 
-func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.count(in.TableName)
-	return c.Client.Query(ctx, in, o...)
+func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	defer c.count(in.TableName)()
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	defer c.count(nil)()
+	return c.Client.BatchGetItem(ctx, in, o...)
+}
+
+// opKind names a state write by its expressions, for the report.
+func opKind(update, cond string) string {
+	switch {
+	case strings.HasPrefix(update, "ADD"):
+		return "mark"
+	case strings.HasPrefix(update, "DELETE") && strings.Contains(update, "REMOVE"):
+		return "clear+release"
+	case strings.HasPrefix(update, "DELETE"):
+		return "clear"
+	case strings.HasPrefix(update, "REMOVE"):
+		return "release"
+	case strings.Contains(cond, " OR ") && strings.Contains(cond, "< :now"):
+		return "claim"
+	case strings.Contains(update, "#s"):
+		return "apply"
+	}
+	return "other"
 }
 
 func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
@@ -196,8 +254,25 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 	}
 }
 
+// change is one event the producer sent, for the latency report.
+type change struct {
+	ari.Change
+	at time.Time
+}
+
+// truth is what the PMS sent: every change, and the newest value of every
+// (property, kind, room type, rate plan, date).
+type truth struct {
+	mu      sync.Mutex
+	changes []change
+	newest  map[otacopy.Day]struct {
+		seq    int64
+		values string
+	}
+}
+
 // produce sends the PMS events evenly over the duration, as a PMS would.
-func produce(ctx context.Context, st *stack, o options, published *sync.Map) int {
+func produce(ctx context.Context, st *stack, o options, tr *truth) int {
 	gap := o.duration / time.Duration(o.events)
 	seq := map[int]int64{}
 	kinds := []string{"availability", "rates", "restrictions"}
@@ -205,15 +280,16 @@ func produce(ctx context.Context, st *stack, o options, published *sync.Map) int
 		p := rand.IntN(properties)
 		seq[p]++
 		from := time.Date(2027, 1, 1+rand.IntN(60), 0, 0, 0, 0, time.UTC)
-		detail, _ := json.Marshal(ari.Change{
+		c := ari.Change{
 			EventID: fmt.Sprintf("ev-%05d", i), PropertyID: fmt.Sprintf("hotel-%d", p), Sequence: seq[p],
 			Kind: kinds[rand.IntN(len(kinds))], RoomType: []string{"DBL", "TWN", "STE"}[rand.IntN(3)], RatePlan: "BAR",
 			From: from.Format(ari.DateLayout), To: from.AddDate(0, 0, rand.IntN(7)).Format(ari.DateLayout),
 			Values: map[string]any{"value": rand.IntN(100)},
-		})
+		}
+		detail, _ := json.Marshal(c)
 		body := fmt.Sprintf(`{"version":"0","id":"ev-%05d","detail-type":"ARI change","source":"pms","time":%q,"detail":%s}`,
 			i, time.Now().UTC().Format(time.RFC3339), detail)
-		published.Store(fmt.Sprintf("ev-%05d", i), time.Now())
+		tr.record(c, time.Now())
 		if _, err := st.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &st.changesURL, MessageBody: &body}); err != nil {
 			return i
 		}
@@ -224,6 +300,21 @@ func produce(ctx context.Context, st *stack, o options, published *sync.Map) int
 		}
 	}
 	return o.events
+}
+
+func (tr *truth) record(c ari.Change, at time.Time) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.changes = append(tr.changes, change{Change: c, at: at})
+	for _, d := range c.Dates() {
+		k := otacopy.Day{HotelRef: c.PropertyID, Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}
+		if cur, ok := tr.newest[k]; !ok || cur.seq < c.Sequence {
+			tr.newest[k] = struct {
+				seq    int64
+				values string
+			}{c.Sequence, otacopy.Values(c.Values)}
+		}
+	}
 }
 
 // settled reports whether both work queues are empty, delayed and in-flight
@@ -252,9 +343,9 @@ func progress(out io.Writer, start time.Time, otas map[string]*mockota.Server, t
 		throttles += s.Count429()
 	}
 	t.mu.Lock()
-	deferred := t.outcomes[dispatch.Deferred]
+	deferred, wasted := t.outcomes[dispatch.Deferred], t.wasted
 	t.mu.Unlock()
-	fmt.Fprintf(out, "  t=%5.1fs  pushes %5d  deferrals %4d  429s %3d\n", time.Since(start).Seconds(), pushes, deferred, throttles)
+	fmt.Fprintf(out, "  t=%5.1fs  pushes %5d  deferrals %4d  wasted slots %3d  429s %3d\n", time.Since(start).Seconds(), pushes, deferred, wasted, throttles)
 }
 
 func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
@@ -271,55 +362,4 @@ func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
 		props = append(props, fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "main", "hotel_ref": "BK-%d"}, {"channel": "expedia", "credential": "main", "hotel_ref": "EX-%d"}]`, p, p, p))
 	}
 	return fmt.Sprintf(`{"channels": {%s}, "properties": {%s}}`, strings.Join(chs, ","), strings.Join(props, ","))
-}
-
-func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, published *sync.Map, elapsed time.Duration) error {
-	fmt.Fprintf(out, "\npipelinedemo report (%d workers, %d events, %v)\n", o.workers, o.events, elapsed.Round(time.Second))
-	fmt.Fprintf(out, "  %-26s %7s %12s %10s %6s\n", "channel / endpoint", "pushes", "rate (req/s)", "quota", "429s")
-	var latencies []time.Duration
-	pushes, over := 0, false
-	for _, ch := range channels {
-		srv := otas[ch.name]
-		for _, ep := range ch.endpoints {
-			times := srv.AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep)
-			throttled := 0
-			for _, r := range srv.Requests() {
-				if r.Endpoint == ep && r.Status == 429 {
-					throttled++
-				}
-			}
-			rate := 0.0
-			if len(times) > lim.Burst {
-				rate = float64(len(times)-lim.Burst) / times[len(times)-1].Sub(times[0]).Seconds()
-			}
-			over = over || rate > lim.Rate*1.01
-			fmt.Fprintf(out, "  %-26s %7d %12.2f %10g %6d\n", ch.name+" / "+ep, len(times), rate, lim.Rate, throttled)
-			pushes += len(times)
-		}
-		for _, r := range srv.Accepted() {
-			event, _, _ := strings.Cut(r.JobID, "#")
-			if at, ok := published.Load(event); ok {
-				latencies = append(latencies, r.At.Sub(at.(time.Time)))
-			}
-		}
-	}
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	fmt.Fprintf(out, "  jobs: pushed %d, deferred %d times, coalesced %d, shed %d, dead-lettered %d; slots wasted %d; messages left for redelivery %d\n",
-		t.outcomes[dispatch.Pushed], t.outcomes[dispatch.Deferred], t.outcomes[dispatch.Coalesced], t.outcomes[dispatch.Shed],
-		t.outcomes[dispatch.DeadLettered], t.wasted, t.failed.Load())
-	if len(latencies) > 0 {
-		fmt.Fprintf(out, "  event → push latency: p50 %v, p99 %v\n", pct(latencies, 0.50), pct(latencies, 0.99))
-	}
-	fmt.Fprintf(out, "  DynamoDB calls per push: limiter %.2f, ARI state %.2f (a write per date of each change, a read per render)\n",
-		float64(t.limiterCalls.Load())/float64(max(pushes, 1)), float64(t.stateCalls.Load())/float64(max(pushes, 1)))
-	if over {
-		return fmt.Errorf("an endpoint exceeded its quota")
-	}
-	return nil
-}
-
-func pct(sorted []time.Duration, p float64) time.Duration {
-	return sorted[min(int(float64(len(sorted))*p), len(sorted)-1)].Round(time.Millisecond)
 }

@@ -1,0 +1,345 @@
+package syncer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
+)
+
+// laneRef is a lane job's payload: which lane, and the owner token the job
+// pushes under.
+type laneRef struct {
+	PropertyID string `json:"property_id"`
+	HotelRef   string `json:"hotel_ref"`
+	Token      string `json:"token"`
+	// SeenOwner is set on a job that found another owner holding the lane
+	// and comes back to see whether that owner is still alive.
+	SeenOwner string `json:"seen_owner,omitempty"`
+	// Pushed are the elements the owner's previous push carried, which
+	// its next claim clears.
+	Pushed []string `json:"pushed,omitempty"`
+}
+
+// Push is the body sent to an OTA: the current state of everything a lane
+// has pending, one entry per room type and rate plan.
+type Push struct {
+	HotelRef string     `json:"hotel_ref"`
+	Kind     string     `json:"kind"`
+	Items    []PushCell `json:"items"`
+}
+
+// PushCell is the pending dates of one room type and rate plan.
+type PushCell struct {
+	RoomType string    `json:"room_type"`
+	RatePlan string    `json:"rate_plan,omitempty"`
+	Days     []ari.Day `json:"days"`
+}
+
+// laneJob is the job that pushes lane id under ref.Token.
+func (s *Syncer) laneJob(id lane.ID, ref laneRef) job.Job {
+	ref.PropertyID, ref.HotelRef = id.Property, id.HotelRef
+	payload, _ := json.Marshal(ref)
+	return job.Job{
+		ID:      id.String() + "@" + ref.Token,
+		Channel: id.Channel, Credential: id.Credential, Endpoint: id.Kind,
+		Payload: payload, FirstSeen: s.now(),
+	}
+}
+
+func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
+	var ref laneRef
+	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
+		return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q is not a lane job (payload %s)", job.ErrMalformed, j.ID, j.Payload)
+	}
+	done := make([]lane.Element, len(ref.Pushed))
+	for i, s := range ref.Pushed {
+		e, err := lane.ParseElement(s)
+		if err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: %v", job.ErrMalformed, j.ID, err)
+		}
+		done[i] = e
+	}
+	return lane.ID{Property: ref.PropertyID, Kind: j.Endpoint, Channel: j.Channel, Credential: j.Credential, HotelRef: ref.HotelRef}, ref, done, nil
+}
+
+// pushed is what a push carried, for Done to clear.
+type pushed struct {
+	lane     lane.ID
+	owner    string
+	elements []lane.Element
+	// at is when the push began.
+	at time.Time
+}
+
+// Begin claims the lane for the job's push, which also clears what the
+// owner's previous push carried and fences off a second delivery of the
+// same job, and renders what is pending.
+func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payload, error) {
+	start := s.now()
+	id, ref, done, err := laneOf(j)
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	next := newToken()
+	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) {
+		return s.notOwner(id, ref, other)
+	}
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	s.owned.leased(next, p.LeaseUntil)
+	j = s.laneJob(id, laneRef{Token: next})
+	if len(p.Elements) == 0 {
+		// The previous push carried the last of it (a lane expected to
+		// stay busy is not finished after its push, to save a write).
+		s.owned.setBusy(id, false)
+		if _, err := s.Lanes.Release(ctx, id, next); err != nil {
+			return j, dispatch.Payload{}, err
+		}
+		return j, dispatch.Payload{}, dispatch.ErrIdle
+	}
+	body, items, els, err := s.render(ctx, id, p.Elements)
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els, at: start}}, nil
+}
+
+// notOwner decides what becomes of a job whose lane has another owner. If
+// the lane moved on since the job last looked, the job was a duplicate (or
+// outlived its lease) and ends. Otherwise the owner may have died holding
+// the lane: the job comes back when its lease runs out, to take over then.
+func (s *Syncer) notOwner(id lane.ID, ref laneRef, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
+	owner := other.Pending.Owner
+	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) {
+		return s.laneJob(id, ref), dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+	}
+	ref.SeenOwner = owner
+	return s.laneJob(id, ref), dispatch.Payload{}, &dispatch.RecheckError{
+		At: other.Pending.LeaseUntil.Add(time.Second), Reason: other.Error(),
+	}
+}
+
+// Done settles a push: it finishes the lane if what the push carried was
+// all that was pending, and otherwise returns the lane's next job, which
+// clears it. A lane whose pushes keep finding new changes is not tried:
+// its next claim clears for free.
+func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.Job, error) {
+	st, ok := p.State.(pushed)
+	if !ok {
+		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
+	}
+	if !s.owned.busy(st.lane) {
+		released, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.elements)
+		var other *lane.NotOwnerError
+		if errors.As(err, &other) {
+			// Our lease ran out mid-push and another took the lane over:
+			// what we pushed stays pending and goes out again with its
+			// pushes.
+			return nil, nil
+		}
+		if err != nil || released {
+			return nil, err
+		}
+		s.owned.setBusy(st.lane, true)
+	}
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements))}
+	for i, e := range st.elements {
+		ref.Pushed[i] = e.String()
+	}
+	next := s.laneJob(st.lane, ref)
+	next.NotBefore = st.at.Add(s.linger())
+	return &next, nil
+}
+
+// Hold renews the job's lease to cover a deferral until until, when the
+// lease it holds would not.
+func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
+	id, ref, _, err := laneOf(j)
+	if err != nil || ref.SeenOwner != "" {
+		return nil // not an owner: nothing to hold
+	}
+	need := s.Lanes.LeaseFor(until)
+	lease, known := s.owned.lease(ref.Token)
+	switch {
+	case known && !lease.Before(need.Add(-s.Lanes.LeaseLength()/2)):
+		return nil
+	case !known && until.Sub(s.now()) < s.Lanes.LeaseLength()/2:
+		// Deferred again before this process claimed it: its owner's
+		// last write covered this deferral.
+		return nil
+	}
+	err = s.Lanes.Renew(ctx, id, ref.Token, need)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) {
+		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+	}
+	if err == nil {
+		s.owned.leased(ref.Token, need)
+	}
+	return err
+}
+
+// render reads the state of the oldest pending elements that fit the
+// endpoint's max_items, in one call, and encodes them; if the body is over
+// max_bytes it drops the newest elements until it fits (one element
+// always goes: max_items admits any one change, and a body the vendor
+// still refuses is dead-lettered with its reason). It returns the body,
+// its item count and the elements it carries.
+func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, error) {
+	maxItems, maxBytes := s.requestLimits(id)
+	els := fitItems(pending, maxItems)
+	ranges := make([]ari.Range, len(els))
+	for i, e := range els {
+		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
+	}
+	state, err := s.State.Read(ctx, ranges)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	for {
+		body, items, err := encodePush(id, els, state)
+		if err != nil || len(body) <= maxBytes || len(els) == 1 {
+			return body, items, els, err
+		}
+		els = els[:len(els)/2]
+	}
+}
+
+func (s *Syncer) requestLimits(id lane.ID) (int, int) {
+	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
+	return ep.RequestLimits()
+}
+
+func cellOf(id lane.ID, e lane.Element) string {
+	return ari.Change{PropertyID: id.Property, Kind: id.Kind, RoomType: e.RoomType, RatePlan: e.RatePlan}.Cell()
+}
+
+// fitItems is the longest prefix of pending (oldest first) whose distinct
+// (cell, date) items number at most maxItems; at least one element.
+func fitItems(pending []lane.Element, maxItems int) []lane.Element {
+	seen := map[string]bool{}
+	for i, e := range pending {
+		added := 0
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			if k := e.RoomType + "#" + e.RatePlan + "#" + d; !seen[k] {
+				seen[k] = true
+				added++
+			}
+		}
+		if len(seen) > maxItems && i > 0 {
+			return pending[:i]
+		}
+	}
+	return pending
+}
+
+// encodePush renders the elements' dates from state, each (cell, date)
+// once, in a stable order.
+func encodePush(id lane.ID, els []lane.Element, state map[string][]ari.Day) ([]byte, int, error) {
+	type cellKey struct{ room, plan string }
+	want := map[cellKey]map[string]bool{}
+	for _, e := range els {
+		k := cellKey{e.RoomType, e.RatePlan}
+		if want[k] == nil {
+			want[k] = map[string]bool{}
+		}
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			want[k][d] = true
+		}
+	}
+	keys := make([]cellKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].room != keys[j].room {
+			return keys[i].room < keys[j].room
+		}
+		return keys[i].plan < keys[j].plan
+	})
+	push := Push{HotelRef: id.HotelRef, Kind: id.Kind}
+	items := 0
+	for _, k := range keys {
+		cell := PushCell{RoomType: k.room, RatePlan: k.plan}
+		for _, d := range state[cellOf(id, lane.Element{RoomType: k.room, RatePlan: k.plan})] {
+			if want[k][d.Date] {
+				cell.Days = append(cell.Days, d)
+			}
+		}
+		if len(cell.Days) > 0 {
+			push.Items = append(push.Items, cell)
+			items += len(cell.Days)
+		}
+	}
+	body, err := json.Marshal(push)
+	return body, items, err
+}
+
+func newToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "t-" + hex.EncodeToString(b)
+}
+
+// ownership is what this process knows of the lanes it owns: the lease of
+// each owner token it wrote, and which lanes keep receiving changes during
+// their pushes.
+type ownership struct {
+	mu     sync.Mutex
+	leases map[string]time.Time
+	// busyLanes are lanes whose last push did not carry all that was
+	// pending: their next push is expected, so the push after is not
+	// followed by an attempt to finish the lane.
+	busyLanes map[lane.ID]bool
+}
+
+func (o *ownership) busy(id lane.ID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.busyLanes[id]
+}
+
+func (o *ownership) setBusy(id lane.ID, busy bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.busyLanes == nil || len(o.busyLanes) > 10_000 {
+		o.busyLanes = map[lane.ID]bool{}
+	}
+	if busy {
+		o.busyLanes[id] = true
+	} else {
+		delete(o.busyLanes, id)
+	}
+}
+
+func (o *ownership) leased(token string, until time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.leases == nil || len(o.leases) > 10_000 {
+		o.leases = map[string]time.Time{} // tokens of long-gone jobs; renewing costs one write
+	}
+	o.leases[token] = until
+}
+
+func (o *ownership) lease(token string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, ok := o.leases[token]
+	return t, ok
+}
+
+var _ dispatch.Work = (*Syncer)(nil)

@@ -1,0 +1,409 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/otacopy"
+	"github.com/fleetbucket/fleetbucket/test/poller"
+)
+
+// switchableDB is a real emulator client that an outage switch fails.
+type switchableDB struct {
+	*dynamodb.Client
+	down *atomic.Bool
+}
+
+var errStoreDown = errors.New("injected: DynamoDB unreachable")
+
+func (s switchableDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Client.UpdateItem(ctx, in, o...)
+}
+
+func (s switchableDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Client.GetItem(ctx, in, o...)
+}
+
+func (s switchableDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Client.BatchGetItem(ctx, in, o...)
+}
+
+// laneRig is the whole sync pipeline on the emulators: PMS events on the
+// changes queue, sync workers (each its own clients and limiter) on both
+// queues, lanes and ARI state in DynamoDB, and the mock OTA.
+type laneRig struct {
+	*pipeline
+	cfg        *connections.Config
+	stateTable string
+	down       atomic.Bool
+	linger     time.Duration
+
+	mu      sync.Mutex
+	results []dispatch.Result
+}
+
+func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, config func(otaURL string) string) *laneRig {
+	t.Helper()
+	r := &laneRig{pipeline: newPipeline(t, lim, ota)}
+	cfg, err := connections.Parse([]byte(config(r.ota.URL())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg, r.stateTable = cfg, "state-"+r.table
+	if err := ari.CreateTable(context.Background(), emulator.DynamoDB(t), r.stateTable); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *laneRig) worker() *syncer.Syncer {
+	db := switchableDB{Client: emulator.DynamoDB(r.t), down: &r.down}
+	sy := &syncer.Syncer{Config: r.cfg, State: &ari.Store{DB: db, Table: r.stateTable}, Lanes: &lane.Store{DB: db, Table: r.stateTable},
+		Token: func(string) string { return "tok" }, Linger: r.linger}
+	policy := dispatch.DefaultPolicy
+	policy.BlockThreshold = 2 * time.Second // moto's deliveries run late (see dispatcher)
+	policy.StoreCooldown = 2 * time.Second
+	d := r.dispatcher(workerOpts{db: db, policy: policy})
+	d.Routes, d.Work = sy, sy
+	sy.Dispatcher = d
+	return sy
+}
+
+// run works both queues with n workers each until both are empty (in
+// flight and delayed included) or the timeout.
+func (r *laneRig) run(n int, timeout time.Duration, visibility time.Duration) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, q := range []struct {
+		url      string
+		deferred bool
+	}{{r.changesURL, false}, {r.deferredURL, true}} {
+		pool := make(chan *syncer.Syncer, n)
+		for range n {
+			pool <- r.worker()
+		}
+		pl := &poller.Poller{SQS: r.sqs, QueueURL: q.url, Visibility: visibility, Concurrency: n, ShortPoll: 20 * time.Millisecond,
+			Handler: r.handler(pool, q.deferred)}
+		wg.Go(func() { pl.Run(ctx) })
+	}
+	for ctx.Err() == nil && r.depth(r.changesURL)+r.depth(r.deferredURL) > 0 {
+		sleep(ctx, 200*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		r.t.Errorf("the pipeline did not drain within %v", timeout)
+	}
+	cancel()
+	wg.Wait()
+}
+
+func (r *laneRig) handler(pool chan *syncer.Syncer, deferred bool) poller.Handler {
+	return func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
+		sy := <-pool
+		defer func() { pool <- sy }()
+		batch := make([]syncer.Message, len(msgs))
+		for i, m := range msgs {
+			batch[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: deferred}
+		}
+		var failed []string
+		for _, out := range sy.HandleBatch(ctx, batch) {
+			if out.Err != nil {
+				failed = append(failed, out.ID)
+			}
+			r.mu.Lock()
+			r.results = append(r.results, out.Jobs...)
+			r.mu.Unlock()
+		}
+		return failed, nil
+	}
+}
+
+// pms is the test's PMS: it numbers one property's changes and remembers
+// the newest value of every date, the oracle the OTA's copy is checked
+// against.
+type pms struct {
+	property string
+	seq      int64
+	newest   map[otacopy.Day]otacopy.Held
+	bodies   []string
+}
+
+func newPMS(property string) *pms {
+	return &pms{property: property, newest: map[otacopy.Day]otacopy.Held{}}
+}
+
+func (p *pms) change(kind, room, from, to string, value int) string {
+	p.seq++
+	c := ari.Change{EventID: fmt.Sprintf("%s-ev-%d", p.property, p.seq), PropertyID: p.property, Sequence: p.seq, Kind: kind,
+		RoomType: room, RatePlan: "BAR", From: from, To: to, Values: map[string]any{"v": value}}
+	for _, d := range c.Dates() {
+		k := otacopy.Day{HotelRef: p.property, Kind: kind, RoomType: room, RatePlan: "BAR", Date: d}
+		if p.newest[k].Sequence < c.Sequence {
+			p.newest[k] = otacopy.Held{Sequence: c.Sequence, Values: otacopy.Values(c.Values)}
+		}
+	}
+	body := changeEvent(c.EventID, c.Sequence, kind, from, to, c.Values)
+	body = replaceProperty(body, p.property)
+	body = replaceRoom(body, room)
+	p.bodies = append(p.bodies, body)
+	return body
+}
+
+func replaceRoom(body, room string) string {
+	return replaceFirst(body, `"room_type":"DBL"`, `"room_type":"`+room+`"`)
+}
+
+func replaceFirst(s, old, new string) string {
+	for i := 0; i+len(old) <= len(s); i++ {
+		if s[i:i+len(old)] == old {
+			return s[:i] + new + s[i+len(old):]
+		}
+	}
+	return s
+}
+
+// assertNewest checks every date the PMS changed against the OTA's copy.
+func (p *pms) assertNewest(t *testing.T, ota *otacopy.Copy, hotelRef string) {
+	t.Helper()
+	stale := 0
+	for k, want := range p.newest {
+		k.HotelRef = hotelRef
+		got, ok := ota.Held(k)
+		if !ok || got.Sequence != want.Sequence || got.Values != want.Values {
+			stale++
+			if stale <= 5 {
+				t.Errorf("%+v: the OTA holds %+v, want sequence %d %s", k, got, want.Sequence, want.Values)
+			}
+		}
+	}
+	if stale > 0 {
+		t.Errorf("%d of %d dates stale at the OTA", stale, len(p.newest))
+	}
+}
+
+func oneHotelConfig(lim limiter.Limit, extra string) func(string) string {
+	return func(url string) string {
+		return fmt.Sprintf(`{
+  "channels": {"booking_com": {
+    "base_url": %q,
+    "endpoints": {
+      "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}%s},
+      "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}%s}
+    },
+    "credentials": {"cred-1": {"token_env": "T"}}
+  }},
+  "properties": {"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]}
+}`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra)
+	}
+}
+
+// Changes delivered out of order and twice, with DynamoDB unreachable for
+// a while in the middle: the OTA ends with the newest value of every date,
+// nothing is lost, and the vendor's limit holds.
+func TestLanesEndAtTheNewestStateDespiteReorderingDuplicatesAndAnOutage(t *testing.T) {
+	lim := limiter.PerSecond(5, 3)
+	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, ""))
+	src := newPMS("hotel-aurora")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 80 {
+		from := time.Date(2026, 12, 20+rng.IntN(20), 0, 0, 0, 0, time.UTC) // ranges cross into January
+		src.change([]string{"availability", "rates"}[rng.IntN(2)], []string{"DBL", "TWN"}[rng.IntN(2)],
+			from.Format(ari.DateLayout), from.AddDate(0, 0, rng.IntN(5)).Format(ari.DateLayout), i)
+	}
+	bodies := append([]string(nil), src.bodies...)
+	for i := 0; i < len(src.bodies); i += 4 {
+		bodies = append(bodies, src.bodies[i]) // every fourth change twice
+	}
+	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
+
+	r.enqueueBodies(bodies[:len(bodies)/2])
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		r.down.Store(true)
+		time.Sleep(3 * time.Second)
+		r.down.Store(false)
+		r.enqueueBodies(bodies[len(bodies)/2:])
+	}()
+	r.run(3, 3*time.Minute, 5*time.Second)
+
+	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
+	for _, ep := range []string{"availability", "rates"} {
+		assertFleetInvariant(t, r.ota.AcceptedTimes("tok", ep), lim, 0)
+	}
+	if dlq := r.receiveDLQ(); len(dlq) != 0 {
+		t.Errorf("dead-lettered %d messages: %v", len(dlq), dlq)
+	}
+	t.Logf("%d change deliveries → %d OTA requests, %d 429s", len(bodies), len(r.ota.Requests()), r.ota.Count429())
+}
+
+// A lane with 100 changes pending is drained in ceil(items / max_items)
+// pushes, each carrying as many items as allowed.
+func TestLaneDrainsInCeilItemsOverMaxItemsPushes(t *testing.T) {
+	lim := limiter.PerSecond(10, 5)
+	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, `, "max_items": 40`))
+	src := newPMS("hotel-aurora")
+	for i := range 100 {
+		day := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(ari.DateLayout)
+		src.change("rates", "DBL", day, day, i)
+	}
+	// All 100 are marked before the lane's first push: the linger is
+	// longer than marking them takes.
+	r.linger = 5 * time.Second
+	sy := r.worker()
+	msgs := make([]syncer.Message, len(src.bodies))
+	for i, b := range src.bodies {
+		msgs[i] = syncer.Message{ID: fmt.Sprint(i), Body: b}
+	}
+	for _, out := range sy.HandleBatch(context.Background(), msgs) {
+		if out.Err != nil {
+			t.Fatal(out.Err)
+		}
+	}
+	r.run(1, time.Minute, 30*time.Second)
+
+	accepted := r.ota.Accepted()
+	if len(accepted) != 3 { // ceil(100 / 40)
+		t.Errorf("the OTA received %d pushes, want 3", len(accepted))
+	}
+	ota := otaCopy(t, r.pipeline)
+	if ota.Items() != 100 {
+		t.Errorf("the pushes carried %d items, want each of the 100 once", ota.Items())
+	}
+	src.assertNewest(t, ota, "BK-1001")
+}
+
+// A change's push job delivered twice, in one batch or in two, reaches the
+// OTA once; two changes that share an event id are both pushed; and a
+// property connected twice to one channel and credential is pushed to
+// both of its hotel refs.
+func TestDuplicatesSendOnceAndDistinctWorkIsNeverDropped(t *testing.T) {
+	lim := limiter.PerSecond(20, 10)
+	config := func(url string) string {
+		return fmt.Sprintf(`{
+  "channels": {"booking_com": {"base_url": %q,
+    "endpoints": {"availability": {"path": "/v1/availability", "limit": {"rate": 20, "burst": 10}}},
+    "credentials": {"cred-1": {"token_env": "T"}}}},
+  "properties": {"hotel-aurora": [
+    {"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1"},
+    {"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-2"}]}
+}`, url)
+	}
+	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, config)
+	r.linger = -1
+	ctx := context.Background()
+	sy := r.worker()
+
+	// Two changes sharing one event id, in one batch.
+	dbl := changeEvent("ev-shared", 1, "availability", "2026-12-01", "2026-12-01", map[string]any{"a": 1})
+	sgl := replaceRoom(changeEvent("ev-shared", 2, "availability", "2026-12-10", "2026-12-10", map[string]any{"a": 2}), "SGL")
+	outs := sy.HandleBatch(ctx, []syncer.Message{{ID: "1", Body: dbl}, {ID: "2", Body: sgl}})
+	for _, out := range outs {
+		if out.Err != nil {
+			t.Fatal(out.Err)
+		}
+	}
+	ota := otaCopy(t, r.pipeline)
+	for _, ref := range []string{"BK-1", "BK-2"} {
+		for _, d := range []otacopy.Day{
+			{HotelRef: ref, Kind: "availability", RoomType: "DBL", RatePlan: "BAR", Date: "2026-12-01"},
+			{HotelRef: ref, Kind: "availability", RoomType: "SGL", RatePlan: "BAR", Date: "2026-12-10"},
+		} {
+			if _, ok := ota.Held(d); !ok {
+				t.Errorf("%+v never reached the OTA", d)
+			}
+		}
+	}
+
+	// A lane job delivered twice: make one by deferring a lane's push
+	// (its bucket emptied), then deliver the deferred message twice.
+	before := len(r.ota.Accepted())
+	if err := limiterFor(t, r).Penalize(ctx, limiter.Bucket{Key: "booking_com#cred-1#availability", Limit: lim}, time.Now().Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	late := changeEvent("ev-late", 3, "availability", "2026-12-02", "2026-12-02", map[string]any{"a": 3})
+	out := sy.HandleBatch(ctx, []syncer.Message{{ID: "3", Body: late}})[0]
+	if out.Err != nil || len(out.Jobs) != 2 || out.Jobs[0].Outcome != dispatch.Deferred {
+		t.Fatalf("change into an emptied bucket: %+v, want both lanes' jobs deferred", out)
+	}
+	deferred := r.receiveAll(r.deferredURL, 2)
+	twice := []syncer.Message{{ID: "a", Body: deferred[0], Deferred: true}, {ID: "b", Body: deferred[0], Deferred: true}}
+	time.Sleep(time.Until(out.Jobs[0].Slot))
+	sy.HandleBatch(ctx, twice)                                                          // the same batch
+	sy.HandleBatch(ctx, []syncer.Message{{ID: "c", Body: deferred[0], Deferred: true}}) // and a later one
+	sy.HandleBatch(ctx, []syncer.Message{{ID: "d", Body: deferred[1], Deferred: true}})
+	pushes := map[string]int{}
+	for _, a := range r.ota.Accepted()[before:] {
+		pushes[string(a.Body)]++
+	}
+	if got := len(r.ota.Accepted()) - before; got != 2 {
+		t.Errorf("after the duplicates the OTA received %d pushes, want 2 (one per hotel ref)", got)
+	}
+	ota = otaCopy(t, r.pipeline)
+	for _, ref := range []string{"BK-1", "BK-2"} {
+		if h, ok := ota.Held(otacopy.Day{HotelRef: ref, Kind: "availability", RoomType: "DBL", RatePlan: "BAR", Date: "2026-12-02"}); !ok || h.Sequence != 3 {
+			t.Errorf("%s 12-02: %+v, want sequence 3", ref, h)
+		}
+	}
+}
+
+func limiterFor(t *testing.T, r *laneRig) *limiter.Limiter {
+	t.Helper()
+	l, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(r.table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// receiveAll takes n messages off a queue (waiting for delayed ones) and
+// deletes them, returning their bodies.
+func (p *pipeline) receiveAll(url string, n int) []string {
+	p.t.Helper()
+	var bodies []string
+	deadline := time.Now().Add(30 * time.Second)
+	for len(bodies) < n && time.Now().Before(deadline) {
+		out, err := p.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: 60})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			bodies = append(bodies, aws.ToString(m.Body))
+			if _, err := p.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(bodies) != n {
+		p.t.Fatalf("received %d messages from %s, want %d", len(bodies), url, n)
+	}
+	return bodies
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/otacopy"
+)
+
+// hotelRef is the demo's id of a property at a channel (see connectionsJSON).
+func hotelRef(channel, property string) string {
+	n := strings.TrimPrefix(property, "hotel-")
+	if channel == "booking_com" {
+		return "BK-" + n
+	}
+	return "EX-" + n
+}
+
+// channelsFor lists the channels with an endpoint for kind: where a
+// change of that kind fans out to.
+func channelsFor(kind string) []string {
+	var out []string
+	for _, ch := range channels {
+		for _, ep := range ch.endpoints {
+			if ep == kind {
+				out = append(out, ch.name)
+			}
+		}
+	}
+	return out
+}
+
+func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, tr *truth, elapsed time.Duration) error {
+	fmt.Fprintf(out, "\npipelinedemo report (%d workers, %d events, %v)\n", o.workers, o.events, elapsed.Round(time.Second))
+	fmt.Fprintf(out, "  %-26s %7s %12s %10s %8s %6s\n", "channel / endpoint", "pushes", "rate (req/s)", "quota", "of quota", "429s")
+	requests, throttled, over := 0, 0, false
+	copies := map[string]*otacopy.Copy{}
+	for _, ch := range channels {
+		srv := otas[ch.name]
+		for _, ep := range ch.endpoints {
+			times := srv.AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep)
+			n429 := 0
+			for _, r := range srv.Requests() {
+				if r.Endpoint == ep {
+					requests++
+					if r.Status == 429 {
+						n429++
+					}
+				}
+			}
+			throttled += n429
+			rate := 0.0
+			if len(times) > lim.Burst {
+				rate = float64(len(times)-lim.Burst) / times[len(times)-1].Sub(times[0]).Seconds()
+			}
+			over = over || rate > lim.Rate*1.01
+			fmt.Fprintf(out, "  %-26s %7d %12.2f %10g %7.0f%% %6d\n", ch.name+" / "+ep, len(times), rate, lim.Rate, 100*rate/lim.Rate, n429)
+		}
+		c, err := otacopy.Build(srv.Accepted())
+		if err != nil {
+			return err
+		}
+		copies[ch.name] = c
+	}
+
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	fanned := 0
+	var latencies []time.Duration
+	missing := 0
+	for _, c := range tr.changes {
+		for _, ch := range channelsFor(c.Kind) {
+			fanned++
+			var reached time.Time
+			for _, d := range c.Dates() {
+				at, ok := copies[ch].Reached(otacopy.Day{HotelRef: hotelRef(ch, c.PropertyID), Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}, c.Sequence)
+				if !ok {
+					missing++
+					reached = time.Time{}
+					break
+				}
+				if at.After(reached) {
+					reached = at
+				}
+			}
+			if !reached.IsZero() {
+				latencies = append(latencies, reached.Sub(c.at))
+			}
+		}
+	}
+	lanes, stale := map[string]bool{}, 0
+	for k, want := range tr.newest {
+		for _, ch := range channelsFor(k.Kind) {
+			d := k
+			d.HotelRef = hotelRef(ch, k.HotelRef)
+			lanes[d.HotelRef+"#"+d.Kind] = true
+			if got, ok := copies[ch].Held(d); !ok || got.Sequence != want.seq || got.Values != want.values {
+				stale++
+			}
+		}
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changes := len(tr.changes)
+	fmt.Fprintf(out, "  changes %d, fanned out to %d (change, endpoint) pairs; OTA requests %d (%d items), 429s %d\n",
+		changes, fanned, requests, t.items, throttled)
+	fmt.Fprintf(out, "  OTA requests per change: %.2f (requests ÷ fanned-out changes); items per push %.1f\n",
+		float64(requests)/float64(max(fanned, 1)), float64(t.items)/float64(max(t.pushes, 1)))
+	if len(latencies) > 0 {
+		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		fmt.Fprintf(out, "  change → OTA latency: p50 %v, p99 %v, max %v\n", pct(latencies, 0.50), pct(latencies, 0.99), latencies[len(latencies)-1].Round(time.Millisecond))
+	}
+	fmt.Fprintf(out, "  slots wasted %d (%.1f%% of pushes); lane jobs deferred %d times, nothing to push %d, shed %d, dead-lettered %d; messages left for redelivery %d\n",
+		t.wasted, 100*float64(t.wasted)/float64(max(t.pushes, 1)), t.outcomes[dispatch.Deferred], t.outcomes[dispatch.Coalesced],
+		t.outcomes[dispatch.Shed], t.outcomes[dispatch.DeadLettered], t.failed.Load())
+	if len(t.lateness) > 0 {
+		late := append([]time.Duration(nil), t.lateness...)
+		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+		fmt.Fprintf(out, "  DeliveryLateness of deferred jobs (arrival − due): p50 %v, p99 %v, max %v over %d deliveries\n",
+			pct(late, 0.5), pct(late, 0.99), late[len(late)-1].Round(time.Millisecond), len(late))
+	}
+	lc, sc := t.limiterCalls.Load(), t.stateCalls.Load()
+	fmt.Fprintf(out, "  DynamoDB calls per change: %.2f (limiter %.2f, ARI state and lanes %.2f); per push: limiter %.2f, state %.2f\n",
+		float64(lc+sc)/float64(max(changes, 1)), float64(lc)/float64(max(changes, 1)), float64(sc)/float64(max(changes, 1)),
+		float64(lc)/float64(max(t.pushes, 1)), float64(sc)/float64(max(t.pushes, 1)))
+	fmt.Fprintf(out, "  state writes by kind: %v; reads %d\n", t.ops, sc-int64(sum(t.ops)))
+	if n := len(t.storeLatency); n > 0 {
+		lat := append([]time.Duration(nil), t.storeLatency...)
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		fmt.Fprintf(out, "  DynamoDB (emulator) latency per call: p50 %v, p99 %v; %d calls, %.0f per second of the run\n",
+			pct(lat, 0.5), pct(lat, 0.99), n, float64(n)/elapsed.Seconds())
+	}
+	fmt.Fprintf(out, "  final check against the newest PMS values: lanes checked %d, stale %d, changes never reached %d\n", len(lanes), stale, missing)
+	switch {
+	case over:
+		return fmt.Errorf("an endpoint exceeded its quota")
+	case stale > 0 || missing > 0:
+		return fmt.Errorf("%d OTA dates are stale and %d (change, endpoint) pairs never arrived", stale, missing)
+	}
+	return nil
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	return sorted[min(int(float64(len(sorted))*p), len(sorted)-1)].Round(time.Millisecond)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
