@@ -3,14 +3,17 @@ package limiter
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The item layout. One item per bucket: {pk: key, tat: µs, ttl: epoch s}.
+// The item layout. One item per bucket: {pk: key, tat: µs, ttl: epoch s,
+// cid: the tag of the last grant's write}.
 // The names are exported so the CDK stack and operators use the same ones.
 const (
 	// KeyAttribute is the table's partition key (type S).
@@ -19,6 +22,11 @@ const (
 	TATAttribute = "tat"
 	// TTLAttribute holds the item's expiry in Unix seconds; enable TTL on it.
 	TTLAttribute = "ttl"
+	// CallAttribute holds the tag of the write that last changed the item:
+	// "<call id>.<write index>" for a grant, "penalize" for Penalize.
+	// Reset removes it. A retry after a lost answer reads it back (ALL_OLD)
+	// to tell whether its earlier write landed.
+	CallAttribute = "cid"
 )
 
 // DynamoDBAPI is the part of *dynamodb.Client the limiter uses, so callers
@@ -43,7 +51,33 @@ const (
 )
 
 // names are shared by every expression; "ttl" is a DynamoDB reserved word.
-var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
+var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#cid": CallAttribute}
+
+// callTag names one call's writes. Every grant write SETs cid to
+// call + "." + index and is guarded by NOT begins_with(cid, call + "."): a
+// write of this call that landed (and whose answer was lost) makes every
+// later write of the same call fail its condition, as long as no other
+// writer has changed the item since, and the failed condition's ALL_OLD
+// then shows which of the call's writes it was.
+type callTag string
+
+func newCallTag() callTag {
+	return callTag(strconv.FormatUint(rand.Uint64(), 36) + ".")
+}
+
+func (c callTag) write(i int) string { return string(c) + strconv.Itoa(i) }
+
+// landed returns the index of this call's write that item carries, if any.
+func (c callTag) landed(item map[string]types.AttributeValue) (int, bool) {
+	v, ok := item[CallAttribute].(*types.AttributeValueMemberS)
+	if !ok || !strings.HasPrefix(v.Value, string(c)) {
+		return 0, false
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(v.Value, string(c)))
+	return i, err == nil
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // noSDKRetry stops the SDK from resending a conditional write with the same
 // :now. A write applied δ late grants δ·rate tokens early; the limiter
@@ -54,9 +88,9 @@ func num(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
-// takeInput builds the write for f. limitTAT is the highest tat the busy form
-// may find and still grant: now + τ − n·T + maxDelay.
-func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64) *dynamodb.UpdateItemInput {
+// takeInput builds write number i of call for f. limitTAT is the highest
+// tat the busy form may find and still grant: now + τ − n·T + maxDelay.
+func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, call callTag, i int) *dynamodb.UpdateItemInput {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
@@ -65,31 +99,46 @@ func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64) *d
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if f == idle {
-		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl")
-		in.ConditionExpression = aws.String("attribute_not_exists(#tat) OR #tat <= :now")
+		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl, #cid = :cid")
+		in.ConditionExpression = aws.String("(attribute_not_exists(#tat) OR #tat <= :now) AND NOT begins_with(#cid, :call)")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl),
+			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(string(call)),
 		}
 		return in
 	}
-	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl")
-	in.ConditionExpression = aws.String("#tat > :now AND #tat <= :limit")
+	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl, #cid = :cid")
+	in.ConditionExpression = aws.String("#tat > :now AND #tat <= :limit AND NOT begins_with(#cid, :call)")
 	in.ExpressionAttributeValues = map[string]types.AttributeValue{
-		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl),
+		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(string(call)),
 	}
 	return in
 }
 
-// penalizeInput raises tat to at least penalty, never lowers it.
+// penalizeInput raises tat to at least penalty, never lowers it. It
+// overwrites cid, so a grant whose answer was lost before it cannot mistake
+// the penalized item for its own write.
 func (l *Limiter) penalizeInput(key string, penalty, ttl int64) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
 		ExpressionAttributeNames:            names,
-		UpdateExpression:                    aws.String("SET #tat = :p, #ttl = :ttl"),
+		UpdateExpression:                    aws.String("SET #tat = :p, #ttl = :ttl, #cid = :cid"),
 		ConditionExpression:                 aws.String("attribute_not_exists(#tat) OR #tat < :p"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl)},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl), ":cid": str("penalize")},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// resetInput makes the bucket full: an item with no tat is a full bucket to
+// both forms. It removes cid for the same reason Penalize overwrites it, and
+// lets the item expire at once (nothing is lost when it does).
+func (l *Limiter) resetInput(key string, ttl int64) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &l.table,
+		Key:                       map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
+		ExpressionAttributeNames:  names,
+		UpdateExpression:          aws.String("REMOVE #tat, #cid SET #ttl = :ttl"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ttl": num(ttl)},
 	}
 }
 
@@ -126,8 +175,8 @@ func ttlSeconds(maxTAT int64) int64 { return (maxTAT + 999_999) / 1_000_000 }
 // transactItem is the write for f as one item of a TransactWriteItems
 // (TakeMulti, ReserveMulti): the same guarded update as takeInput, handing
 // back the item in its cancellation reason when its condition fails.
-func (l *Limiter) transactItem(key string, f form, now, nT, limitTAT, ttl int64) types.TransactWriteItem {
-	in := l.takeInput(key, f, now, nT, limitTAT, ttl)
+func (l *Limiter) transactItem(key string, f form, now, nT, limitTAT, ttl int64, call callTag, i int) types.TransactWriteItem {
+	in := l.takeInput(key, f, now, nT, limitTAT, ttl, call, i)
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                           in.TableName,
 		Key:                                 in.Key,

@@ -6,6 +6,7 @@ package dynamotest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -116,4 +117,43 @@ func (f *Faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ..
 		}
 	}
 	return out, err
+}
+
+// TransactWriteItems forwards, if DB can, or fails as planned. A client
+// without the method fails the call with limiter.ErrNoTransactions.
+func (f *Faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.calls.Add(1)
+	tx, ok := f.DB.(limiter.TransactAPI)
+	if !ok {
+		return nil, limiter.ErrNoTransactions
+	}
+	p := f.plan()
+	if p.Before != nil {
+		if err := p.Before("TransactWriteItems"); err != nil {
+			return nil, err
+		}
+	}
+	out, err := tx.TransactWriteItems(ctx, in, opts...)
+	if p.After != nil {
+		if ferr := p.After("TransactWriteItems", err); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return out, err
+}
+
+// ErrLostResponse is what LoseResponses returns in place of an answer.
+var ErrLostResponse = errors.New("dynamotest: injected: connection reset after the request was sent (the answer is lost)")
+
+// LoseResponses is a fault that lets every call reach the store and then,
+// when lose(op) says so, drops its answer, as a connection reset or a
+// client timeout after sending would: the write may have landed, and the
+// caller cannot see it.
+func LoseResponses(lose func(op string) bool) Fault {
+	return Fault{After: func(op string, _ error) error {
+		if lose(op) {
+			return ErrLostResponse
+		}
+		return nil
+	}}
 }
