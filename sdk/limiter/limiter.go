@@ -341,10 +341,11 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 	for {
 		n := size(tat, now)
 		d := gcra.Decide(tat, now, b.Limit, n, delay)
-		if !d.Allowed && fresh {
+		if !d.Allowed && (fresh || tat <= now) {
 			// tat only grows (but for a reset, which a fresh entry has
 			// seen), so a denial against what this call or a recent one
-			// saw is final.
+			// saw is final; so is one that even a full bucket would give
+			// (a Wait whose deadline is nearer than n tokens' refill).
 			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
 		}
 		// A denial predicted from an old entry is confirmed by a write: the

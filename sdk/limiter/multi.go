@@ -210,7 +210,7 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 			// Confirm a denial predicted from old entries with a write:
 			// decide as if they were unknown, keep them for the forms.
 			for i, k := range keys {
-				if _, fresh := l.seen.get(k, now, l.cacheAge.Microseconds()); !fresh {
+				if _, fresh := l.seen.get(k, now, l.cacheAge.Microseconds()); !fresh && writes == nil {
 					tats[i] = 0
 				}
 			}

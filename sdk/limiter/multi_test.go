@@ -310,7 +310,7 @@ func TestShardedRefusesBeforeSending(t *testing.T) {
 	}
 	s := ShardedBucket{Key: "k", Limit: PerSecond(10, 7), Shards: 3}
 	bs, err := s.Buckets()
-	if err != nil || len(bs) != 3 || bs[2].Key != "k#s2" || ShardKey("k", 2) != "k#s2" {
+	if err != nil || len(bs) != 3 || bs[2].Key != "k"+ShardSeparator+"2" || ShardKey("k", 2) != "k"+ShardSeparator+"2" {
 		t.Fatalf("Buckets = %+v, %v", bs, err)
 	}
 	if bs, _ := (ShardedBucket{Key: "k", Limit: PerSecond(10, 7)}).Buckets(); len(bs) != 1 || bs[0].Key != "k" {
