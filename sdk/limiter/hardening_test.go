@@ -47,7 +47,7 @@ func item(tat int64, cid string) map[string]types.AttributeValue {
 		it[TATAttribute] = num(tat)
 	}
 	if cid != "" {
-		it[CallAttribute] = str(cid)
+		it["c0"], it["t0"] = str(cid), num(tat)
 	}
 	return it
 }
@@ -202,7 +202,13 @@ func TestLostAnswerIsRecognised(t *testing.T) {
 				t.Fatalf("retry %q with :call %q does not guard against the call's own tag %q",
 					aws.ToString(in.ConditionExpression), value(in, ":call"), value(landed, ":cid"))
 			}
-			return nil, ccf(item(mustInt(t, value(landed, ":next")), value(landed, ":cid")))
+			// Another worker, in another lane, wrote since: the item's tat
+			// moved on, the lane still tells what the lost write left.
+			left := mustInt(t, value(landed, ":next"))
+			it := item(left+100_000, "")
+			it[landed.ExpressionAttributeNames["#cid"]] = str(value(landed, ":cid"))
+			it[landed.ExpressionAttributeNames["#lt"]] = num(left)
+			return nil, ccf(it)
 		},
 	)
 	r, err := l.Take(context.Background(), b, 1)

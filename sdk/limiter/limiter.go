@@ -374,10 +374,13 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 			return l.granted(b, n, now, out.Attributes)
 		}
 		if item, failed := conditionFailed(err); failed {
-			if i, ours := call.landed(item); ours && i < len(writes) {
+			if i, left, ours := call.landed(item); ours && i < len(writes) {
 				// An earlier write of this call landed and its answer was
-				// lost; no one has written since, so item is what it left.
-				return l.granted(b, writes[i].n, writes[i].now, item)
+				// lost; its lane says what tat it left.
+				if cur, err := itemTAT(item); err == nil {
+					l.seen.set(b.Key, cur, micros(l.now()))
+				}
+				return l.grantedTAT(b, writes[i].n, writes[i].now, left), nil
 			}
 			if tat, err = l.learnItem(b.Key, item); err != nil {
 				return grant{}, err
@@ -413,9 +416,15 @@ func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.Attr
 			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
 	}
 	l.seen.observe(b.Key, tat, micros(l.now()))
+	return l.grantedTAT(b, n, now, tat), nil
+}
+
+// grantedTAT is the grant of n tokens by a write made at now that left
+// tat.
+func (l *Limiter) grantedTAT(b Bucket, n int, now, tat int64) grant {
 	slot := max(tat-b.Limit.Tolerance(), now)
 	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, b.Limit)}
-	return grant{Reservation: r, tat: tat, now: now}, nil
+	return grant{Reservation: r, tat: tat, now: now}
 }
 
 // learnItem reads the tat of the item a failed condition returned (0 for

@@ -299,7 +299,7 @@ func (l *Limiter) grantedMulti(keys []string, limits []Limit, n int, now int64, 
 // cancelled item carries, if any.
 func landedMulti(call callTag, reasons []types.CancellationReason) (int, bool) {
 	for _, r := range reasons {
-		if i, ours := call.landed(r.Item); ours {
+		if i, _, ours := call.landed(r.Item); ours {
 			return i, true
 		}
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 // The item layout. One item per bucket: {pk: key, tat: µs, ttl: epoch s,
-// cid: the tag of the last grant's write}.
+// and up to CallLanes pairs c<i>: the tag of the last grant written through
+// lane i, t<i>: the tat that grant left}.
 // The names are exported so the CDK stack and operators use the same ones.
 const (
 	// KeyAttribute is the table's partition key (type S).
@@ -22,12 +23,15 @@ const (
 	TATAttribute = "tat"
 	// TTLAttribute holds the item's expiry in Unix seconds; enable TTL on it.
 	TTLAttribute = "ttl"
-	// CallAttribute holds the tag of the write that last changed the item:
-	// "<call id>.<write index>" for a grant, "penalize" for Penalize.
-	// Reset removes it. A retry after a lost answer reads it back (ALL_OLD)
-	// to tell whether its earlier write landed.
-	CallAttribute = "cid"
 )
+
+// CallLanes is the number of call-tag lanes an item carries. Each call
+// writes its tag into one lane picked at random (attributes c<lane> and
+// t<lane>), so a retry after a lost answer can tell whether its write landed
+// even when other calls wrote the item since, unless one of them picked the
+// same lane (about 1 in 16 per write in between). 16 lanes keep a bucket's
+// item under 1 KB (one write unit per write).
+const CallLanes = 16
 
 // DynamoDBAPI is the part of *dynamodb.Client the limiter uses, so callers
 // can wrap it (metrics, fault injection) or substitute another client.
@@ -50,31 +54,55 @@ const (
 	busy
 )
 
-// names are shared by every expression; "ttl" is a DynamoDB reserved word.
-var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#cid": CallAttribute}
+// names are shared by penalize and reset expressions; "ttl" is a DynamoDB
+// reserved word.
+var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
 
-// callTag names one call's writes. Every grant write SETs cid to
-// call + "." + index and is guarded by NOT begins_with(cid, call + "."): a
-// write of this call that landed (and whose answer was lost) makes every
-// later write of the same call fail its condition, as long as no other
-// writer has changed the item since, and the failed condition's ALL_OLD
-// then shows which of the call's writes it was.
-type callTag string
+// laneNames are the expression names of a grant written through lane i.
+var laneNames = func() []map[string]string {
+	out := make([]map[string]string, CallLanes)
+	for i := range out {
+		out[i] = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute,
+			"#cid": "c" + strconv.Itoa(i), "#lt": "t" + strconv.Itoa(i)}
+	}
+	return out
+}()
 
-func newCallTag() callTag {
-	return callTag(strconv.FormatUint(rand.Uint64(), 36) + ".")
+// callTag names one call's writes. Every grant write SETs its lane's c to
+// call + "." + index and its lane's t to the tat it leaves, and is guarded
+// by NOT begins_with(c, call + "."): a write of this call that landed (and
+// whose answer was lost) makes every later write of the same call fail its
+// condition, as long as no worker sharing the lane has written since, and
+// the failed condition's ALL_OLD then shows which of the call's writes it
+// was and the tat it left.
+type callTag struct {
+	id   string // random, ending in "."
+	lane int
 }
 
-func (c callTag) write(i int) string { return string(c) + strconv.Itoa(i) }
+func newCallTag() callTag {
+	return callTag{id: strconv.FormatUint(rand.Uint64(), 36) + ".", lane: rand.IntN(CallLanes)}
+}
 
-// landed returns the index of this call's write that item carries, if any.
-func (c callTag) landed(item map[string]types.AttributeValue) (int, bool) {
-	v, ok := item[CallAttribute].(*types.AttributeValueMemberS)
-	if !ok || !strings.HasPrefix(v.Value, string(c)) {
-		return 0, false
+func (c callTag) write(i int) string { return c.id + strconv.Itoa(i) }
+
+// landed returns the index of this call's write that item carries in the
+// call's lane, if any, and the tat that write left.
+func (c callTag) landed(item map[string]types.AttributeValue) (i int, tat int64, ok bool) {
+	v, ok := item["c"+strconv.Itoa(c.lane)].(*types.AttributeValueMemberS)
+	if !ok || !strings.HasPrefix(v.Value, c.id) {
+		return 0, 0, false
 	}
-	i, err := strconv.Atoi(strings.TrimPrefix(v.Value, string(c)))
-	return i, err == nil
+	i, err := strconv.Atoi(strings.TrimPrefix(v.Value, c.id))
+	if err != nil {
+		return 0, 0, false
+	}
+	t, ok := item["t"+strconv.Itoa(c.lane)].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, 0, false
+	}
+	tat, err = strconv.ParseInt(t.Value, 10, 64)
+	return i, tat, err == nil
 }
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -94,50 +122,49 @@ func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, ca
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ExpressionAttributeNames:            names,
+		ExpressionAttributeNames:            laneNames[call.lane],
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if f == idle {
-		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl, #cid = :cid")
+		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl, #cid = :cid, #lt = :next")
 		in.ConditionExpression = aws.String("(attribute_not_exists(#tat) OR #tat <= :now) AND NOT begins_with(#cid, :call)")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(string(call)),
+			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(call.id),
 		}
 		return in
 	}
-	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl, #cid = :cid")
+	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl, #cid = :cid, #lt = #tat + :nT")
 	in.ConditionExpression = aws.String("#tat > :now AND #tat <= :limit AND NOT begins_with(#cid, :call)")
 	in.ExpressionAttributeValues = map[string]types.AttributeValue{
-		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(string(call)),
+		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(call.id),
 	}
 	return in
 }
 
-// penalizeInput raises tat to at least penalty, never lowers it. It
-// overwrites cid, so a grant whose answer was lost before it cannot mistake
-// the penalized item for its own write.
+// penalizeInput raises tat to at least penalty, never lowers it.
 func (l *Limiter) penalizeInput(key string, penalty, ttl int64) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
 		ExpressionAttributeNames:            names,
-		UpdateExpression:                    aws.String("SET #tat = :p, #ttl = :ttl, #cid = :cid"),
+		UpdateExpression:                    aws.String("SET #tat = :p, #ttl = :ttl"),
 		ConditionExpression:                 aws.String("attribute_not_exists(#tat) OR #tat < :p"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl), ":cid": str("penalize")},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
 // resetInput makes the bucket full: an item with no tat is a full bucket to
-// both forms. It removes cid for the same reason Penalize overwrites it, and
-// lets the item expire at once (nothing is lost when it does).
+// both forms. It lets the item expire at once (nothing is lost when it
+// does); the lanes stay, and a grant recognised from them after a reset
+// was charged before it, so it stands.
 func (l *Limiter) resetInput(key string, ttl int64) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName:                 &l.table,
 		Key:                       map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
 		ExpressionAttributeNames:  names,
-		UpdateExpression:          aws.String("REMOVE #tat, #cid SET #ttl = :ttl"),
+		UpdateExpression:          aws.String("REMOVE #tat SET #ttl = :ttl"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":ttl": num(ttl)},
 	}
 }

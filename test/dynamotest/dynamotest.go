@@ -57,6 +57,21 @@ type Fault struct {
 	// After runs once the real call returned; a non-nil result replaces the
 	// call's outcome, as a response lost on the way back would.
 	After func(op string, err error) error
+	// Hang, when it returns true, holds the call without sending it until
+	// its context ends, as a store that stopped answering would.
+	Hang func(op string) bool
+}
+
+// before applies Hang and Before.
+func (p Fault) before(ctx context.Context, op string) error {
+	if p.Hang != nil && p.Hang(op) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if p.Before != nil {
+		return p.Before(op)
+	}
+	return nil
 }
 
 // Faulty forwards calls to DB, failing them as Fault says.
@@ -87,10 +102,8 @@ func (f *Faulty) plan() Fault {
 func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	f.calls.Add(1)
 	p := f.plan()
-	if p.Before != nil {
-		if err := p.Before("UpdateItem"); err != nil {
-			return nil, err
-		}
+	if err := p.before(ctx, "UpdateItem"); err != nil {
+		return nil, err
 	}
 	out, err := f.DB.UpdateItem(ctx, in, opts...)
 	if p.After != nil {
@@ -105,10 +118,8 @@ func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 func (f *Faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	f.calls.Add(1)
 	p := f.plan()
-	if p.Before != nil {
-		if err := p.Before("GetItem"); err != nil {
-			return nil, err
-		}
+	if err := p.before(ctx, "GetItem"); err != nil {
+		return nil, err
 	}
 	out, err := f.DB.GetItem(ctx, in, opts...)
 	if p.After != nil {
@@ -128,10 +139,8 @@ func (f *Faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 		return nil, limiter.ErrNoTransactions
 	}
 	p := f.plan()
-	if p.Before != nil {
-		if err := p.Before("TransactWriteItems"); err != nil {
-			return nil, err
-		}
+	if err := p.before(ctx, "TransactWriteItems"); err != nil {
+		return nil, err
 	}
 	out, err := tx.TransactWriteItems(ctx, in, opts...)
 	if p.After != nil {
