@@ -346,7 +346,7 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 			// seen), so a denial against what this call or a recent one
 			// saw is final; so is one that even a full bucket would give
 			// (a Wait whose deadline is nearer than n tokens' refill).
-			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
+			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0)}
 		}
 		// A denial predicted from an old entry is confirmed by a write: the
 		// busy form below cannot pass unless tat went backwards (a reset),
@@ -407,6 +407,17 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 		// is sent at. The tat seen stays (it is still a lower bound).
 		now = micros(l.now())
 	}
+}
+
+// retryAfter turns a denial's wait, exact at the call's now, into a wait
+// from the moment the caller gets it: after writes, the store's latency has
+// passed since now, and a worker that slept the whole wait from its return
+// would wake that much late, every time.
+func (l *Limiter) retryAfter(now, wait int64, wrote bool) time.Duration {
+	if wrote {
+		wait = max(now+wait-micros(l.now()), 0)
+	}
+	return time.Duration(wait) * time.Microsecond
 }
 
 func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
