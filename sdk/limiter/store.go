@@ -109,7 +109,7 @@ func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 
 // noSDKRetry stops the SDK from resending a conditional write with the same
 // :now. A write applied δ late grants δ·rate tokens early; the limiter
-// retries itself, with a fresh clock reading.
+// retries itself, after a jittered backoff and with a fresh clock reading.
 func noSDKRetry(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
 
 func num(v int64) types.AttributeValue {
