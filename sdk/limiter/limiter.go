@@ -376,11 +376,13 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 	for {
 		n := size(tat, now)
 		d := gcra.Decide(tat, now, b.Limit, n, delay)
-		if !d.Allowed && (fresh || tat <= now) {
+		if !d.Allowed && (fresh || tat <= now || d.RetryAfter <= l.cacheAge.Microseconds()) {
 			// tat only grows (but for a reset, which a fresh entry has
 			// seen), so a denial against what this call or a recent one
 			// saw is final; so is one that even a full bucket would give
-			// (a Wait whose deadline is nearer than n tokens' refill).
+			// (a Wait whose deadline is nearer than n tokens' refill). A
+			// denial for no longer than the cache age is answered locally
+			// too: the caller is back within the bound a reset promises.
 			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0)}
 		}
 		// A denial predicted from an old entry is confirmed by a write: the

@@ -206,7 +206,7 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 	)
 	for {
 		d := gcra.DecideMulti(tats, now, limits, n, delay)
-		if !d.Allowed && stale {
+		if !d.Allowed && stale && d.RetryAfter > l.cacheAge.Microseconds() {
 			// Confirm a denial predicted from old entries with a write:
 			// decide as if they were unknown, keep them for the forms.
 			for i, k := range keys {
