@@ -8,6 +8,11 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 )
 
+// MaxBatch is the most slots one ReserveBatch may ask for: N above it is
+// refused with an *ArgumentError on "n", so that a huge N cannot allocate
+// without bound.
+const MaxBatch = 10_000
+
 // BatchRequest asks for N tokens as N consecutive slots, one emission
 // interval apart, booked by one conditional write.
 type BatchRequest struct {
@@ -38,6 +43,7 @@ type Batch struct {
 // − burst·T, never earlier than now.
 //
 // Unlike Reserve, N may exceed the burst: the slots are spread over time.
+// N is at most MaxBatch (10,000).
 // The number booked is computed from the tat last seen and, after a failed
 // condition, from the current item, so a concurrent writer costs at most
 // one extra write.
@@ -49,6 +55,8 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	switch {
 	case req.N < 1:
 		return Batch{}, &ArgumentError{Field: "n", Reason: fmt.Sprintf("%d, want ≥ 1", req.N)}
+	case req.N > MaxBatch:
+		return Batch{}, &ArgumentError{Field: "n", Reason: fmt.Sprintf("%d, want at most %d (limiter.MaxBatch)", req.N, MaxBatch)}
 	case req.MaxDelay < 0:
 		return Batch{}, &ArgumentError{Field: "maxDelay", Reason: fmt.Sprintf("%v, want ≥ 0", req.MaxDelay)}
 	case !req.Partial:

@@ -30,11 +30,47 @@ var (
 	// ErrTableNotFound: the configured table does not exist.
 	ErrTableNotFound = errors.New("fleetbucket: table not found")
 	// ErrContended: every write of a call lost a race to other workers
-	// writing the same bucket, so the call ended without a decision. It is
-	// not a denial (the bucket may well have tokens) and not an outage:
-	// retry promptly, with jitter.
+	// writing the same bucket (or to a transaction holding its item), so the
+	// call ended without a decision. It is not a denial (the bucket may well
+	// have tokens) and not an outage: retry promptly, with jitter. The
+	// *ContendedError matches neither ErrExhausted nor ErrUnavailable.
 	ErrContended = errors.New("fleetbucket: bucket contended, no decision")
 )
+
+// ContendedError is a call that sent Writes conditional writes, lost every
+// race, and ended without a decision. Err is the last race lost when it was
+// a store error (a *types.TransactionConflictException, or a transaction
+// cancelled for a conflict), nil when every write failed its condition.
+type ContendedError struct {
+	Key    string
+	Writes int
+	Err    error
+}
+
+func (e *ContendedError) Error() string {
+	msg := fmt.Sprintf("fleetbucket: bucket %q contended: %d write(s) lost races to other workers, no decision; retry promptly", e.Key, e.Writes)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ContendedError) Is(target error) bool { return target == ErrContended }
+func (e *ContendedError) Unwrap() error        { return e.Err }
+
+// AttemptTimeoutError is a store call that had no answer within the
+// limiter's per-attempt timeout (WithAttemptTimeout). It comes wrapped in a
+// *StoreError matching ErrUnavailable, and counts as a store failure for the
+// circuit breaker. The write may have landed; the call's retries tell (see
+// the package doc on lost answers).
+type AttemptTimeoutError struct {
+	Op      string
+	Timeout time.Duration
+}
+
+func (e *AttemptTimeoutError) Error() string {
+	return fmt.Sprintf("%s had no answer within the per-attempt timeout of %v (limiter.WithAttemptTimeout)", e.Op, e.Timeout)
+}
 
 // ArgumentError is a request refused before it was sent; Field names what
 // is wrong ("bucket.key", "limit.rate", "limit.burst", "n", "maxDelay").

@@ -25,18 +25,54 @@
 // confirmed by one conditional UpdateItem; a failed condition returns the
 // current item (ReturnValuesOnConditionCheckFailure=ALL_OLD), which either
 // proves a denial or picks the right write for a second attempt, never a
-// separate read. Denials against the remembered tat are answered locally.
+// separate read. A call keeps the now it read first across failed
+// conditions, so it decides in at most two writes unless the item is reset
+// or deleted between them. Denials against a tat seen within the denial
+// cache age (WithDenialCacheAge, default 1s) are answered locally.
+//
+// Contention is not exhaustion. A call that ends without a decision (every
+// write lost a race to a reset, or to a transaction holding the item)
+// returns an error matching ErrContended, never ErrExhausted or
+// ErrUnavailable: retry it promptly. Store errors and conflicts are retried
+// within the call (WithMaxAttempts, default 3 writes) after a jittered
+// backoff bounded by ctx; every store call has its own timeout
+// (WithAttemptTimeout, default 5s), and a timeout counts as a store failure
+// for the circuit breaker, a conflict never does.
 //
 // Clock skew: DynamoDB has no clock, so every worker writes its own now. A
 // worker whose clock runs δ ahead of the others can be granted up to rate·δ
-// tokens early; keep fleet clocks synchronized (NTP/chrony keep δ to
-// milliseconds on AWS).
+// tokens early. A write also claims the now its call read, not the moment
+// it lands: the call reads the clock once and again only after a backoff,
+// so the claimed now is at most the latency of the call's writes so far old
+// (two round trips without a pause; each bounded by the attempt timeout).
+// Together a fleet may over-grant at most rate·(δ + λ) tokens, λ being that
+// latency (milliseconds on DynamoDB); keep fleet clocks synchronized
+// (NTP/chrony keep δ to milliseconds on AWS).
+//
+// Lost answers: each call tags its writes (a random call id, in one of
+// CallLanes attribute lanes of the item, picked per call) and guards them
+// with NOT begins_with(lane, call id). When a write's answer is lost
+// (timeout, connection reset) the call's next write fails its condition if
+// the first one landed, and ALL_OLD shows it: the grant is returned once,
+// not charged twice. It cannot tell, and the lost write's n tokens are
+// charged without a grant, when (a) another call that picked the same lane
+// wrote the item in between (about 1 − (15/16)^k for k writes in between),
+// or (b) the call's last attempt's answer was lost (the call then fails with
+// ErrUnavailable). A lost answer never over-grants. Measured on the local
+// emulator with 25% of answers dropped: alone, 0 of 200 lost answers
+// charged twice; 8 workers hammering one bucket, 31–47% of lost answers.
+//
+// Resets: Reset refills a bucket now. Workers that saw the old tat may deny
+// from it for at most the denial cache age, after which a denial is
+// confirmed by a write that sees the reset (as it sees an item an operator
+// deleted).
 package limiter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -81,6 +117,9 @@ func (b Bucket) Validate() error {
 	case !utf8.ValidString(b.Key):
 		return &ArgumentError{Field: "bucket.key", Reason: "not valid UTF-8, which DynamoDB refuses"}
 	}
+	if err := checkShardSeparator(b.Key); err != nil {
+		return err
+	}
 	return b.Limit.Validate()
 }
 
@@ -116,14 +155,28 @@ type State struct {
 // Limiter grants tokens from buckets in one DynamoDB table. It is safe for
 // concurrent use; one per process is enough.
 type Limiter struct {
-	db       DynamoDBAPI
-	table    string
-	now      func() time.Time
-	attempts int
-	seen     seenTAT
-	breaker  *breaker.Breaker // nil: always call the store
-	optErr   error
+	db             DynamoDBAPI
+	table          string
+	now            func() time.Time
+	attempts       int
+	attemptTimeout time.Duration
+	cacheAge       time.Duration
+	seen           seenTAT
+	breaker        *breaker.Breaker // nil: always call the store
+	optErr         error
 }
+
+// DefaultAttemptTimeout is how long one store call may take before the
+// limiter gives up on its answer, unless WithAttemptTimeout says otherwise.
+const DefaultAttemptTimeout = 5 * time.Second
+
+// DefaultDenialCacheAge is how long a tat this process saw answers denials
+// with no call, unless WithDenialCacheAge says otherwise; it bounds how long
+// a Reset takes to reach a warm worker.
+const DefaultDenialCacheAge = time.Second
+
+// MaxPenalty is how far ahead of now Penalize accepts `until`.
+const MaxPenalty = 24 * time.Hour
 
 // Option configures a Limiter.
 type Option func(*Limiter)
@@ -134,14 +187,30 @@ func WithTable(name string) Option { return func(l *Limiter) { l.table = name } 
 // WithClock replaces time.Now, for tests and simulations.
 func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.now = now } }
 
-// WithMaxAttempts bounds the conditional writes one call may send (default
-// 3). Two always decide unless the item is deleted between them.
+// WithMaxAttempts bounds the store calls one call may send (default 3). Two
+// always decide unless the item is reset or deleted between them; the third
+// is for that, for a lost answer or a conflicting transaction.
 func WithMaxAttempts(n int) Option { return func(l *Limiter) { l.attempts = n } }
 
+// WithAttemptTimeout bounds each store call (default DefaultAttemptTimeout),
+// whatever the caller's context allows: a store that hangs costs a call at
+// most this per attempt, fails with ErrUnavailable (wrapping an
+// *AttemptTimeoutError) and counts as a store failure for the circuit
+// breaker. d must be > 0.
+func WithAttemptTimeout(d time.Duration) Option { return func(l *Limiter) { l.attemptTimeout = d } }
+
+// WithDenialCacheAge sets how long a tat this process saw may answer a
+// denial with no store call (default DefaultDenialCacheAge). A denial
+// predicted from an older observation is confirmed by a write first, so a
+// Reset (or an operator deleting the item) reaches every warm worker within
+// d. 0 confirms every denial with a write. d must be ≥ 0.
+func WithDenialCacheAge(d time.Duration) Option { return func(l *Limiter) { l.cacheAge = d } }
+
 // WithCircuitBreaker stops calling DynamoDB for cooldown after `failures`
-// consecutive store failures; calls meanwhile fail at once with
-// ErrUnavailable (wrapping breaker.ErrOpen, whose RetryAfter says how long).
-// Callers then defer work exactly as for any store outage.
+// consecutive store failures (including attempts that time out); calls
+// meanwhile fail at once with ErrUnavailable (wrapping breaker.ErrOpen,
+// whose RetryAfter says how long). Callers then defer work exactly as for
+// any store outage. Contention (a conflicting transaction) is not a failure.
 func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
 	return func(l *Limiter) {
 		b, err := breaker.New(failures, cooldown)
@@ -158,7 +227,8 @@ var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 // New returns a Limiter on the given client. It checks its options but makes
 // no call; a missing table shows on the first call as ErrTableNotFound.
 func New(db DynamoDBAPI, opts ...Option) (*Limiter, error) {
-	l := &Limiter{db: db, table: DefaultTable, now: time.Now, attempts: 3}
+	l := &Limiter{db: db, table: DefaultTable, now: time.Now, attempts: 3,
+		attemptTimeout: DefaultAttemptTimeout, cacheAge: DefaultDenialCacheAge}
 	for _, o := range opts {
 		o(l)
 	}
@@ -171,6 +241,10 @@ func New(db DynamoDBAPI, opts ...Option) (*Limiter, error) {
 		return nil, &ArgumentError{Field: "table", Reason: fmt.Sprintf("%q is not a DynamoDB table name (3-255 of a-z A-Z 0-9 _ . -)", l.table)}
 	case l.attempts < 1:
 		return nil, &ArgumentError{Field: "maxAttempts", Reason: fmt.Sprintf("%d, want ≥ 1", l.attempts)}
+	case l.attemptTimeout <= 0:
+		return nil, &ArgumentError{Field: "attemptTimeout", Reason: fmt.Sprintf("%v, want > 0", l.attemptTimeout)}
+	case l.cacheAge < 0:
+		return nil, &ArgumentError{Field: "denialCacheAge", Reason: fmt.Sprintf("%v, want ≥ 0", l.cacheAge)}
 	}
 	return l, nil
 }
@@ -195,22 +269,31 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 
 // Wait reserves n tokens and sleeps until their slot. It fails at once,
 // without sleeping, with an *ExhaustedError when the slot lies past maxWait
-// or past ctx's deadline. If ctx ends during the sleep the tokens stay
-// spent (a fleet bucket cannot safely hand tokens back) and ctx's error is
-// returned.
+// or past ctx's deadline (also when n tokens could fit within maxWait but
+// not before the deadline: that is a denial for this ctx, never
+// ErrNeverGrantable). If ctx ends during the sleep the tokens stay spent (a
+// fleet bucket cannot safely hand tokens back) and ctx's error is returned.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
+	if err := b.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	// Whether the request can ever be granted depends on maxWait, the
+	// caller's bound; the deadline only decides whether it is granted now.
+	if err := gcra.Check(b.Limit, n, maxWait.Microseconds()); err != nil {
+		return Reservation{}, err
+	}
 	bound, err := l.waitBound(ctx, maxWait)
 	if err != nil {
 		return Reservation{}, err
 	}
-	r, err := l.reserve(ctx, b, n, bound)
+	g, err := l.book(ctx, b, func(int64, int64) int { return n }, bound)
 	if err != nil {
 		return Reservation{}, err
 	}
-	if err := l.sleepUntil(ctx, r.Slot); err != nil {
+	if err := l.sleepUntil(ctx, g.Slot); err != nil {
 		return Reservation{}, err
 	}
-	return r, nil
+	return g.Reservation, nil
 }
 
 // waitBound is the longest a Wait may reserve ahead: maxWait, or less if
@@ -259,57 +342,119 @@ type grant struct {
 	tat, now int64
 }
 
+// sent is what one write of a call asked for, to rebuild its grant when a
+// later write finds it landed.
+type sent struct {
+	n   int
+	now int64
+}
+
 // book is the one place a grant is decided; Take, Reserve, Wait and
 // ReserveBatch all come through it. size says how many tokens to ask for
 // given the tat seen and now; it is asked again after a failed condition,
 // since a batch's size depends on the state.
+//
+// The call reads the clock once and keeps that now across failed
+// conditions: a failed idle write hands back tat > now, so the busy write
+// that follows cannot fail its first clause, and the call decides in at
+// most two writes unless the item is reset or deleted between them. (A
+// fresh now per attempt lets a write whose latency exceeds the gap between
+// tat and now flip between forms without end.) The clock is read again only
+// after a pause (a backoff after a store error), where keeping the old now
+// would let a write land long after the time it claims.
 func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) int, maxDelay time.Duration) (grant, error) {
 	delay := maxDelay.Microseconds()
 	T, tau := b.Limit.Interval(), b.Limit.Tolerance()
-	var lastErr error
-	for writes := 0; ; writes++ {
-		if err := ctx.Err(); err != nil {
-			return grant{}, err
-		}
-		now, tat := micros(l.now()), l.seen.get(b.Key)
+	call := newCallTag()
+	now := micros(l.now())
+	tat, fresh := l.seen.get(b.Key, now, l.cacheAge.Microseconds())
+	var (
+		writes    []sent
+		lastErr   error // the last store error, if the last write had one
+		contended error // the last conflicting transaction, if any
+	)
+	for {
 		n := size(tat, now)
 		d := gcra.Decide(tat, now, b.Limit, n, delay)
-		if !d.Allowed {
-			// tat only grows, so a denial against what this process saw
-			// (cached or just returned by a failed condition) is final.
-			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
+		if !d.Allowed && (fresh || tat <= now || d.RetryAfter <= l.cacheAge.Microseconds()) {
+			// tat only grows (but for a reset, which a fresh entry has
+			// seen), so a denial against what this call or a recent one
+			// saw is final; so is one that even a full bucket would give
+			// (a Wait whose deadline is nearer than n tokens' refill). A
+			// denial for no longer than the cache age is answered locally
+			// too: the caller is back within the bound a reset promises.
+			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0)}
 		}
-		if writes == l.attempts {
+		// A denial predicted from an old entry is confirmed by a write: the
+		// busy form below cannot pass unless tat went backwards (a reset),
+		// and its failed condition hands back the current item.
+		if len(writes) == l.attempts {
 			if lastErr != nil {
 				return grant{}, lastErr
 			}
-			// Every write lost a race: under contention with store latency
-			// above T, each retry sees a token refilled and others take it
-			// first. The fleet is using the bucket, so this is a denial; the
-			// next n tokens exist n intervals from now.
-			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: time.Duration(int64(n)*T) * time.Microsecond}
+			// Only a reset or deletion between writes, or a conflicting
+			// transaction, gets here: not a denial, not an outage.
+			return grant{}, &ContendedError{Key: b.Key, Writes: len(writes), Err: contended}
+		}
+		if err := ctx.Err(); err != nil {
+			return grant{}, err
 		}
 		f := idle
 		if tat > now {
 			f = busy
 		}
 		nT := int64(n) * T
-		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, ttlSeconds(now+tau+delay))
+		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, ttlSeconds(now+tau+delay), call, len(writes))
+		writes = append(writes, sent{n: n, now: now})
 		out, err := l.updateItem(ctx, in, noSDKRetry)
 		if err == nil {
 			return l.granted(b, n, now, out.Attributes)
 		}
 		if item, failed := conditionFailed(err); failed {
-			if err := l.observeItem(b.Key, item); err != nil {
+			if i, left, ours := call.landed(item); ours && i < len(writes) {
+				// An earlier write of this call landed and its answer was
+				// lost; its lane says what tat it left.
+				if cur, err := itemTAT(item); err == nil {
+					l.seen.set(b.Key, cur, micros(l.now()))
+				}
+				return l.grantedTAT(b, writes[i].n, writes[i].now, left), nil
+			}
+			if tat, err = l.learnItem(b.Key, item); err != nil {
 				return grant{}, err
 			}
+			fresh, lastErr = true, nil
 			continue
 		}
-		lastErr = err
-		if !errors.Is(lastErr, ErrUnavailable) || errors.Is(lastErr, breaker.ErrOpen) {
-			return grant{}, lastErr
+		lastErr, contended = err, nil
+		if isConflict(err) {
+			lastErr, contended = nil, errors.Unwrap(err)
+		} else if !errors.Is(err, ErrUnavailable) || errors.Is(err, breaker.ErrOpen) {
+			return grant{}, err
 		}
+		if len(writes) == l.attempts {
+			continue
+		}
+		if err := ctxsleep.Sleep(ctx, backoff(len(writes))); err != nil {
+			if lastErr != nil {
+				return grant{}, lastErr
+			}
+			return grant{}, err
+		}
+		// Paused: a fresh now, so that the next write claims the time it
+		// is sent at. The tat seen stays (it is still a lower bound).
+		now = micros(l.now())
 	}
+}
+
+// retryAfter turns a denial's wait, exact at the call's now, into a wait
+// from the moment the caller gets it: after writes, the store's latency has
+// passed since now, and a worker that slept the whole wait from its return
+// would wake that much late, every time.
+func (l *Limiter) retryAfter(now, wait int64, wrote bool) time.Duration {
+	if wrote {
+		wait = max(now+wait-micros(l.now()), 0)
+	}
+	return time.Duration(wait) * time.Microsecond
 }
 
 func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
@@ -318,43 +463,100 @@ func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.Attr
 		return grant{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
 			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
 	}
-	l.seen.observe(b.Key, tat)
+	l.seen.observe(b.Key, tat, micros(l.now()))
+	return l.grantedTAT(b, n, now, tat), nil
+}
+
+// grantedTAT is the grant of n tokens by a write made at now that left
+// tat.
+func (l *Limiter) grantedTAT(b Bucket, n int, now, tat int64) grant {
 	slot := max(tat-b.Limit.Tolerance(), now)
 	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, b.Limit)}
-	return grant{Reservation: r, tat: tat, now: now}, nil
+	return grant{Reservation: r, tat: tat, now: now}
+}
+
+// learnItem reads the tat of the item a failed condition returned (0 for
+// no item) and remembers it as the store's current value.
+func (l *Limiter) learnItem(key string, item map[string]types.AttributeValue) (int64, error) {
+	tat, err := itemTAT(item)
+	if err != nil {
+		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
+	l.seen.set(key, tat, micros(l.now()))
+	return tat, nil
 }
 
 // observeItem learns from the item a failed condition returned.
 func (l *Limiter) observeItem(key string, item map[string]types.AttributeValue) error {
-	if item == nil {
-		l.seen.forget(key)
-		return nil
-	}
-	tat, err := itemTAT(item)
-	if err != nil {
-		return &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
-	}
-	l.seen.observe(key, tat)
-	return nil
+	_, err := l.learnItem(key, item)
+	return err
 }
 
-// updateItem sends one write through the circuit breaker. A failed
-// condition comes back as the SDK's error, for the caller to read ALL_OLD;
-// every other failure comes back classified as a *StoreError.
+// updateItem sends one write through the circuit breaker, bounded by the
+// per-attempt timeout. A failed condition comes back as the SDK's error, for
+// the caller to read ALL_OLD; every other failure comes back classified as
+// a *StoreError.
 func (l *Limiter) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	const op = "UpdateItem"
 	if l.breaker != nil {
 		if err := l.breaker.Allow(l.now()); err != nil {
-			return nil, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: err}
+			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 		}
 	}
-	out, err := l.db.UpdateItem(ctx, in, optFns...)
+	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
+	defer cancel()
+	out, err := l.db.UpdateItem(actx, in, optFns...)
 	if _, failed := conditionFailed(err); err == nil || failed {
 		l.recordStore(true)
 		return out, err
 	}
-	serr := l.storeError(ctx, "UpdateItem", err)
-	l.recordStore(!errors.Is(serr, ErrUnavailable))
-	return nil, serr
+	return nil, l.storeFailure(ctx, actx, op, err)
+}
+
+// storeFailure classifies a failed call and tells the breaker: a conflicting
+// transaction is contention and tells it nothing; a caller that cancelled
+// tells it nothing; an attempt or caller deadline that expired is a store
+// failure, as is anything unavailable.
+func (l *Limiter) storeFailure(ctx, actx context.Context, op string, err error) error {
+	var conflict *types.TransactionConflictException
+	if errors.As(err, &conflict) {
+		return &conflictError{err: err}
+	}
+	serr := l.storeError(ctx, op, err)
+	if ctx.Err() == nil && actx.Err() != nil {
+		serr = &StoreError{Table: l.table, Op: op, kind: ErrUnavailable,
+			Err: fmt.Errorf("%w: %w", &AttemptTimeoutError{Op: op, Timeout: l.attemptTimeout}, err)}
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(serr, ErrUnavailable), errors.Is(ctx.Err(), context.DeadlineExceeded):
+		l.recordStore(false)
+	default:
+		l.recordStore(true)
+	}
+	return serr
+}
+
+// conflictError marks a store error that is contention (an UpdateItem on an
+// item inside an in-flight transaction): retried with backoff, never fed to
+// the breaker, and reported as ErrContended when the attempts run out.
+type conflictError struct{ err error }
+
+func (e *conflictError) Error() string { return e.err.Error() }
+func (e *conflictError) Unwrap() error { return e.err }
+
+func isConflict(err error) bool {
+	var c *conflictError
+	return errors.As(err, &c)
+}
+
+// backoff is the pause before retry number i (1-based) after a store error
+// or a conflict: full jitter over an exponential ceiling of 10ms·2^(i−1),
+// capped at 500ms, so that workers that failed together do not retry
+// together. The caller's ctx bounds it.
+func backoff(i int) time.Duration {
+	ceiling := min(10*time.Millisecond<<min(i-1, 6), 500*time.Millisecond)
+	return time.Duration(rand.Int64N(int64(ceiling)) + 1)
 }
 
 func (l *Limiter) recordStore(ok bool) {
@@ -379,13 +581,19 @@ func (l *Limiter) storeError(ctx context.Context, op string, err error) error {
 // Penalize empties bucket b until `until` for every worker at once, as when
 // the vendor answers 429 with Retry-After: nothing is granted before until,
 // and the burst refills gradually after it. A bucket already emptied past
-// that is left alone.
+// that is left alone. until may be at most MaxPenalty (24h) after now; a
+// later one is refused with an *ArgumentError on "until" (clamp a vendor's
+// Retry-After before passing it).
 func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
+	now := l.now()
+	if until.Sub(now) > MaxPenalty {
+		return &ArgumentError{Field: "until", Reason: fmt.Sprintf("%v after now, want at most %v (limiter.MaxPenalty)", until.Sub(now), MaxPenalty)}
+	}
 	penalty := gcra.Penalty(micros(until), b.Limit)
-	if l.seen.get(b.Key) >= penalty {
+	if tat, fresh := l.seen.get(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && tat >= penalty {
 		// tat only grows: the bucket is already empty past until. This is
 		// the common case for a drain on a vendor's low remaining count
 		// while the fleet has booked slots ahead, and it costs no call.
@@ -395,35 +603,64 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	// safe here.
 	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, ttlSeconds(penalty)))
 	if err == nil {
-		l.seen.observe(b.Key, penalty)
+		l.seen.observe(b.Key, penalty, micros(l.now()))
 		return nil
 	}
 	if item, failed := conditionFailed(err); failed {
 		return l.observeItem(b.Key, item)
 	}
+	return contention(b.Key, err)
+}
+
+// contention turns a conflicting transaction met by a single write into
+// an ErrContended error; other errors pass.
+func contention(key string, err error) error {
+	if isConflict(err) {
+		return &ContendedError{Key: key, Writes: 1, Err: errors.Unwrap(err)}
+	}
 	return err
+}
+
+// Reset refills bucket b now, for every worker: an operator's undo of a
+// Penalize, or of a limit that drained it. Workers that remember the old
+// tat keep answering denials from it for at most the denial cache age
+// (WithDenialCacheAge, DefaultDenialCacheAge: 1s); their next write after
+// that sees the reset. Reset is idempotent.
+func (l *Limiter) Reset(ctx context.Context, b Bucket) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	now := micros(l.now())
+	if _, err := l.updateItem(ctx, l.resetInput(b.Key, ttlSeconds(now))); err != nil {
+		return contention(b.Key, err)
+	}
+	l.seen.set(b.Key, 0, now)
+	return nil
 }
 
 // State reads bucket b with a strongly consistent read. It is for operators
 // and dashboards; granting never needs it.
 func (l *Limiter) State(ctx context.Context, b Bucket) (State, error) {
+	const op = "GetItem"
 	if err := b.Validate(); err != nil {
 		return State{}, err
 	}
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
+	defer cancel()
+	out, err := l.db.GetItem(actx, &dynamodb.GetItemInput{
 		TableName:      &l.table,
 		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return State{}, l.storeError(ctx, "GetItem", err)
+		return State{}, l.storeFailure(ctx, actx, op, err)
 	}
 	tat, err := itemTAT(out.Item)
 	if err != nil {
-		return State{}, &StoreError{Table: l.table, Op: "GetItem", kind: ErrUnavailable, Err: err}
+		return State{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 	}
-	l.seen.observe(b.Key, tat)
 	now := micros(l.now())
+	l.seen.set(b.Key, tat, now)
 	s := State{Key: b.Key, Tokens: gcra.Remaining(tat, now, b.Limit)}
 	if tat > 0 {
 		s.TAT = time.UnixMicro(tat)

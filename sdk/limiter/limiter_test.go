@@ -114,8 +114,8 @@ func TestDenialCacheAnswersLocally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := Bucket{Key: "k", Limit: PerSecond(10, 2)} // T = 100ms, τ = 200ms
-	l.seen.observe("k", now.UnixMicro()+200_000)   // the bucket was seen empty
+	b := Bucket{Key: "k", Limit: PerSecond(10, 2)}                // T = 100ms, τ = 200ms
+	l.seen.observe("k", now.UnixMicro()+200_000, now.UnixMicro()) // the bucket was seen empty
 	_, err = l.Take(context.Background(), b, 1)
 	if wait, ok := RetryAfter(err); !ok || wait != 100*time.Millisecond {
 		t.Fatalf("Take = %v, want a local denial with retry-after 100ms", err)

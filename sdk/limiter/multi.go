@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 )
@@ -168,76 +169,141 @@ func (l *Limiter) reserveMulti(ctx context.Context, buckets []Bucket, n int, max
 
 // bookMulti is the multi-bucket counterpart of book: decide on the tats
 // seen, confirm with one transaction, learn from a cancellation and retry
-// with a fresh now, at most WithMaxAttempts + len(buckets) − 1 writes.
+// with the same now (see book), at most WithMaxAttempts + len(buckets) − 1
+// transactions. Every item carries the call's tag, so a transaction whose
+// answer was lost is recognised by the next one's cancellation (one of our
+// tags on any item proves the whole transaction landed).
 func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucket, n int, delay int64) (MultiReservation, error) {
 	limits := make([]Limit, len(buckets))
 	keys := make([]string, len(buckets))
 	for i, b := range buckets {
 		limits[i], keys[i] = b.Limit, b.Key
 	}
-	tats := make([]int64, len(buckets))
 	// Each bucket may need its own form corrected, so a multi-bucket call
 	// gets one more write per extra bucket than a single one.
 	attempts := l.attempts + len(buckets) - 1
-	var lastErr error
-	for writes := 0; ; writes++ {
-		if err := ctx.Err(); err != nil {
-			return MultiReservation{}, err
+	call := newCallTag()
+	now := micros(l.now())
+	tats := make([]int64, len(buckets))  // what the decision uses
+	forms := make([]int64, len(buckets)) // what picks each item's form
+	stale := false
+	for i, k := range keys {
+		var fresh bool
+		forms[i], fresh = l.seen.get(k, now, l.cacheAge.Microseconds())
+		if tats[i] = forms[i]; !fresh && forms[i] > now {
+			stale = true
 		}
-		now := micros(l.now())
-		for i, k := range keys {
-			tats[i] = l.seen.get(k)
-		}
+	}
+	type sentMulti struct {
+		d    gcra.MultiDecision
+		tats []int64
+		now  int64
+	}
+	var (
+		writes    []sentMulti
+		lastErr   error
+		contended error
+	)
+	for {
 		d := gcra.DecideMulti(tats, now, limits, n, delay)
+		if !d.Allowed && stale && d.RetryAfter > l.cacheAge.Microseconds() {
+			// Confirm a denial predicted from old entries with a write:
+			// decide as if they were unknown, keep them for the forms.
+			for i, k := range keys {
+				if _, fresh := l.seen.get(k, now, l.cacheAge.Microseconds()); !fresh && writes == nil {
+					tats[i] = 0
+				}
+			}
+			stale = false
+			continue
+		}
 		if !d.Allowed {
 			// Every tat seen is a lower bound of the stored one, so a
 			// denial against them is final.
 			return MultiReservation{}, &ExhaustedError{Key: keys[d.Binding], N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
 		}
-		if writes == attempts {
+		if len(writes) == attempts {
 			if lastErr != nil {
 				return MultiReservation{}, lastErr
 			}
-			// Every write lost a race (see book): the fleet is using the
-			// buckets; the next n tokens of the slowest exist n of its
-			// intervals from now.
-			var wait int64
-			for _, lim := range limits {
-				wait = max(wait, int64(n)*lim.Interval())
-			}
-			return MultiReservation{}, &ExhaustedError{Key: keys[d.Binding], N: n, RetryAfter: time.Duration(wait) * time.Microsecond}
+			return MultiReservation{}, &ContendedError{Key: keys[d.Binding], Writes: len(writes), Err: contended}
+		}
+		if err := ctx.Err(); err != nil {
+			return MultiReservation{}, err
 		}
 		items := make([]types.TransactWriteItem, len(buckets))
 		for i, lim := range limits {
 			f := idle
-			if tats[i] > now {
+			if forms[i] > now {
 				f = busy
 			}
-			items[i] = l.transactItem(keys[i], f, now, int64(n)*lim.Interval(), d.Bounds[i], ttlSeconds(now+lim.Tolerance()+delay))
+			items[i] = l.transactItem(keys[i], f, now, int64(n)*lim.Interval(), d.Bounds[i], ttlSeconds(now+lim.Tolerance()+delay), call, len(writes))
 		}
+		writes = append(writes, sentMulti{d: d, tats: append([]int64(nil), tats...), now: now})
 		reasons, err := l.transact(ctx, tx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil && reasons == nil {
-			for i, lim := range limits {
-				// The idle form set tat to exactly now + n·T; the busy form
-				// added n·T to a tat ≥ the one seen. Both are lower bounds.
-				l.seen.observe(keys[i], max(tats[i], now)+int64(n)*lim.Interval())
-			}
-			return MultiReservation{Keys: keys, Tokens: n, Slot: time.UnixMicro(d.Slot), Binding: keys[d.Binding]}, nil
+			return l.grantedMulti(keys, limits, n, now, d, tats), nil
 		}
-		if err != nil {
-			lastErr = err
-			if !errors.Is(lastErr, ErrUnavailable) || errors.Is(lastErr, breaker.ErrOpen) {
-				return MultiReservation{}, lastErr
+		if err == nil {
+			if w, ours := landedMulti(call, reasons); ours && w < len(writes) {
+				// An earlier transaction of this call landed; its answer
+				// was lost.
+				return l.grantedMulti(keys, limits, n, writes[w].now, writes[w].d, writes[w].tats), nil
 			}
+			err = l.learnCancellation(keys, reasons)
+			for i, r := range reasons {
+				// A failed condition's item is the store's current state
+				// (learnCancellation checked that it parses).
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					tats[i], _ = itemTAT(r.Item)
+					forms[i] = tats[i]
+				}
+			}
+			if err == nil {
+				lastErr = nil
+				continue
+			}
+		}
+		lastErr, contended = err, nil
+		if isConflict(err) {
+			lastErr, contended = nil, errors.Unwrap(err)
+		} else if !errors.Is(err, ErrUnavailable) || errors.Is(err, breaker.ErrOpen) {
+			return MultiReservation{}, err
+		}
+		if len(writes) == attempts {
 			continue
 		}
-		if err := l.learnCancellation(keys, reasons); err != nil {
-			lastErr = err
-			if !errors.Is(lastErr, ErrUnavailable) {
+		if err := ctxsleep.Sleep(ctx, backoff(len(writes))); err != nil {
+			if lastErr != nil {
 				return MultiReservation{}, lastErr
 			}
+			return MultiReservation{}, err
+		}
+		now = micros(l.now())
+	}
+}
+
+// grantedMulti remembers what a transaction decided with tats at now left
+// in each bucket, and returns the reservation.
+func (l *Limiter) grantedMulti(keys []string, limits []Limit, n int, now int64, d gcra.MultiDecision, tats []int64) MultiReservation {
+	at := micros(l.now())
+	for i, lim := range limits {
+		// The idle form set tat to exactly now + n·T; the busy form added
+		// n·T to a tat ≥ the one seen. Both are lower bounds.
+		l.seen.observe(keys[i], max(tats[i], now)+int64(n)*lim.Interval(), at)
+	}
+	return MultiReservation{Keys: keys, Tokens: n, Slot: time.UnixMicro(d.Slot), Binding: keys[d.Binding]}
+}
+
+// landedMulti returns the index of this call's transaction whose tag a
+// cancelled item carries, if any.
+func landedMulti(call callTag, reasons []types.CancellationReason) (int, bool) {
+	for _, r := range reasons {
+		if i, _, ours := call.landed(r.Item); ours {
+			return i, true
 		}
 	}
+	return 0, false
 }
 
 // transact sends one transaction through the circuit breaker, with no SDK
@@ -251,7 +317,9 @@ func (l *Limiter) transact(ctx context.Context, tx TransactAPI, in *dynamodb.Tra
 			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 		}
 	}
-	_, err := tx.TransactWriteItems(ctx, in, noSDKRetry)
+	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
+	defer cancel()
+	_, err := tx.TransactWriteItems(actx, in, noSDKRetry)
 	var canceled *types.TransactionCanceledException
 	switch {
 	case err == nil:
@@ -265,15 +333,14 @@ func (l *Limiter) transact(ctx context.Context, tx TransactAPI, in *dynamodb.Tra
 		}
 		return canceled.CancellationReasons, nil
 	}
-	serr := l.storeError(ctx, op, err)
-	l.recordStore(!errors.Is(serr, ErrUnavailable))
-	return nil, serr
+	return nil, l.storeFailure(ctx, actx, op, err)
 }
 
 // learnCancellation reads each item's reason: a failed condition hands back
-// the item (ALL_OLD), whose tat is remembered (or forgotten, for an item
-// that is gone). An item that passed its condition teaches nothing. Any
-// other reason (a conflicting transaction, throttling) comes back as an
+// the item (ALL_OLD), whose tat is remembered as the store's current value
+// (0 for an item that is gone). An item that passed its condition teaches
+// nothing. A conflicting transaction is contention (retried with backoff,
+// never fed to the breaker); any other reason (throttling) comes back as an
 // ErrUnavailable *StoreError, worth another attempt.
 func (l *Limiter) learnCancellation(keys []string, reasons []types.CancellationReason) error {
 	var other error
@@ -283,6 +350,10 @@ func (l *Limiter) learnCancellation(keys []string, reasons []types.CancellationR
 		case "ConditionalCheckFailed":
 			if err := l.observeItem(keys[i], r.Item); err != nil {
 				return err
+			}
+		case "TransactionConflict":
+			if other == nil {
+				other = &conflictError{err: fmt.Errorf("transaction canceled: bucket %q: %s: %s", keys[i], code, aws.ToString(r.Message))}
 			}
 		default:
 			if other == nil {

@@ -121,7 +121,7 @@ func TestMultiStoreOutcomes(t *testing.T) {
 			}
 			return nil
 		}, nil, 2},
-		{"conflicts until attempts run out", func(context.Context, int) error { return canceled("TransactionConflict", "None") }, ErrUnavailable, 4},
+		{"conflicts until attempts run out", func(context.Context, int) error { return canceled("TransactionConflict", "None") }, ErrContended, 4},
 		{"throttled", func(context.Context, int) error { return canceled("ThrottlingError", "None") }, ErrUnavailable, 4},
 		{"malformed reasons", func(context.Context, int) error { return canceled("None") }, ErrUnavailable, 4},
 		{"network error", func(context.Context, int) error { return errors.New("connection reset") }, ErrUnavailable, 4},
@@ -157,6 +157,9 @@ func TestMultiStoreOutcomes(t *testing.T) {
 			if tt.want != nil && !errors.Is(err, tt.want) {
 				t.Fatalf("TakeMulti = %v, want %v", err, tt.want)
 			}
+			if tt.want == ErrContended && (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrExhausted)) {
+				t.Fatalf("TakeMulti = %v: contention reported as an outage or a denial", err)
+			}
 			if calls != tt.calls {
 				t.Fatalf("%d transactions, want %d", calls, tt.calls)
 			}
@@ -181,7 +184,7 @@ func TestMultiFormsAndLearning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.seen.observe("fast", now.UnixMicro()+500_000) // seen busy
+	l.seen.observe("fast", now.UnixMicro()+500_000, now.UnixMicro()) // seen busy
 	call := 0
 	f.tx = func(context.Context, *dynamodb.TransactWriteItemsInput) error {
 		call++
@@ -307,7 +310,7 @@ func TestShardedRefusesBeforeSending(t *testing.T) {
 	}
 	s := ShardedBucket{Key: "k", Limit: PerSecond(10, 7), Shards: 3}
 	bs, err := s.Buckets()
-	if err != nil || len(bs) != 3 || bs[2].Key != "k#s2" || ShardKey("k", 2) != "k#s2" {
+	if err != nil || len(bs) != 3 || bs[2].Key != "k"+ShardSeparator+"2" || ShardKey("k", 2) != "k"+ShardSeparator+"2" {
 		t.Fatalf("Buckets = %+v, %v", bs, err)
 	}
 	if bs, _ := (ShardedBucket{Key: "k", Limit: PerSecond(10, 7)}).Buckets(); len(bs) != 1 || bs[0].Key != "k" {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
@@ -14,9 +16,15 @@ import (
 // MaxShards bounds how many items one sharded bucket spreads over.
 const MaxShards = 1000
 
+// ShardSeparator separates a sharded bucket's key from its shard number
+// (ShardKey). A plain bucket key may not contain it (Bucket.Validate), so a
+// shard's item can never be the item of a plain bucket: "a#s1" stays a
+// plain key of its own, and ShardKey("a", 1) is "a␟1".
+const ShardSeparator = "\u241f" // ␟, SYMBOL FOR UNIT SEPARATOR
+
 // ShardedBucket is a hot bucket spread over Shards items, so that its
 // writes are not all on one DynamoDB item (an item takes about 1000 writes
-// per second). Shard i has key Key#s<i> (ShardKey), rate Limit.Rate/Shards
+// per second). Shard i has key Key␟<i> (ShardKey), rate Limit.Rate/Shards
 // and its share of the burst: every shard gets floor(burst/Shards) and the
 // first burst mod Shards shards one more, so the shards' bursts add up to
 // the burst exactly and each is at least 1. Together the shards grant at
@@ -34,8 +42,24 @@ type ShardedBucket struct {
 	Shards int
 }
 
-// ShardKey is the key of shard i of the bucket with the given key.
-func ShardKey(key string, i int) string { return key + "#s" + strconv.Itoa(i) }
+// ShardKey is the key of shard i of the bucket with the given key:
+// key + ShardSeparator + i. (Before 2026-12 it was key + "#s" + i, which a
+// plain key could equal; sharded buckets moved to new items, which start
+// full.)
+func ShardKey(key string, i int) string { return key + ShardSeparator + strconv.Itoa(i) }
+
+// checkShardSeparator refuses a key that uses ShardSeparator other than as
+// one shard suffix: base ␟ decimal, with a base free of it.
+func checkShardSeparator(key string) error {
+	base, shard, found := strings.Cut(key, ShardSeparator)
+	if !found {
+		return nil
+	}
+	if i, err := strconv.Atoi(shard); base == "" || err != nil || i < 0 || strconv.Itoa(i) != shard {
+		return &ArgumentError{Field: "bucket.key", Reason: fmt.Sprintf("%q contains %q, which only shard keys (limiter.ShardKey) may", key, ShardSeparator)}
+	}
+	return nil
+}
 
 // SplitLimit splits l over k shards as ShardedBucket describes. It refuses,
 // as an *ArgumentError on "shards", k < 1 or above MaxShards, a burst
@@ -111,9 +135,11 @@ func (l *Limiter) TakeSharded(ctx context.Context, s ShardedBucket, n int) (Rese
 }
 
 // ReserveSharded books n tokens from one shard of s at the earliest slot
-// that shard has within maxDelay: a shard picked at random, then the others
-// in turn while the ones tried have no slot within maxDelay. A denial is an
-// *ExhaustedError on s.Key with the shortest of the shards' waits.
+// this process knows of within maxDelay: the shards are tried in order of
+// the slot predicted from the tat last seen for each (shards never seen
+// first, since they are likely full; random among equals), and the first
+// that grants is booked. A denial is an *ExhaustedError on s.Key with the
+// shortest of the shards' waits.
 func (l *Limiter) ReserveSharded(ctx context.Context, s ShardedBucket, n int, maxDelay time.Duration) (Reservation, error) {
 	return l.reserveSharded(ctx, s, n, maxDelay)
 }
@@ -128,10 +154,9 @@ func (l *Limiter) reserveSharded(ctx context.Context, s ShardedBucket, n int, ma
 	if err := gcra.Check(shards[len(shards)-1].Limit, n, maxDelay.Microseconds()); err != nil {
 		return Reservation{}, fmt.Errorf("bucket %q over %d shards: %w", s.Key, len(shards), err)
 	}
-	start := rand.IntN(len(shards))
 	var best *ExhaustedError
-	for j := range shards {
-		r, err := l.reserve(ctx, shards[(start+j)%len(shards)], n, maxDelay)
+	for _, i := range l.shardOrder(shards, n, maxDelay.Microseconds()) {
+		r, err := l.reserve(ctx, shards[i], n, maxDelay)
 		if err == nil {
 			return r, nil
 		}
@@ -144,4 +169,26 @@ func (l *Limiter) reserveSharded(ctx context.Context, s ShardedBucket, n int, ma
 		}
 	}
 	return Reservation{}, &ExhaustedError{Key: s.Key, N: n, RetryAfter: best.RetryAfter}
+}
+
+// shardOrder lists the shards' indexes by the slot this process predicts
+// for n tokens in each (a denied shard after every granting one, by its
+// wait), starting the ties at a random shard so that workers spread.
+func (l *Limiter) shardOrder(shards []Bucket, n int, delay int64) []int {
+	now := micros(l.now())
+	start := rand.IntN(len(shards))
+	order := make([]int, len(shards))
+	predicted := make([]int64, len(shards))
+	for j := range order {
+		i := (start + j) % len(shards)
+		order[j] = i
+		tat, _ := l.seen.get(shards[i].Key, now, 0)
+		if d := gcra.Decide(tat, now, shards[i].Limit, n, delay); d.Allowed {
+			predicted[i] = d.Slot
+		} else {
+			predicted[i] = now + delay + d.RetryAfter
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return predicted[order[a]] < predicted[order[b]] })
+	return order
 }

@@ -3,14 +3,18 @@ package limiter
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The item layout. One item per bucket: {pk: key, tat: µs, ttl: epoch s}.
+// The item layout. One item per bucket: {pk: key, tat: µs, ttl: epoch s,
+// and up to CallLanes pairs c<i>: the tag of the last grant written through
+// lane i, t<i>: the tat that grant left}.
 // The names are exported so the CDK stack and operators use the same ones.
 const (
 	// KeyAttribute is the table's partition key (type S).
@@ -20,6 +24,14 @@ const (
 	// TTLAttribute holds the item's expiry in Unix seconds; enable TTL on it.
 	TTLAttribute = "ttl"
 )
+
+// CallLanes is the number of call-tag lanes an item carries. Each call
+// writes its tag into one lane picked at random (attributes c<lane> and
+// t<lane>), so a retry after a lost answer can tell whether its write landed
+// even when other calls wrote the item since, unless one of them picked the
+// same lane (about 1 in 16 per write in between). 16 lanes keep a bucket's
+// item under 1 KB (one write unit per write).
+const CallLanes = 16
 
 // DynamoDBAPI is the part of *dynamodb.Client the limiter uses, so callers
 // can wrap it (metrics, fault injection) or substitute another client.
@@ -42,40 +54,90 @@ const (
 	busy
 )
 
-// names are shared by every expression; "ttl" is a DynamoDB reserved word.
+// names are shared by penalize and reset expressions; "ttl" is a DynamoDB
+// reserved word.
 var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
+
+// laneNames are the expression names of a grant written through lane i.
+var laneNames = func() []map[string]string {
+	out := make([]map[string]string, CallLanes)
+	for i := range out {
+		out[i] = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute,
+			"#cid": "c" + strconv.Itoa(i), "#lt": "t" + strconv.Itoa(i)}
+	}
+	return out
+}()
+
+// callTag names one call's writes. Every grant write SETs its lane's c to
+// call + "." + index and its lane's t to the tat it leaves, and is guarded
+// by NOT begins_with(c, call + "."): a write of this call that landed (and
+// whose answer was lost) makes every later write of the same call fail its
+// condition, as long as no worker sharing the lane has written since, and
+// the failed condition's ALL_OLD then shows which of the call's writes it
+// was and the tat it left.
+type callTag struct {
+	id   string // random, ending in "."
+	lane int
+}
+
+func newCallTag() callTag {
+	return callTag{id: strconv.FormatUint(rand.Uint64(), 36) + ".", lane: rand.IntN(CallLanes)}
+}
+
+func (c callTag) write(i int) string { return c.id + strconv.Itoa(i) }
+
+// landed returns the index of this call's write that item carries in the
+// call's lane, if any, and the tat that write left.
+func (c callTag) landed(item map[string]types.AttributeValue) (i int, tat int64, ok bool) {
+	v, ok := item["c"+strconv.Itoa(c.lane)].(*types.AttributeValueMemberS)
+	if !ok || !strings.HasPrefix(v.Value, c.id) {
+		return 0, 0, false
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(v.Value, c.id))
+	if err != nil {
+		return 0, 0, false
+	}
+	t, ok := item["t"+strconv.Itoa(c.lane)].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, 0, false
+	}
+	tat, err = strconv.ParseInt(t.Value, 10, 64)
+	return i, tat, err == nil
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // noSDKRetry stops the SDK from resending a conditional write with the same
 // :now. A write applied δ late grants δ·rate tokens early; the limiter
-// retries itself, with a fresh clock reading.
+// retries itself, after a jittered backoff and with a fresh clock reading.
 func noSDKRetry(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
 
 func num(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
-// takeInput builds the write for f. limitTAT is the highest tat the busy form
-// may find and still grant: now + τ − n·T + maxDelay.
-func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64) *dynamodb.UpdateItemInput {
+// takeInput builds write number i of call for f. limitTAT is the highest
+// tat the busy form may find and still grant: now + τ − n·T + maxDelay.
+func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, call callTag, i int) *dynamodb.UpdateItemInput {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ExpressionAttributeNames:            names,
+		ExpressionAttributeNames:            laneNames[call.lane],
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if f == idle {
-		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl")
-		in.ConditionExpression = aws.String("attribute_not_exists(#tat) OR #tat <= :now")
+		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl, #cid = :cid, #lt = :next")
+		in.ConditionExpression = aws.String("(attribute_not_exists(#tat) OR #tat <= :now) AND NOT begins_with(#cid, :call)")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl),
+			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(call.id),
 		}
 		return in
 	}
-	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl")
-	in.ConditionExpression = aws.String("#tat > :now AND #tat <= :limit")
+	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl, #cid = :cid, #lt = #tat + :nT")
+	in.ConditionExpression = aws.String("#tat > :now AND #tat <= :limit AND NOT begins_with(#cid, :call)")
 	in.ExpressionAttributeValues = map[string]types.AttributeValue{
-		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl),
+		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(call.id),
 	}
 	return in
 }
@@ -90,6 +152,20 @@ func (l *Limiter) penalizeInput(key string, penalty, ttl int64) *dynamodb.Update
 		ConditionExpression:                 aws.String("attribute_not_exists(#tat) OR #tat < :p"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// resetInput makes the bucket full: an item with no tat is a full bucket to
+// both forms. It lets the item expire at once (nothing is lost when it
+// does); the lanes stay, and a grant recognised from them after a reset
+// was charged before it, so it stands.
+func (l *Limiter) resetInput(key string, ttl int64) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &l.table,
+		Key:                       map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
+		ExpressionAttributeNames:  names,
+		UpdateExpression:          aws.String("REMOVE #tat SET #ttl = :ttl"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ttl": num(ttl)},
 	}
 }
 
@@ -126,8 +202,8 @@ func ttlSeconds(maxTAT int64) int64 { return (maxTAT + 999_999) / 1_000_000 }
 // transactItem is the write for f as one item of a TransactWriteItems
 // (TakeMulti, ReserveMulti): the same guarded update as takeInput, handing
 // back the item in its cancellation reason when its condition fails.
-func (l *Limiter) transactItem(key string, f form, now, nT, limitTAT, ttl int64) types.TransactWriteItem {
-	in := l.takeInput(key, f, now, nT, limitTAT, ttl)
+func (l *Limiter) transactItem(key string, f form, now, nT, limitTAT, ttl int64, call callTag, i int) types.TransactWriteItem {
+	in := l.takeInput(key, f, now, nT, limitTAT, ttl, call, i)
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                           in.TableName,
 		Key:                                 in.Key,

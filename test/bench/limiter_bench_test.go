@@ -111,3 +111,44 @@ func BenchmarkContended16(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFleetWorkers runs 1, 16 and 40 workers, each its own client and
+// Limiter, on one bucket (rate 20/s, burst 40) for -fleet.duration, with
+// Take-and-retry and with Wait, and reports requests per grant and
+// DynamoDB writes per limiter call (calls answered from the denial cache
+// count as calls with no write).
+//
+//	go test -run '^$' -bench 'FleetWorkers' -benchtime 1x ./test/bench/
+func BenchmarkFleetWorkers(b *testing.B) {
+	for _, workers := range []int{1, 16, 40} {
+		for _, mode := range []string{"take-retry", "wait"} {
+			b.Run(strconv.Itoa(workers)+"/"+mode, func(b *testing.B) {
+				table := emulator.NewTable(b, emulator.DynamoDB(b))
+				bucket := limiter.Bucket{Key: "bench#fleet", Limit: contendedLimit}
+				meter := &benchkit.Meter{}
+				takers := make([]benchkit.Taker, workers)
+				for i := range takers {
+					l, err := limiter.New(dynamodb.NewFromConfig(emulator.Config(b), meter.Option(), benchkit.ForEmulator), limiter.WithTable(table))
+					if err != nil {
+						b.Fatal(err)
+					}
+					takers[i] = benchkit.SDKTake(l, bucket)
+					if mode == "wait" {
+						takers[i] = benchkit.SDKWait(l, bucket, 2*time.Second)
+					}
+				}
+				res := benchkit.RunFleet(context.Background(), takers, *fleetDuration)
+				if res.Failures > 0 {
+					b.Errorf("%d failed attempts, first: %v", res.Failures, res.FirstError)
+				}
+				u := meter.Usage()
+				for _, m := range benchkit.FleetMetrics(res, u, contendedLimit) {
+					b.ReportMetric(m.Value, m.Unit)
+				}
+				if res.Attempts > 0 {
+					b.ReportMetric(float64(u.Requests)/float64(res.Attempts), "writes/call")
+				}
+			})
+		}
+	}
+}

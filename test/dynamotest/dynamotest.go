@@ -6,6 +6,7 @@ package dynamotest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -56,6 +57,21 @@ type Fault struct {
 	// After runs once the real call returned; a non-nil result replaces the
 	// call's outcome, as a response lost on the way back would.
 	After func(op string, err error) error
+	// Hang, when it returns true, holds the call without sending it until
+	// its context ends, as a store that stopped answering would.
+	Hang func(op string) bool
+}
+
+// before applies Hang and Before.
+func (p Fault) before(ctx context.Context, op string) error {
+	if p.Hang != nil && p.Hang(op) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if p.Before != nil {
+		return p.Before(op)
+	}
+	return nil
 }
 
 // Faulty forwards calls to DB, failing them as Fault says.
@@ -86,10 +102,8 @@ func (f *Faulty) plan() Fault {
 func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	f.calls.Add(1)
 	p := f.plan()
-	if p.Before != nil {
-		if err := p.Before("UpdateItem"); err != nil {
-			return nil, err
-		}
+	if err := p.before(ctx, "UpdateItem"); err != nil {
+		return nil, err
 	}
 	out, err := f.DB.UpdateItem(ctx, in, opts...)
 	if p.After != nil {
@@ -104,10 +118,8 @@ func (f *Faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 func (f *Faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	f.calls.Add(1)
 	p := f.plan()
-	if p.Before != nil {
-		if err := p.Before("GetItem"); err != nil {
-			return nil, err
-		}
+	if err := p.before(ctx, "GetItem"); err != nil {
+		return nil, err
 	}
 	out, err := f.DB.GetItem(ctx, in, opts...)
 	if p.After != nil {
@@ -116,4 +128,41 @@ func (f *Faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ..
 		}
 	}
 	return out, err
+}
+
+// TransactWriteItems forwards, if DB can, or fails as planned. A client
+// without the method fails the call with limiter.ErrNoTransactions.
+func (f *Faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.calls.Add(1)
+	tx, ok := f.DB.(limiter.TransactAPI)
+	if !ok {
+		return nil, limiter.ErrNoTransactions
+	}
+	p := f.plan()
+	if err := p.before(ctx, "TransactWriteItems"); err != nil {
+		return nil, err
+	}
+	out, err := tx.TransactWriteItems(ctx, in, opts...)
+	if p.After != nil {
+		if ferr := p.After("TransactWriteItems", err); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return out, err
+}
+
+// ErrLostResponse is what LoseResponses returns in place of an answer.
+var ErrLostResponse = errors.New("dynamotest: injected: connection reset after the request was sent (the answer is lost)")
+
+// LoseResponses is a fault that lets every call reach the store and then,
+// when lose(op) says so, drops its answer, as a connection reset or a
+// client timeout after sending would: the write may have landed, and the
+// caller cannot see it.
+func LoseResponses(lose func(op string) bool) Fault {
+	return Fault{After: func(op string, _ error) error {
+		if lose(op) {
+			return ErrLostResponse
+		}
+		return nil
+	}}
 }

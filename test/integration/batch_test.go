@@ -100,22 +100,28 @@ func TestBatchFleetInvariant(t *testing.T) {
 			var mu sync.Mutex
 			var slots []time.Time
 			var wg sync.WaitGroup
+			start := time.Now()
 			for i := range 6 {
 				w := newWorker(t, table)
 				single := mixed && i%2 == 1
 				wg.Go(func() {
 					for ctx.Err() == nil {
 						var got []time.Time
+						var err error
 						if single {
-							r, err := w.Reserve(ctx, b, 1, time.Second)
-							if err == nil {
+							var r limiter.Reservation
+							if r, err = w.Reserve(ctx, b, 1, time.Second); err == nil {
 								got = []time.Time{r.Slot}
 							}
 						} else {
-							batch, err := w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 7, MaxDelay: time.Second, Partial: true})
-							if err == nil {
+							var batch limiter.Batch
+							if batch, err = w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 7, MaxDelay: time.Second, Partial: true}); err == nil {
 								got = batch.Slots
 							}
+						}
+						if err != nil && ctx.Err() == nil && !errors.Is(err, limiter.ErrExhausted) && !errors.Is(err, limiter.ErrContended) {
+							t.Errorf("booking: %v", err)
+							return
 						}
 						mu.Lock()
 						slots = append(slots, got...)
@@ -130,6 +136,13 @@ func TestBatchFleetInvariant(t *testing.T) {
 			}
 			wg.Wait()
 			assertFleetInvariant(t, slots, lim, 0)
+			// "Nothing granted" (a store down, a limiter that only denies)
+			// must fail too: slots booked up to 1 s ahead over 3 s must use
+			// most of what the bucket allows in that time.
+			allowed := float64(lim.Burst) + lim.Rate*time.Since(start).Seconds()
+			if got := float64(len(slots)) / allowed; got < 0.5 {
+				t.Fatalf("%d slots booked, %.0f%% of the %.0f the bucket allows: the fleet was starved", len(slots), got*100, allowed)
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,16 +86,39 @@ func hammer(t *testing.T, n int, d time.Duration, skew func(int) time.Duration, 
 	var wg sync.WaitGroup
 	for i := range n {
 		offset := skew(i)
-		w := newWorker(t, table, limiter.WithClock(func() time.Time { return time.Now().Add(offset) }))
+		// Each worker's clock remembers its readings during a call, so that
+		// a Take's slot can be checked against the call's own now.
+		var readingsMu sync.Mutex
+		var readings []time.Time
+		clock := func() time.Time {
+			now := time.Now().Add(offset)
+			readingsMu.Lock()
+			readings = append(readings, now)
+			readingsMu.Unlock()
+			return now
+		}
+		w := newWorker(t, table, limiter.WithClock(clock))
 		wg.Go(func() {
 			defer func() { calls.Add(w.calls.Calls()) }()
 			for ctx.Err() == nil {
 				var r limiter.Reservation
 				var err error
+				readingsMu.Lock()
+				readings = readings[:0]
+				readingsMu.Unlock()
 				if mode == waitSlot {
 					r, err = w.Wait(ctx, b, 1, 2*time.Second)
 				} else {
 					r, err = w.Take(ctx, b, 1)
+				}
+				if err == nil && mode == takeRetry {
+					readingsMu.Lock()
+					// The store keeps whole microseconds.
+					own := slices.ContainsFunc(readings, func(now time.Time) bool { return now.UnixMicro() == r.Slot.UnixMicro() })
+					readingsMu.Unlock()
+					if !own {
+						t.Errorf("Take granted slot %v, which is not a now the call read", r.Slot)
+					}
 				}
 				if wait, denied := limiter.RetryAfter(err); denied {
 					sleep(ctx, wait)
@@ -123,6 +147,11 @@ func hammer(t *testing.T, n int, d time.Duration, skew func(int) time.Duration, 
 		mode, n, len(grants), elapsed.Round(time.Millisecond), util*100, float64(calls.Load())/float64(len(grants)))
 	if util < 0.95 {
 		t.Errorf("utilization %.1f%% < 95%%", util*100)
+	}
+	// From above too: grants are bounded by burst + rate·(elapsed + slack),
+	// so utilization may exceed 1 by rate·slack plus rounding (ε = 1%).
+	if eps := lim.Rate*slack.Seconds()/ideal + 0.01; util > 1+eps {
+		t.Errorf("utilization %.1f%% > %.1f%%: the fleet over-granted", util*100, (1+eps)*100)
 	}
 }
 
@@ -217,7 +246,9 @@ func TestPenalizeStopsTheFleet(t *testing.T) {
 		clock.Set(t0.Add(at))
 		n := 0
 		for _, w := range fleet {
-			for {
+			// Bounded: a limiter that never denies fails here instead of
+			// hanging (the bucket holds at most its burst of 5).
+			for range b.Limit.Burst + 2 {
 				if _, err := w.Take(ctx, b, 1); err != nil {
 					if !errors.Is(err, limiter.ErrExhausted) {
 						t.Fatalf("Take: %v", err)
