@@ -9,11 +9,17 @@
 #   scripts/demo.sh -workers 16 -events 600 -rate 5 -burst 10
 #   scripts/demo.sh fleet -workers 40 -rate 20    just the shared bucket: N workers, one limit
 #
-# It stops on exit only a stack it started itself.
+# It first runs scripts/doctor.sh --for demo (stops if Go or Python/moto is
+# missing), and stops with a clear message if the local stack does not
+# start. It stops on exit only a stack it started itself.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
-command -v go >/dev/null 2>&1 || { echo "demo.sh: go is not on PATH" >&2; exit 1; }
+fail() {
+	printf 'demo.sh: %s\n' "$*" >&2
+	exit 1
+}
+scripts/doctor.sh --for demo -q || fail "missing prerequisites (see above; scripts/doctor.sh lists them all)"
 
 started=0
 cleanup() {
@@ -28,7 +34,13 @@ trap 'exit 143' TERM
 if ! scripts/localstack.sh status >/dev/null 2>&1; then
 	started=1
 fi
-eval "$(scripts/localstack.sh start)"
+# Not eval "$(...)": that would hide a failed start and run on with whatever
+# endpoints happen to be exported.
+stack_env=$(scripts/localstack.sh start) ||
+	fail "the local emulator stack did not start (its error is above; logs in .local/stack/*.log). Try: scripts/localstack.sh stop && scripts/localstack.sh start"
+[[ $stack_env == *AWS_ENDPOINT_URL_DYNAMODB=* && $stack_env == *AWS_ENDPOINT_URL_SQS=* ]] ||
+	fail "scripts/localstack.sh start printed no endpoints; not running the demo against whatever is in the environment"
+eval "$stack_env"
 if [[ ${1:-} == fleet ]]; then
 	shift
 	go run ./test/fleetsim "$@"

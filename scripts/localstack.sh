@@ -3,6 +3,8 @@
 #
 #   DynamoDB  single-threaded moto (the threaded one races conditional writes)
 #   SQS       threaded moto (long polling blocks a request thread)
+#   Secrets Manager  the same threaded moto server as SQS
+#                    (AWS_ENDPOINT_URL_SECRETS_MANAGER)
 #
 # Usage:
 #   eval "$(scripts/localstack.sh start)"   start (or reuse) the stack, print its env
@@ -309,6 +311,7 @@ write_env() { # DYNAMODB_PORT SQS_PORT
 	{
 		printf 'export AWS_ENDPOINT_URL_DYNAMODB=%s\n' "http://127.0.0.1:$1"
 		printf 'export AWS_ENDPOINT_URL_SQS=%s\n' "http://127.0.0.1:$2"
+		printf 'export AWS_ENDPOINT_URL_SECRETS_MANAGER=%s\n' "http://127.0.0.1:$2"
 		printf 'export AWS_ACCESS_KEY_ID=test\n'
 		printf 'export AWS_SECRET_ACCESS_KEY=test\n'
 		printf 'export AWS_REGION=us-east-1\n'

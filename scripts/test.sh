@@ -11,7 +11,7 @@
 # local stack (scripts/localstack.sh) unless one is already running, exports
 # its endpoints and FLEETBUCKET_INTEGRATION=1 (integration tests then fail
 # instead of skipping), and stops on exit only a stack it started itself.
-# Exits non-zero on any failure.
+# It starts with scripts/doctor.sh --for test. Exits non-zero on any failure.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -29,7 +29,9 @@ fail() {
 	exit 1
 }
 
-command -v go >/dev/null 2>&1 || fail "go is not on PATH"
+# Every prerequisite first (Go, Python with moto, Node.js/npm, cfn-lint), each
+# missing one named with how to get it, before minutes of building.
+"$SCRIPT_DIR/doctor.sh" --for test -q || fail "missing prerequisites (see above)"
 
 # --------------------------------------------------------------- tools ----
 

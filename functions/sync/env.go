@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
@@ -23,7 +24,11 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/tokens"
 )
+
+// tokenReadTimeout bounds one Secrets Manager read of a credential's token.
+const tokenReadTimeout = 5 * time.Second
 
 // settings is the function's environment, checked in full at init.
 type settings struct {
@@ -76,8 +81,10 @@ func readSettings(getenv func(string) string) (settings, error) {
 }
 
 // newHandler builds everything the function needs and refuses to start on
-// any bad setting: the config is loaded and validated, and every
-// credential's token must be present.
+// any bad setting: the config is loaded and validated, and every token_env
+// credential's variable must be set. Credentials with a secret_id are read
+// from Secrets Manager at first use (and cached, see sdk/tokens), so that
+// no token sits in the function's environment.
 func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler, error) {
 	s, err := readSettings(getenv)
 	if err != nil {
@@ -106,7 +113,12 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Lanes: &lane.Store{DB: db, Table: s.stateTable}, Token: getenv}
+	secrets := tokens.New(secretsmanager.NewFromConfig(awsCfg), tokens.WithGetenv(getenv))
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Lanes: &lane.Store{DB: db, Table: s.stateTable},
+		Token: secrets.Lookup(tokenReadTimeout, func(ref string, err error) {
+			// The error names the variable or secret, never a token.
+			log.Error("credential token unavailable; the job is retried", "token_ref", ref, "err", err)
+		})}
 	d := &dispatch.Dispatcher{
 		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
 		Queue: &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
@@ -115,15 +127,17 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		return nil, err
 	}
 	sy.Dispatcher = d
-	return &handler{syncer: sy, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
+	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
 		namespace: s.namespace, out: os.Stdout}, nil
 }
 
+// tokensPresent checks the token_env credentials' variables; secret_id
+// ones are read at first use.
 func tokensPresent(cfg *connections.Config, getenv func(string) string) error {
 	var missing []string
 	for name, ch := range cfg.Channels {
 		for id, cred := range ch.Credentials {
-			if getenv(cred.TokenEnv) == "" {
+			if cred.SecretID == "" && getenv(cred.TokenEnv) == "" {
 				missing = append(missing, fmt.Sprintf("%s (channel %s, credential %s)", cred.TokenEnv, name, id))
 			}
 		}

@@ -62,7 +62,41 @@ func TestInitRefusesBadSettings(t *testing.T) {
 		})
 	}
 	ok := with("FLEETBUCKET_CONNECTIONS", good)
-	if _, err := newHandler(context.Background(), env(ok), slog.New(slog.DiscardHandler)); err != nil {
+	h, err := newHandler(context.Background(), env(ok), slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatalf("a good config was refused: %v", err)
+	}
+	if got := h.syncer.Token("BK_TOKEN"); got != "secret-token" {
+		t.Fatalf("the token hook reads %q from BK_TOKEN", got)
+	}
+}
+
+// A credential read from Secrets Manager needs nothing in the environment:
+// the function starts without reading it (first use does), and the syncer
+// is handed its secret reference.
+func TestInitWithSecretCredential(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "secret.json")
+	cfg := `{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":5,"burst":5}}},` +
+		`"credentials":{"c1":{"secret_id":"fleetbucket/bk-c1"},"c2":{"token_env":"BK_TOKEN"}}}}}`
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHandler(context.Background(), env(map[string]string{
+		"FLEETBUCKET_TABLE": "limits", "FLEETBUCKET_STATE_TABLE": "state",
+		"FLEETBUCKET_DEFERRED_QUEUE_URL": "http://q/deferred", "FLEETBUCKET_DLQ_URL": "http://q/dlq",
+		"AWS_REGION": "us-east-1", "FLEETBUCKET_CONNECTIONS": p, "BK_TOKEN": "env-token",
+	}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("newHandler = %v, want it to start with no token in the environment", err)
+	}
+	creds := h.syncer.Config.Channels["bk"].Credentials
+	if got := creds["c1"].Ref(); got != "secretsmanager:fleetbucket/bk-c1" {
+		t.Fatalf("the syncer sees c1 as %q, want its secret reference", got)
+	}
+	if got := creds["c2"].Ref(); got != "BK_TOKEN" {
+		t.Fatalf("the syncer sees c2 as %q, want BK_TOKEN", got)
+	}
+	if h.tokens == nil {
+		t.Fatal("no token cache for the push path to invalidate")
 	}
 }

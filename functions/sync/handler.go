@@ -12,6 +12,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/tokens"
 )
 
 // outcomeMetric names the counter of each outcome.
@@ -25,7 +26,10 @@ var outcomeMetric = map[dispatch.Outcome]string{
 var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors"}
 
 type handler struct {
-	syncer        *syncer.Syncer
+	syncer *syncer.Syncer
+	// tokens caches the credentials' tokens; the push path calls
+	// tokens.Invalidate(ref) when an OTA answers 401/403.
+	tokens        *tokens.Cache
 	deferredQueue string // messages from it are push jobs; the rest are PMS changes
 	log           *slog.Logger
 	metrics       *emf.Counters

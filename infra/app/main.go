@@ -11,16 +11,18 @@
 //	maxConcurrency     overrides the value computed from the config (2..1000)
 //	stackName          default FleetbucketSync
 //	busName            default fleetbucket-pms
-//	tokenSecretPrefix  default fleetbucket/: the function reads each OTA
-//	                   credential's token from the environment variable the
-//	                   config names (token_env); the stack fills it from the
-//	                   Secrets Manager secret <prefix><token_env> at deploy time
+//	tokenSecretPrefix  default fleetbucket/: a credential with secret_id is
+//	                   read from that Secrets Manager secret; one with
+//	                   token_env (a local-run setting) is deployed as
+//	                   secret_id <prefix><token_env>. The function reads the
+//	                   secrets at run time, and its role may GetSecretValue
+//	                   on exactly those; no token is in its environment.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,12 +81,17 @@ func run() error {
 	}
 	configPath, _ := ctx(contextConfig)
 	override, _ := ctx(contextMaxConc)
+	prefix := defaultSecretPfx
+	if v, ok := ctx(contextSecretPfx); ok {
+		prefix = v
+	}
 
 	asset, err := prepareAsset(assetOptions{
 		Root:           root,
 		ConfigPath:     configPath,
 		Package:        functionPackage,
 		MaxConcurrency: override,
+		SecretPrefix:   prefix,
 	})
 	if err != nil {
 		return err
@@ -96,20 +103,16 @@ func run() error {
 		stackName = v
 	}
 	busName, _ := ctx(contextBusName)
-	prefix := defaultSecretPfx
-	if v, ok := ctx(contextSecretPfx); ok {
-		prefix = v
-	}
 	if _, err := stack.NewSyncStack(app, stackName, &stack.Props{
 		AssetDir:       asset.Dir,
 		MaxConcurrency: asset.MaxConcurrency,
 		BusName:        busName,
-		TokenSecrets:   tokenSecrets(asset.TokenEnvs, prefix),
+		TokenSecretIDs: asset.TokenSecretIDs,
 	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "fleetbucket cdk app: stack %s, config %s, maxConcurrency %d (%s), %d token secret(s) under %q\n",
-		stackName, asset.ConfigPath, asset.MaxConcurrency, asset.MaxConcurrencySource, len(asset.TokenEnvs), prefix)
+		stackName, asset.ConfigPath, asset.MaxConcurrency, asset.MaxConcurrencySource, len(asset.TokenSecretIDs), prefix)
 	// Synth copies the asset directory into the cloud assembly (cdk.out),
 	// so the temporary directory can go afterwards.
 	app.Synth(nil)
@@ -123,6 +126,7 @@ type assetOptions struct {
 	Package        string // the function's package, relative to Root
 	MaxConcurrency string // context override; "" = computed from the config
 	TempDir        string // parent of the asset directory; "" = os.TempDir()
+	SecretPrefix   string // secret_id of a token_env credential: SecretPrefix + token_env
 }
 
 // asset is a built asset directory.
@@ -131,17 +135,33 @@ type asset struct {
 	ConfigPath           string
 	MaxConcurrency       int
 	MaxConcurrencySource string
-	TokenEnvs            []string // the config's token_env names, sorted, distinct
-	Cleanup              func()
+	TokenSecretIDs       []string // the deployed config's secret_ids, sorted, distinct
+	// Config is the connections config as deployed: every credential a
+	// secret_id (token_env ones become SecretPrefix + token_env).
+	Config  []byte
+	Cleanup func()
 }
 
-// tokenSecrets names the Secrets Manager secret of each token variable.
-func tokenSecrets(envs []string, prefix string) map[string]string {
-	m := make(map[string]string, len(envs))
-	for _, e := range envs {
-		m[e] = prefix + e
+// deployedCredentials turns every token_env credential of cfg into a
+// secret_id (prefix + token_env) and returns the secret ids, sorted and
+// distinct.
+func deployedCredentials(cfg *connections.Config, prefix string) []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, ch := range cfg.Channels {
+		for id, cred := range ch.Credentials {
+			if cred.SecretID == "" {
+				cred = connections.Credential{SecretID: prefix + cred.TokenEnv}
+				ch.Credentials[id] = cred
+			}
+			if !seen[cred.SecretID] {
+				seen[cred.SecretID] = true
+				ids = append(ids, cred.SecretID)
+			}
+		}
 	}
-	return m
+	sort.Strings(ids)
+	return ids
 }
 
 // resolveConfig validates the connections config and works out the event
@@ -171,16 +191,13 @@ func resolveConfig(o assetOptions) (*asset, error) {
 	}
 
 	a := &asset{ConfigPath: cfgPath, Cleanup: func() {}}
-	seen := map[string]bool{}
-	for _, ch := range cfg.Channels {
-		for _, cred := range ch.Credentials {
-			if !seen[cred.TokenEnv] {
-				seen[cred.TokenEnv] = true
-				a.TokenEnvs = append(a.TokenEnvs, cred.TokenEnv)
-			}
-		}
+	a.TokenSecretIDs = deployedCredentials(cfg, o.SecretPrefix)
+	if a.Config, err = json.MarshalIndent(cfg, "", "  "); err != nil {
+		return nil, fmt.Errorf("connections config: %w", err)
 	}
-	sort.Strings(a.TokenEnvs)
+	if _, err := connections.Parse(a.Config); err != nil {
+		return nil, fmt.Errorf("connections config %s as deployed (token_env as secret_id %s<token_env>) is invalid: %w", cfgPath, o.SecretPrefix, err)
+	}
 	if o.MaxConcurrency != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(o.MaxConcurrency))
 		if err != nil {
@@ -205,8 +222,6 @@ func prepareAsset(o assetOptions) (*asset, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfgPath := a.ConfigPath
-
 	pkgDir := filepath.Join(o.Root, filepath.FromSlash(o.Package))
 	if fi, err := os.Stat(pkgDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("function package %s not found in %s", o.Package, o.Root)
@@ -222,8 +237,8 @@ func prepareAsset(o assetOptions) (*asset, error) {
 		a.Cleanup()
 		return nil, err
 	}
-	if err := copyFile(cfgPath, filepath.Join(dir, stack.ConnectionsFile)); err != nil {
-		return fail(fmt.Errorf("copying the connections config: %w", err))
+	if err := os.WriteFile(filepath.Join(dir, stack.ConnectionsFile), a.Config, 0o644); err != nil {
+		return fail(fmt.Errorf("writing the connections config: %w", err))
 	}
 	// -trimpath and -buildvcs=false make the binary, and so the asset hash,
 	// depend on the sources only: an unchanged function is not redeployed.
@@ -244,23 +259,6 @@ func prepareAsset(o assetOptions) (*asset, error) {
 		}
 	}
 	return a, nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // moduleRoot finds the fleetbucket module's root from the working

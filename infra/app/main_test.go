@@ -153,16 +153,15 @@ func TestBuildsTheFunction(t *testing.T) {
 		t.Errorf("bootstrap is dynamically linked (CGO_ENABLED=0 expected)")
 	}
 
-	want, err := os.ReadFile(filepath.Join(r, defaultConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
 	got, err := os.ReadFile(filepath.Join(a.Dir, stack.ConnectionsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("connections.json differs from %s", defaultConfig)
+	if !bytes.Equal(got, a.Config) {
+		t.Errorf("connections.json is not the config as deployed")
+	}
+	if bytes.Contains(got, []byte("token_env")) {
+		t.Errorf("the deployed connections.json still names a token_env:\n%s", got)
 	}
 
 	a.Cleanup()
@@ -193,18 +192,24 @@ func TestResolveConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the test's config is invalid for sdk/connections: %v", err)
 	}
-	a, err := resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath})
+	a, err := resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath, SecretPrefix: "p/"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := cfg.MaxConcurrency(); a.MaxConcurrency != want || !strings.Contains(a.MaxConcurrencySource, "computed") {
 		t.Errorf("maxConcurrency = %d (%s), want %d computed from the config", a.MaxConcurrency, a.MaxConcurrencySource, want)
 	}
-	if got := strings.Join(a.TokenEnvs, ","); got != "OTA_C1,OTA_C2" {
-		t.Errorf("TokenEnvs = %s, want OTA_C1,OTA_C2", got)
+	if got := strings.Join(a.TokenSecretIDs, ","); got != "p/OTA_C1,p/OTA_C2" {
+		t.Errorf("TokenSecretIDs = %s, want p/OTA_C1,p/OTA_C2 (token_env deployed as prefix + name)", got)
 	}
-	if got := tokenSecrets(a.TokenEnvs, "p/"); len(got) != 2 || got["OTA_C1"] != "p/OTA_C1" || got["OTA_C2"] != "p/OTA_C2" {
-		t.Errorf("tokenSecrets = %v", got)
+	deployed, err := connections.Parse(a.Config)
+	if err != nil {
+		t.Fatalf("the deployed config is invalid: %v", err)
+	}
+	for id, cred := range deployed.Channels["ota"].Credentials {
+		if cred.TokenEnv != "" || cred.SecretID != "p/OTA_"+strings.ToUpper(id) {
+			t.Errorf("deployed credential %s = %+v, want secret_id p/OTA_%s and no token_env", id, cred, strings.ToUpper(id))
+		}
 	}
 	a, err = resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath, MaxConcurrency: " 42 "})
 	if err != nil {

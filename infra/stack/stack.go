@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -104,13 +103,13 @@ type Props struct {
 	// LogRetention is the function log group's retention; default one month.
 	LogRetention awslogs.RetentionDays
 
-	// TokenSecrets maps each environment variable the function reads an OTA
-	// credential's API token from (the connections config's token_env) to
-	// the Secrets Manager secret (name or ARN; its SecretString is the
-	// token). Each becomes a CloudFormation dynamic reference, resolved at
-	// deploy time: the token never appears in the template, but it is
-	// readable in the function's configuration (lambda:GetFunctionConfiguration).
-	TokenSecrets map[string]string
+	// TokenSecretIDs are the Secrets Manager secrets (names or full ARNs)
+	// of the connections config's credentials (secret_id). The function
+	// reads them at run time (sdk/tokens), so no token is in its
+	// environment or the template; its role may GetSecretValue on exactly
+	// these. A name is granted as arn:…:secret:<name>-?????? (Secrets
+	// Manager appends six random characters to a secret's ARN).
+	TokenSecretIDs []string
 }
 
 // SyncStack is the stack and the resources other code may want to refer to.
@@ -153,18 +152,16 @@ func (p *Props) validate() error {
 	if p.MemoryMiB != 0 && (p.MemoryMiB < 128 || p.MemoryMiB > 10240) {
 		return fmt.Errorf("stack: MemoryMiB %d is outside [128, 10240]", p.MemoryMiB)
 	}
-	for name, secret := range p.TokenSecrets {
-		if !envName.MatchString(name) || strings.HasPrefix(name, "FLEETBUCKET_") || strings.HasPrefix(name, "AWS_") || strings.HasPrefix(name, "LAMBDA_") {
-			return fmt.Errorf("stack: TokenSecrets: %q is not a usable environment variable name (letters, digits, _; not FLEETBUCKET_*, AWS_*, LAMBDA_*)", name)
+	for _, id := range p.TokenSecretIDs {
+		if strings.TrimSpace(id) != id || id == "" || strings.ContainsAny(id, "{}*?") {
+			return fmt.Errorf("stack: TokenSecretIDs: invalid secret id %q (a name or ARN, no wildcards)", id)
 		}
-		if strings.TrimSpace(secret) == "" || strings.ContainsAny(secret, "{}") {
-			return fmt.Errorf("stack: TokenSecrets[%s]: invalid secret id %q", name, secret)
+		if strings.HasPrefix(id, "arn:") && !strings.Contains(id, ":secretsmanager:") {
+			return fmt.Errorf("stack: TokenSecretIDs: %q is not a Secrets Manager ARN", id)
 		}
 	}
 	return nil
 }
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // NewSyncStack defines the stack in scope. It returns an error, and defines
 // nothing, when props are invalid or the asset directory is incomplete.
@@ -202,11 +199,20 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(limiter.KeyAttribute), Type: awsdynamodb.AttributeType_STRING},
 		TimeToLiveAttribute: jsii.String(limiter.TTLAttribute),
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
-			PointInTimeRecoveryEnabled: jsii.Bool(true),
-		},
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
 	})
+	// No point-in-time recovery on the limiter table: its items are
+	// ephemeral bucket states that expire by TTL, and a missing item is a
+	// full bucket, so a restore has nothing to protect. The ARI state
+	// table keeps it.
+	if cfn, ok := s.LimiterTable.Node().DefaultChild().(awscdk.CfnResource); ok {
+		cfn.AddMetadata(jsii.String("cdk_nag"), map[string]interface{}{
+			"rules_to_suppress": []interface{}{map[string]interface{}{
+				"id":     "AwsSolutions-DDB3",
+				"reason": "The limiter table holds only TTL'd token-bucket states; a lost item reads as a full bucket, so backups protect nothing.",
+			}},
+		})
+	}
 	s.StateTable = awsdynamodb.NewTable(stack, jsii.String("StateTable"), &awsdynamodb.TableProps{
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(ari.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:      &awsdynamodb.Attribute{Name: jsii.String(ari.SortKey), Type: awsdynamodb.AttributeType_STRING},
@@ -283,9 +289,6 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		EnvConnections:      jsii.String(ConnectionsFile),
 		EnvMetricsNamespace: jsii.String(MetricsNamespace),
 	}
-	for name, secret := range p.TokenSecrets {
-		env[name] = awscdk.SecretValue_SecretsManager(jsii.String(secret), nil).UnsafeUnwrap()
-	}
 
 	s.Function = awslambda.NewFunction(stack, jsii.String("SyncFunction"), &awslambda.FunctionProps{
 		Description:  jsii.String("fleetbucket sync: PMS changes and deferred pushes to the OTAs, paced by the fleet's DynamoDB token buckets"),
@@ -317,14 +320,37 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		})
 	}
 
-	// Least privilege: single-item reads and conditional updates on the two
-	// tables (the limiter's GCRA UpdateItem and State GetItem, the ARI
-	// store's UpdateItem and Query), sends to the deferred queue and the DLQ.
+	// Least privilege: conditional updates on the two tables (the
+	// limiter's GCRA writes; the ARI state's and the lanes' writes),
+	// GetItem on the limiter table only (State), BatchGetItem on the state
+	// table only (a push's render reads its months in one call), sends to
+	// the deferred queue and the DLQ, and the credentials' secrets.
 	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("Tables"),
-		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+		Actions:   jsii.Strings("dynamodb:UpdateItem"),
 		Resources: &[]*string{s.LimiterTable.TableArn(), s.StateTable.TableArn()},
 	}))
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("LimiterRead"),
+		Actions:   jsii.Strings("dynamodb:GetItem"),
+		Resources: &[]*string{s.LimiterTable.TableArn()},
+	}))
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("StateRead"),
+		Actions:   jsii.Strings("dynamodb:BatchGetItem"),
+		Resources: &[]*string{s.StateTable.TableArn()},
+	}))
+	if len(p.TokenSecretIDs) > 0 {
+		var arns []*string
+		for _, id := range p.TokenSecretIDs {
+			arns = append(arns, SecretARN(stack, id))
+		}
+		s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("TokenSecrets"),
+			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: &arns,
+		}))
+	}
 	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("DeferAndDeadLetter"),
 		Actions:   jsii.Strings("sqs:SendMessage"),
@@ -401,6 +427,21 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		})
 	}
 	return s, nil
+}
+
+// SecretARN is the ARN to grant for a secret id: a full ARN as is, a name
+// as arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-??????
+// (the six characters Secrets Manager appends; "?" matches exactly one).
+func SecretARN(stack awscdk.Stack, id string) *string {
+	if strings.HasPrefix(id, "arn:") {
+		return jsii.String(id)
+	}
+	return stack.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("secretsmanager"),
+		Resource:     jsii.String("secret"),
+		ResourceName: jsii.String(id + "-??????"),
+		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
 }
 
 // VisibilityTimeoutSeconds is the consumed queues' visibility timeout for a

@@ -35,8 +35,8 @@ type (
 const (
 	testMaxConcurrency = 7
 	testStackName      = "FleetbucketSyncTest"
-	testTokenEnv       = "OTA_TOKEN_MAIN"
 	testTokenSecret    = "fleetbucket/OTA_TOKEN_MAIN"
+	testTokenSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ota-second-AbCdEf"
 )
 
 // fixture is one synthesized stack (with the cdk-nag AwsSolutions pack
@@ -109,7 +109,7 @@ func getFixture(t *testing.T) *fixture {
 			s, err := stack.NewSyncStack(app, testStackName, &stack.Props{
 				AssetDir:       assetDir,
 				MaxConcurrency: testMaxConcurrency,
-				TokenSecrets:   map[string]string{testTokenEnv: testTokenSecret},
+				TokenSecretIDs: []string{testTokenSecret, testTokenSecretARN},
 			})
 			if err != nil {
 				return err
@@ -170,7 +170,7 @@ func TestTables(t *testing.T) {
 			"AttributeDefinitions":             arr{obj{"AttributeName": limiter.KeyAttribute, "AttributeType": "S"}},
 			"TimeToLiveSpecification":          obj{"AttributeName": limiter.TTLAttribute, "Enabled": true},
 			"BillingMode":                      "PAY_PER_REQUEST",
-			"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
+			"PointInTimeRecoverySpecification": assertions.Match_Absent(), // TTL'd, ephemeral: nothing to restore
 		})
 	})
 	check(t, "state table", func() {
@@ -290,8 +290,7 @@ func TestFunction(t *testing.T) {
 				"FLEETBUCKET_DLQ_URL":            ref(id(t, s, s.DeadLetterQueue)),
 				"FLEETBUCKET_CONNECTIONS":        "connections.json",
 				"FLEETBUCKET_METRICS_NAMESPACE":  "fleetbucket",
-				// resolved by CloudFormation at deploy time, never in the template
-				testTokenEnv: "{{resolve:secretsmanager:" + testTokenSecret + ":SecretString:::}}",
+				// and no token: the function reads its secrets at run time
 			})},
 		})
 	})
@@ -329,9 +328,9 @@ func TestIAMLeastPrivilege(t *testing.T) {
 	consume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
 	// action -> the set of resources (logical IDs of GetAtt Arn) it may apply to
 	want := map[string][]string{
-		"dynamodb:GetItem":     {lim, st},
-		"dynamodb:Query":       {lim, st},
-		"dynamodb:UpdateItem":  {lim, st},
+		"dynamodb:GetItem":      {lim},
+		"dynamodb:BatchGetItem": {st}, // a push's render; the limiter never batch-reads
+		"dynamodb:UpdateItem":   {lim, st},
 		"sqs:SendMessage":      {def, dlq},
 		"logs:CreateLogStream": {id(t, s, s.LogGroup)},
 		"logs:PutLogEvents":    {id(t, s, s.LogGroup)},
@@ -341,6 +340,7 @@ func TestIAMLeastPrivilege(t *testing.T) {
 	}
 	got := map[string][]string{}
 
+	secretStatements := 0
 	policies := f.resources("AWS::IAM::Policy")
 	if len(policies) == 0 {
 		t.Fatal("no AWS::IAM::Policy in the template")
@@ -360,6 +360,16 @@ func TestIAMLeastPrivilege(t *testing.T) {
 				t.Errorf("%s uses NotResource", where)
 			}
 			actions := strs(stmt["Action"])
+			if len(actions) == 1 && actions[0] == "secretsmanager:GetSecretValue" {
+				secretStatements++
+				b, _ := json.Marshal(stmt["Resource"])
+				want := `[{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":secretsmanager:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":secret:` +
+					testTokenSecret + `-??????"]]},"` + testTokenSecretARN + `"]`
+				if string(b) != want {
+					t.Errorf("%s: GetSecretValue on %s, want exactly the config's secrets %s", where, b, want)
+				}
+				continue
+			}
 			var resIDs []string
 			for _, r := range asList(stmt["Resource"]) {
 				if str, ok := r.(string); ok {
@@ -403,6 +413,9 @@ func TestIAMLeastPrivilege(t *testing.T) {
 		}
 	}
 
+	if secretStatements != 1 {
+		t.Errorf("%d GetSecretValue statements, want 1", secretStatements)
+	}
 	check(t, "the role has no managed policies", func() {
 		f.template.HasResourceProperties(jsii.String("AWS::IAM::Role"), obj{
 			"ManagedPolicyArns": assertions.Match_Absent(),
@@ -620,10 +633,9 @@ func TestPropsValidation(t *testing.T) {
 		{"timeout 901s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 901 * time.Second}, "FunctionTimeout"},
 		{"timeout 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 1500 * time.Millisecond}, "FunctionTimeout"},
 		{"memory 64", &stack.Props{AssetDir: good, MaxConcurrency: 5, MemoryMiB: 64}, "MemoryMiB"},
-		{"token env overriding ours", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"FLEETBUCKET_TABLE": "x"}}, "FLEETBUCKET_TABLE"},
-		{"token env reserved by Lambda", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"AWS_REGION": "x"}}, "AWS_REGION"},
-		{"token env not a name", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"A-B": "x"}}, "A-B"},
-		{"token secret empty", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecrets: map[string]string{"TOKEN": " "}}, "invalid secret id"},
+		{"token secret empty", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{" "}}, "invalid secret id"},
+		{"token secret wildcard", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"fleetbucket/*"}}, "no wildcards"},
+		{"token secret not a secret ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"arn:aws:ssm:eu-west-1:1:parameter/x"}}, "not a Secrets Manager ARN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := stack.NewSyncStack(nil, "X", tc.props)

@@ -14,10 +14,29 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/internal/strictjson"
 )
 
 // DateLayout is the calendar date format of events and state.
 const DateLayout = "2006-01-02"
+
+// Bounds of an event, so that an event the state table cannot hold is
+// refused when it is parsed, and dead-lettered at once with its reason,
+// instead of failing its DynamoDB write on every delivery until redrive.
+const (
+	// MaxSequence is the largest sequence accepted: 2^53, the largest
+	// integer every JSON reader holds exactly. A cell takes only newer
+	// sequences, so a runaway sequence (2^63−1) would freeze it for good.
+	MaxSequence = 1 << 53
+	// MaxValuesBytes caps the JSON of an event's values (8 KiB): they are
+	// stored for every date of the month item they fall in (31 of them,
+	// 248 KiB at most), and a DynamoDB item holds 400 KB.
+	MaxValuesBytes = 8 << 10
+	// MaxIDBytes caps event_id, property_id, room_type and rate_plan: the
+	// cell they make is a DynamoDB partition key (at most 2048 bytes).
+	MaxIDBytes = 256
+)
 
 // ErrInvalid is matched by every error Parse returns: the message can never
 // be processed and belongs in the dead-letter queue.
@@ -52,11 +71,16 @@ type Change struct {
 var Kinds = []string{"availability", "rates", "restrictions"}
 
 // Parse reads an EventBridge envelope from an SQS body and validates its
-// change. maxRangeDays bounds the date range.
+// change. maxRangeDays bounds the date range. Besides Validate's checks it
+// refuses unknown fields in the detail, a key given twice in any object of
+// the body (sequence 1, then 2, would be read as 2), and data after it.
 func Parse(body string, maxRangeDays int) (Change, error) {
 	var env Envelope
 	if err := json.Unmarshal([]byte(body), &env); err != nil {
 		return Change{}, fmt.Errorf("%w: not JSON: %v", ErrInvalid, err)
+	}
+	if err := strictjson.Check([]byte(body)); err != nil {
+		return Change{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if env.Source != "pms" || len(env.Detail) == 0 {
 		return Change{}, fmt.Errorf("%w: not a PMS event (source %q, detail %d bytes)", ErrInvalid, env.Source, len(env.Detail))
@@ -75,22 +99,33 @@ func Parse(body string, maxRangeDays int) (Change, error) {
 
 // Validate names the first problem with c.
 func (c Change) Validate(maxRangeDays int) error {
+	id := c.EventID
+	if len(id) > 64 { // the reason travels in a message attribute and log lines
+		id = id[:64] + "…"
+	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalid, c.EventID, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w %q: %s", ErrInvalid, id, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case c.EventID == "":
 		return bad("event_id is empty")
+	case len(c.EventID) > MaxIDBytes || len(c.PropertyID) > MaxIDBytes || len(c.RoomType) > MaxIDBytes || len(c.RatePlan) > MaxIDBytes:
+		return bad("event_id, property_id, room_type and rate_plan may have at most %d bytes each", MaxIDBytes)
 	case c.PropertyID == "" || strings.Contains(c.PropertyID, "#"):
 		return bad("property_id %q is empty or contains '#'", c.PropertyID)
-	case c.Sequence < 1:
-		return bad("sequence is %d, want ≥ 1", c.Sequence)
+	case c.Sequence < 1 || c.Sequence > MaxSequence:
+		return bad("sequence is %d, want 1..%d (2^53)", c.Sequence, int64(MaxSequence))
 	case !isKind(c.Kind):
 		return bad("unknown kind %q, want one of %s", c.Kind, strings.Join(Kinds, ", "))
 	case c.RoomType == "" || strings.Contains(c.RoomType, "#") || strings.Contains(c.RatePlan, "#"):
 		return bad("room_type %q / rate_plan %q: room_type is required and neither may contain '#'", c.RoomType, c.RatePlan)
 	case len(c.Values) == 0:
 		return bad("values are empty")
+	}
+	if b, err := json.Marshal(c.Values); err != nil {
+		return bad("values cannot be stored: %v", err)
+	} else if len(b) > MaxValuesBytes {
+		return bad("values are %d bytes of JSON, more than the %d allowed", len(b), MaxValuesBytes)
 	}
 	from, err := time.Parse(DateLayout, c.From)
 	if err != nil {

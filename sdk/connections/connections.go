@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fleetbucket/fleetbucket/internal/strictjson"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
@@ -35,7 +36,13 @@ type Config struct {
 // Channel is one OTA.
 type Channel struct {
 	// BaseURL is the API root; an endpoint's URL is BaseURL + "/" + Path.
-	BaseURL   string              `json:"base_url"`
+	// It must be https://host[:port][/path], with no query, fragment,
+	// user info or "." / ".." path segment; http:// only with AllowHTTP.
+	BaseURL string `json:"base_url"`
+	// AllowHTTP accepts an http:// base_url, which sends the credential's
+	// token in clear text: for a mock OTA on the local stack, never for a
+	// real one.
+	AllowHTTP bool                `json:"allow_http,omitempty"`
 	Endpoints map[string]Endpoint `json:"endpoints"`
 	// Credentials maps a credential id to where its secret comes from.
 	Credentials map[string]Credential `json:"credentials"`
@@ -84,11 +91,32 @@ type LimitSpec struct {
 	Burst int     `json:"burst"` // bucket size
 }
 
-// Credential says where a credential's API token is read from: the
-// environment variable named here (in AWS, filled from Secrets Manager or
-// SSM by the deployment). The token itself never appears in the file.
+// Credential says where a credential's API token is read from, exactly one
+// of:
+//
+//   - secret_id: a Secrets Manager secret (name or ARN) whose SecretString
+//     is the token. The function reads it at first use and caches it (see
+//     sdk/tokens); this is what a deployment uses.
+//   - token_env: an environment variable holding the token, for local runs
+//     and tests.
+//
+// The token itself never appears in the file.
 type Credential struct {
-	TokenEnv string `json:"token_env"`
+	TokenEnv string `json:"token_env,omitempty"`
+	SecretID string `json:"secret_id,omitempty"`
+}
+
+// SecretRefPrefix starts the Ref of a credential read from Secrets Manager.
+const SecretRefPrefix = "secretsmanager:"
+
+// Ref names where the credential's token comes from, as one string: the
+// token_env name itself, or SecretRefPrefix + secret_id. It is what the
+// token hooks (syncer.Syncer.Token, tokens.Cache.Token) take.
+func (c Credential) Ref() string {
+	if c.SecretID != "" {
+		return SecretRefPrefix + c.SecretID
+	}
+	return c.TokenEnv
 }
 
 // Property is one connection of a property to a channel.
@@ -108,12 +136,19 @@ func Load(path string) (*Config, error) {
 	return Parse(b)
 }
 
-// Parse decodes and validates a connections file's contents.
+// Parse decodes and validates a connections file's contents. Besides
+// Validate's checks it refuses unknown fields, a key given twice in one
+// object anywhere in the file (JSON decoders keep only the last one, so
+// two "bk" channels would silently become the second), and anything after
+// the JSON value.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("connections config: %w", err)
+	}
+	if err := strictjson.Check(b); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}
 	if c.MaxRangeDays == 0 {
@@ -141,8 +176,8 @@ func (c *Config) Validate() error {
 		if strings.Contains(name, "#") || name == "" {
 			add("%s: channel names may not be empty or contain '#'", at)
 		}
-		if u, err := url.Parse(ch.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			add("%s.base_url: %q is not an http(s) URL", at, ch.BaseURL)
+		if err := checkBaseURL(ch.BaseURL, ch.AllowHTTP); err != nil {
+			add("%s.base_url: %v", at, err)
 		}
 		if len(ch.Endpoints) == 0 {
 			add("%s.endpoints: none configured", at)
@@ -154,6 +189,9 @@ func (c *Config) Validate() error {
 			l := ch.Endpoints[ep].Limit
 			if err := (limiter.Bucket{Key: "k", Limit: limiter.Limit{Rate: l.Rate, Burst: l.Burst}}).Validate(); err != nil {
 				add("%s.endpoints.%s.limit: %v", at, ep, err)
+			}
+			if p := ch.Endpoints[ep].Path; strings.ContainsAny(p, "?#") || hasDotSegment(p) {
+				add("%s.endpoints.%s.path: %q may not hold a query, a fragment or a \".\" / \"..\" segment", at, ep, p)
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if maxItems, maxBytes := ch.Endpoints[ep].RequestLimits(); maxItems < c.MaxRangeDays || maxItems > 100_000 {
@@ -169,13 +207,25 @@ func (c *Config) Validate() error {
 			if id == "" || strings.Contains(id, "#") {
 				add("%s.credentials: id %q may not be empty or contain '#'", at, id)
 			}
-			if ch.Credentials[id].TokenEnv == "" {
-				add("%s.credentials.%s.token_env: empty", at, id)
+			switch cred := ch.Credentials[id]; {
+			case cred.TokenEnv != "" && cred.SecretID != "":
+				add("%s.credentials.%s: both token_env and secret_id, want exactly one", at, id)
+			case cred.SecretID != "":
+				if strings.TrimSpace(cred.SecretID) != cred.SecretID || strings.ContainsAny(cred.SecretID, "{}") {
+					add("%s.credentials.%s.secret_id: %q is not a secret name or ARN", at, id, cred.SecretID)
+				}
+			case cred.TokenEnv == "":
+				add("%s.credentials.%s.token_env: empty; set token_env (a local environment variable) or secret_id (a Secrets Manager secret)", at, id)
+			case !envName(cred.TokenEnv):
+				add("%s.credentials.%s.token_env: %q is not an environment variable name (letters, digits, _)", at, id, cred.TokenEnv)
 			}
 		}
 	}
 	for _, pid := range sortedKeys(c.Properties) {
 		at := "properties." + pid
+		if pid == "" || strings.Contains(pid, "#") {
+			add("%s: property ids may not be empty or contain '#'", at)
+		}
 		if len(c.Properties[pid]) == 0 {
 			add("%s: no connections", at)
 		}
@@ -184,7 +234,7 @@ func (c *Config) Validate() error {
 			switch {
 			case !ok:
 				add("%s[%d].channel: unknown channel %q", at, i, p.Channel)
-			case ch.Credentials[p.Credential] == (Credential{}):
+			case !hasKey(ch.Credentials, p.Credential):
 				add("%s[%d].credential: channel %q has no credential %q", at, i, p.Channel, p.Credential)
 			}
 			if p.HotelRef == "" {
@@ -248,6 +298,61 @@ func (c *Config) MaxConcurrency() int {
 		}
 	}
 	return min(max(int(math.Ceil(total*0.2)), 2), 1000)
+}
+
+// checkBaseURL accepts https://host[:port][/path] (http:// with allowHTTP)
+// and nothing that would change where a push goes or what it carries: no
+// query or fragment (an endpoint's path is appended to the URL), no user
+// info (a credential in the file), no "." or ".." segment (a path that
+// climbs out of the API root).
+func checkBaseURL(raw string, allowHTTP bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", raw, err)
+	}
+	switch {
+	case u.Scheme == "http" && !allowHTTP:
+		return fmt.Errorf("%q is plain http, which sends the token in clear text; use https, or set \"allow_http\": true on the channel (local mock OTAs only)", raw)
+	case u.Scheme != "https" && u.Scheme != "http", u.Host == "", u.Opaque != "":
+		return fmt.Errorf("%q is not an http(s) URL with a host", raw)
+	case u.User != nil:
+		return fmt.Errorf("%q holds user info; credentials belong in secret_id or token_env", raw)
+	case u.RawQuery != "" || u.ForceQuery:
+		return fmt.Errorf("%q has a query string; endpoint paths are appended to base_url", raw)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return fmt.Errorf("%q has a fragment", raw)
+	case hasDotSegment(u.Path) || hasDotSegment(u.RawPath):
+		return fmt.Errorf("%q has a \".\" or \"..\" path segment", raw)
+	}
+	return nil
+}
+
+// hasDotSegment reports a "." or ".." segment in a path, percent-encoded
+// or not.
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if dec, err := url.PathUnescape(seg); err == nil {
+			seg = dec
+		}
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func envName(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func isKind(s string) bool {

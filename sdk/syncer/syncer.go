@@ -250,9 +250,9 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
 	}
-	token := s.token(cred.TokenEnv)
+	token := s.token(cred.Ref())
 	if token == "" {
-		return dispatch.Route{}, fmt.Errorf("credential %q: %s is not set", j.Credential, cred.TokenEnv)
+		return dispatch.Route{}, fmt.Errorf("credential %q: %s is not set", j.Credential, cred.Ref())
 	}
 	return dispatch.Route{
 		Bucket: buckets[0],

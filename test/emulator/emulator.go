@@ -48,6 +48,7 @@ func Config(tb testing.TB) aws.Config {
 	if err != nil {
 		tb.Fatalf("load AWS config: %v", err)
 	}
+	cfg.Logger = QuietCancelled(cfg.Logger)
 	return cfg
 }
 

@@ -102,6 +102,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("AWS config: %w", err)
 	}
+	cfg.Logger = emulator.QuietCancelled(cfg.Logger) // calls cut short at the end warn for nothing
 	if err := limiter.CreateTable(ctx, dynamodb.NewFromConfig(cfg, emulator.ForEmulator), o.table); err != nil {
 		return err
 	}

@@ -35,15 +35,22 @@ func TestSyncFunctionEndToEnd(t *testing.T) {
 	if err := ari.CreateTable(context.Background(), emulator.DynamoDB(t), stateTable); err != nil {
 		t.Fatal(err)
 	}
+	// The credential's token lives in Secrets Manager, as deployed: the
+	// function reads it at first use, and nothing in its environment holds it.
+	secret := emulator.NewSecret(t, emulator.SecretsManager(t), "tok")
 	bootstrap := emulator.BuildFunction(t, "./functions/sync")
 	config := filepath.Join(filepath.Dir(bootstrap), "connections.json")
-	if err := os.WriteFile(config, []byte(connectionsJSON(p.ota.URL(), lim)), 0o600); err != nil {
+	withSecret := strings.Replace(connectionsJSON(p.ota.URL(), lim), `{"token_env": "TEST_OTA_TOKEN"}`, fmt.Sprintf(`{"secret_id": %q}`, secret), 1)
+	if !strings.Contains(withSecret, secret) {
+		t.Fatal("the connections config names no secret")
+	}
+	if err := os.WriteFile(config, []byte(withSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fn := emulator.StartLambda(t, bootstrap, []string{
 		"FLEETBUCKET_TABLE=" + p.table, "FLEETBUCKET_STATE_TABLE=" + stateTable,
 		"FLEETBUCKET_DEFERRED_QUEUE_URL=" + p.deferredURL, "FLEETBUCKET_DLQ_URL=" + p.dlqURL,
-		"FLEETBUCKET_CONNECTIONS=" + config, "TEST_OTA_TOKEN=tok",
+		"FLEETBUCKET_CONNECTIONS=" + config, "TEST_OTA_TOKEN=", // no token in the environment
 	})
 
 	const events = 20
@@ -79,7 +86,7 @@ func TestSyncFunctionEndToEnd(t *testing.T) {
 		}
 	}
 	for _, ep := range []string{"availability", "rates"} {
-		assertFleetInvariant(t, p.ota.AcceptedTimes("tok", ep), lim, 0) // the mock OTA sees the token
+		assertFleetInvariant(t, p.ota.AcceptedTimes("tok", ep), lim, 0) // the mock OTA sees the secret's token
 	}
 	if n := p.depth(p.changesURL) + p.depth(p.deferredURL); n != 0 {
 		t.Errorf("%d messages still on the queues", n)
@@ -88,7 +95,7 @@ func TestSyncFunctionEndToEnd(t *testing.T) {
 	if len(dlq) != 1 || !strings.Contains(dlq[bodies[events]], "not JSON") {
 		t.Errorf("DLQ = %v, want only the broken event, with its reason", dlq)
 	}
-	t.Logf("%d events pushed through the bootstrap binary in %d requests; 429s %d", events, len(p.ota.Accepted()), p.ota.Count429())
+	t.Logf("%d events pushed through the bootstrap binary in %d requests, with the token from Secrets Manager; 429s %d", events, len(p.ota.Accepted()), p.ota.Count429())
 }
 
 // invokeHandler turns a batch into the SQS event Lambda would send and

@@ -213,7 +213,7 @@ func oneHotelConfig(lim limiter.Limit, extra string) func(string) string {
 	return func(url string) string {
 		return fmt.Sprintf(`{
   "channels": {"booking_com": {
-    "base_url": %q,
+    "base_url": %q, "allow_http": true,
     "endpoints": {
       "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}%s},
       "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}%s}
@@ -308,7 +308,7 @@ func TestDuplicatesSendOnceAndDistinctWorkIsNeverDropped(t *testing.T) {
 	lim := limiter.PerSecond(20, 10)
 	config := func(url string) string {
 		return fmt.Sprintf(`{
-  "channels": {"booking_com": {"base_url": %q,
+  "channels": {"booking_com": {"base_url": %q, "allow_http": true,
     "endpoints": {"availability": {"path": "/v1/availability", "limit": {"rate": 20, "burst": 10}}},
     "credentials": {"cred-1": {"token_env": "T"}}}},
   "properties": {"hotel-aurora": [

@@ -26,7 +26,7 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	cfg, err := connections.Parse([]byte(fmt.Sprintf(`{
   "channels": {"booking_com": {
-    "base_url": %q,
+    "base_url": %q, "allow_http": true,
     "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": 20, "burst": 20},
       "limits": [{"per_minute": 6, "burst": 4}],
       "property_share": {"rate": 0.05, "burst": 2}}},

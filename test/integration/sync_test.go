@@ -23,7 +23,7 @@ func connectionsJSON(otaURL string, lim limiter.Limit) string {
 	return fmt.Sprintf(`{
   "max_range_days": 31,
   "channels": {"booking_com": {
-    "base_url": %q,
+    "base_url": %q, "allow_http": true,
     "endpoints": {
       "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}},
       "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}}

@@ -355,7 +355,7 @@ func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
 		for _, ep := range ch.endpoints {
 			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}}`, ep, ep, lim.Rate, lim.Burst))
 		}
-		chs = append(chs, fmt.Sprintf(`%q: {"base_url": %q, "endpoints": {%s}, "credentials": {"main": {"token_env": "TOKEN_%s"}}}`,
+		chs = append(chs, fmt.Sprintf(`%q: {"base_url": %q, "allow_http": true, "endpoints": {%s}, "credentials": {"main": {"token_env": "TOKEN_%s"}}}`,
 			ch.name, otas[ch.name].URL(), strings.Join(eps, ","), strings.ToUpper(ch.name)))
 	}
 	for p := range properties {

@@ -33,6 +33,9 @@ func newStack(ctx context.Context) (*stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
+	// The run ends by cancelling the calls its pollers and workers still
+	// have in flight; see emulator.QuietCancelled.
+	cfg.Logger = emulator.QuietCancelled(cfg.Logger)
 	s := &stack{cfg: cfg, db: dynamodb.NewFromConfig(cfg, emulator.ForEmulator), sqs: sqs.NewFromConfig(cfg)}
 	run := fmt.Sprintf("demo-%08x", rand.Uint32())
 	s.table, s.stateTable = run+"-limits", run+"-state"
