@@ -40,7 +40,7 @@ func TestParse(t *testing.T) {
 		{"sequence 2^63-1", envelope(strings.Replace(ok, `"sequence":7`, `"sequence":9223372036854775807`, 1)), "sequence is 9223372036854775807, want 1..9007199254740992"},
 		{"sequence 2^53+1", envelope(strings.Replace(ok, `"sequence":7`, `"sequence":9007199254740993`, 1)), "want 1..9007199254740992"},
 		{"sequence beyond int64", envelope(strings.Replace(ok, `"sequence":7`, `"sequence":18446744073709551616`, 1)), "detail: json: cannot unmarshal number"},
-		{"values of 1 MiB", envelope(strings.Replace(ok, `"129.00"`, `"`+strings.Repeat("9", 1<<20)+`"`, 1)), "values are 1048589 bytes of JSON, more than the 32768 allowed"},
+		{"values of 1 MiB", envelope(strings.Replace(ok, `"129.00"`, `"`+strings.Repeat("9", 1<<20)+`"`, 1)), "values are 1048589 bytes of JSON, more than the 8192 allowed"},
 		{"values just over the cap", envelope(strings.Replace(ok, `"129.00"`, `"`+strings.Repeat("9", MaxValuesBytes-12)+`"`, 1)), "values are 8193 bytes"},
 		{"room type too long", envelope(strings.Replace(ok, `"DBL"`, `"`+strings.Repeat("D", MaxIDBytes+1)+`"`, 1)), "at most 256 bytes each"},
 	}
