@@ -85,6 +85,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cfg.Port, "port", 0, "port on 127.0.0.1 (0 = any free port)")
 	fs.DurationVar(&o.cfg.Latency, "latency", 0, "delay before every answer, e.g. 20ms")
 	fs.BoolVar(&o.cfg.RetryAfterHTTPDate, "retry-after-date", false, "send Retry-After as an HTTP-date instead of seconds")
+	fs.Func("enforce", "how the limit is enforced: gcra (default), window (the mock's own sliding-window log, no sdk/gcra) or none", func(v string) error {
+		e, err := mockota.ParseEnforcement(v)
+		o.cfg.Enforce = e
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -100,6 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := gcra.Check(o.cfg.Limit, 1, 0); err != nil {
 		return usage("-rate %v -burst %d: %v", o.cfg.Limit.Rate, o.cfg.Limit.Burst, err)
+	}
+	if hidden != (gcra.Limit{}) && o.cfg.Enforce != mockota.EnforceGCRA {
+		return usage("-hidden-rate/-hidden-burst need -enforce gcra")
 	}
 	if hidden != (gcra.Limit{}) {
 		if err := gcra.Check(hidden, 1, 0); err != nil {

@@ -35,6 +35,9 @@ func TestParseFlags(t *testing.T) {
 		{"positional", []string{"extra"}, "unexpected arguments"},
 		{"unknown flag", []string{"-nope"}, "-nope"},
 		{"not a number", []string{"-rate", "fast"}, "-rate"},
+		{"window enforcement", []string{"-enforce", "window"}, ""},
+		{"unknown enforcement", []string{"-enforce", "strict"}, "-enforce"},
+		{"hidden limit needs gcra", []string{"-enforce", "window", "-hidden-rate", "5", "-hidden-burst", "10"}, "need -enforce gcra"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
