@@ -88,13 +88,18 @@ type Result struct {
 	MaxOverMin float64 `json:"max_over_min"`
 	Accepted   int     `json:"accepted"`
 	Throttled  int     `json:"throttled_429"`
-	// Allowed is burst + rate·duration, what the limit allows over the run.
+	// Allowed is burst + rate·T, what the limit allows over the span T from
+	// the first accepted push to the last.
 	Allowed float64 `json:"allowed"`
 	// Fullest is the fullest window of accepted arrivals, FullestSent of
 	// everything sent; Broken says whether the accepted one broke the limit.
 	Fullest     WindowReport `json:"fullest_window"`
 	FullestSent WindowReport `json:"fullest_window_sent"`
-	Broken      bool         `json:"broken"`
+	// FullestSlots is the fullest window of the slots the limiter granted,
+	// as the workers reported them: the fleet's own view, without the
+	// network between it and the vendor.
+	FullestSlots WindowReport `json:"fullest_window_slots"`
+	Broken       bool         `json:"broken"`
 	// Duplicates are job ids accepted more than once.
 	Duplicates int `json:"duplicates"`
 	// RequestsPerGrant is the fleet's DynamoDB requests ÷ tokens granted,
@@ -197,16 +202,25 @@ func measure(c Config, ota *mockota.Server, reports []WorkerReport) *Result {
 	}
 	r.MaxOverMin = maxOverMin(r.PushesPerProcess)
 	r.Throttled = ota.Count429()
-	r.Allowed = float64(c.Burst) + c.Rate*c.Duration.Seconds()
+	lim := window.Limit{Rate: c.Rate, Burst: c.Burst}
+	if ts := ota.AcceptedTimes(credential, "availability"); len(ts) > 0 {
+		r.Allowed = lim.Bound(ts[len(ts)-1].Sub(ts[0]))
+	}
 	full, broken := ota.FullestWindow(credential, "availability")
 	sent, _ := ota.FullestWindowSent(credential, "availability")
 	r.Fullest, r.FullestSent, r.Broken = windowReport(full), windowReport(sent), broken
 	var requests, writes, grants int64
+	var slots []time.Time
 	for _, w := range reports {
 		requests += w.Requests
 		writes += w.Writes
 		grants += w.Grants
+		for _, us := range w.Slots {
+			slots = append(slots, time.UnixMicro(us))
+		}
 	}
+	fs, _ := window.Fullest(slots, lim)
+	r.FullestSlots = windowReport(fs)
 	if grants > 0 {
 		r.RequestsPerGrant = float64(requests) / float64(grants)
 		r.WritesPerGrant = float64(writes) / float64(grants)

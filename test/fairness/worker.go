@@ -42,6 +42,9 @@ type WorkerReport struct {
 	// deferred on SQS would wait. MaxDeferMillis is the longest After.
 	Deferrals      int   `json:"deferrals"`
 	MaxDeferMillis int64 `json:"max_defer_ms"`
+	// Slots are the granted reservations' slots (unix µs): when the limiter
+	// said each token was due, to tell its windows from the vendor's.
+	Slots []int64 `json:"slots_us"`
 	// DynamoDB counts, by this process's own meter: every request sent,
 	// the conditional writes decided, and those whose condition failed.
 	Requests        int64 `json:"dynamodb_requests"`
@@ -56,6 +59,9 @@ type WorkerReport struct {
 type countingLimiter struct {
 	*limiter.Limiter
 	grants, contended, exhausted atomic.Int64
+
+	mu    sync.Mutex
+	slots []int64
 }
 
 func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
@@ -63,6 +69,9 @@ func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, max
 	switch {
 	case err == nil:
 		c.grants.Add(1)
+		c.mu.Lock()
+		c.slots = append(c.slots, r.Slot.UnixMicro())
+		c.mu.Unlock()
 	case errors.Is(err, limiter.ErrContended):
 		c.contended.Add(1)
 	case errors.Is(err, limiter.ErrExhausted):
@@ -149,6 +158,10 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	if err := ctxsleep.Sleep(ctx, time.Until(start)); err != nil {
 		return rep, err
 	}
+	// Pushers start pushes until end (runCtx); a push started before it
+	// runs to its own end under ctx, so that no Wait is cut short by the
+	// run's deadline and reported as a denial: every deferral counted is
+	// one the push client chose.
 	runCtx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 
@@ -157,7 +170,7 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	for p := range f.pushers {
 		wg.Go(func() {
 			for n := 0; runCtx.Err() == nil; n++ {
-				resp, err := push.Push(runCtx, otapush.Request{
+				resp, err := push.Push(ctx, otapush.Request{
 					Bucket: bucket, URL: f.ota + "/v1/availability",
 					JobID:  fmt.Sprintf("p%d-w%d-%d", f.process, p, n),
 					Body:   []byte(fmt.Sprintf(`{"process":%d,"pusher":%d,"n":%d}`, f.process, p, n)),
@@ -174,7 +187,6 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 				case errors.As(err, &later):
 					rep.Deferrals++
 					rep.MaxDeferMillis = max(rep.MaxDeferMillis, later.After.Milliseconds())
-				case runCtx.Err() != nil:
 				default:
 					rep.Errors++
 					if rep.FirstError == "" {
@@ -196,5 +208,6 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	u := meter.Usage()
 	rep.Grants, rep.Contended, rep.Exhausted = lim.grants.Load(), lim.contended.Load(), lim.exhausted.Load()
 	rep.Requests, rep.Writes, rep.ConditionFailed = u.Requests, u.Writes, u.ConditionFailed
+	rep.Slots = lim.slots
 	return rep, nil
 }
