@@ -5,7 +5,8 @@
 //	mockota -rate 20 -burst 40 -addr-file /tmp/ota.url -credentials hotelA,hotelB
 //
 // It serves until SIGINT or SIGTERM and then logs one line with what it
-// accepted and refused, the number a demo or benchmark reports.
+// accepted and refused, the number a demo or benchmark reports, and one
+// with the vendor-side invariant as its own sliding-window check found it.
 package main
 
 import (
@@ -181,6 +182,13 @@ func serve(ctx context.Context, s *mockota.Server, o options, logger *log.Logger
 	}
 	logger.Printf("stopping after %v: %d accepted, %d answered 429, %d requests in all",
 		time.Since(began).Round(time.Millisecond), accepted, limited, len(all))
+	// The vendor-side invariant, checked by the mock's own sliding-window
+	// code whatever -enforce was.
+	if err := s.CheckWindows(); err != nil {
+		logger.Printf("accepted more than burst + rate·W: %v", err)
+	} else {
+		logger.Printf("no window of accepted requests over burst + rate·W")
+	}
 	if o.addrFile != "" {
 		_ = os.Remove(o.addrFile)
 	}

@@ -118,7 +118,8 @@ func TestServe(t *testing.T) {
 	cancel()
 	var logs bytes.Buffer
 	serve(ctx, s, o, newLogger(&logs))
-	if out := logs.String(); !strings.Contains(out, "1 accepted, 1 answered 429, 2 requests in all") {
+	if out := logs.String(); !strings.Contains(out, "1 accepted, 1 answered 429, 2 requests in all") ||
+		!strings.Contains(out, "no window of accepted requests over burst + rate·W") {
 		t.Fatalf("summary %q", out)
 	}
 	if _, err := os.Stat(addr); !os.IsNotExist(err) {
