@@ -104,9 +104,14 @@ type Result struct {
 	Duplicates int `json:"duplicates"`
 	// RequestsPerGrant is the fleet's DynamoDB requests ÷ tokens granted,
 	// from the workers' own counts; WritesPerGrant the conditional writes.
-	RequestsPerGrant float64        `json:"dynamodb_requests_per_grant"`
-	WritesPerGrant   float64        `json:"dynamodb_writes_per_grant"`
-	Workers          []WorkerReport `json:"workers"`
+	RequestsPerGrant float64 `json:"dynamodb_requests_per_grant"`
+	WritesPerGrant   float64 `json:"dynamodb_writes_per_grant"`
+	// ColdCallsPerGrant is the limiter's calls per grant in each pusher's
+	// first Wait (its process's cache cold), SteadyCallsPerGrant in all the
+	// others.
+	ColdCallsPerGrant   float64        `json:"cold_calls_per_grant"`
+	SteadyCallsPerGrant float64        `json:"steady_calls_per_grant"`
+	Workers             []WorkerReport `json:"workers"`
 }
 
 // WindowReport is a window.Window for JSON.
@@ -209,12 +214,15 @@ func measure(c Config, ota *mockota.Server, reports []WorkerReport) *Result {
 	full, broken := ota.FullestWindow(credential, "availability")
 	sent, _ := ota.FullestWindowSent(credential, "availability")
 	r.Fullest, r.FullestSent, r.Broken = windowReport(full), windowReport(sent), broken
-	var requests, writes, grants int64
+	var requests, writes, grants, calls, coldCalls, coldGrants int64
 	var slots []time.Time
 	for _, w := range reports {
 		requests += w.Requests
 		writes += w.Writes
 		grants += w.Grants
+		calls += w.Calls
+		coldCalls += w.ColdCalls
+		coldGrants += w.ColdGrants
 		for _, us := range w.Slots {
 			slots = append(slots, time.UnixMicro(us))
 		}
@@ -224,6 +232,12 @@ func measure(c Config, ota *mockota.Server, reports []WorkerReport) *Result {
 	if grants > 0 {
 		r.RequestsPerGrant = float64(requests) / float64(grants)
 		r.WritesPerGrant = float64(writes) / float64(grants)
+	}
+	if coldGrants > 0 {
+		r.ColdCallsPerGrant = float64(coldCalls) / float64(coldGrants)
+	}
+	if grants > coldGrants {
+		r.SteadyCallsPerGrant = float64(calls-coldCalls) / float64(grants-coldGrants)
 	}
 	return r
 }

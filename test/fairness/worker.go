@@ -47,7 +47,13 @@ type WorkerReport struct {
 	Slots []int64 `json:"slots_us"`
 	// DynamoDB counts, by this process's own meter: every request sent,
 	// the conditional writes decided, and those whose condition failed.
-	Requests        int64 `json:"dynamodb_requests"`
+	Requests int64 `json:"dynamodb_requests"`
+	// Calls are the limiter's DynamoDB calls as a wrapper around the client
+	// saw them, ColdCalls the part made by each pusher's first Wait (its
+	// process's cache still cold) and ColdGrants the first Waits granted.
+	Calls           int64 `json:"dynamodb_calls"`
+	ColdCalls       int64 `json:"dynamodb_cold_calls"`
+	ColdGrants      int64 `json:"cold_grants"`
 	Writes          int64 `json:"dynamodb_writes"`
 	ConditionFailed int64 `json:"dynamodb_condition_failed"`
 	// Errors are pushes that failed otherwise (permanent, or the store).
@@ -55,20 +61,57 @@ type WorkerReport struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// callCounter counts the limiter's DynamoDB calls, and apart those made
+// under a cold-marked context.
+type callCounter struct {
+	*dynamodb.Client
+	calls, cold atomic.Int64
+}
+
+// storeColdKey marks the context of a pusher's first Wait.
+type storeColdKey struct{}
+
+func (c *callCounter) count(ctx context.Context) {
+	c.calls.Add(1)
+	if ctx.Value(storeColdKey{}) != nil {
+		c.cold.Add(1)
+	}
+}
+
+func (c *callCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count(ctx)
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+func (c *callCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count(ctx)
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+// pusherKey carries a pusher's "first Wait still to come" flag.
+type pusherKey struct{}
+
 // countingLimiter counts what Wait came to.
 type countingLimiter struct {
 	*limiter.Limiter
-	grants, contended, exhausted atomic.Int64
+	grants, contended, exhausted, coldGrants atomic.Int64
 
 	mu    sync.Mutex
 	slots []int64
 }
 
 func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
+	cold := false
+	if first, ok := ctx.Value(pusherKey{}).(*atomic.Bool); ok && first.Swap(false) {
+		cold, ctx = true, context.WithValue(ctx, storeColdKey{}, true)
+	}
 	r, err := c.Limiter.Wait(ctx, b, n, maxWait)
 	switch {
 	case err == nil:
 		c.grants.Add(1)
+		if cold {
+			c.coldGrants.Add(1)
+		}
 		c.mu.Lock()
 		c.slots = append(c.slots, r.Slot.UnixMicro())
 		c.mu.Unlock()
@@ -140,7 +183,8 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 		return rep, err
 	}
 	meter := &benchkit.Meter{}
-	l, err := limiter.New(dynamodb.NewFromConfig(cfg, meter.Option(), benchkit.ForEmulator), limiter.WithTable(f.table))
+	store := &callCounter{Client: dynamodb.NewFromConfig(cfg, meter.Option(), benchkit.ForEmulator)}
+	l, err := limiter.New(store, limiter.WithTable(f.table))
 	if err != nil {
 		return rep, err
 	}
@@ -169,6 +213,9 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	var wg sync.WaitGroup
 	for p := range f.pushers {
 		wg.Go(func() {
+			first := &atomic.Bool{}
+			first.Store(true)
+			ctx := context.WithValue(ctx, pusherKey{}, first)
 			for n := 0; runCtx.Err() == nil; n++ {
 				resp, err := push.Push(ctx, otapush.Request{
 					Bucket: bucket, URL: f.ota + "/v1/availability",
@@ -209,5 +256,6 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	rep.Grants, rep.Contended, rep.Exhausted = lim.grants.Load(), lim.contended.Load(), lim.exhausted.Load()
 	rep.Requests, rep.Writes, rep.ConditionFailed = u.Requests, u.Writes, u.ConditionFailed
 	rep.Slots = lim.slots
+	rep.Calls, rep.ColdCalls, rep.ColdGrants = store.calls.Load(), store.cold.Load(), lim.coldGrants.Load()
 	return rep, nil
 }
