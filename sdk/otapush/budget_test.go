@@ -218,3 +218,33 @@ func TestAttemptBoundedByBudget(t *testing.T) {
 		})
 	}
 }
+
+// The pause after contention is one emission interval at most, within
+// [1ms, 50ms].
+func TestContendedPauseCeiling(t *testing.T) {
+	for _, tt := range []struct {
+		rate float64
+		want time.Duration
+	}{
+		{40, 25 * time.Millisecond},
+		{20, 50 * time.Millisecond},
+		{5, 50 * time.Millisecond}, // T = 200ms: capped
+		{1e6, time.Millisecond},    // T = 1µs: floored
+		{2e9, time.Millisecond},    // T rounds to 0
+		{0, maxContendedJitter},    // not a valid limit; still bounded
+	} {
+		var ceiling time.Duration
+		c, err := New(nil, &bucketLog{}, DefaultPolicy, WithJitter(func(m time.Duration) time.Duration { ceiling = m; return m }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.contendedPause(limiter.Bucket{Key: "k", Limit: limiter.Limit{Rate: tt.rate, Burst: 1}})
+		if got != tt.want || ceiling != tt.want {
+			t.Errorf("rate %g: pause %v from a ceiling of %v, want %v", tt.rate, got, ceiling, tt.want)
+		}
+	}
+	c, _ := New(nil, &bucketLog{}, DefaultPolicy, WithJitter(func(time.Duration) time.Duration { return 0 }))
+	if got := c.contendedPause(limiter.Bucket{Key: "k", Limit: limiter.PerSecond(40, 1)}); got != time.Millisecond {
+		t.Errorf("a zero draw paused %v, want the 1ms floor", got)
+	}
+}

@@ -268,9 +268,8 @@ func (c *Client) wait(ctx context.Context, req Request, left time.Duration) erro
 func (c *Client) contendedPause(b limiter.Bucket) time.Duration {
 	ceiling := maxContendedJitter
 	if b.Limit.Rate > 0 {
-		if t := time.Duration(float64(time.Second) / b.Limit.Rate); t > 0 && t < ceiling {
-			ceiling = t
-		}
+		t := time.Duration(float64(time.Second) / b.Limit.Rate)
+		ceiling = min(max(t, time.Millisecond), maxContendedJitter)
 	}
 	return max(c.jitter(ceiling), time.Millisecond)
 }
