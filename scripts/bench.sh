@@ -12,7 +12,12 @@
 #   (d) Take latency / a bare UpdateItem;
 #   (e) the seed articles' figure: per-worker local limiters vs one shared
 #       bucket at 4 and 40 workers against the mock OTA, drawn to
-#       docs/fleet-vs-local.svg.
+#       docs/fleet-vs-local.svg;
+#   (f) fairness across OS processes: 8 worker processes × 5 pushers push
+#       for 10 s through otapush on one bucket (20/s, burst 40) against a mock
+#       OTA with its own sliding-window check (test/fairness, ~15 s).
+#
+# scripts/bench.sh -f runs (f) alone and prints its section (~20 s).
 #
 # It starts the local stack (scripts/localstack.sh) unless one is running,
 # and on exit stops only a stack it started. About 2-3 minutes on 2 cores.
@@ -21,6 +26,7 @@ set -euo pipefail
 usage() {
 	cat <<'EOF'
 usage: scripts/bench.sh [-d SECONDS] [-o REPORT.md] [-c CHART.svg]
+       scripts/bench.sh -f
 
 Runs every benchmark on the local stack and prints a Markdown report.
 
@@ -29,6 +35,8 @@ Runs every benchmark on the local stack and prints a Markdown report.
   -o FILE      where to write the report (default docs/benchmarks.md;
                "-" prints it only)
   -c FILE      where to draw the seed figure (default docs/fleet-vs-local.svg)
+  -f           run only the fairness benchmark (f) and print its section;
+               no file is written
   -h           this help
 EOF
 }
@@ -41,6 +49,7 @@ die_usage() {
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 duration=5
+fairness_only=0
 out=$ROOT/docs/benchmarks.md
 chart=$ROOT/docs/fleet-vs-local.svg
 
@@ -51,9 +60,10 @@ abspath() { # resolve against the caller's directory, before we cd
 	esac
 }
 
-while getopts ':d:o:c:h' opt; do
+while getopts ':d:o:c:fh' opt; do
 	case $opt in
 	d) duration=$OPTARG ;;
+	f) fairness_only=1 ;;
 	o) [[ $OPTARG == - ]] && out=- || out=$(abspath "$OPTARG") ;;
 	c) chart=$(abspath "$OPTARG") ;;
 	h)
@@ -105,13 +115,18 @@ trap 'exit 143' TERM
 # ---------------------------------------------------------------- build ----
 
 step "building the benchmarks"
-go test -c -o "$tmp/bench.test" ./test/bench
-go build -o "$tmp/benchreport" ./test/bench/cmd/benchreport
-# The comparison is its own module (third-party limiters stay out of the
-# SDK's go.mod); -mod=mod lets it follow changes to the root module's
-# requirements.
-(cd test/benchcompare && go test -mod=mod -c -o "$tmp/compare.test" . &&
-	go build -mod=mod -o "$tmp/seedfigure" ./cmd/seedfigure)
+# One binary is the fairness driver and, started as "fairness worker", each
+# of its worker processes.
+go build -o "$tmp/fairness" ./test/fairness/cmd/fairness
+if ((!fairness_only)); then
+	go test -c -o "$tmp/bench.test" ./test/bench
+	go build -o "$tmp/benchreport" ./test/bench/cmd/benchreport
+	# The comparison is its own module (third-party limiters stay out of the
+	# SDK's go.mod); -mod=mod lets it follow changes to the root module's
+	# requirements.
+	(cd test/benchcompare && go test -mod=mod -c -o "$tmp/compare.test" . &&
+		go build -mod=mod -o "$tmp/seedfigure" ./cmd/seedfigure)
+fi
 
 # ---------------------------------------------------------------- stack ----
 
@@ -129,7 +144,27 @@ eval "$stack_env"
 
 # ------------------------------------------------------------------ run ----
 
+moto=$(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '?')
+env_line="$(date -u +%Y-%m-%d), $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH), $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') cores, moto $moto"
+
 failed=()
+fairness() { # (f): the section goes to $tmp/fairness.md, the numbers to $tmp/fairness.json
+	step "(f) fairness across OS processes (8 processes × 5 pushers, 10 s)"
+	if ! "$tmp/fairness" -procs 8 -pushers 5 -duration 10s -env "$env_line" -json "$tmp/fairness.json" >"$tmp/fairness.md"; then
+		failed+=("(f) fairness")
+	fi
+}
+if ((fairness_only)); then
+	fairness
+	printf '\n' >&2
+	cat "$tmp/fairness.md"
+	if ((${#failed[@]})); then
+		printf 'bench.sh: FAILED: %s\n' "${failed[@]}" >&2
+		exit 1
+	fi
+	exit 0
+fi
+
 bench() { # NAME OUTPUT COMMAND...: run one benchmark binary, keep going on failure
 	local name=$1 output=$2
 	shift 2
@@ -151,17 +186,18 @@ if ! "$tmp/seedfigure" -duration "${duration}s" -out "$chart" -json "$tmp/seed.j
 	failed+=("(e) seedfigure")
 	rm -f "$tmp/seed.json" "$tmp/seed.md"
 fi
+fairness
 
 # --------------------------------------------------------------- report ----
 
-moto=$(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '?')
-env_line="$(date -u +%Y-%m-%d), $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH), $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') cores, moto $moto"
 chart_link=""
 if [[ $out != - ]]; then
 	chart_link=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], os.path.dirname(sys.argv[2])))' "$chart" "$out" 2>/dev/null || echo "$chart")
 fi
 args=(-bench "$tmp/latency.txt" -bench "$tmp/overload.txt" -bench "$tmp/compare.txt" -env "$env_line" -chart "$chart_link")
 [[ -f $tmp/seed.json ]] && args+=(-seed-json "$tmp/seed.json" -seed-md "$tmp/seed.md")
+[[ -s $tmp/fairness.json ]] && args+=(-fairness-json "$tmp/fairness.json")
+[[ -s $tmp/fairness.md ]] && args+=(-fairness-md "$tmp/fairness.md")
 "$tmp/benchreport" "${args[@]}" >"$tmp/report.md"
 
 printf '\n' >&2

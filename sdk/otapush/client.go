@@ -4,6 +4,17 @@
 // vendor's Retry-After; a low X-RateLimit-Remaining drains it; transient
 // failures retry within a bounded budget and then hand the job back for
 // deferral; any other 4xx is permanent and never retried.
+//
+// Time bounds: every request runs under a context that ends when the push's
+// budget (Policy.MaxElapsed) does, so a vendor that never answers cannot
+// hold an attempt past it; New(nil, …) uses an http.Client with a
+// DefaultHTTPTimeout timeout, never http.DefaultClient, which has none.
+// A vendor's Retry-After is clamped to Policy.MaxRetryAfter however large
+// it is, even beyond what a time.Duration holds.
+//
+// Contention is not exhaustion: when the limiter's writes all lose races to
+// other workers (limiter.ErrContended), the push asks again at once, after a
+// small jitter, within its budget; it never defers a job for that.
 package otapush
 
 import (
@@ -102,7 +113,18 @@ func WithJitter(f func(max time.Duration) time.Duration) Option {
 	return func(c *Client) { c.jitter = f }
 }
 
-// New returns a Client; hc nil means http.DefaultClient.
+// DefaultHTTPTimeout bounds one request of a Client made with a nil
+// *http.Client: the 20 s an OTA push may take by SiteMinder's SiteConnect
+// rules (vendors are expected to answer in 1–2 s). Each attempt is also
+// bounded by what is left of Policy.MaxElapsed, whichever ends first.
+const DefaultHTTPTimeout = 20 * time.Second
+
+// maxContendedJitter caps the pause before asking the limiter again after
+// its writes all lost races (see acquire).
+const maxContendedJitter = 50 * time.Millisecond
+
+// New returns a Client. hc nil means a client with DefaultHTTPTimeout (not
+// http.DefaultClient, which waits forever for a vendor that never answers).
 func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error) {
 	if lim == nil {
 		return nil, errors.New("otapush: nil limiter: every push must draw a token")
@@ -111,7 +133,7 @@ func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error
 		return nil, err
 	}
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
 	c := &Client{http: hc, limiter: lim, policy: p, log: slog.Default(), now: time.Now,
 		jitter: func(m time.Duration) time.Duration { return rand.N(m) }, sleep: ctxsleep.Sleep}
@@ -163,7 +185,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 				return resp, err
 			}
 		}
-		status, retryIn, err := c.send(ctx, req, attempt)
+		status, retryIn, err := c.send(ctx, req, attempt, start)
 		resp.Status, resp.Attempts = status, attempt
 		if status == http.StatusTooManyRequests {
 			resp.Throttled++
@@ -176,7 +198,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 			return resp, err
 		}
 		elapsed := c.now().Sub(start)
-		if attempt >= c.policy.MaxAttempts || elapsed+retryIn > c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(retryIn)) {
+		if attempt >= c.policy.MaxAttempts || elapsed+retryIn >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(retryIn)) {
 			return resp, &DeferError{After: retryIn, Status: status, Cause: err}
 		}
 		if err := c.sleep(ctx, retryIn); err != nil {
@@ -186,34 +208,82 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 }
 
 // acquire waits for a token within what is left of the push's budget.
+//
+// A call that ends in limiter.ErrContended (every write lost a race to other
+// workers: the bucket may well have tokens) is made again at once, after a
+// jitter of up to one emission interval of the bucket (at most
+// maxContendedJitter, at least 1ms) so that the losers do not collide again,
+// for as long as the budget and ctx last. It is never turned into a
+// deferral for the whole budget, which would starve this worker while the
+// winners of the race take every token.
 func (c *Client) acquire(ctx context.Context, req Request, start time.Time) error {
-	left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
-	var err error
-	if len(req.Also) == 0 {
-		_, err = c.limiter.Wait(ctx, req.Bucket, 1, left)
-	} else if multi, ok := c.limiter.(MultiWaiter); ok {
-		_, err = multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), 1, left)
-	} else {
-		err = fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+	for {
+		left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
+		err := c.wait(ctx, req, left)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, limiter.ErrContended) {
+			pause := c.contendedPause(req.Bucket)
+			if c.now().Sub(start)+pause >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(pause)) {
+				// The budget ran out in the race: come back soon, not after
+				// a whole budget; nobody proved the bucket empty.
+				return &DeferError{After: pause, Cause: err}
+			}
+			if err := c.sleep(ctx, pause); err != nil {
+				return err
+			}
+			continue
+		}
+		if wait, denied := limiter.RetryAfter(err); denied {
+			// A real exhaustion: the slot lies beyond the budget. Wait's
+			// RetryAfter counts from the end of its max wait.
+			return &DeferError{After: wait + left, Cause: err}
+		}
+		// The store is down or unsure: fail closed, the job waits in the queue.
+		return &DeferError{Cause: err}
 	}
-	if err == nil {
-		return nil
-	}
-	if wait, denied := limiter.RetryAfter(err); denied {
-		// Wait's RetryAfter counts from the end of its max wait.
-		return &DeferError{After: wait + left, Cause: err}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	// The store is down or unsure: fail closed, the job waits in the queue.
-	return &DeferError{Cause: err}
 }
 
-// send makes one request. On failure it returns how long to wait before the
-// next attempt.
-func (c *Client) send(ctx context.Context, req Request, attempt int) (int, time.Duration, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.URL, bytes.NewReader(req.Body))
+// wait asks the limiter for one token of every bucket of req, at most left
+// ahead.
+func (c *Client) wait(ctx context.Context, req Request, left time.Duration) error {
+	if len(req.Also) == 0 {
+		_, err := c.limiter.Wait(ctx, req.Bucket, 1, left)
+		return err
+	}
+	if multi, ok := c.limiter.(MultiWaiter); ok {
+		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), 1, left)
+		return err
+	}
+	return fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+}
+
+// contendedPause is the jitter before asking again after contention: a draw
+// in [0, min(T, maxContendedJitter)), at least 1ms, where T = 1/rate is the
+// bucket's emission interval (a token a T from now is the next one to win).
+func (c *Client) contendedPause(b limiter.Bucket) time.Duration {
+	ceiling := maxContendedJitter
+	if b.Limit.Rate > 0 {
+		t := time.Duration(float64(time.Second) / b.Limit.Rate)
+		ceiling = min(max(t, time.Millisecond), maxContendedJitter)
+	}
+	return max(c.jitter(ceiling), time.Millisecond)
+}
+
+// send makes one request, bounded by what is left of the push's budget. On
+// failure it returns how long to wait before the next attempt.
+func (c *Client) send(ctx context.Context, req Request, attempt int, start time.Time) (int, time.Duration, error) {
+	left := c.policy.MaxElapsed - c.now().Sub(start)
+	if left <= 0 {
+		return 0, 0, fmt.Errorf("no time left of the push's %v budget for attempt %d", c.policy.MaxElapsed, attempt)
+	}
+	actx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, req.URL, bytes.NewReader(req.Body))
 	if err != nil {
 		return 0, 0, &PermanentError{Summary: "bad request: " + err.Error()}
 	}
@@ -224,6 +294,10 @@ func (c *Client) send(ctx context.Context, req Request, attempt int) (int, time.
 	hreq.Header.Set("X-Job-Id", req.JobID)
 	resp, err := c.http.Do(hreq)
 	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			// The vendor may have applied it: X-Job-Id lets it drop a repeat.
+			return 0, c.backoff(attempt), fmt.Errorf("no answer within the %v left of the push's budget (attempt %d): %w", left.Round(time.Millisecond), attempt, err)
+		}
 		return 0, c.backoff(attempt), fmt.Errorf("network: %w", err)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))

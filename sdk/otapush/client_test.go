@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -34,7 +35,16 @@ func TestParseRetryAfter(t *testing.T) {
 		{"-5", 0, true},
 		{"soon", 0, true},
 		{"1.5", 0, true},
-		{"99999999999999999999", 0, true},
+		{"+5", 0, true},
+		{"5s", 0, true},
+		// Too large for a Duration: saturate, so the caller's cap clamps it.
+		{"4000000000", 4000000000 * time.Second, false},
+		{"9223372036", 9223372036 * time.Second, false}, // the largest that fits
+		{"9223372037", math.MaxInt64, false},
+		{"99999999999", math.MaxInt64, false},
+		{"99999999999999999999", math.MaxInt64, false}, // beyond int64
+		{"00000000000000000000000000007", 7 * time.Second, false},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", math.MaxInt64, false},
 	}
 	for _, tt := range tests {
 		got, err := ParseRetryAfter(tt.in, now)
@@ -145,6 +155,12 @@ func TestPush(t *testing.T) {
 		{"429 negative Retry-After uses the default", []scripted{{status: 429, header: map[string]string{"Retry-After": "-7"}}, ok}, true, nil, 2, 1,
 			[]time.Duration{2 * time.Second}, []time.Duration{2 * time.Second}, 0},
 		{"429 huge Retry-After is capped and deferred", []scripted{{status: 429, header: map[string]string{"Retry-After": "86400"}}}, true, ErrDefer, 1, 0,
+			nil, []time.Duration{15 * time.Minute}, 15 * time.Minute},
+		{"429 Retry-After beyond a Duration is capped, not defaulted", []scripted{{status: 429, header: map[string]string{"Retry-After": "99999999999"}}}, true, ErrDefer, 1, 0,
+			nil, []time.Duration{15 * time.Minute}, 15 * time.Minute},
+		{"429 Retry-After beyond int64 is capped", []scripted{{status: 429, header: map[string]string{"Retry-After": "99999999999999999999"}}}, true, ErrDefer, 1, 0,
+			nil, []time.Duration{15 * time.Minute}, 15 * time.Minute},
+		{"429 Retry-After of 4e9 s is capped", []scripted{{status: 429, header: map[string]string{"Retry-After": "4000000000"}}}, true, ErrDefer, 1, 0,
 			nil, []time.Duration{15 * time.Minute}, 15 * time.Minute},
 		{"429 past the budget defers", []scripted{{status: 429, header: map[string]string{"Retry-After": "30"}}}, true, ErrDefer, 1, 0,
 			nil, []time.Duration{30 * time.Second}, 30 * time.Second},

@@ -3,16 +3,26 @@ package otapush
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
 
+// maxDelaySeconds is the largest delta-seconds a time.Duration holds.
+const maxDelaySeconds = int64(math.MaxInt64 / time.Second)
+
 // ParseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3): either
 // delta-seconds or an HTTP-date. A date in the past means "now" (0). It
 // returns an error for an empty, negative or unparsable value; the caller
 // picks a default.
+//
+// A value too large for a time.Duration (delta-seconds beyond about 292
+// years, however many digits, or a date as far ahead) is not an error: it
+// saturates at the largest Duration, so that a caller's cap (the Client's
+// Policy.MaxRetryAfter) clamps it like any other long wait, as RFC 9111
+// §1.2.2 asks of delta-seconds too large to represent.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -20,8 +30,9 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, error) {
 	}
 	if isDigits(v) {
 		secs, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || secs > int64(1<<62/time.Second) {
-			return 0, fmt.Errorf("Retry-After %q out of range", v)
+		if err != nil || secs > maxDelaySeconds {
+			// Only digits, so the one way to fail is being too large.
+			return time.Duration(math.MaxInt64), nil
 		}
 		return time.Duration(secs) * time.Second, nil
 	}

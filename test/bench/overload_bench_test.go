@@ -51,7 +51,8 @@ var overloadLimit = limiter.PerSecond(6, 6)
 //
 // It reports re-deferrals per job (deferrals of a job beyond its first),
 // deferrals per job, SQS messages and DynamoDB requests per push, 429s,
-// and the drain time ÷ the ideal (jobs − burst) ÷ rate.
+// the drain time ÷ the ideal (jobs − burst) ÷ rate, and the fullest window
+// of accepted pushes ÷ burst + rate·W by the mock's independent check.
 func BenchmarkOverloadDeferral(b *testing.B) {
 	for _, mode := range []string{"reserve-defer", "take-or-defer"} {
 		b.Run(mode, func(b *testing.B) { overload(b, mode) })
@@ -260,6 +261,13 @@ func (r *overloadRun) report(jobs int) {
 	b.ReportMetric(float64(r.ota.Count429()), "429s")
 	b.ReportMetric(drain/ideal, "drain/ideal")
 	b.ReportMetric(float64(len(accepted)), "pushes")
+	// The vendor-side invariant, by the mock's own sliding-window check
+	// (package window, no sdk/gcra).
+	full, broken := r.ota.FullestWindow("cred-1", "availability")
+	b.ReportMetric(full.Ratio(), "vendor-fullest-window")
+	if broken {
+		b.Errorf("the vendor accepted more than burst + rate·W: %v", full)
+	}
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // bucketKey is what the vendor meters by: the fleet shares one allowance per
@@ -32,8 +33,11 @@ type verdict struct {
 // published bucket, or the X-RateLimit-Remaining a client sees would lie,
 // and vice versa. The caller holds s.mu.
 func (s *Server) take(k bucketKey, now int64) verdict {
-	st := s.buckets[k]
 	pl := s.cfg.limit(k.endpoint)
+	if s.cfg.Enforce != EnforceGCRA {
+		return s.takeWindow(k, now, pl)
+	}
+	st := s.buckets[k]
 	pd := gcra.Decide(st.published, now, pl, 1, 0)
 	allowed, wait := pd.Allowed, pd.RetryAfter
 	var hd gcra.Decision
@@ -53,6 +57,23 @@ func (s *Server) take(k bucketKey, now int64) verdict {
 	}
 	s.buckets[k] = st
 	return verdict{allowed: true, burst: pl.Burst, remaining: pd.Remaining}
+}
+
+// takeWindow decides with the mock's own sliding-window log, no gcra: the
+// independent vendor. EnforceNone records the arrival in the log (so the
+// headers stay meaningful) and accepts it whatever the log says. The caller
+// holds s.mu.
+func (s *Server) takeWindow(k bucketKey, now int64, pl gcra.Limit) verdict {
+	g := s.windows[k]
+	if g == nil {
+		g = &window.Log{}
+		s.windows[k] = g
+	}
+	d := g.Admit(time.UnixMicro(now), windowLimit(pl))
+	if !d.Allowed && s.cfg.Enforce == EnforceNone {
+		return verdict{allowed: true, burst: pl.Burst}
+	}
+	return verdict{allowed: d.Allowed, wait: (d.Wait + time.Microsecond - 1).Microseconds(), burst: pl.Burst, remaining: d.Remaining}
 }
 
 // setRateHeaders publishes the published bucket only: a vendor's hidden

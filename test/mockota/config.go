@@ -9,6 +9,12 @@
 // bucket is the same GCRA arithmetic as the SDK's (sdk/gcra) on an
 // injectable clock, so a test with a manual clock knows to the microsecond
 // what the vendor will grant.
+//
+// A test that asserts the vendor-side invariant should not trust that
+// arithmetic, which is the code under test: Config.Enforce can make the mock
+// decide with its own sliding-window log instead (package window, which
+// shares no code with sdk/gcra), and CheckWindows / FullestWindow check a
+// recording with that independent code whatever the mock enforced.
 package mockota
 
 import (
@@ -17,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // Config describes the vendor a Server imitates. Limit is required; every
@@ -33,6 +40,9 @@ type Config struct {
 	// fleet configured to the documentation still earns 429s and must
 	// learn from Retry-After.
 	HiddenLimit *gcra.Limit
+	// Enforce picks how the limit is enforced: EnforceGCRA (the default),
+	// EnforceWindow or EnforceNone. HiddenLimit needs EnforceGCRA.
+	Enforce Enforcement
 
 	// Credentials are the accepted bearer tokens. Empty accepts any
 	// non-empty token, for tests that do not care about authentication.
@@ -75,6 +85,14 @@ func (c Config) validate() error {
 			return fmt.Errorf("mockota: Limits[%q]: %w", ep, err)
 		}
 	}
+	switch c.Enforce {
+	case EnforceGCRA, EnforceWindow, EnforceNone:
+	default:
+		return fmt.Errorf("mockota: Enforce %d, want EnforceGCRA, EnforceWindow or EnforceNone", c.Enforce)
+	}
+	if c.HiddenLimit != nil && c.Enforce != EnforceGCRA {
+		return fmt.Errorf("mockota: HiddenLimit needs Enforce EnforceGCRA, not %v", c.Enforce)
+	}
 	if c.HiddenLimit != nil {
 		if err := gcra.Check(*c.HiddenLimit, 1, 0); err != nil {
 			return fmt.Errorf("mockota: HiddenLimit: %w", err)
@@ -101,3 +119,46 @@ func (c Config) limit(endpoint string) gcra.Limit {
 	}
 	return c.Limit
 }
+
+// Enforcement is how the mock decides whether a request fits the limit.
+type Enforcement int
+
+const (
+	// EnforceGCRA decides with sdk/gcra's token bucket, exact to the
+	// microsecond with a manual clock; the only mode with a HiddenLimit.
+	EnforceGCRA Enforcement = iota
+	// EnforceWindow decides with the mock's own sliding-window log
+	// (package window): a request is accepted iff every window ending at it
+	// holds at most burst + rate·W accepted requests. It shares no code with
+	// sdk/gcra, so a fleet measured against it is judged independently.
+	EnforceWindow
+	// EnforceNone accepts every well-formed request and only records it, for
+	// runs that measure what a fleet sends rather than what a vendor lets
+	// through. Rate headers still describe the published limit's window.
+	EnforceNone
+)
+
+func (e Enforcement) String() string {
+	switch e {
+	case EnforceGCRA:
+		return "gcra"
+	case EnforceWindow:
+		return "window"
+	case EnforceNone:
+		return "none"
+	}
+	return fmt.Sprintf("Enforcement(%d)", int(e))
+}
+
+// ParseEnforcement reads the String form, for flags.
+func ParseEnforcement(s string) (Enforcement, error) {
+	for _, e := range []Enforcement{EnforceGCRA, EnforceWindow, EnforceNone} {
+		if s == e.String() {
+			return e, nil
+		}
+	}
+	return 0, fmt.Errorf("enforcement %q, want gcra, window or none", s)
+}
+
+// windowLimit is l for package window.
+func windowLimit(l gcra.Limit) window.Limit { return window.Limit{Rate: l.Rate, Burst: l.Burst} }

@@ -2,7 +2,12 @@ package mockota
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"sort"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // Request is one request as the vendor saw it. Fields the request did not
@@ -18,7 +23,11 @@ type Request struct {
 	// during Config.Latency is still recorded with the status it would
 	// have had: the vendor processed it, as a real one would.
 	Status int
-	Body   []byte
+	// Metered says the request was well-formed and reached the rate limit
+	// (accepted, refused with 429, or failed on purpose by FailNext): one
+	// the vendor counts.
+	Metered bool
+	Body    []byte
 }
 
 func accepted(status int) bool { return status >= 200 && status < 300 }
@@ -91,4 +100,69 @@ func (s *Server) filter(keep func(Request) bool) []Request {
 		}
 	}
 	return out
+}
+
+// ArrivalTimes returns the arrival times of every metered request on one
+// (credential, endpoint) bucket, accepted or not: what the fleet sent.
+func (s *Server) ArrivalTimes(credential, endpoint string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ts []time.Time
+	for _, r := range s.log {
+		if r.Metered && r.Credential == credential && r.Endpoint == endpoint {
+			ts = append(ts, r.At)
+		}
+	}
+	return ts
+}
+
+// FullestWindow is the vendor-side invariant's report for one bucket: the
+// window of accepted requests fullest relative to burst + rate·W of the
+// endpoint's published limit, and whether any window broke it. It is
+// computed by package window, which shares no code with sdk/gcra, whatever
+// Config.Enforce the server ran with.
+func (s *Server) FullestWindow(credential, endpoint string) (window.Window, bool) {
+	return window.Fullest(s.AcceptedTimes(credential, endpoint), windowLimit(s.cfg.limit(endpoint)))
+}
+
+// FullestWindowSent is FullestWindow over every metered request, refused
+// ones included: whether the fleet sent more than the limit allows, which
+// a vendor that enforces it answers with 429s.
+func (s *Server) FullestWindowSent(credential, endpoint string) (window.Window, bool) {
+	return window.Fullest(s.ArrivalTimes(credential, endpoint), windowLimit(s.cfg.limit(endpoint)))
+}
+
+// CheckWindows asserts the vendor-side invariant on every bucket that
+// accepted anything: no window of accepted requests holds more than burst
+// + rate·W of its published limit. It uses package window, not sdk/gcra, so
+// a bug in the bucket arithmetic fails here. It returns nil when the
+// invariant holds and an error naming each broken bucket's fullest window
+// otherwise.
+func (s *Server) CheckWindows() error {
+	s.mu.Lock()
+	byBucket := map[bucketKey][]time.Time{}
+	for _, r := range s.log {
+		if accepted(r.Status) && r.Metered {
+			k := bucketKey{r.Credential, r.Endpoint}
+			byBucket[k] = append(byBucket[k], r.At)
+		}
+	}
+	s.mu.Unlock()
+	keys := make([]bucketKey, 0, len(byBucket))
+	for k := range byBucket {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].credential != keys[j].credential {
+			return keys[i].credential < keys[j].credential
+		}
+		return keys[i].endpoint < keys[j].endpoint
+	})
+	var errs []error
+	for _, k := range keys {
+		if err := window.Check(byBucket[k], windowLimit(s.cfg.limit(k.endpoint))); err != nil {
+			errs = append(errs, fmt.Errorf("mockota: %s/%s accepted too much: %w", k.credential, k.endpoint, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -241,6 +241,9 @@ func TestStartRejectsConfig(t *testing.T) {
 		{"empty credential", Config{Limit: ok, Credentials: []string{"a", ""}}},
 		{"negative latency", Config{Limit: ok, Latency: -time.Second}},
 		{"bad port", Config{Limit: ok, Port: 70000}},
+		{"unknown enforcement", Config{Limit: ok, Enforce: Enforcement(9)}},
+		{"hidden limit with window enforcement", Config{Limit: ok, Enforce: EnforceWindow, HiddenLimit: &ok}},
+		{"hidden limit with no enforcement", Config{Limit: ok, Enforce: EnforceNone, HiddenLimit: &ok}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Start(tc.cfg)

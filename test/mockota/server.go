@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // maxBody bounds what one request may send; ARI updates are small, and an
@@ -28,6 +30,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	buckets  map[bucketKey]tats
+	windows  map[bucketKey]*window.Log
 	failures map[string][]int
 	log      []Request
 }
@@ -54,6 +57,7 @@ func Start(cfg Config) (*Server, error) {
 		url:      "http://" + ln.Addr().String(),
 		cancel:   cancel,
 		buckets:  make(map[bucketKey]tats),
+		windows:  make(map[bucketKey]*window.Log),
 		failures: make(map[string][]int),
 	}
 	for _, c := range cfg.Credentials {
@@ -93,7 +97,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	rec.At = s.cfg.Now()
 	if status == 0 {
-		limited = true
+		limited, rec.Metered = true, true
 		v = s.take(bucketKey{rec.Credential, rec.Endpoint}, rec.At.UnixMicro())
 		switch {
 		case !v.allowed:

@@ -3,7 +3,8 @@
 // each comparison. scripts/bench.sh runs the benchmarks and then this:
 //
 //	benchreport -bench bench.txt -bench benchcompare.txt \
-//	    -seed-json seed.json -seed-md seed.md -chart fleet-vs-local.svg -env "…"
+//	    -seed-json seed.json -seed-md seed.md -chart fleet-vs-local.svg -env "…" \
+//	    -fairness-json fairness.json -fairness-md fairness.md
 //
 // It reads go test -bench output (the standard benchmark format: name,
 // iterations, then value-unit pairs) and seedfigure's JSON and Markdown.
@@ -33,7 +34,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	var benches listFlag
-	var seedJSON, seedMD, chart, env string
+	var seedJSON, seedMD, chart, env, fairJSON, fairMD string
 	fs := flag.NewFlagSet("benchreport", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&benches, "bench", "a file of go test -bench output (repeatable)")
@@ -41,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&seedMD, "seed-md", "", "seedfigure's Markdown table")
 	fs.StringVar(&chart, "chart", "", "the chart's path relative to the report, to link it")
 	fs.StringVar(&env, "env", "", "a line describing the machine and versions")
+	fs.StringVar(&fairJSON, "fairness-json", "", "test/fairness's -json output")
+	fs.StringVar(&fairMD, "fairness-md", "", "test/fairness's Markdown section")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -48,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 || len(benches) == 0 {
-		fmt.Fprintln(stderr, "usage: benchreport -bench FILE [-bench FILE…] [-seed-json FILE -seed-md FILE] [-chart PATH] [-env TEXT]")
+		fmt.Fprintln(stderr, "usage: benchreport -bench FILE [-bench FILE…] [-seed-json FILE -seed-md FILE] [-fairness-json FILE -fairness-md FILE] [-chart PATH] [-env TEXT]")
 		return 2
 	}
 	results := results{}
@@ -83,7 +86,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		seedTable = string(b)
 	}
-	fmt.Fprint(stdout, report(results, seed, seedTable, chart, env))
+	var fair *fairnessResults
+	var fairSection string
+	if fairJSON != "" {
+		b, err := os.ReadFile(fairJSON)
+		if err == nil {
+			fair = &fairnessResults{}
+			err = json.Unmarshal(b, fair)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "benchreport: %s: %v\n", fairJSON, err)
+			return 1
+		}
+	}
+	if fairMD != "" {
+		b, err := os.ReadFile(fairMD)
+		if err != nil {
+			fmt.Fprintf(stderr, "benchreport: %v\n", err)
+			return 1
+		}
+		fairSection = string(b)
+	}
+	fmt.Fprint(stdout, report(results, seed, seedTable, chart, env, fair, fairSection))
 	return 0
 }
 

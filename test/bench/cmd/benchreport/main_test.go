@@ -38,8 +38,25 @@ func TestParseRefusesAMalformedLine(t *testing.T) {
 }
 
 func TestReportMarksMissingNumbers(t *testing.T) {
-	md := report(results{}, nil, "", "", "")
-	if !strings.Contains(md, "| (d) | `Take` latency ÷ a bare UpdateItem, interleaved | n/a | — |") {
+	md := report(results{}, nil, "", "", "", nil, "")
+	if !strings.Contains(md, "| (d) | `Take` latency ÷ a bare UpdateItem, interleaved | n/a | — |") ||
+		!strings.Contains(md, "max ÷ min, 429s, DynamoDB requests per grant | n/a | — |") ||
+		!strings.Contains(md, "n/a (the fairness benchmark did not run)") {
 		t.Errorf("missing numbers are not n/a:\n%s", md)
+	}
+}
+
+func TestReportIncludesFairness(t *testing.T) {
+	f := &fairnessResults{MaxOverMin: -1, Throttled: 3, RequestsPerGrant: 1.5, Broken: true}
+	f.Config.Procs, f.Config.Pushers, f.Config.Duration = 8, 5, "10s"
+	md := report(results{}, nil, "", "", "", f, "## (f) Fairness across OS processes\n\n| table |\n")
+	for _, want := range []string{
+		"| (f) | 8 processes × 5 pushers through `otapush` for 10s:",
+		"| ∞ (a process made none), 3 429s, 1.50 requests/grant; **limit broken** | — |",
+		"## (f) Fairness across OS processes\n\n| table |\n\n## Notes",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -23,7 +23,7 @@ const (
 	latency    = "BenchmarkTakeUncontended"
 )
 
-func report(r results, seed *seedResults, seedTable, chart, env string) string {
+func report(r results, seed *seedResults, seedTable, chart, env string, fair *fairnessResults, fairMD string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
@@ -63,8 +63,9 @@ func report(r results, seed *seedResults, seedTable, chart, env string) string {
 		r.f(overRes, "re-deferrals/job", "%.2f"), r.f(overTake, "re-deferrals/job", "%.2f"))
 	p("| (d) | `Take` latency ÷ a bare UpdateItem, interleaved | %s | — |\n", r.f(latency, "take/bare-latency", "%.2f"))
 	n, local, shared := seed.largest()
-	p("| (e) | %d workers, limiters sized for %d: requests sent ÷ quota, 429s; shared bucket vs local `x/time/rate` | %s | %s |\n\n",
+	p("| (e) | %d workers, limiters sized for %d: requests sent ÷ quota, 429s; shared bucket vs local `x/time/rate` | %s | %s |\n",
 		n, seedInitial(seed), shared, local)
+	p("| (f) | %s | %s | — |\n\n", fair.what(), fair.cell())
 
 	p("## (a) DynamoDB requests and billed capacity per granted token\n\n")
 	p("One key. `workers=1`: a bucket that never runs dry, so every call is a grant. `workers=16`: sixteen workers, ")
@@ -137,6 +138,12 @@ func report(r results, seed *seedResults, seedTable, chart, env string) string {
 		p("n/a (seedfigure did not run)\n")
 	}
 
+	if fairMD != "" {
+		p("\n%s\n", strings.TrimSpace(fairMD))
+	} else {
+		p("\n## (f) Fairness across OS processes\n\nn/a (the fairness benchmark did not run)\n")
+	}
+
 	p("\n## Notes\n\n")
 	p("- **Capacity** is computed by DynamoDB's rules, per request the table decided: a write (PutItem, UpdateItem) bills ")
 	p("ceil(item size ÷ 1 KB) write units, and a write whose condition failed is billed like one that succeeded; a strongly ")
@@ -175,4 +182,41 @@ func seedInitial(s *seedResults) int {
 		return 0
 	}
 	return s.Initial
+}
+
+// fairnessResults is the part of test/fairness's JSON result the summary
+// needs.
+type fairnessResults struct {
+	Config struct {
+		Procs, Pushers int
+		Duration       string
+	} `json:"config"`
+	PushesPerProcess []int   `json:"pushes_per_process"`
+	MaxOverMin       float64 `json:"max_over_min"` // -1: a process made none
+	Throttled        int     `json:"throttled_429"`
+	Broken           bool    `json:"broken"`
+	RequestsPerGrant float64 `json:"dynamodb_requests_per_grant"`
+}
+
+func (f *fairnessResults) what() string {
+	if f == nil {
+		return "processes × pushers through `otapush`: pushes per process max ÷ min, 429s, DynamoDB requests per grant"
+	}
+	return fmt.Sprintf("%d processes × %d pushers through `otapush` for %s: pushes per process max ÷ min, 429s, DynamoDB requests per grant",
+		f.Config.Procs, f.Config.Pushers, f.Config.Duration)
+}
+
+func (f *fairnessResults) cell() string {
+	if f == nil {
+		return "n/a"
+	}
+	ratio := fmt.Sprintf("%.2f", f.MaxOverMin)
+	if f.MaxOverMin < 0 {
+		ratio = "∞ (a process made none)"
+	}
+	broken := ""
+	if f.Broken {
+		broken = "; **limit broken**"
+	}
+	return fmt.Sprintf("%s, %d 429s, %.2f requests/grant%s", ratio, f.Throttled, f.RequestsPerGrant, broken)
 }

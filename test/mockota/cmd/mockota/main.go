@@ -5,7 +5,8 @@
 //	mockota -rate 20 -burst 40 -addr-file /tmp/ota.url -credentials hotelA,hotelB
 //
 // It serves until SIGINT or SIGTERM and then logs one line with what it
-// accepted and refused, the number a demo or benchmark reports.
+// accepted and refused, the number a demo or benchmark reports, and one
+// with the vendor-side invariant as its own sliding-window check found it.
 package main
 
 import (
@@ -85,6 +86,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cfg.Port, "port", 0, "port on 127.0.0.1 (0 = any free port)")
 	fs.DurationVar(&o.cfg.Latency, "latency", 0, "delay before every answer, e.g. 20ms")
 	fs.BoolVar(&o.cfg.RetryAfterHTTPDate, "retry-after-date", false, "send Retry-After as an HTTP-date instead of seconds")
+	fs.Func("enforce", "how the limit is enforced: gcra (default), window (the mock's own sliding-window log, no sdk/gcra) or none", func(v string) error {
+		e, err := mockota.ParseEnforcement(v)
+		o.cfg.Enforce = e
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -100,6 +106,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := gcra.Check(o.cfg.Limit, 1, 0); err != nil {
 		return usage("-rate %v -burst %d: %v", o.cfg.Limit.Rate, o.cfg.Limit.Burst, err)
+	}
+	if hidden != (gcra.Limit{}) && o.cfg.Enforce != mockota.EnforceGCRA {
+		return usage("-hidden-rate/-hidden-burst need -enforce gcra")
 	}
 	if hidden != (gcra.Limit{}) {
 		if err := gcra.Check(hidden, 1, 0); err != nil {
@@ -173,6 +182,13 @@ func serve(ctx context.Context, s *mockota.Server, o options, logger *log.Logger
 	}
 	logger.Printf("stopping after %v: %d accepted, %d answered 429, %d requests in all",
 		time.Since(began).Round(time.Millisecond), accepted, limited, len(all))
+	// The vendor-side invariant, checked by the mock's own sliding-window
+	// code whatever -enforce was.
+	if err := s.CheckWindows(); err != nil {
+		logger.Printf("accepted more than burst + rate·W: %v", err)
+	} else {
+		logger.Printf("no window of accepted requests over burst + rate·W")
+	}
 	if o.addrFile != "" {
 		_ = os.Remove(o.addrFile)
 	}

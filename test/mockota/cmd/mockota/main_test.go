@@ -35,6 +35,9 @@ func TestParseFlags(t *testing.T) {
 		{"positional", []string{"extra"}, "unexpected arguments"},
 		{"unknown flag", []string{"-nope"}, "-nope"},
 		{"not a number", []string{"-rate", "fast"}, "-rate"},
+		{"window enforcement", []string{"-enforce", "window"}, ""},
+		{"unknown enforcement", []string{"-enforce", "strict"}, "-enforce"},
+		{"hidden limit needs gcra", []string{"-enforce", "window", "-hidden-rate", "5", "-hidden-burst", "10"}, "need -enforce gcra"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -115,7 +118,8 @@ func TestServe(t *testing.T) {
 	cancel()
 	var logs bytes.Buffer
 	serve(ctx, s, o, newLogger(&logs))
-	if out := logs.String(); !strings.Contains(out, "1 accepted, 1 answered 429, 2 requests in all") {
+	if out := logs.String(); !strings.Contains(out, "1 accepted, 1 answered 429, 2 requests in all") ||
+		!strings.Contains(out, "no window of accepted requests over burst + rate·W") {
 		t.Fatalf("summary %q", out)
 	}
 	if _, err := os.Stat(addr); !os.IsNotExist(err) {

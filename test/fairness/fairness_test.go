@@ -1,0 +1,105 @@
+package fairness
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+)
+
+// The test binary is also the worker: Run starts it again with this
+// variable set, so the smoke test needs no go build.
+const workerEnv = "FLEETBUCKET_FAIRNESS_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(WorkerMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// A short run of the driver across real OS processes: 2 processes × 2
+// pushers for 2 s. It asserts what holds at any speed: the vendor-side
+// invariant (checked by package window, no sdk/gcra), every process served,
+// no job accepted twice, and the counts adding up. Fairness ratios are the
+// benchmark's to report, not a test's to time.
+func TestDriverSmoke(t *testing.T) {
+	emulator.Config(t) // skip without the local stack; fail under FLEETBUCKET_INTEGRATION=1
+	c := Config{Procs: 2, Pushers: 2, Duration: 2 * time.Second, Rate: 20, Burst: 40, StartDelay: time.Second,
+		Worker: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}}
+	r, err := Run(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Broken {
+		t.Errorf("the vendor accepted more than burst + rate·W: %+v", r.Fullest)
+	}
+	for p, n := range r.PushesPerProcess {
+		if n < 1 {
+			t.Errorf("process %d made no push (%v)", p, r.PushesPerProcess)
+		}
+	}
+	if r.Duplicates != 0 {
+		t.Errorf("%d jobs accepted twice", r.Duplicates)
+	}
+	selfReported, grants := 0, int64(0)
+	for _, w := range r.Workers {
+		selfReported += w.Pushes
+		grants += w.Grants
+		if w.Requests < w.Grants {
+			t.Errorf("process %d: %d DynamoDB requests for %d grants", w.Process, w.Requests, w.Grants)
+		}
+	}
+	sum := 0
+	for _, n := range r.PushesPerProcess {
+		sum += n
+	}
+	if sum != r.Accepted || selfReported != r.Accepted || grants < int64(r.Accepted) {
+		t.Errorf("vendor accepted %d (%d by process), workers report %d pushes and %d grants", r.Accepted, sum, selfReported, grants)
+	}
+	if r.Fullest.Arrivals < 1 || r.Fullest.Ratio > 1+1e-9 {
+		t.Errorf("fullest window %+v", r.Fullest)
+	}
+	t.Logf("pushes per process %v, max ÷ min %.2f, 429s %d, fullest %+v, requests/grant %.2f",
+		r.PushesPerProcess, r.MaxOverMin, r.Throttled, r.Fullest, r.RequestsPerGrant)
+}
+
+func TestProcessOf(t *testing.T) {
+	for _, tc := range []struct {
+		job  string
+		p    int
+		okay bool
+	}{
+		{"p0-w1-2", 0, true}, {"p12-w0-0", 12, true}, {"p-w1-2", 0, false}, {"x3-w1-2", 0, false}, {"p3", 0, false}, {"p-1-w0-0", 0, false},
+	} {
+		if p, ok := processOf(tc.job); p != tc.p || ok != tc.okay {
+			t.Errorf("processOf(%q) = %d, %v; want %d, %v", tc.job, p, ok, tc.p, tc.okay)
+		}
+	}
+}
+
+func TestMaxOverMinAndReport(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []int
+		want float64
+	}{
+		{[]int{10, 15, 12}, 1.5}, {[]int{4, 0, 90}, math.Inf(1)}, {[]int{0, 0}, 0}, {nil, 0}, {[]int{7}, 1},
+	} {
+		if got := maxOverMin(tc.xs); got != tc.want {
+			t.Errorf("maxOverMin(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+	r := Result{PushesPerProcess: []int{4, 0, 90}, MaxOverMin: math.Inf(1), Allowed: 240, Broken: true}
+	md := r.Markdown("")
+	if !strings.Contains(md, "| 4, 0, 90 | ∞ (a process made none) |") || !strings.Contains(md, "broken in this run") {
+		t.Errorf("report:\n%s", md)
+	}
+	b, err := json.Marshal(r)
+	if err != nil || !strings.Contains(string(b), `"max_over_min":-1`) {
+		t.Errorf("JSON %s, %v: want max_over_min -1 for ∞", b, err)
+	}
+}
