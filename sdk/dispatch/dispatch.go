@@ -109,7 +109,9 @@ type Policy struct {
 	// MaxHold bounds how long one call keeps a job in process: sleeping
 	// for a slot, or pushing the next job a push handed back. Past it, the
 	// job is deferred with its slot, so that an invocation busy with a
-	// lane that keeps changing still returns and takes new messages.
+	// lane that keeps changing still returns and takes new messages: a
+	// worker that sleeps holds a unit of the queue's concurrency, and
+	// other jobs' slots pass while they wait for it.
 	MaxHold time.Duration
 }
 
@@ -121,7 +123,7 @@ var DefaultPolicy = Policy{
 	StoreCooldown:  10 * time.Second,
 	DeadlineMargin: 3 * time.Second,
 	LateRatio:      0.1,
-	MaxHold:        10 * time.Second,
+	MaxHold:        2 * time.Second,
 }
 
 // Validate names the first field out of range.
@@ -559,6 +561,9 @@ func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
 // deadline (a Lambda invocation's end) and stays within the call's
 // MaxHold.
 func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
+	if wait <= 0 {
+		return true
+	}
 	until := d.now().Add(wait)
 	if hold, ok := ctx.Value(holdKey{}).(time.Time); ok && until.After(hold) {
 		return false
@@ -569,9 +574,21 @@ func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
 
 type holdKey struct{}
 
-// withHold records when the call's MaxHold ends.
+// withHold records when the call's hold ends, keeping an earlier end the
+// caller set (WithHold).
 func withHold(ctx context.Context, until time.Time) context.Context {
+	if prev, ok := ctx.Value(holdKey{}).(time.Time); ok && prev.Before(until) {
+		return ctx
+	}
 	return context.WithValue(ctx, holdKey{}, until)
+}
+
+// WithHold bounds how long jobs handled under ctx stay in process, below
+// Policy.MaxHold: a job that would sleep past until is deferred instead.
+// A worker that must get back to its queue quickly (the changes queue,
+// whose messages wake idle lanes) handles its jobs under a short hold.
+func WithHold(ctx context.Context, until time.Time) context.Context {
+	return withHold(ctx, until)
 }
 
 func (d *Dispatcher) now() time.Time {

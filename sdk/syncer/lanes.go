@@ -78,6 +78,8 @@ type pushed struct {
 	lane     lane.ID
 	owner    string
 	elements []lane.Element
+	// more: the push left pending elements out (max_items, max_bytes).
+	more bool
 	// at is when the push began.
 	at time.Time
 }
@@ -103,9 +105,8 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	s.owned.leased(next, p.LeaseUntil)
 	j = s.laneJob(id, laneRef{Token: next})
 	if len(p.Elements) == 0 {
-		// The previous push carried the last of it (a lane expected to
-		// stay busy is not finished after its push, to save a write).
-		s.owned.setBusy(id, false)
+		// Another owner's push carried the last of it: ours took the lane
+		// over after its lease ran out.
 		if _, err := s.Lanes.Release(ctx, id, next); err != nil {
 			return j, dispatch.Payload{}, err
 		}
@@ -115,7 +116,7 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
-	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els, at: start}}, nil
+	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els, more: len(els) < len(p.Elements), at: start}}, nil
 }
 
 // notOwner decides what becomes of a job whose lane has another owner. If
@@ -134,15 +135,15 @@ func (s *Syncer) notOwner(id lane.ID, ref laneRef, other *lane.NotOwnerError) (j
 }
 
 // Done settles a push: it finishes the lane if what the push carried was
-// all that was pending, and otherwise returns the lane's next job, which
-// clears it. A lane whose pushes keep finding new changes is not tried:
-// its next claim clears for free.
+// all that was pending, and otherwise returns the lane's next job, whose
+// claim clears what this push carried. A push that left elements out
+// (over max_items) knows more is pending and does not try.
 func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.Job, error) {
 	st, ok := p.State.(pushed)
 	if !ok {
 		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
 	}
-	if !s.owned.busy(st.lane) {
+	if !st.more {
 		released, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.elements)
 		var other *lane.NotOwnerError
 		if errors.As(err, &other) {
@@ -154,14 +155,16 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 		if err != nil || released {
 			return nil, err
 		}
-		s.owned.setBusy(st.lane, true)
 	}
 	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements))}
 	for i, e := range st.elements {
 		ref.Pushed[i] = e.String()
 	}
 	next := s.laneJob(st.lane, ref)
-	next.NotBefore = st.at.Add(s.linger())
+	// A lane that is still dirty has a backlog: it takes the next slot
+	// the bucket has, collecting for only a quarter of the linger, so that
+	// the quota is used in full while there is work.
+	next.NotBefore = st.at.Add(s.linger() / 4)
 	return &next, nil
 }
 
@@ -296,34 +299,10 @@ func newToken() string {
 }
 
 // ownership is what this process knows of the lanes it owns: the lease of
-// each owner token it wrote, and which lanes keep receiving changes during
-// their pushes.
+// each owner token it wrote.
 type ownership struct {
 	mu     sync.Mutex
 	leases map[string]time.Time
-	// busyLanes are lanes whose last push did not carry all that was
-	// pending: their next push is expected, so the push after is not
-	// followed by an attempt to finish the lane.
-	busyLanes map[lane.ID]bool
-}
-
-func (o *ownership) busy(id lane.ID) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.busyLanes[id]
-}
-
-func (o *ownership) setBusy(id lane.ID, busy bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.busyLanes == nil || len(o.busyLanes) > 10_000 {
-		o.busyLanes = map[lane.ID]bool{}
-	}
-	if busy {
-		o.busyLanes[id] = true
-	} else {
-		delete(o.busyLanes, id)
-	}
 }
 
 func (o *ownership) leased(token string, until time.Time) {

@@ -44,18 +44,18 @@ type Syncer struct {
 	Now   func() time.Time
 	// Linger is how long a lane collects changes before a push: its first
 	// push after it was idle waits this long after the change that woke
-	// it, and its pushes start at least this far apart. Changes that
-	// arrive meanwhile ride in the same request. DefaultLinger if zero;
-	// negative for none.
+	// it (changes that arrive meanwhile ride in the same request), and
+	// while it stays dirty its pushes start at least a quarter of it
+	// apart. DefaultLinger if zero; negative for none.
 	Linger time.Duration
 
 	owned ownership
 }
 
-// DefaultLinger is the default Syncer.Linger: a second of latency buys a
-// request for every change that lands in it (channel managers batch every
-// few seconds; SiteMinder asks for updates within two minutes).
-const DefaultLinger = time.Second
+// DefaultLinger is the default Syncer.Linger: two seconds of latency save a
+// request for every change that lands in them (channel managers batch
+// every few seconds; SiteMinder asks for updates within two minutes).
+const DefaultLinger = 2 * time.Second
 
 func (s *Syncer) linger() time.Duration {
 	switch {
@@ -123,6 +123,12 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 		for _, j := range js {
 			all, owner = append(all, j), append(owner, i)
 		}
+	}
+	if len(msgs) > 0 && !msgs[0].Deferred {
+		// A change batch only wakes lanes: a push whose slot is not now
+		// goes to the deferred queue, so that this worker is back for the
+		// next changes at once rather than busy with one lane's backlog.
+		ctx = dispatch.WithHold(ctx, s.now())
 	}
 	results, errs := s.Dispatcher.HandleJobs(ctx, all)
 	for n, res := range results {

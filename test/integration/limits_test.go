@@ -45,7 +45,7 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
-		Token: func(string) string { return "tok" }}
+		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
 	d.Routes, d.Work = sy, sy
 	sy.Dispatcher = d

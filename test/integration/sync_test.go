@@ -53,7 +53,7 @@ func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
 		t.Fatal(err)
 	}
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
-		Token: func(string) string { return "tok" }}
+		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
 	d.Routes, d.Work = sy, sy
 	sy.Dispatcher = d
