@@ -143,6 +143,10 @@ func (s *SyncStack) alarmTopic(a Alarms) awssns.ITopic {
 	key := awskms.NewKey(s.Stack, jsii.String("AlarmTopicKey"), &awskms.KeyProps{
 		Description:       jsii.String("fleetbucket alarm topic: SNS server-side encryption; CloudWatch alarms of this account may use it"),
 		EnableKeyRotation: jsii.Bool(true),
+		// It encrypts notifications in transit through the topic only
+		// (SNS stores nothing once delivered): nothing to keep once the
+		// stack and its topic are gone. Deletion waits 30 days (KMS).
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
 	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("CloudWatchAlarmsPublish"),
@@ -205,17 +209,22 @@ func (s *SyncStack) addAlarms(p Props) {
 	maxAge := a.MaxQueueAge.Seconds()
 
 	// Freshness. ApproximateAgeOfOldestMessage is the age, counted from
-	// when it was sent, of the oldest message that may be received: messages
-	// still in their delay are not counted. On the changes queue it is how
-	// long the oldest PMS change has waited for the function.
+	// when it was sent, of the oldest message that may be received:
+	// messages still in their delay are not counted, and SQS leaves out a
+	// message received 3 or more times without being deleted (a poison
+	// message ends in the dead-letter queue, whose alarm sees it). On the
+	// changes queue it is how long the oldest PMS change has waited for
+	// the function: 2 consecutive minutes above MaxQueueAge page.
 	add(spec{"ChangesQueueAgeAlarm",
 		fmt.Sprintf("The oldest PMS change on the changes queue has waited over %.0f s for the sync function: OTAs are going stale (function throttled, failing, or capped too low). Context maxQueueAgeSeconds.", maxAge),
 		s.ChangesQueue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: oneMinute, Statistic: jsii.String("Maximum")}),
 		maxAge, 2})
 	// On the deferred queue a job is counted once its delay is over, but
-	// its age still includes that delay (up to MaxSQSDelay): a job due now
-	// is legitimately up to 900 s old. Hence MaxSQSDelay + MaxQueueAge:
-	// the alarm pages when a due job has waited MaxQueueAge past its slot.
+	// its age is taken from its send, so it includes that delay (up to
+	// MaxSQSDelay): a job that is just due is legitimately up to 900 s
+	// old. Hence MaxSQSDelay + MaxQueueAge: the alarm pages when a due job
+	// has waited about MaxQueueAge past its slot (later for a job whose
+	// delay was shorter than 900 s: the price of one threshold per queue).
 	add(spec{"DeferredQueueAgeAlarm",
 		fmt.Sprintf("A deferred push job due for over %.0f s is still on the deferred queue (its age counts its delay, up to 900 s, so the threshold is 900 + %.0f s). Context maxQueueAgeSeconds.", maxAge, maxAge),
 		s.DeferredQueue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: oneMinute, Statistic: jsii.String("Maximum")}),

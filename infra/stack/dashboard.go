@@ -171,7 +171,7 @@ func (s *SyncStack) addDashboard(p Props) {
 			Title: jsii.String("OTA 429s per minute, and their share of requests (%)"), Width: jsii.Number(8), Height: jsii.Number(6),
 			Left: &[]awscloudwatch.IMetric{sum(MetricVendorThrottles)},
 			Right: &[]awscloudwatch.IMetric{awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-				Expression:   jsii.String(ThrottleShareExpression(0)),
+				Expression:   jsii.String(ThrottleShareExpression(1)), // 0, not a division by zero, in a minute without requests
 				UsingMetrics: &map[string]awscloudwatch.IMetric{"pushes": sum(MetricPushes), "throttles": sum(MetricVendorThrottles)},
 				Label:        jsii.String("429 share %"),
 				Period:       oneMinute,
