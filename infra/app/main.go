@@ -17,6 +17,21 @@
 //	                   secret_id <prefix><token_env>. The function reads the
 //	                   secrets at run time, and its role may GetSecretValue
 //	                   on exactly those; no token is in its environment.
+//	reservedConcurrency the function's reserved concurrency; default
+//	                   computed: 2 × maxConcurrency + 10 % (at least 2);
+//	                   "none" for no reservation; a number must be at least
+//	                   2 × maxConcurrency
+//	alarmTopicArn      an existing SNS topic for every alarm; default: the
+//	                   stack creates one
+//	alarmEmail         subscribe this address to the created topic
+//	maxQueueAgeSeconds freshness alarms' threshold, default 300 (the
+//	                   deferred queue's alarm adds its 900 s delay)
+//	maxThrottlePercent 429s as a share of OTA requests over 5 minutes that
+//	                   pages, default 5
+//	throttleAlarmMinRequests  requests in those 5 minutes below which the
+//	                   share is not evaluated, default 20
+//	storeErrorMinutes  consecutive minutes with limiter store errors that
+//	                   page, default 3
 package main
 
 import (
@@ -29,6 +44,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -47,6 +63,13 @@ const (
 	contextStackName = "stackName"
 	contextBusName   = "busName"
 	contextSecretPfx = "tokenSecretPrefix"
+	contextReserved  = "reservedConcurrency"
+	contextTopicArn  = "alarmTopicArn"
+	contextEmail     = "alarmEmail"
+	contextQueueAge  = "maxQueueAgeSeconds"
+	contextThrottle  = "maxThrottlePercent"
+	contextMinReqs   = "throttleAlarmMinRequests"
+	contextStoreErrs = "storeErrorMinutes"
 	defaultSecretPfx = "fleetbucket/"
 	assetDirPrefix   = "fleetbucket-sync-asset-"
 )
@@ -86,6 +109,11 @@ func run() error {
 		prefix = v
 	}
 
+	alarms, reserved, err := alarmSettings(ctx)
+	if err != nil {
+		return err
+	}
+
 	asset, err := prepareAsset(assetOptions{
 		Root:           root,
 		ConfigPath:     configPath,
@@ -103,16 +131,20 @@ func run() error {
 		stackName = v
 	}
 	busName, _ := ctx(contextBusName)
-	if _, err := stack.NewSyncStack(app, stackName, &stack.Props{
-		AssetDir:       asset.Dir,
-		MaxConcurrency: asset.MaxConcurrency,
-		BusName:        busName,
-		TokenSecretIDs: asset.TokenSecretIDs,
-	}); err != nil {
+	s, err := stack.NewSyncStack(app, stackName, &stack.Props{
+		AssetDir:            asset.Dir,
+		MaxConcurrency:      asset.MaxConcurrency,
+		BusName:             busName,
+		TokenSecretIDs:      asset.TokenSecretIDs,
+		ReservedConcurrency: reserved,
+		Alarms:              alarms,
+		Quotas:              asset.Quotas,
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "fleetbucket cdk app: stack %s, config %s, maxConcurrency %d (%s), %d token secret(s) under %q\n",
-		stackName, asset.ConfigPath, asset.MaxConcurrency, asset.MaxConcurrencySource, len(asset.TokenSecretIDs), prefix)
+	fmt.Fprintf(os.Stderr, "fleetbucket cdk app: stack %s, config %s, maxConcurrency %d (%s), reserved concurrency %d, %d token secret(s) under %q\n",
+		stackName, asset.ConfigPath, asset.MaxConcurrency, asset.MaxConcurrencySource, s.ReservedConcurrency, len(asset.TokenSecretIDs), prefix)
 	// Synth copies the asset directory into the cloud assembly (cdk.out),
 	// so the temporary directory can go afterwards.
 	app.Synth(nil)
@@ -135,7 +167,8 @@ type asset struct {
 	ConfigPath           string
 	MaxConcurrency       int
 	MaxConcurrencySource string
-	TokenSecretIDs       []string // the deployed config's secret_ids, sorted, distinct
+	TokenSecretIDs       []string      // the deployed config's secret_ids, sorted, distinct
+	Quotas               []stack.Quota // one per (channel, credential, endpoint), for the dashboard
 	// Config is the connections config as deployed: every credential a
 	// secret_id (token_env ones become SecretPrefix + token_env).
 	Config  []byte
@@ -162,6 +195,64 @@ func deployedCredentials(cfg *connections.Config, prefix string) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// quotas lists every bucket of cfg: each channel's credentials × endpoints.
+func quotas(cfg *connections.Config) []stack.Quota {
+	var out []stack.Quota
+	for chName, ch := range cfg.Channels {
+		for credID := range ch.Credentials {
+			for epName, ep := range ch.Endpoints {
+				out = append(out, stack.Quota{Channel: chName, Credential: credID, Endpoint: epName, Rate: ep.Limit.Rate, Burst: ep.Limit.Burst})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Bucket() < out[j].Bucket() })
+	return out
+}
+
+// alarmSettings reads the alarms' context keys and reservedConcurrency
+// (0: computed by the stack; stack.NoReservedConcurrency for "none").
+func alarmSettings(ctx func(string) (string, bool)) (stack.Alarms, int, error) {
+	var a stack.Alarms
+	a.TopicArn, _ = ctx(contextTopicArn)
+	a.Email, _ = ctx(contextEmail)
+	integer := func(key string, min int) (int, error) {
+		v, ok := ctx(key)
+		if !ok {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < min {
+			return 0, fmt.Errorf("context %s=%q: want an integer ≥ %d", key, v, min)
+		}
+		return n, nil
+	}
+	age, err := integer(contextQueueAge, 1)
+	if err != nil {
+		return a, 0, err
+	}
+	a.MaxQueueAge = time.Duration(age) * time.Second
+	if a.ThrottleAlarmMinRequests, err = integer(contextMinReqs, 1); err != nil {
+		return a, 0, err
+	}
+	if a.StoreErrorMinutes, err = integer(contextStoreErrs, 1); err != nil {
+		return a, 0, err
+	}
+	if v, ok := ctx(contextThrottle); ok {
+		pct, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(pct > 0 && pct <= 100) {
+			return a, 0, fmt.Errorf("context %s=%q: want a percentage in (0, 100]", contextThrottle, v)
+		}
+		a.MaxThrottlePercent = pct
+	}
+	reserved := 0
+	if v, ok := ctx(contextReserved); ok && strings.TrimSpace(v) == "none" {
+		reserved = stack.NoReservedConcurrency
+	} else if reserved, err = integer(contextReserved, 1); err != nil {
+		return a, 0, fmt.Errorf("%w, or \"none\"", err)
+	}
+	return a, reserved, nil
 }
 
 // resolveConfig validates the connections config and works out the event
@@ -192,6 +283,7 @@ func resolveConfig(o assetOptions) (*asset, error) {
 
 	a := &asset{ConfigPath: cfgPath, Cleanup: func() {}}
 	a.TokenSecretIDs = deployedCredentials(cfg, o.SecretPrefix)
+	a.Quotas = quotas(cfg)
 	if a.Config, err = json.MarshalIndent(cfg, "", "  "); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}

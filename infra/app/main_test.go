@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetbucket/fleetbucket/infra/stack"
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
@@ -217,5 +219,61 @@ func TestResolveConfig(t *testing.T) {
 	}
 	if a.MaxConcurrency != 42 || !strings.Contains(a.MaxConcurrencySource, "context") {
 		t.Errorf("maxConcurrency = %d (%s), want 42 from the context", a.MaxConcurrency, a.MaxConcurrencySource)
+	}
+}
+
+func TestQuotas(t *testing.T) {
+	cfg, err := connections.Parse([]byte(`{
+	  "channels": {
+	    "ota": {
+	      "base_url": "https://ota.example/api",
+	      "endpoints": {
+	        "availability": {"path": "/a", "limit": {"rate": 10, "burst": 20}},
+	        "rates":        {"path": "/r", "limit": {"rate": 5,  "burst": 5}}
+	      },
+	      "credentials": {"c2": {"token_env": "OTA_C2"}, "c1": {"token_env": "OTA_C1"}}
+	    }
+	  },
+	  "properties": {"hotel": [{"channel": "ota", "credential": "c1", "hotel_ref": "H1"}]}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range quotas(cfg) {
+		got = append(got, fmt.Sprintf("%s %v/%d", q.Bucket(), q.Rate, q.Burst))
+	}
+	want := "ota#c1#availability 10/20,ota#c1#rates 5/5,ota#c2#availability 10/20,ota#c2#rates 5/5"
+	if strings.Join(got, ",") != want {
+		t.Errorf("quotas = %v, want every credential × endpoint, sorted: %s", got, want)
+	}
+}
+
+func TestAlarmSettings(t *testing.T) {
+	lookup := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok && v != "" }
+	}
+	a, reserved, err := alarmSettings(lookup(nil))
+	if err != nil || a != (stack.Alarms{}) || reserved != 0 {
+		t.Errorf("no context: %+v, %d, %v; want zero values (the stack's defaults)", a, reserved, err)
+	}
+	a, reserved, err = alarmSettings(lookup(map[string]string{
+		contextTopicArn: "arn:aws:sns:eu-west-1:1:pager", contextEmail: "ops@example.com", contextQueueAge: "120",
+		contextThrottle: "2.5", contextMinReqs: "50", contextStoreErrs: "5", contextReserved: "40",
+	}))
+	want := stack.Alarms{TopicArn: "arn:aws:sns:eu-west-1:1:pager", Email: "ops@example.com", MaxQueueAge: 120 * time.Second,
+		MaxThrottlePercent: 2.5, ThrottleAlarmMinRequests: 50, StoreErrorMinutes: 5}
+	if err != nil || a != want || reserved != 40 {
+		t.Errorf("alarmSettings = %+v, %d, %v; want %+v, 40", a, reserved, err, want)
+	}
+	if _, reserved, err = alarmSettings(lookup(map[string]string{contextReserved: "none"})); err != nil || reserved != stack.NoReservedConcurrency {
+		t.Errorf("reservedConcurrency=none: %d, %v; want NoReservedConcurrency", reserved, err)
+	}
+	for key, bad := range map[string]string{
+		contextQueueAge: "5m", contextThrottle: "0", contextMinReqs: "-1", contextStoreErrs: "x", contextReserved: "lots",
+	} {
+		if _, _, err := alarmSettings(lookup(map[string]string{key: bad})); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s=%q: error %v, want one naming the key", key, bad, err)
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -80,7 +81,28 @@ const (
 	// Bounds of an SQS event source mapping's maximum concurrency.
 	MinMaxConcurrency = 2
 	MaxMaxConcurrency = 1000
+
+	// EventSources is the number of SQS event sources of the function
+	// (changes and deferred), each capped at Props.MaxConcurrency.
+	EventSources = 2
+	// NoReservedConcurrency as Props.ReservedConcurrency leaves the
+	// function without reserved concurrency.
+	NoReservedConcurrency = -1
 )
+
+// ReservedConcurrencyFor is the sync function's reserved concurrency for
+// event sources capped at maxConcurrency each: both at their cap
+// (EventSources × maxConcurrency) plus a headroom of 10 %, at least 2, for
+// invocations outside the event sources (an operator's test invoke) and
+// for the moment Lambda still counts an instance whose batch has just
+// ended. The reservation keeps other functions of the account from
+// throttling this one, which would hand messages back to SQS and spend
+// their receive counts towards the dead-letter queue; the event sources'
+// caps keep the function from throttling itself.
+func ReservedConcurrencyFor(maxConcurrency int) int {
+	sources := EventSources * maxConcurrency
+	return sources + max(2, (sources+9)/10)
+}
 
 // Props configures the sync stack.
 type Props struct {
@@ -102,6 +124,22 @@ type Props struct {
 	MemoryMiB int
 	// LogRetention is the function log group's retention; default one month.
 	LogRetention awslogs.RetentionDays
+
+	// ReservedConcurrency is the function's reserved concurrency: 0 means
+	// ReservedConcurrencyFor(MaxConcurrency); NoReservedConcurrency leaves
+	// the function unreserved (it then shares the account's pool, and an
+	// account-wide throttle costs messages receive counts); any other
+	// value must be at least EventSources × MaxConcurrency, so the event
+	// sources at their caps never throttle themselves.
+	ReservedConcurrency int
+
+	// Alarms are the alarms' thresholds and where they page; see Alarms.
+	Alarms Alarms
+
+	// Quotas are the connections config's (credential, endpoint) limits,
+	// one per bucket the function draws from: the dashboard shows each
+	// bucket's pushes against its rate. Optional.
+	Quotas []Quota
 
 	// TokenSecretIDs are the Secrets Manager secrets (names or full ARNs)
 	// of the connections config's credentials (secret_id). The function
@@ -126,7 +164,17 @@ type SyncStack struct {
 	Function        awslambda.Function
 	LogGroup        awslogs.LogGroup
 	Role            awsiam.Role
-	Alarms          []awscloudwatch.Alarm
+	// ReservedConcurrency is the function's reserved concurrency, 0 when
+	// it has none.
+	ReservedConcurrency int
+	// AlarmTopic is the SNS topic every alarm notifies (alarm and OK):
+	// the imported Alarms.TopicArn, or a topic of this stack.
+	AlarmTopic awssns.ITopic
+	Alarms     []awscloudwatch.Alarm
+	// BucketMetricFilters turn the function's "push job" log lines into
+	// per-bucket metrics (BucketMetricsNamespace, dimension Bucket).
+	BucketMetricFilters []awslogs.MetricFilter
+	Dashboard           awscloudwatch.Dashboard
 }
 
 func (p *Props) validate() error {
@@ -151,6 +199,18 @@ func (p *Props) validate() error {
 	}
 	if p.MemoryMiB != 0 && (p.MemoryMiB < 128 || p.MemoryMiB > 10240) {
 		return fmt.Errorf("stack: MemoryMiB %d is outside [128, 10240]", p.MemoryMiB)
+	}
+	if r := p.ReservedConcurrency; r != 0 && r != NoReservedConcurrency && r < EventSources*p.MaxConcurrency {
+		return fmt.Errorf("stack: ReservedConcurrency %d is below the event sources' caps (%d × MaxConcurrency %d = %d): the function would throttle its own event sources, and throttled messages spend receive counts towards the dead-letter queue; raise it or lower MaxConcurrency",
+			r, EventSources, p.MaxConcurrency, EventSources*p.MaxConcurrency)
+	}
+	if err := p.Alarms.validate(); err != nil {
+		return err
+	}
+	for _, q := range p.Quotas {
+		if err := q.validate(); err != nil {
+			return err
+		}
 	}
 	for _, id := range p.TokenSecretIDs {
 		if strings.TrimSpace(id) != id || id == "" || strings.ContainsAny(id, "{}*?") {
@@ -189,8 +249,16 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		p.Description = jsii.String("fleetbucket sync pipeline: PMS events -> SQS -> Lambda sync, one DynamoDB token bucket per (credential, endpoint)")
 	}
 
+	p.Alarms = p.Alarms.withDefaults()
+	switch p.ReservedConcurrency {
+	case 0:
+		p.ReservedConcurrency = ReservedConcurrencyFor(p.MaxConcurrency)
+	case NoReservedConcurrency:
+		p.ReservedConcurrency = 0
+	}
+
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
-	s := &SyncStack{Stack: stack}
+	s := &SyncStack{Stack: stack, ReservedConcurrency: p.ReservedConcurrency}
 	timeoutSeconds := p.FunctionTimeout.Seconds()
 
 	// ---------------------------------------------------------- tables ----
@@ -308,6 +376,8 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		// do; each hop is paced by its delay, so the loop cannot spin.
 		RecursiveLoop: awslambda.RecursiveLoop_ALLOW,
 		Environment:   &env,
+		// See ReservedConcurrencyFor; nil (none) with NoReservedConcurrency.
+		ReservedConcurrentExecutions: reservedConcurrency(p.ReservedConcurrency),
 	})
 
 	// CDK makes the function depend on its role both by GetAtt and by an
@@ -357,7 +427,9 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		Resources: &[]*string{s.DeferredQueue.QueueArn(), s.DeadLetterQueue.QueueArn()},
 	}))
 	// Each event source grants consuming its own queue (Receive, Delete,
-	// ChangeMessageVisibility, GetQueueAttributes, GetQueueUrl).
+	// ChangeMessageVisibility, GetQueueAttributes, GetQueueUrl). Each is
+	// capped at MaxConcurrency; together they stay within the reserved
+	// concurrency (validate), so Lambda never throttles them.
 	for _, q := range []awssqs.Queue{s.ChangesQueue, s.DeferredQueue} {
 		s.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(q, &awslambdaeventsources.SqsEventSourceProps{
 			BatchSize:               jsii.Number(BatchSize),
@@ -366,46 +438,10 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		}))
 	}
 
-	// ---------------------------------------------------------- alarms ----
-	// No actions: attach an SNS topic (alarm.AddAlarmAction) or route the
-	// alarms' state changes from EventBridge to your paging system.
+	// ------------------------------------------------ alarms, dashboard ----
 
-	fiveMinutes := awscdk.Duration_Minutes(jsii.Number(5))
-	alarm := func(id, description string, metric awscloudwatch.IMetric) {
-		s.Alarms = append(s.Alarms, awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String(description),
-			Metric:             metric,
-			Threshold:          jsii.Number(0),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-			EvaluationPeriods:  jsii.Number(1),
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		}))
-	}
-	alarm("DeadLetterQueueAlarm",
-		"Messages in the fleetbucket dead-letter queue: jobs the sync function rejected (see the message's reason attribute), failed 5 times, or events EventBridge could not deliver.",
-		s.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
-			Period:    awscdk.Duration_Minutes(jsii.Number(1)),
-			Statistic: jsii.String("Maximum"),
-		}))
-	alarm("VendorThrottlesAlarm",
-		"An OTA answered 429 / throttled fleetbucket in the last 5 minutes: its published limit may be higher than what it enforces.",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:  jsii.String(MetricsNamespace),
-			MetricName: jsii.String(MetricVendorThrottles),
-			Statistic:  jsii.String("Sum"),
-			Period:     fiveMinutes,
-		}))
-	alarm("LimiterStoreErrorsAlarm",
-		"The sync function could not reach the limiter table (DynamoDB errors) in the last 5 minutes; it fails closed and retries via SQS.",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:  jsii.String(MetricsNamespace),
-			MetricName: jsii.String(MetricLimiterStoreErrors),
-			Statistic:  jsii.String("Sum"),
-			Period:     fiveMinutes,
-		}))
-	alarm("SyncFunctionErrorsAlarm",
-		"The sync function failed invocations (errors or timeouts) in the last 5 minutes.",
-		s.Function.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: fiveMinutes}))
+	s.addAlarms(p)
+	s.addDashboard(p)
 
 	// --------------------------------------------------------- outputs ----
 
@@ -420,6 +456,8 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		{"LimiterTableName", "DynamoDB limiter table (" + EnvLimiterTable + ")", s.LimiterTable.TableName()},
 		{"StateTableName", "DynamoDB ARI state table (" + EnvStateTable + ")", s.StateTable.TableName()},
 		{"SyncFunctionName", "Lambda sync function", s.Function.FunctionName()},
+		{"AlarmTopicArn", "SNS topic the alarms notify (subscribe your pager to it)", s.AlarmTopic.TopicArn()},
+		{"DashboardName", "CloudWatch dashboard", s.Dashboard.DashboardName()},
 	} {
 		awscdk.NewCfnOutput(stack, jsii.String(o.id), &awscdk.CfnOutputProps{
 			Value:       o.value,
@@ -442,6 +480,13 @@ func SecretARN(stack awscdk.Stack, id string) *string {
 		ResourceName: jsii.String(id + "-??????"),
 		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
+}
+
+func reservedConcurrency(n int) *float64 {
+	if n <= 0 {
+		return nil
+	}
+	return jsii.Number(float64(n))
 }
 
 // VisibilityTimeoutSeconds is the consumed queues' visibility timeout for a

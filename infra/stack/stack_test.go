@@ -37,7 +37,16 @@ const (
 	testStackName      = "FleetbucketSyncTest"
 	testTokenSecret    = "fleetbucket/OTA_TOKEN_MAIN"
 	testTokenSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ota-second-AbCdEf"
+	testAlarmEmail     = "ops@example.com"
+	// testReserved is ReservedConcurrencyFor(7): both event sources at 7,
+	// plus the minimum headroom of 2.
+	testReserved = 2*testMaxConcurrency + 2
 )
+
+var testQuotas = []stack.Quota{
+	{Channel: "expedia", Credential: "ex-main", Endpoint: "rates", Rate: 8, Burst: 8},
+	{Channel: "booking_com", Credential: "bk-main", Endpoint: "availability", Rate: 10, Burst: 20},
+}
 
 // fixture is one synthesized stack (with the cdk-nag AwsSolutions pack
 // applied) shared by the tests: starting jsii and synthesizing cost seconds.
@@ -110,6 +119,8 @@ func getFixture(t *testing.T) *fixture {
 				AssetDir:       assetDir,
 				MaxConcurrency: testMaxConcurrency,
 				TokenSecretIDs: []string{testTokenSecret, testTokenSecretARN},
+				Alarms:         stack.Alarms{Email: testAlarmEmail},
+				Quotas:         testQuotas,
 			})
 			if err != nil {
 				return err
@@ -331,9 +342,9 @@ func TestIAMLeastPrivilege(t *testing.T) {
 		"dynamodb:GetItem":      {lim},
 		"dynamodb:BatchGetItem": {st}, // a push's render; the limiter never batch-reads
 		"dynamodb:UpdateItem":   {lim, st},
-		"sqs:SendMessage":      {def, dlq},
-		"logs:CreateLogStream": {id(t, s, s.LogGroup)},
-		"logs:PutLogEvents":    {id(t, s, s.LogGroup)},
+		"sqs:SendMessage":       {def, dlq},
+		"logs:CreateLogStream":  {id(t, s, s.LogGroup)},
+		"logs:PutLogEvents":     {id(t, s, s.LogGroup)},
 	}
 	for _, a := range consume {
 		want[a] = []string{chg, def}
@@ -427,48 +438,381 @@ func TestIAMLeastPrivilege(t *testing.T) {
 	})
 }
 
+func TestReservedConcurrency(t *testing.T) {
+	for mc, want := range map[int]int{2: 6, 7: 16, 10: 22, 50: 110, 1000: 2200} {
+		if got := stack.ReservedConcurrencyFor(mc); got != want {
+			t.Errorf("ReservedConcurrencyFor(%d) = %d, want %d", mc, got, want)
+		}
+	}
+	f := getFixture(t)
+	if f.stack.ReservedConcurrency != testReserved {
+		t.Errorf("SyncStack.ReservedConcurrency = %d, want %d", f.stack.ReservedConcurrency, testReserved)
+	}
+	check(t, "function reserves ReservedConcurrencyFor(MaxConcurrency)", func() {
+		f.template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{"ReservedConcurrentExecutions": testReserved})
+	})
+	// Every event source at its cap at once stays within the reservation:
+	// Lambda never throttles the function's own event sources.
+	total := 0
+	for lid, r := range f.resources("AWS::Lambda::EventSourceMapping") {
+		mc, _ := r["Properties"].(obj)["ScalingConfig"].(obj)["MaximumConcurrency"].(float64)
+		if mc < stack.MinMaxConcurrency || int(mc) > testReserved {
+			t.Errorf("%s: MaximumConcurrency %v, want in [2, reserved %d]", lid, mc, testReserved)
+		}
+		total += int(mc)
+	}
+	if total == 0 || total > testReserved {
+		t.Errorf("event sources' MaximumConcurrency sum to %d, want in [1, reserved %d]", total, testReserved)
+	}
+}
+
 func TestAlarms(t *testing.T) {
 	f := getFixture(t)
 	s, tm := f.stack, f.template
-	check(t, "four alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4)) })
-	gt0 := obj{"ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "EvaluationPeriods": 1, "TreatMissingData": "notBreaching"}
-	with := func(extra obj) obj {
-		m := obj{}
-		for k, v := range gt0 {
-			m[k] = v
-		}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
+	const alarms = 7
+	check(t, "seven alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(alarms)) })
+	if len(s.Alarms) != alarms {
+		t.Errorf("SyncStack.Alarms has %d, want %d", len(s.Alarms), alarms)
 	}
-	check(t, "DLQ alarm", func() {
-		tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), with(obj{
-			"Namespace":  "AWS/SQS",
-			"MetricName": "ApproximateNumberOfMessagesVisible",
-			"Dimensions": arr{obj{"Name": "QueueName", "Value": getAtt(id(t, s, s.DeadLetterQueue), "QueueName")}},
-		}))
+	topic := ref(id(t, s, s.AlarmTopic))
+	check(t, "every alarm notifies the topic when it fires and when it is OK again; missing data is no traffic", func() {
+		tm.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{
+			"AlarmActions":       arr{topic},
+			"OKActions":          arr{topic},
+			"ComparisonOperator": "GreaterThanThreshold",
+			"TreatMissingData":   "notBreaching",
+		})
 	})
-	for _, m := range []string{"VendorThrottles", "LimiterStoreErrors"} {
-		check(t, m+" alarm (EMF, no dimensions, Sum over 5 minutes)", func() {
-			tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), with(obj{
-				"Namespace":  "fleetbucket",
-				"MetricName": m,
-				"Statistic":  "Sum",
-				"Period":     300,
-				"Dimensions": assertions.Match_Absent(),
-			}))
+	alarm := func(what string, props obj) {
+		t.Helper()
+		check(t, what, func() { tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props) })
+	}
+	queueAge := func(q constructs.IConstruct, threshold int) obj {
+		return obj{
+			"Namespace":  "AWS/SQS",
+			"MetricName": "ApproximateAgeOfOldestMessage",
+			"Dimensions": arr{obj{"Name": "QueueName", "Value": getAtt(id(t, s, q), "QueueName")}},
+			"Statistic":  "Maximum", "Period": 60, "Threshold": threshold,
+			"EvaluationPeriods": 2, "DatapointsToAlarm": 2,
+		}
+	}
+	alarm("changes queue freshness: oldest message over 300 s", queueAge(s.ChangesQueue, 300))
+	alarm("deferred queue freshness: 900 s of delay + 300 s", queueAge(s.DeferredQueue, 1200))
+	alarm("Lambda throttles over 5 minutes", obj{
+		"Namespace": "AWS/Lambda", "MetricName": "Throttles", "Statistic": "Sum", "Period": 300, "Threshold": 0, "EvaluationPeriods": 1,
+		"Dimensions": arr{obj{"Name": "FunctionName", "Value": ref(id(t, s, s.Function))}},
+	})
+	alarm("DLQ depth above 0", obj{
+		"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 0, "EvaluationPeriods": 1,
+		"Dimensions": arr{obj{"Name": "QueueName", "Value": getAtt(id(t, s, s.DeadLetterQueue), "QueueName")}},
+	})
+	alarm("function errors over 5 minutes", obj{
+		"Namespace": "AWS/Lambda", "MetricName": "Errors", "Statistic": "Sum", "Period": 300, "Threshold": 0,
+		"Dimensions": arr{obj{"Name": "FunctionName", "Value": ref(id(t, s, s.Function))}},
+	})
+	alarm("store errors in 3 of 3 consecutive minutes (EMF, no dimensions)", obj{
+		"Namespace": "fleetbucket", "MetricName": "LimiterStoreErrors", "Statistic": "Sum", "Period": 60,
+		"Threshold": 0, "EvaluationPeriods": 3, "DatapointsToAlarm": 3, "Dimensions": assertions.Match_Absent(),
+	})
+	alarm("429 share: above 5 % over one 5-minute period", obj{
+		"Threshold": 5, "EvaluationPeriods": 1, "DatapointsToAlarm": 1,
+		"Metrics": assertions.Match_ArrayWith(&arr{assertions.Match_ObjectLike(&obj{"Expression": stack.ThrottleShareExpression(20)})}),
+	})
+	// The expression's inputs: the EMF sums over 5 minutes, no dimensions.
+	found := false
+	for lid, r := range f.resources("AWS::CloudWatch::Alarm") {
+		metrics, ok := r["Properties"].(obj)["Metrics"].([]interface{})
+		if !ok {
+			continue
+		}
+		found = true
+		inputs := map[string]interface{}{}
+		for _, m := range metrics {
+			m := m.(obj)
+			if m["Expression"] != nil {
+				if m["ReturnData"] == false {
+					t.Errorf("%s: the expression does not return data", lid)
+				}
+				continue
+			}
+			inputs[m["Id"].(string)] = m["MetricStat"]
+		}
+		want := map[string]interface{}{
+			"pushes":    obj{"Metric": obj{"Namespace": "fleetbucket", "MetricName": "Pushes"}, "Period": 300, "Stat": "Sum"},
+			"throttles": obj{"Metric": obj{"Namespace": "fleetbucket", "MetricName": "VendorThrottles"}, "Period": 300, "Stat": "Sum"},
+		}
+		if !jsonEqual(inputs, want) {
+			t.Errorf("%s: the 429 share's inputs are %s, want %s", lid, mustJSON(inputs), mustJSON(want))
+		}
+	}
+	if !found {
+		t.Errorf("no metric math alarm (the 429 share)")
+	}
+	if got := stack.ThrottleShareExpression(20); got != "IF((pushes + throttles) >= 20, 100 * throttles / (pushes + throttles), 0)" {
+		t.Errorf("ThrottleShareExpression(20) = %q", got)
+	}
+	// What the old alarms did, and must not come back: page on any 429, or
+	// on a single store error.
+	for lid, r := range f.resources("AWS::CloudWatch::Alarm") {
+		p := r["Properties"].(obj)
+		if p["MetricName"] == "VendorThrottles" {
+			t.Errorf("%s alarms on VendorThrottles alone: any 429 would page", lid)
+		}
+		if p["MetricName"] == "LimiterStoreErrors" && p["DatapointsToAlarm"] != float64(3) {
+			t.Errorf("%s: a single store error would page (DatapointsToAlarm %v)", lid, p["DatapointsToAlarm"])
+		}
+	}
+}
+
+// TestAlarmTopic: the created topic is encrypted with a key CloudWatch
+// may use, refuses plain HTTP, lets this account's alarms publish, and
+// mails alarmEmail.
+func TestAlarmTopic(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	keys := f.resources("AWS::KMS::Key")
+	if len(keys) != 1 {
+		t.Fatalf("%d KMS keys, want 1 (the alarm topic's)", len(keys))
+	}
+	var key string
+	for k := range keys {
+		key = k
+	}
+	topic := id(t, s, s.AlarmTopic)
+	check(t, "one topic, encrypted with the stack's key", func() {
+		tm.ResourceCountIs(jsii.String("AWS::SNS::Topic"), jsii.Number(1))
+		tm.HasResourceProperties(jsii.String("AWS::SNS::Topic"), obj{"KmsMasterKeyId": getAtt(key, "Arn")})
+	})
+	check(t, "key rotates, and CloudWatch of this account may use it", func() {
+		tm.HasResourceProperties(jsii.String("AWS::KMS::Key"), obj{
+			"EnableKeyRotation": true,
+			"KeyPolicy": assertions.Match_ObjectLike(&obj{"Statement": assertions.Match_ArrayWith(&arr{obj{
+				"Sid": "CloudWatchAlarmsPublish", "Effect": "Allow",
+				"Principal": obj{"Service": "cloudwatch.amazonaws.com"},
+				"Action":    arr{"kms:Decrypt", "kms:GenerateDataKey*"},
+				"Resource":  "*",
+				"Condition": obj{"StringEquals": obj{"aws:SourceAccount": ref("AWS::AccountId")}},
+			}})}),
+		})
+	})
+	check(t, "topic policy: CloudWatch of this account publishes, no plain HTTP", func() {
+		tm.HasResourceProperties(jsii.String("AWS::SNS::TopicPolicy"), obj{
+			"Topics": arr{ref(topic)},
+			"PolicyDocument": assertions.Match_ObjectLike(&obj{"Statement": assertions.Match_ArrayWith(&arr{
+				assertions.Match_ObjectLike(&obj{"Effect": "Deny", "Condition": obj{"Bool": obj{"aws:SecureTransport": "false"}}}),
+				obj{
+					"Sid": "CloudWatchAlarmsPublish", "Effect": "Allow",
+					"Principal": obj{"Service": "cloudwatch.amazonaws.com"},
+					"Action":    "sns:Publish",
+					"Resource":  ref(topic),
+					"Condition": obj{"StringEquals": obj{"aws:SourceAccount": ref("AWS::AccountId")}},
+				},
+			})}),
+		})
+	})
+	check(t, "alarmEmail is subscribed", func() {
+		tm.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(1))
+		tm.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), obj{"Protocol": "email", "Endpoint": testAlarmEmail, "TopicArn": ref(topic)})
+	})
+}
+
+// TestImportedTopicAndNoReservation synthesizes a second stack: with
+// alarmTopicArn the alarms notify that topic and the stack creates no
+// topic, key or subscription; NoReservedConcurrency reserves nothing.
+func TestImportedTopicAndNoReservation(t *testing.T) {
+	getFixture(t) // jsii is up
+	const arn = "arn:aws:sns:eu-west-1:123456789012:pager"
+	var j obj
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("synthesizing panicked: %v", r)
+			}
+		}()
+		dir, err := mkdirTemp("fleetbucket-stack-test-asset-")
+		if err == nil {
+			err = writeAsset(dir)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := stack.NewSyncStack(awscdk.NewApp(nil), "Imported", &stack.Props{
+			AssetDir: dir, MaxConcurrency: 3, ReservedConcurrency: stack.NoReservedConcurrency,
+			Alarms: stack.Alarms{TopicArn: arn, MaxQueueAge: 120 * time.Second, MaxThrottlePercent: 2.5, ThrottleAlarmMinRequests: 50, StoreErrorMinutes: 5},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
+		if err == nil {
+			err = json.Unmarshal(raw, &j)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}()
+	f := &fixture{json: j}
+	for _, typ := range []string{"AWS::SNS::Topic", "AWS::SNS::Subscription", "AWS::KMS::Key"} {
+		if n := len(f.resources(typ)); n != 0 {
+			t.Errorf("%d %s with an imported topic, want none", n, typ)
+		}
+	}
+	thresholds := map[string]bool{}
+	for lid, r := range f.resources("AWS::CloudWatch::Alarm") {
+		p := r["Properties"].(obj)
+		if !jsonEqual(p["AlarmActions"], arr{arn}) || !jsonEqual(p["OKActions"], arr{arn}) {
+			t.Errorf("%s: actions %v / %v, want the imported %s", lid, p["AlarmActions"], p["OKActions"], arn)
+		}
+		thresholds[fmt.Sprintf("%v/%v", p["MetricName"], p["Threshold"])] = true
+		if p["MetricName"] == "LimiterStoreErrors" && p["DatapointsToAlarm"] != float64(5) {
+			t.Errorf("store errors alarm: DatapointsToAlarm %v, want storeErrorMinutes 5", p["DatapointsToAlarm"])
+		}
+		if m, ok := p["Metrics"].([]interface{}); ok && m[0].(obj)["Expression"] != stack.ThrottleShareExpression(50) {
+			t.Errorf("429 share expression %v, want the minimum of 50 requests", m[0].(obj)["Expression"])
+		}
+	}
+	for _, want := range []string{"ApproximateAgeOfOldestMessage/120", "ApproximateAgeOfOldestMessage/1020", "<nil>/2.5"} {
+		if !thresholds[want] {
+			t.Errorf("no alarm with metric/threshold %s (have %v)", want, thresholds)
+		}
+	}
+	for lid, r := range f.resources("AWS::Lambda::Function") {
+		if v, ok := r["Properties"].(obj)["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("%s reserves %v with NoReservedConcurrency", lid, v)
+		}
+	}
+}
+
+// TestDashboard: per-bucket metrics from the push job log line, and a
+// dashboard with each bucket against its quota, totals, queues, the
+// function and DynamoDB per push.
+func TestDashboard(t *testing.T) {
+	f := getFixture(t)
+	s, tm := f.stack, f.template
+	check(t, "six per-bucket metric filters on the function's log group", func() {
+		tm.ResourceCountIs(jsii.String("AWS::Logs::MetricFilter"), jsii.Number(6))
+		tm.AllResourcesProperties(jsii.String("AWS::Logs::MetricFilter"), obj{
+			"LogGroupName":  ref(id(t, s, s.LogGroup)),
+			"FilterPattern": assertions.Match_StringLikeRegexp(jsii.String(`^\{ \$\.msg = "push job"( && .*)? \}$`)),
+			"MetricTransformations": arr{assertions.Match_ObjectLike(&obj{
+				"MetricNamespace": "fleetbucket/buckets",
+				"Dimensions":      arr{obj{"Key": "Bucket", "Value": "$.bucket"}},
+			})},
+		})
+	})
+	for metric, value := range map[string]string{
+		"Pushes": "$.pushes", "VendorThrottles": "$.throttled", "WastedSlots": "$.wasted_slots",
+		"WaitTime": "$.wait_ms", "DeliveryLateness": "$.late_ms", "Deferrals": "1",
+	} {
+		check(t, "metric filter "+metric, func() {
+			tm.HasResourceProperties(jsii.String("AWS::Logs::MetricFilter"), obj{
+				"MetricTransformations": arr{assertions.Match_ObjectLike(&obj{"MetricName": metric, "MetricValue": value})},
+			})
 		})
 	}
-	check(t, "function errors alarm", func() {
-		tm.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), with(obj{
-			"Namespace":  "AWS/Lambda",
-			"MetricName": "Errors",
-			"Statistic":  "Sum",
-			"Period":     300,
-			"Dimensions": arr{obj{"Name": "FunctionName", "Value": ref(id(t, s, s.Function))}},
-		}))
+	check(t, "deferrals count deferred decisions; lateness only late deliveries", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Logs::MetricFilter"), obj{"FilterPattern": `{ $.msg = "push job" && $.decision = "deferred" }`})
+		tm.HasResourceProperties(jsii.String("AWS::Logs::MetricFilter"), obj{"FilterPattern": `{ $.msg = "push job" && $.late_ms > 0 }`})
 	})
+
+	dashboards := f.resources("AWS::CloudWatch::Dashboard")
+	if len(dashboards) != 1 {
+		t.Fatalf("%d dashboards, want 1", len(dashboards))
+	}
+	var body string
+	for _, d := range dashboards {
+		body = flatten(d["Properties"].(obj)["DashboardBody"])
+	}
+	var parsed struct {
+		Widgets []struct {
+			Type       string
+			Properties struct {
+				Title       string
+				Markdown    string
+				Annotations struct {
+					Horizontal []struct {
+						Value float64
+						Label string
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &parsed); err != nil {
+		t.Fatalf("dashboard body is not JSON once its references are replaced: %v\n%s", err, body)
+	}
+	titles := map[string][]float64{}
+	var markdown string
+	for _, w := range parsed.Widgets {
+		for _, a := range w.Properties.Annotations.Horizontal {
+			titles[w.Properties.Title] = append(titles[w.Properties.Title], a.Value)
+		}
+		if _, ok := titles[w.Properties.Title]; !ok {
+			titles[w.Properties.Title] = nil
+		}
+		markdown += w.Properties.Markdown
+	}
+	wantAnnotations := map[string][]float64{
+		"booking_com#bk-main#availability":                         {10}, // each bucket against its own quota
+		"expedia#ex-main#rates":                                    {8},
+		"Pushes per second, all buckets, against the summed quota": {18},
+		"Age of the oldest message (s)":                            {300, 1200},
+		"Sync function concurrency":                                {testReserved, 2 * testMaxConcurrency},
+		"OTA 429s per minute, and their share of requests (%)":     {5},
+	}
+	for title, want := range wantAnnotations {
+		got, ok := titles[title]
+		if !ok {
+			t.Errorf("no widget %q (have %v)", title, titles)
+		} else if !jsonEqual(got, want) {
+			t.Errorf("widget %q: annotations %v, want %v", title, got, want)
+		}
+	}
+	for _, title := range []string{
+		"Alarms", "Job outcomes per minute", "Slots: granted and wasted per minute",
+		"p99 wait per job by bucket (ms)", "p99 delivery lateness of deferred jobs by bucket (ms)",
+		"Queue depth", "Dead-letter queue depth", "DynamoDB calls per push (capacity units per grant / per push)",
+		"Pushes per minute by bucket (all buckets)",
+	} {
+		if _, ok := titles[title]; !ok {
+			t.Errorf("no widget %q", title)
+		}
+	}
+	for _, want := range []string{
+		"| booking_com#bk-main#availability | 10 | 20 |", "| expedia#ex-main#rates | 8 | 8 |", // quota table
+	} {
+		if !strings.Contains(markdown, want) {
+			t.Errorf("dashboard text lacks %q:\n%s", want, markdown)
+		}
+	}
+	for _, want := range []string{
+		`SEARCH('{fleetbucket/buckets,Bucket} MetricName=\"WaitTime\"', 'p99', 60)`,
+		`"pushes / PERIOD(pushes)"`, `"grants / PERIOD(grants)"`, `"lw / grants"`, `"(sw + sr) / pushes"`,
+		`"ApproximateNumberOfMessagesDelayed"`, `"ConsumedWriteCapacityUnits"`, `"ConditionalCheckFailedRequests"`,
+		`["fleetbucket/buckets","Pushes","Bucket","booking_com#bk-main#availability"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard body lacks %s", want)
+		}
+	}
+}
+
+// flatten renders a CloudFormation string (a literal or an Fn::Join of
+// literals and references) with each reference as REF.
+func flatten(v interface{}) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case obj:
+		if j, ok := v["Fn::Join"].([]interface{}); ok && len(j) == 2 {
+			var parts []string
+			for _, p := range j[1].([]interface{}) {
+				parts = append(parts, flatten(p))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
+	}
+	return "REF"
 }
 
 func TestOutputs(t *testing.T) {
@@ -482,6 +826,8 @@ func TestOutputs(t *testing.T) {
 		"LimiterTableName":   ref(id(t, s, s.LimiterTable)),
 		"StateTableName":     ref(id(t, s, s.StateTable)),
 		"SyncFunctionName":   ref(id(t, s, s.Function)),
+		"AlarmTopicArn":      ref(id(t, s, s.AlarmTopic)),
+		"DashboardName":      ref(id(t, s, s.Dashboard)),
 	} {
 		check(t, "output "+name, func() { tm.HasOutput(jsii.String(name), obj{"Value": value}) })
 	}
@@ -635,6 +981,14 @@ func TestPropsValidation(t *testing.T) {
 		{"memory 64", &stack.Props{AssetDir: good, MaxConcurrency: 5, MemoryMiB: 64}, "MemoryMiB"},
 		{"token secret empty", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{" "}}, "invalid secret id"},
 		{"token secret wildcard", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"fleetbucket/*"}}, "no wildcards"},
+		{"reserved below the event sources' caps", &stack.Props{AssetDir: good, MaxConcurrency: 5, ReservedConcurrency: 9}, "below the event sources' caps"},
+		{"alarm topic not an SNS ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{TopicArn: "arn:aws:sqs:eu-west-1:1:q"}}, "not an SNS topic ARN"},
+		{"alarm email with an imported topic", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{TopicArn: "arn:aws:sns:eu-west-1:1:t", Email: "a@example.com"}}, "subscribe to that topic yourself"},
+		{"alarm email invalid", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{Email: "Ops <a@example.com>"}}, "not a plain e-mail address"},
+		{"throttle percent 150", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxThrottlePercent: 150}}, "MaxThrottlePercent"},
+		{"queue age 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxQueueAge: 1500 * time.Millisecond}}, "MaxQueueAge"},
+		{"quota bucket with #", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a#b", Credential: "c", Endpoint: "e", Rate: 1, Burst: 1}}}, "without #"},
+		{"quota rate 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a", Credential: "c", Endpoint: "e", Burst: 1}}}, "want rate > 0"},
 		{"token secret not a secret ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"arn:aws:ssm:eu-west-1:1:parameter/x"}}, "not a Secrets Manager ARN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
