@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
@@ -37,7 +38,11 @@ type validation struct {
 }
 
 func (a *App) validateConfig(file string) error {
-	cfg, err := connections.Load(file)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read the connections file: %w", err)
+	}
+	cfg, err := connections.Parse(b)
 	v := validation{File: file, Valid: err == nil, Problems: problems(err)}
 	if cfg != nil {
 		endpoints, credentials := 0, 0
@@ -69,7 +74,7 @@ func (a *App) validateConfig(file string) error {
 	return nil
 }
 
-// problems lists what connections.Load reported: every finding of
+// problems lists what connections.Parse reported: every finding of
 // Validate (joined errors), or the one parse error.
 func problems(err error) []problem {
 	if err == nil {

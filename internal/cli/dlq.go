@@ -33,12 +33,17 @@ func (a *App) envPersistent(cmd *cobra.Command, p *string, name, env, usage stri
 	cmd.PersistentFlags().StringVar(p, name, a.getenv(env), fmt.Sprintf("%s (env %s)", usage, env))
 }
 
-func (f dlqFlags) reader(client dlq.SQSAPI) (dlq.Reader, error) {
+// reader checks the flags, then makes the client.
+func (a *App) reader(cmd *cobra.Command, f *dlqFlags) (dlq.Reader, error) {
 	if f.queues.DLQ == "" {
 		return dlq.Reader{}, errors.New("no dead-letter queue: pass --dlq-url or set FLEETBUCKET_DLQ_URL (the stack's DeadLetterQueueUrl output)")
 	}
 	if f.hide < time.Second || f.wait < 0 || f.wait > 20*time.Second {
 		return dlq.Reader{}, errors.New("--visibility must be at least 1s and --wait 0s..20s")
+	}
+	client, err := a.sqs(cmd.Context())
+	if err != nil {
+		return dlq.Reader{}, err
 	}
 	return dlq.Reader{SQS: client, URL: f.queues.DLQ, Hide: f.hide, Wait: f.wait}, nil
 }
@@ -49,11 +54,7 @@ func (a *App) dlqListCmd(f *dlqFlags) *cobra.Command {
 		Short: "List dead-lettered messages with their reason; removes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, err := a.sqs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r, err := f.reader(client)
+			r, err := a.reader(cmd, f)
 			if err != nil {
 				return err
 			}
@@ -115,11 +116,7 @@ summary goes to stdout). Anything else stays in the dead-letter queue.`,
 			if f.queues.Changes == "" && f.queues.Deferred == "" {
 				return errors.New("nowhere to move messages: pass --changes-queue-url and/or --deferred-queue-url (or set FLEETBUCKET_CHANGES_QUEUE_URL / FLEETBUCKET_DEFERRED_QUEUE_URL)")
 			}
-			client, err := a.sqs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r, err := f.reader(client)
+			r, err := a.reader(cmd, f)
 			if err != nil {
 				return err
 			}
