@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,7 +48,8 @@ func (a *App) Main(ctx context.Context, args []string) int {
 	cmd := a.Command()
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(a.Stderr, "fleetbucket: %v\n", err)
+		// The SDK's errors already start with the program's name.
+		fmt.Fprintf(a.Stderr, "fleetbucket: %s\n", strings.TrimPrefix(err.Error(), "fleetbucket: "))
 		return 1
 	}
 	return 0
@@ -128,7 +130,9 @@ func (a *App) envFlag(cmd *cobra.Command, p *string, name, env, fallback, usage 
 // emit writes v as one JSON line under --json, or calls text otherwise.
 func (a *App) emit(v any, text func(w io.Writer)) error {
 	if a.json {
-		return json.NewEncoder(a.Stdout).Encode(v)
+		enc := json.NewEncoder(a.Stdout)
+		enc.SetEscapeHTML(false) // bodies are shown as they are
+		return enc.Encode(v)
 	}
 	text(a.Stdout)
 	return nil

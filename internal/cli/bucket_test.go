@@ -129,7 +129,10 @@ func TestEndpointBuckets(t *testing.T) {
 
 func TestStateTableNotFound(t *testing.T) {
 	c, _ := bucketCLI(t)
-	c.run("state", "bk", "c1", "availability", "--table", "no-such-table").fails(t, `table "no-such-table" not found: create it with scripts/localstack.sh start`)
+	c.run("state", "bk", "c1", "availability", "--table", "no-such-table").fails(t, `fleetbucket: table "no-such-table" not found: create it with scripts/localstack.sh start`)
+	if r := c.run("state", "bk", "c1", "availability", "--table", "no-such-table"); strings.Contains(r.stderr, "fleetbucket: fleetbucket:") {
+		t.Errorf("the program's name twice: %s", r.stderr)
+	}
 }
 
 type watchOut struct {

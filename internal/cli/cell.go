@@ -91,7 +91,9 @@ func (a *App) cellResetCmd(table *string) *cobra.Command {
 the next change with a higher sequence writes the day again. A day takes only
 changes newer than the sequence it holds, so a PMS that once sent a runaway
 sequence (say 2^63-1) froze it. The day's values stay until that change.
-Without --yes it only says what it would do.`,
+With --to 0 any change writes the day, also a late redelivery of an old
+one; --to the property's last good sequence keeps those out.
+Without --yes it only says what it would do, and exits 1.`,
 		Args: cobra.RangeArgs(3, 4),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cellOf(args)
@@ -131,7 +133,7 @@ Without --yes it only says what it would do.`,
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", "day to reset, YYYY-MM-DD")
-	cmd.Flags().Int64Var(&to, "to", 0, "sequence to set (lower than the day's)")
+	cmd.Flags().Int64Var(&to, "to", 0, "sequence to set (lower than the day's); e.g. the property's last good sequence")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do it (without: only say what would change)")
 	return cmd
 }
