@@ -97,9 +97,6 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err := tokensPresent(cfg, getenv); err != nil {
 		return nil, err
 	}
-	if err := noShards(cfg); err != nil {
-		return nil, err
-	}
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
@@ -144,20 +141,6 @@ func tokensPresent(cfg *connections.Config, getenv func(string) string) error {
 	}
 	if len(missing) > 0 {
 		return errors.New("credential tokens not set: " + strings.Join(sorted(missing), ", "))
-	}
-	return nil
-}
-
-// noShards refuses a config with sharded endpoints: the SDK shards
-// (limiter.ReserveSharded), but the sync function draws from one item per
-// bucket, and ignoring the setting would run a hot key unsharded silently.
-func noShards(cfg *connections.Config) error {
-	for name, ch := range cfg.Channels {
-		for ep := range ch.Endpoints {
-			if l, err := cfg.Limits(name, ep); err == nil && l.Shards > 1 {
-				return fmt.Errorf("channels.%s.endpoints.%s.shards: %d, but the sync function does not shard yet; remove it (limits and property_share are supported)", name, ep, l.Shards)
-			}
-		}
 	}
 	return nil
 }

@@ -45,7 +45,6 @@ func TestInitRefusesBadSettings(t *testing.T) {
 		{"missing config file", with("FLEETBUCKET_CONNECTIONS", filepath.Join(dir, "nope.json")), "nope.json: no such file"},
 		{"invalid limit", with("FLEETBUCKET_CONNECTIONS", bad), "channels.bk.endpoints.rates.limit: invalid limit.rate: 0"},
 		{"token not set", with("BK_TOKEN", ""), "credential tokens not set: BK_TOKEN (channel bk, credential c1)"},
-		{"sharded endpoint", with("FLEETBUCKET_CONNECTIONS", sharded), "channels.bk.endpoints.rates.shards: 4, but the sync function does not shard yet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +67,10 @@ func TestInitRefusesBadSettings(t *testing.T) {
 	}
 	if got := h.syncer.Token("BK_TOKEN"); got != "secret-token" {
 		t.Fatalf("the token hook reads %q from BK_TOKEN", got)
+	}
+	// Sharded endpoints are routed through ReserveSharded.
+	if _, err := newHandler(context.Background(), env(with("FLEETBUCKET_CONNECTIONS", sharded)), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("a sharded config was refused: %v", err)
 	}
 }
 

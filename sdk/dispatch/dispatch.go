@@ -43,13 +43,23 @@ type Route struct {
 	// Also are further buckets that must grant together with Bucket, in one
 	// transaction: an OTA's per-minute window beside its per-second limit,
 	// a property's share nested in the credential's quota.
-	Also   []limiter.Bucket
-	URL    string
-	Header http.Header // e.g. the credential's Authorization header
+	Also []limiter.Bucket
+	// Sharded, if set, spreads Bucket over shards (a hot key): a slot is
+	// booked in one of them (ReserveSharded), and the push draws from that
+	// shard. It cannot be combined with Also.
+	Sharded *limiter.ShardedBucket
+	URL     string
+	Header  http.Header // e.g. the credential's Authorization header
 }
 
 // buckets is every bucket the route draws from, Bucket first.
 func (r Route) buckets() []limiter.Bucket { return append([]limiter.Bucket{r.Bucket}, r.Also...) }
+
+// ShardReserver is the part of *limiter.Limiter that books a slot in one
+// shard of a sharded bucket; the dispatcher needs it for sharded routes.
+type ShardReserver interface {
+	ReserveSharded(ctx context.Context, s limiter.ShardedBucket, n int, maxDelay time.Duration) (limiter.Reservation, error)
+}
 
 // MultiReserver is the part of *limiter.Limiter that books several buckets
 // at once; the dispatcher needs it for routes with Also.
@@ -297,7 +307,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 	wasted := 0
 	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
 		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
-		j.Slot, wasted = time.Time{}, 1
+		j.Slot, j.SlotKey, wasted = time.Time{}, "", 1
 	}
 	if j.Slot.IsZero() {
 		res, done, err := d.reserve(ctx, &j, route, now)
@@ -346,15 +356,15 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
-	slot, err := d.reserveRoute(ctx, route, maxDelay)
+	slot, key, err := d.reserveRoute(ctx, route, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return Result{}, true, err
 		}
-		slot, err = d.reserveRoute(ctx, route, maxDelay)
+		slot, key, err = d.reserveRoute(ctx, route, maxDelay)
 	}
 	if err == nil {
-		j.Slot = slot
+		j.Slot, j.SlotKey = slot, key
 		return Result{}, false, nil
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
@@ -388,18 +398,46 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	return res, true, derr
 }
 
-// reserveRoute books one token of every bucket of the route.
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay time.Duration) (time.Time, error) {
-	if len(route.Also) == 0 {
+// reserveRoute books one token of every bucket of the route (of one shard,
+// for a sharded route, whose key it returns).
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay time.Duration) (time.Time, string, error) {
+	switch {
+	case route.Sharded != nil:
+		sharder, ok := d.Limiter.(ShardReserver)
+		if !ok {
+			return time.Time{}, "", &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
+		}
+		r, err := sharder.ReserveSharded(ctx, *route.Sharded, 1, maxDelay)
+		return r.Slot, r.Key, err
+	case len(route.Also) == 0:
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, 1, maxDelay)
-		return r.Slot, err
+		return r.Slot, "", err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
-		return time.Time{}, &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
+		return time.Time{}, "", &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
 	}
 	r, err := multi.ReserveMulti(ctx, route.buckets(), 1, maxDelay)
-	return r.Slot, err
+	return r.Slot, "", err
+}
+
+// pushBuckets is what a push of j draws from: the route's bucket or, for a
+// sharded route, the shard its slot came from, with the other shards as
+// siblings a 429 empties too.
+func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, error) {
+	if route.Sharded == nil {
+		return route.Bucket, nil, nil
+	}
+	shards, err := route.Sharded.Buckets()
+	if err != nil {
+		return limiter.Bucket{}, nil, err
+	}
+	for i, b := range shards {
+		if b.Key == j.SlotKey {
+			return b, append(append([]limiter.Bucket(nil), shards[:i]...), shards[i+1:]...), nil
+		}
+	}
+	return limiter.Bucket{}, nil, fmt.Errorf("job %q holds a slot in %q, not a shard of %q (shards changed?)", j.ID, j.SlotKey, route.Sharded.Key)
 }
 
 // push sends j at its slot. With Work, the body is what the work has
@@ -425,8 +463,12 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	case err != nil:
 		return d.workFailed(ctx, j, res, err)
 	}
+	bucket, siblings, err := pushBuckets(route, j)
+	if err != nil {
+		return d.workFailed(ctx, j, res, err)
+	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
-		Bucket: route.Bucket, Also: route.Also, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true,
+		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
@@ -496,7 +538,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 		if storeDown {
 			wait = d.Policy.StoreCooldown
 		}
-		j.Slot = time.Time{} // retries spent or lost it; the next run acquires afresh
+		j.Slot, j.SlotKey = time.Time{}, "" // retries spent or lost it; the next run acquires afresh
 		def, err := d.deferJob(ctx, j, wait, later.Error())
 		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, storeDown
 		return def, nil, err

@@ -39,6 +39,9 @@ type Job struct {
 	// Slot is the start of the token this job reserved; zero if it holds
 	// none. A job run within slot + grace pushes without a second acquire.
 	Slot time.Time `json:"slot,omitzero"`
+	// SlotKey is the bucket the slot was booked in when it is not the
+	// route's own: one shard of a sharded bucket.
+	SlotKey string `json:"slot_key,omitempty"`
 	// NotBefore is when a job deferred for longer than SQS allows is due;
 	// redelivered earlier, it is deferred again for the remainder.
 	NotBefore time.Time `json:"not_before,omitzero"`

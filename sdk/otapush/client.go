@@ -163,6 +163,10 @@ type Request struct {
 	// Reserved says the caller already holds a token (a reservation whose
 	// slot has come) for the first attempt; later attempts draw their own.
 	Reserved bool
+	// Siblings are the other shards of a sharded bucket (Bucket is the
+	// shard the slot came from): the vendor meters them as one, so a 429
+	// or a low remaining count empties them all.
+	Siblings []limiter.Bucket
 }
 
 // Response is what a push came to; Push returns it with its error too.
@@ -309,9 +313,7 @@ func (c *Client) send(ctx context.Context, req Request, attempt int, start time.
 	case s == http.StatusTooManyRequests:
 		wait := c.retryAfter(req, resp.Header.Get("Retry-After"))
 		until := c.now().Add(wait)
-		if err := c.limiter.Penalize(ctx, req.Bucket, until); err != nil {
-			c.log.Warn("penalize failed; other workers will learn from their own 429s", "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
-		}
+		c.penalize(ctx, req, until, "penalize failed; other workers will learn from their own 429s")
 		// The backoff's jitter may add to Retry-After, never undercut it.
 		return s, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered 429, retry after %v", wait)
 	case s >= 500:
@@ -343,8 +345,15 @@ func (c *Client) drainIfLow(ctx context.Context, req Request, h http.Header) {
 	if !ok || left >= c.policy.LowRemaining {
 		return
 	}
-	if err := c.limiter.Penalize(ctx, req.Bucket, c.now()); err != nil {
-		c.log.Warn("drain on low remaining failed", "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
+	c.penalize(ctx, req, c.now(), "drain on low remaining failed")
+}
+
+// penalize empties the request's bucket, and its sibling shards, until.
+func (c *Client) penalize(ctx context.Context, req Request, until time.Time, failure string) {
+	for _, b := range append([]limiter.Bucket{req.Bucket}, req.Siblings...) {
+		if err := c.limiter.Penalize(ctx, b, until); err != nil {
+			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
+		}
 	}
 }
 

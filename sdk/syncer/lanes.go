@@ -57,6 +57,14 @@ func (s *Syncer) laneJob(id lane.ID, ref laneRef) job.Job {
 	}
 }
 
+// rebased is j under ref: the same job (slot, deferrals, timing) pushing
+// under another owner token.
+func (s *Syncer) rebased(j job.Job, id lane.ID, ref laneRef) job.Job {
+	next := s.laneJob(id, ref)
+	j.ID, j.Payload = next.ID, next.Payload
+	return j
+}
+
 func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
 	var ref laneRef
 	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
@@ -97,13 +105,13 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) {
-		return s.notOwner(id, ref, other)
+		return s.notOwner(j, id, ref, other)
 	}
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
 	s.owned.leased(next, p.LeaseUntil)
-	j = s.laneJob(id, laneRef{Token: next})
+	j = s.rebased(j, id, laneRef{Token: next})
 	if len(p.Elements) == 0 {
 		// Another owner's push carried the last of it: ours took the lane
 		// over after its lease ran out.
@@ -123,13 +131,15 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 // the lane moved on since the job last looked, the job was a duplicate (or
 // outlived its lease) and ends. Otherwise the owner may have died holding
 // the lane: the job comes back when its lease runs out, to take over then.
-func (s *Syncer) notOwner(id lane.ID, ref laneRef, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
+func (s *Syncer) notOwner(j job.Job, id lane.ID, ref laneRef, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
 	owner := other.Pending.Owner
 	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) {
-		return s.laneJob(id, ref), dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+		return j, dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	ref.SeenOwner = owner
-	return s.laneJob(id, ref), dispatch.Payload{}, &dispatch.RecheckError{
+	j = s.rebased(j, id, ref)
+	j.Slot, j.SlotKey = time.Time{}, "" // the slot is the owner's to use
+	return j, dispatch.Payload{}, &dispatch.RecheckError{
 		At: other.Pending.LeaseUntil.Add(time.Second), Reason: other.Error(),
 	}
 }

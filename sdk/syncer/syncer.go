@@ -28,6 +28,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
 // Syncer handles both of the sync function's queues. It is the
@@ -242,9 +243,6 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if err != nil {
 		return dispatch.Route{}, err
 	}
-	if limits.Shards > 1 {
-		return dispatch.Route{}, fmt.Errorf("channel %q endpoint %q is sharded, which the sync function does not support yet", j.Channel, j.Endpoint)
-	}
 	var ref laneRef
 	if limits.PropertyShare != nil {
 		if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" {
@@ -260,11 +258,18 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if token == "" {
 		return dispatch.Route{}, fmt.Errorf("credential %q: %s is not set", j.Credential, cred.Ref())
 	}
+	var sharded *limiter.ShardedBucket
+	if limits.Shards > 1 {
+		// The config refuses shards together with extra windows or shares.
+		s := limits.Sharded(j.BucketKey())
+		sharded = &s
+	}
 	return dispatch.Route{
-		Bucket: buckets[0],
-		Also:   buckets[1:],
-		URL:    url,
-		Header: http.Header{"Authorization": {"Bearer " + token}},
+		Bucket:  buckets[0],
+		Also:    buckets[1:],
+		Sharded: sharded,
+		URL:     url,
+		Header:  http.Header{"Authorization": {"Bearer " + token}},
 	}, nil
 }
 

@@ -491,3 +491,40 @@ func TestQuietPropertyIsServedWithinPSlots(t *testing.T) {
 		t.Logf("quiet change %d: %v to the OTA, behind %d noisy pushes (P/r = 1s)", i+1, at.Sub(sent).Round(time.Millisecond), ahead)
 	}
 }
+
+// A sharded endpoint goes through the same pipeline: slots are booked in
+// one shard each (ReserveSharded), the vendor's limit holds for the whole
+// bucket, and the OTA ends at the newest state.
+func TestShardedEndpointThroughThePipeline(t *testing.T) {
+	lim := limiter.PerSecond(10, 4)
+	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, `, "shards": 2`))
+	r.linger = 100 * time.Millisecond
+	src := newPMS("hotel-aurora")
+	for i := range 40 {
+		day := time.Date(2027, 1, 1+i%20, 0, 0, 0, 0, time.UTC).Format(ari.DateLayout)
+		src.change([]string{"availability", "rates"}[i%2], "DBL", day, day, i)
+	}
+	r.feeding.Store(true)
+	go func() {
+		defer r.feeding.Store(false)
+		for _, b := range src.bodies {
+			r.enqueueBodies([]string{b})
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	r.run(3, 2*time.Minute, 30*time.Second)
+
+	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
+	lm := limiterFor(t, r)
+	for _, ep := range []string{"availability", "rates"} {
+		assertFleetInvariant(t, r.ota.AcceptedTimes("tok", ep), lim, 0)
+		for i := range 2 {
+			key := limiter.ShardKey("booking_com#cred-1#"+ep, i)
+			st, err := lm.State(context.Background(), limiter.Bucket{Key: key, Limit: limiter.PerSecond(5, 2)})
+			if err != nil || st.TAT.IsZero() {
+				t.Errorf("shard %s: %+v, %v; want it used", key, st, err)
+			}
+		}
+	}
+	t.Logf("%d changes → %d OTA requests, %d 429s", len(src.bodies), len(r.ota.Requests()), r.ota.Count429())
+}
