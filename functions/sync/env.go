@@ -115,7 +115,8 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		Token: secrets.Lookup(tokenReadTimeout, func(ref string, err error) {
 			// The error names the variable or secret, never a token.
 			log.Error("credential token unavailable; the job is retried", "token_ref", ref, "err", err)
-		})}
+		}),
+		Invalidate: secrets.Invalidate}
 	d := &dispatch.Dispatcher{
 		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
 		Queue: &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},

@@ -67,6 +67,14 @@ type MultiReserver interface {
 	ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
 }
 
+// CredentialRefresher is what a Router may also do: replace a credential's
+// token that the vendor refused (401/403), as after a rotation. It reports
+// whether the token changed, in which case the push is tried again with
+// the new one rather than dead-lettered.
+type CredentialRefresher interface {
+	RefreshCredential(j job.Job) bool
+}
+
 // Router resolves a job's channel, credential and endpoint. An error means
 // the job can never be pushed (unknown channel or endpoint).
 type Router interface {
@@ -123,6 +131,14 @@ type Policy struct {
 	// worker that sleeps holds a unit of the queue's concurrency, and
 	// other jobs' slots pass while they wait for it.
 	MaxHold time.Duration
+	// MaxFailures bounds the pushes of one job in a row that fail
+	// transiently; the next failure dead-letters what it carries, with
+	// the reason. Each failed push defers the job FailureBackoff·2^(k−1)
+	// for its k-th failure (at least what the vendor asked for, at most
+	// SQS's 15 minutes), so a vendor that keeps failing is asked less and
+	// less often rather than drained of a token every few seconds.
+	MaxFailures    int
+	FailureBackoff time.Duration
 }
 
 // DefaultPolicy is the policy DESIGN.md describes.
@@ -134,6 +150,8 @@ var DefaultPolicy = Policy{
 	DeadlineMargin: 3 * time.Second,
 	LateRatio:      0.1,
 	MaxHold:        2 * time.Second,
+	MaxFailures:    8,
+	FailureBackoff: 2 * time.Second,
 }
 
 // Validate names the first field out of range.
@@ -149,6 +167,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("dispatch policy: StoreCooldown is %v, want in (0, %v]", p.StoreCooldown, deferral.MaxDelay)
 	case p.DeadlineMargin < 0:
 		return fmt.Errorf("dispatch policy: DeadlineMargin is %v, want ≥ 0", p.DeadlineMargin)
+	case p.MaxFailures < 1:
+		return fmt.Errorf("dispatch policy: MaxFailures is %d, want ≥ 1", p.MaxFailures)
+	case p.FailureBackoff <= 0:
+		return fmt.Errorf("dispatch policy: FailureBackoff is %v, want > 0", p.FailureBackoff)
 	case p.MaxHold <= 0:
 		return fmt.Errorf("dispatch policy: MaxHold is %v, want > 0", p.MaxHold)
 	case !(p.LateRatio >= 0 && p.LateRatio < 0.5):
@@ -520,6 +542,16 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 	var perm *otapush.PermanentError
 	var later *otapush.DeferError
 	switch {
+	case errors.As(err, &perm) && (perm.Status == http.StatusUnauthorized || perm.Status == http.StatusForbidden) &&
+		j.Failures < d.Policy.MaxFailures && d.refreshed(j):
+		// The token was rotated: the same push goes out again with the new
+		// one, counted as a failure so that a token that keeps changing
+		// cannot loop.
+		j.Failures++
+		j.Slot, j.SlotKey = time.Time{}, ""
+		def, err := d.deferJob(ctx, j, 0, "credential refreshed after "+perm.Error())
+		def.Attempts, def.Throttled = res.Attempts, res.Throttled
+		return def, nil, err
 	case errors.As(err, &perm) && d.Work != nil:
 		// The vendor refused what was pending; retrying the same body
 		// cannot help. It goes to the dead-letter queue with the reason,
@@ -533,14 +565,32 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 		dl, err := d.deadLetter(ctx, j, DeadLettered, perm.Error())
 		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
 		return dl, nil, err
-	case errors.As(err, &later):
-		wait, storeDown := max(later.After, time.Second), errors.Is(later, limiter.ErrUnavailable)
-		if storeDown {
-			wait = d.Policy.StoreCooldown
+	case errors.As(err, &later) && errors.Is(later, limiter.ErrUnavailable):
+		// The limiter's store, not the vendor, failed: fail closed, and
+		// do not count it against the job.
+		j.Slot, j.SlotKey = time.Time{}, ""
+		def, err := d.deferJob(ctx, j, d.Policy.StoreCooldown, later.Error())
+		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, true
+		return def, nil, err
+	case errors.As(err, &later) && j.Failures+1 > d.Policy.MaxFailures:
+		reason := fmt.Sprintf("gave up after %d failed pushes in a row: %v", j.Failures+1, later)
+		if d.Work != nil {
+			if err := d.Queue.DeadLetter(ctx, string(p.Body), fmt.Sprintf("job %s: %s", j.ID, reason)); err != nil {
+				return Result{}, nil, err
+			}
+			res.Outcome, res.Reason = DeadLettered, reason
+			return d.done(ctx, j, p, res)
 		}
+		dl, err := d.deadLetter(ctx, j, DeadLettered, reason)
+		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
+		return dl, nil, err
+	case errors.As(err, &later):
+		j.Failures++
+		backoff := d.Policy.FailureBackoff << min(j.Failures-1, 20)
+		wait := min(max(later.After, time.Second, backoff), deferral.MaxDelay)
 		j.Slot, j.SlotKey = time.Time{}, "" // retries spent or lost it; the next run acquires afresh
 		def, err := d.deferJob(ctx, j, wait, later.Error())
-		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, storeDown
+		def.Slot, def.Attempts, def.Throttled = res.Slot, res.Attempts, res.Throttled
 		return def, nil, err
 	}
 	return Result{}, nil, err
@@ -586,6 +636,12 @@ func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outc
 	}
 	d.log().Warn("job dead-lettered", "job_id", id, "outcome", string(o), "reason", reason)
 	return Result{JobID: id, Outcome: o, Reason: reason}, nil
+}
+
+// refreshed asks the router to replace the job's credential token.
+func (d *Dispatcher) refreshed(j job.Job) bool {
+	r, ok := d.Routes.(CredentialRefresher)
+	return ok && r.RefreshCredential(j)
 }
 
 // minGrace is lateness that is only this process's own latency (a slot

@@ -88,7 +88,10 @@ func (q *queue) DeadLetter(_ context.Context, body, reason string) error {
 	return nil
 }
 
-type router struct{}
+type router struct{ rotated *bool }
+
+// RefreshCredential reports a rotated token when the test says so.
+func (r router) RefreshCredential(job.Job) bool { return r.rotated != nil && *r.rotated }
 
 func (router) Route(job.Job) (Route, error) {
 	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{}}, nil
@@ -236,6 +239,66 @@ func TestHandleJob(t *testing.T) {
 			}
 			tt.check(t, r, res)
 		})
+	}
+}
+
+// A push refused with 401/403 is tried again at once when the credential's
+// token turns out to have been rotated, and dead-lettered when it has not.
+func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
+	for _, rotated := range []bool{true, false} {
+		r := newRig(t)
+		r.d.Routes = router{rotated: &rotated}
+		r.push.err = &otapush.PermanentError{Status: 401, Summary: "401 Unauthorized"}
+		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case rotated && (res.Outcome != Deferred || r.queue.deferred[0].wait != 0 || r.queue.deferred[0].j.Failures != 1):
+			t.Errorf("rotated token: %+v, want deferred at once, counted as a failure", res)
+		case !rotated && res.Outcome != DeadLettered:
+			t.Errorf("same token: %+v, want dead-lettered", res)
+		}
+	}
+}
+
+// A vendor that keeps failing is asked less and less often, and past
+// MaxFailures what the job carries is dead-lettered with the reason while
+// the work carries on.
+func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
+	tests := []struct {
+		failures int
+		want     Outcome
+		wait     time.Duration
+	}{
+		{0, Deferred, 2 * time.Second},
+		{1, Deferred, 4 * time.Second},
+		{3, Deferred, 16 * time.Second},
+		{7, Deferred, 256 * time.Second},
+		{8, DeadLettered, 0},
+	}
+	for _, tt := range tests {
+		r := newRig(t)
+		r.push.err = &otapush.DeferError{After: time.Second, Status: 503, Cause: errors.New("vendor answered 503")}
+		j := testJob(r.clock.Now())
+		j.Failures = tt.failures
+		res, err := r.d.HandleJob(context.Background(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != tt.want {
+			t.Fatalf("after %d failures: %+v, want %s", tt.failures, res, tt.want)
+		}
+		switch tt.want {
+		case Deferred:
+			if d := r.queue.deferred[0]; d.wait != tt.wait || d.j.Failures != tt.failures+1 {
+				t.Errorf("after %d failures: deferred %v with failures %d, want %v and %d", tt.failures, d.wait, d.j.Failures, tt.wait, tt.failures+1)
+			}
+		case DeadLettered:
+			if len(r.queue.dead) != 1 || r.work.done != 1 {
+				t.Errorf("after %d failures: dead %v, done %d; want the body dead-lettered and the work settled", tt.failures, r.queue.dead, r.work.done)
+			}
+		}
 	}
 }
 

@@ -47,6 +47,11 @@ type Job struct {
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Deferrals counts trips through the deferred queue.
 	Deferrals int `json:"deferrals"`
+	// Failures counts the pushes of this job in a row that failed
+	// transiently (5xx, network, 429s past the retry budget): each trip
+	// backs off longer, and past the dispatcher's MaxFailures the job is
+	// dead-lettered rather than retried forever.
+	Failures int `json:"failures,omitempty"`
 	// DeferredAt and Due are when the job was last deferred and when the
 	// queue should hand it back (DeferredAt plus its whole-second delay):
 	// the delivery's lateness is the arrival minus Due.

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
 )
 
@@ -81,5 +83,34 @@ func TestElementRoundTrip(t *testing.T) {
 	}
 	if _, err := lane.ParseElement("DBL#BAR#2027-01-01#x"); err == nil {
 		t.Error("a short element parsed")
+	}
+}
+
+func TestRefreshCredentialReportsARotation(t *testing.T) {
+	cfg, err := connections.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":5,"burst":5}}},"credentials":{"c1":{"secret_id":"bk/c1"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]string{"secretsmanager:bk/c1": "old"}
+	cache := map[string]string{}
+	s := &Syncer{Config: cfg,
+		Token: func(ref string) string {
+			if _, ok := cache[ref]; !ok {
+				cache[ref] = stored[ref]
+			}
+			return cache[ref]
+		},
+		Invalidate: func(ref string) { delete(cache, ref) },
+	}
+	j := job.Job{Channel: "bk", Credential: "c1", Endpoint: "rates"}
+	if s.RefreshCredential(j) {
+		t.Fatal("an unchanged secret was reported as rotated")
+	}
+	stored["secretsmanager:bk/c1"] = "new"
+	if !s.RefreshCredential(j) || cache["secretsmanager:bk/c1"] != "new" {
+		t.Fatalf("a rotated secret was not picked up (cache %v)", cache)
+	}
+	if (&Syncer{Config: cfg, Token: s.Token}).RefreshCredential(j) {
+		t.Fatal("without Invalidate nothing can be refreshed")
 	}
 }

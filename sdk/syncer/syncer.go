@@ -42,7 +42,10 @@ type Syncer struct {
 	// os.Getenv. Tokens go into request headers only, never into logs or
 	// messages.
 	Token func(env string) string
-	Now   func() time.Time
+	// Invalidate, if set, drops a cached token (by its reference) so that
+	// Token reads it afresh: called when the vendor refuses a token.
+	Invalidate func(ref string)
+	Now        func() time.Time
 	// Linger is how long a lane collects changes before a push: its first
 	// push after it was idle waits this long after the change that woke
 	// it (changes that arrive meanwhile ride in the same request), and
@@ -271,6 +274,22 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		URL:     url,
 		Header:  http.Header{"Authorization": {"Bearer " + token}},
 	}, nil
+}
+
+// RefreshCredential drops the job's cached credential token and reports
+// whether a new one replaced it (a rotation): it is the dispatcher's
+// CredentialRefresher, so a push refused with 401/403 is retried with the
+// new token rather than dead-lettered.
+func (s *Syncer) RefreshCredential(j job.Job) bool {
+	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
+	if !ok || s.Invalidate == nil {
+		return false
+	}
+	ref := cred.Ref()
+	before := s.token(ref)
+	s.Invalidate(ref)
+	after := s.token(ref)
+	return after != "" && after != before
 }
 
 func (s *Syncer) token(env string) string {
