@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +48,8 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	msgs := make([]syncer.Message, len(ev.Records))
 	for i, rec := range ev.Records {
-		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue)}
+		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue),
+			Redelivered: redelivered(rec.Attributes["ApproximateReceiveCount"])}
 	}
 	var resp events.SQSEventResponse
 	for _, out := range h.syncer.HandleBatch(ctx, msgs) {
@@ -96,6 +98,13 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 		// early by what it sees, and this shows whether that keeps up.
 		h.metrics.AddMillis("DeliveryLateness", res.Lateness)
 	}
+}
+
+// redelivered reports whether an SQS receive count says the message was
+// handed out before.
+func redelivered(receiveCount string) bool {
+	n, err := strconv.Atoi(receiveCount)
+	return err == nil && n > 1
 }
 
 func sorted(s []string) []string {

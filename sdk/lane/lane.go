@@ -128,21 +128,21 @@ type Mark struct {
 	Pending Pending
 }
 
-// Mark adds el to every lane of one property and kind, in one write, and
+// Mark adds els to every lane of one property and kind, in one write, and
 // makes token(lane) the owner of each lane that had none (or whose owner's
 // lease ran out, which costs a second write). tokens should be
 // deterministic per change and lane, so that a redelivered change finds
 // itself the owner again and schedules the push its first delivery may
 // not have.
-func (s *Store) Mark(ctx context.Context, lanes []ID, el Element, token func(ID) string) ([]Mark, error) {
-	if len(lanes) == 0 {
+func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(ID) string) ([]Mark, error) {
+	if len(lanes) == 0 || len(els) == 0 {
 		return nil, nil
 	}
 	now := s.now()
 	lease := now.Add(s.lease())
 	names := map[string]string{}
 	vals := map[string]types.AttributeValue{
-		":e": &types.AttributeValueMemberSS{Value: []string{el.String()}},
+		":e": elementSet(uniqueElements(els)),
 		":l": micros(lease),
 	}
 	var adds, sets []string
@@ -290,6 +290,19 @@ func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element)
 		return false, fmt.Errorf("finish lane %s: %w", id, err)
 	}
 	return true, nil
+}
+
+// uniqueElements drops repeats, which a string set refuses.
+func uniqueElements(els []Element) []Element {
+	seen := make(map[Element]bool, len(els))
+	out := els[:0:0]
+	for _, e := range els {
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func elementSet(els []Element) types.AttributeValue {

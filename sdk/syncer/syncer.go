@@ -97,6 +97,10 @@ type Message struct {
 	// Deferred says it came from the deferred queue (a push job) rather
 	// than the changes queue (a PMS change event).
 	Deferred bool
+	// Redelivered says the queue handed the message out before (its
+	// ApproximateReceiveCount is above 1): the worker that had it may have
+	// died between marking a lane and scheduling its push.
+	Redelivered bool
 }
 
 // MessageResult is what became of one message. Err non-nil means it must
@@ -115,12 +119,14 @@ type MessageResult struct {
 func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
 	out := make([]MessageResult, len(msgs))
 	jobsOf := make([][]job.Job, len(msgs))
+	changes := make([]*ari.Change, len(msgs))
 	var wg sync.WaitGroup
 	for i, m := range msgs {
 		out[i].ID = m.ID
-		wg.Go(func() { jobsOf[i], out[i].Change, out[i].Err = s.prepare(ctx, m) })
+		wg.Go(func() { jobsOf[i], changes[i], out[i].Change, out[i].Err = s.prepare(ctx, m) })
 	}
 	wg.Wait()
+	s.markAll(ctx, msgs, changes, jobsOf, out)
 	var all []job.Job
 	var owner []int
 	for i, js := range jobsOf {
@@ -149,77 +155,129 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 	return out
 }
 
-// prepare turns a message into the jobs to dispatch, dead-lettering what
-// can never be processed.
-func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, ChangeReport, error) {
+// prepare turns a message into the jobs to dispatch, or, for a change, the
+// change to mark once applied; it dead-letters what can never be
+// processed.
+func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change, ChangeReport, error) {
 	if m.Deferred {
 		j, err := job.Decode(m.Body)
 		if err != nil {
 			rep, err := s.reject(ctx, "", m.Body, err.Error())
-			return nil, rep, err
+			return nil, nil, rep, err
 		}
-		return []job.Job{j}, ChangeReport{}, nil
+		return []job.Job{j}, nil, ChangeReport{}, nil
 	}
 	c, err := ari.Parse(m.Body, s.Config.MaxRangeDays)
 	if err != nil {
 		rep, err := s.reject(ctx, "", m.Body, err.Error())
-		return nil, rep, err
+		return nil, nil, rep, err
 	}
-	targets, ok := s.Config.Targets(c.PropertyID, c.Kind)
-	if !ok {
+	if _, ok := s.Config.Targets(c.PropertyID, c.Kind); !ok {
 		rep, err := s.reject(ctx, c.EventID, m.Body, fmt.Sprintf("unknown property %q: not in the connections config", c.PropertyID))
-		return nil, rep, err
+		return nil, nil, rep, err
 	}
 	applied, err := s.State.Apply(ctx, c)
 	if errors.Is(err, ari.ErrRejected) {
 		rep, err := s.reject(ctx, c.EventID, m.Body, err.Error())
-		return nil, rep, err
+		return nil, nil, rep, err
 	}
 	if err != nil {
-		return nil, ChangeReport{}, err
+		return nil, nil, ChangeReport{}, err
 	}
 	rep := ChangeReport{EventID: c.EventID, Applied: applied.Changed}
-	if applied.Current == 0 || len(targets) == 0 {
+	if applied.Current == 0 {
 		// Newer changes hold every date; each marks its own lanes after
 		// writing, so there is nothing for this one to push.
-		return nil, rep, nil
+		return nil, nil, rep, nil
 	}
-	jobs, err := s.mark(ctx, c, targets, &rep)
-	return jobs, rep, err
+	return nil, &c, rep, nil
 }
 
-// mark marks the change's lanes dirty and returns a job for each lane it
-// found idle.
-func (s *Syncer) mark(ctx context.Context, c ari.Change, targets []connections.Target, rep *ChangeReport) ([]job.Job, error) {
+// markAll marks the lanes of a batch's applied changes: one write per
+// property and kind, however many of the batch's changes share it. The
+// jobs of the lanes it wakes go to the first message of each group.
+func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Change, jobsOf [][]job.Job, out []MessageResult) {
+	groups := map[[2]string][]int{}
+	var order [][2]string
+	for i, c := range changes {
+		if c == nil {
+			continue
+		}
+		k := [2]string{c.PropertyID, c.Kind}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	var wg sync.WaitGroup
+	for _, k := range order {
+		idx := groups[k]
+		wg.Go(func() {
+			redelivered := false
+			cs := make([]ari.Change, len(idx))
+			for n, i := range idx {
+				cs[n], redelivered = *changes[i], redelivered || msgs[i].Redelivered
+			}
+			jobs, lanes, scheduled, err := s.mark(ctx, cs, redelivered)
+			for _, i := range idx {
+				out[i].Change.Lanes = lanes
+				out[i].Err = errors.Join(out[i].Err, err)
+			}
+			out[idx[0]].Change.Scheduled = scheduled
+			jobsOf[idx[0]] = append(jobsOf[idx[0]], jobs...)
+		})
+	}
+	wg.Wait()
+}
+
+// mark marks the lanes of changes (one property and kind) dirty with one
+// write and returns a job for each lane it found idle. For a redelivered
+// change it also returns a recheck job for each lane it found owned: that
+// owner may be the worker that died with this very message, and the job
+// takes the lane over if its lease runs out unrenewed.
+func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([]job.Job, int, int, error) {
+	targets, _ := s.Config.Targets(cs[0].PropertyID, cs[0].Kind)
+	if len(targets) == 0 {
+		return nil, 0, 0, nil
+	}
 	ids := make([]lane.ID, len(targets))
 	for i, t := range targets {
-		ids[i] = lane.ID{Property: c.PropertyID, Kind: c.Kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
+		ids[i] = lane.ID{Property: cs[0].PropertyID, Kind: cs[0].Kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
 	}
-	el := lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence}
-	// The token is the same for every delivery of the change, so one
-	// redelivered after a crash finds itself the owner and schedules the
-	// push its first delivery may not have.
-	token := func(id lane.ID) string { return markToken(c.EventID, id, el) }
-	marks, err := s.Lanes.Mark(ctx, ids, el, token)
+	els := make([]lane.Element, len(cs))
+	seed := ""
+	for i, c := range cs {
+		els[i] = lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence}
+		seed += c.EventID + "\x00" + els[i].String() + "\x00"
+	}
+	// The token is the same for every delivery of the same changes, so a
+	// batch redelivered whole after a crash finds itself the owner and
+	// schedules the push its first delivery may not have.
+	token := func(id lane.ID) string { return markToken(seed, id) }
+	marks, err := s.Lanes.Mark(ctx, ids, els, token)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
-	rep.Lanes = len(marks)
 	var jobs []job.Job
+	scheduled := 0
 	for _, m := range marks {
-		if m.Claimed {
+		switch {
+		case m.Claimed:
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
 			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
 			j.NotBefore = s.now().Add(s.linger())
+			jobs, scheduled = append(jobs, j), scheduled+1
+		case redelivered && m.Pending.Owner != "":
+			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
+			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
 			jobs = append(jobs, j)
 		}
 	}
-	rep.Scheduled = len(jobs)
-	return jobs, nil
+	return jobs, len(marks), scheduled, nil
 }
 
-func markToken(eventID string, id lane.ID, el lane.Element) string {
-	h := sha256.Sum256([]byte(eventID + "\x00" + id.String() + "\x00" + el.String()))
+func markToken(seed string, id lane.ID) string {
+	h := sha256.Sum256([]byte(seed + id.String()))
 	return "m-" + hex.EncodeToString(h[:12])
 }
 

@@ -38,14 +38,14 @@ func TestLaneMarkClaimClear(t *testing.T) {
 		return func(id lane.ID) string { return prefix + id.Channel }
 	}
 
-	marks, err := s.Mark(ctx, []lane.ID{bk, ex}, el("DBL", 1), tok("a-"))
+	marks, err := s.Mark(ctx, []lane.ID{bk, ex}, []lane.Element{el("DBL", 1)}, tok("a-"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(marks) != 2 || !marks[0].Claimed || !marks[1].Claimed {
 		t.Fatalf("first mark = %+v, want both lanes claimed", marks)
 	}
-	marks, err = s.Mark(ctx, []lane.ID{bk, ex}, el("TWN", 2), tok("b-"))
+	marks, err = s.Mark(ctx, []lane.ID{bk, ex}, []lane.Element{el("TWN", 2)}, tok("b-"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestLaneMarkClaimClear(t *testing.T) {
 
 	// A change arrives during the push: finishing fails, and the next
 	// claim clears what the push carried and keeps the new change.
-	if _, err := s.Mark(ctx, []lane.ID{bk}, el("STE", 3), tok("c-")); err != nil {
+	if _, err := s.Mark(ctx, []lane.ID{bk}, []lane.Element{el("STE", 3)}, tok("c-")); err != nil {
 		t.Fatal(err)
 	}
 	if released, err := s.Finish(ctx, bk, "n1", p.Elements); released || err != nil {
@@ -78,7 +78,7 @@ func TestLaneMarkClaimClear(t *testing.T) {
 		t.Fatalf("last finish = %v, %v; want the lane released", released, err)
 	}
 	// The released lane is claimed by the next change again.
-	marks, err = s.Mark(ctx, []lane.ID{bk}, el("DBL", 4), tok("d-"))
+	marks, err = s.Mark(ctx, []lane.ID{bk}, []lane.Element{el("DBL", 4)}, tok("d-"))
 	if err != nil || !marks[0].Claimed {
 		t.Fatalf("mark after release = %+v, %v; want a claim", marks, err)
 	}
@@ -96,15 +96,15 @@ func TestLaneLeaseTakeover(t *testing.T) {
 	s := newLaneStore(t, clock.Now)
 	s.Lease = time.Minute
 	id := lane.ID{Property: "hotel-1", Kind: "availability", Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
-	if _, err := s.Mark(ctx, []lane.ID{id}, el("DBL", 1), func(lane.ID) string { return "dead" }); err != nil {
+	if _, err := s.Mark(ctx, []lane.ID{id}, []lane.Element{el("DBL", 1)}, func(lane.ID) string { return "dead" }); err != nil {
 		t.Fatal(err)
 	}
-	marks, err := s.Mark(ctx, []lane.ID{id}, el("DBL", 2), func(lane.ID) string { return "alive" })
+	marks, err := s.Mark(ctx, []lane.ID{id}, []lane.Element{el("DBL", 2)}, func(lane.ID) string { return "alive" })
 	if err != nil || marks[0].Claimed {
 		t.Fatalf("mark within the lease = %+v, %v; want no claim", marks, err)
 	}
 	clock.Set(clock.Now().Add(61 * time.Second))
-	marks, err = s.Mark(ctx, []lane.ID{id}, el("DBL", 3), func(lane.ID) string { return "alive" })
+	marks, err = s.Mark(ctx, []lane.ID{id}, []lane.Element{el("DBL", 3)}, func(lane.ID) string { return "alive" })
 	if err != nil || !marks[0].Claimed || len(marks[0].Pending.Elements) != 3 {
 		t.Fatalf("mark after the lease = %+v, %v; want a takeover with 3 elements", marks, err)
 	}

@@ -240,7 +240,8 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 		defer func() { pool <- sy }()
 		batch := make([]syncer.Message, len(msgs))
 		for i, m := range msgs {
-			batch[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: deferred}
+			batch[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: deferred,
+				Redelivered: m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)] > "1"}
 		}
 		results := sy.HandleBatch(ctx, batch)
 		t.add(results)
