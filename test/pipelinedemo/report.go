@@ -71,6 +71,7 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	dirtyReport(out, lim, otas, copies, tr)
 	fanned := 0
 	var latencies []time.Duration
 	missing := 0
@@ -157,4 +158,67 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// dirtyReport prints, per endpoint, the share of its quota used while some
+// change to it was waiting for the OTA: from each change's publication to
+// its arrival (all its dates at that sequence or newer). Quiet periods do
+// not count against it, so under a backlog it shows whether the quota was
+// used in full.
+func dirtyReport(out io.Writer, lim gcra.Limit, otas map[string]*mockota.Server, copies map[string]*otacopy.Copy, tr *truth) {
+	fmt.Fprintf(out, "  quota used while the endpoint had changes waiting:")
+	for _, ch := range channels {
+		for _, ep := range ch.endpoints {
+			var spans [][2]time.Time
+			for _, c := range tr.changes {
+				if c.Kind != ep {
+					continue
+				}
+				end := c.at
+				for _, d := range c.Dates() {
+					at, ok := copies[ch.name].Reached(otacopy.Day{HotelRef: hotelRef(ch.name, c.PropertyID), Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}, c.Sequence)
+					if ok && at.After(end) {
+						end = at
+					}
+				}
+				spans = append(spans, [2]time.Time{c.at, end})
+			}
+			dirty, union := mergeSpans(spans)
+			pushes := 0
+			for _, at := range otas[ch.name].AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep) {
+				for _, u := range union {
+					if !at.Before(u[0]) && !at.After(u[1]) {
+						pushes++
+						break
+					}
+				}
+			}
+			share := 0.0
+			if dirty > 0 {
+				share = 100 * float64(pushes) / (lim.Rate * dirty.Seconds())
+			}
+			fmt.Fprintf(out, " %s/%s %.0f%% (%d in %.1fs);", ch.name, ep, share, pushes, dirty.Seconds())
+		}
+	}
+	fmt.Fprintln(out)
+}
+
+// mergeSpans unions time spans, returning their total length and the union.
+func mergeSpans(spans [][2]time.Time) (time.Duration, [][2]time.Time) {
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0].Before(spans[j][0]) })
+	var union [][2]time.Time
+	for _, s := range spans {
+		if n := len(union); n > 0 && !s[0].After(union[n-1][1]) {
+			if s[1].After(union[n-1][1]) {
+				union[n-1][1] = s[1]
+			}
+			continue
+		}
+		union = append(union, s)
+	}
+	total := time.Duration(0)
+	for _, u := range union {
+		total += u[1].Sub(u[0])
+	}
+	return total, union
 }
