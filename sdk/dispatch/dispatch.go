@@ -75,6 +75,13 @@ type CredentialRefresher interface {
 	RefreshCredential(j job.Job) bool
 }
 
+// Fence tells the first of several deliveries of one job from the others
+// (*limiter.Limiter is one): First is true exactly once per key before
+// until, fleet-wide.
+type Fence interface {
+	First(ctx context.Context, key string, until time.Time) (bool, error)
+}
+
 // Router resolves a job's channel, credential and endpoint. An error means
 // the job can never be pushed (unknown channel or endpoint).
 type Router interface {
@@ -234,8 +241,13 @@ type Dispatcher struct {
 	Queue   Queue
 	Policy  Policy
 	// Work, if set, supplies what a job pushes at its slot and settles it
-	// after (sdk/syncer's lanes); without it a job pushes its payload.
-	Work  Work
+	// after (sdk/syncer's lanes, whose claims fence duplicates); without it
+	// a job pushes its payload.
+	Work Work
+	// Fence, if set, makes a payload job that comes back from the deferred
+	// queue push once however many times the queue delivers it (SQS is
+	// at-least-once): each copy asks before pushing, at one write each.
+	Fence Fence
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   *slog.Logger
@@ -501,10 +513,19 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 }
 
 func (d *Dispatcher) begin(ctx context.Context, j job.Job) (job.Job, Payload, error) {
-	if d.Work == nil {
-		return j, Payload{Body: j.Payload, Items: 1}, nil
+	if d.Work != nil {
+		return d.Work.Begin(ctx, j)
 	}
-	return d.Work.Begin(ctx, j)
+	if d.Fence != nil && j.Deferrals > 0 && !j.Slot.IsZero() {
+		first, err := d.Fence.First(ctx, j.ID+"@"+j.Slot.UTC().Format(time.RFC3339Nano), j.Slot.Add(time.Hour))
+		if err != nil {
+			return j, Payload{}, err
+		}
+		if !first {
+			return j, Payload{}, fmt.Errorf("%w: another delivery of job %q pushes at its slot", ErrNothingToPush, j.ID)
+		}
+	}
+	return j, Payload{Body: j.Payload, Items: 1}, nil
 }
 
 // done settles a push with the work and returns the work's next job.

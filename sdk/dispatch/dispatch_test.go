@@ -242,6 +242,37 @@ func TestHandleJob(t *testing.T) {
 	}
 }
 
+// fence remembers the keys it was asked for.
+type fence map[string]bool
+
+func (f fence) First(_ context.Context, key string, _ time.Time) (bool, error) {
+	if f[key] {
+		return false, nil
+	}
+	f[key] = true
+	return true, nil
+}
+
+// A payload job the deferred queue delivers twice pushes once: the second
+// copy finds the fence taken.
+func TestFenceStopsASecondDelivery(t *testing.T) {
+	r := newRig(t)
+	r.d.Work, r.d.Fence = nil, fence{}
+	j := testJob(r.clock.Now())
+	j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, r.clock.Now()
+	first, err := r.d.HandleJob(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.d.HandleJob(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Outcome != Pushed || second.Outcome != Coalesced || len(r.push.bodies) != 1 {
+		t.Fatalf("two deliveries: %s then %s, %d pushes; want pushed, coalesced, 1 push", first.Outcome, second.Outcome, len(r.push.bodies))
+	}
+}
+
 // A push refused with 401/403 is tried again at once when the credential's
 // token turns out to have been rotated, and dead-lettered when it has not.
 func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {

@@ -104,7 +104,12 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	next := newToken()
 	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
 	var other *lane.NotOwnerError
-	if errors.As(err, &other) {
+	switch {
+	case errors.As(err, &other) && other.Pending.Owner == next:
+		// The claim landed and its answer was lost; the SDK's retry then
+		// found the lane already ours, and what it saw is what is pending.
+		p, err = other.Pending, nil
+	case errors.As(err, &other):
 		return s.notOwner(j, id, ref, other)
 	}
 	if err != nil {

@@ -137,7 +137,7 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 		p.t.Fatal(err)
 	}
 	d := &dispatch.Dispatcher{
-		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet,
+		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim,
 		Queue: &deferral.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
 	}
 	if err := d.Validate(); err != nil {
