@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -165,6 +166,11 @@ func multiWait(l *limiter.Limiter, buckets []limiter.Bucket, maxWait time.Durati
 func attempt(ctx context.Context, err error) benchkit.Attempt {
 	if wait, denied := limiter.RetryAfter(err); denied {
 		return benchkit.Attempt{Outcome: benchkit.Denied, Wait: wait}
+	}
+	if errors.Is(err, limiter.ErrContended) {
+		// Contention is not exhaustion: a caller asks again at once, as
+		// otapush and dispatch do; its requests count in req/grant.
+		return benchkit.Attempt{Outcome: benchkit.Denied, Wait: time.Duration(rand.Int64N(int64(10 * time.Millisecond)))}
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return benchkit.Attempt{Outcome: benchkit.Stopped, Err: err}
