@@ -95,7 +95,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var v verdict
 	limited := false
 	s.mu.Lock()
-	rec.At = s.cfg.Now()
+	// The decision and the recording use one reading, in wall-clock
+	// microseconds without the monotonic clock: Time.Sub prefers monotonic
+	// readings, and a wall clock slewed against them made the recorded
+	// arrivals disagree with what was decided (62 in a window whose bound
+	// was 61.97 on a loaded machine).
+	rec.At = time.UnixMicro(s.cfg.Now().UnixMicro())
 	if status == 0 {
 		limited, rec.Metered = true, true
 		v = s.take(bucketKey{rec.Credential, rec.Endpoint}, rec.At.UnixMicro())
