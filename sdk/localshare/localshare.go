@@ -1,0 +1,93 @@
+// Package localshare paces one process's pushes while the fleet's shared
+// bucket cannot be reached: each process takes an equal share of every
+// limit, so that the fleet as a whole still stays within it.
+//
+// With N processes at most (the function's maximum concurrency), each one
+// paces a bucket of rate r and burst b with a local token bucket
+// (golang.org/x/time/rate) of rate r/N and burst max(1, ⌊b/N⌋). Summed over
+// the fleet, the rate is r again. The burst is b again when N ≤ b; when
+// N > b each process still needs one token to push at all, so the fleet's
+// burst may reach N: an outage with more live processes than the limit's
+// burst can open with up to N requests at once, then settles to r.
+//
+// The share is a fallback, not a substitute: it knows nothing of what the
+// fleet spent before the outage, and processes that do not run take no
+// share, so the fleet under-uses the limit while it lasts.
+package localshare
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// Pacer holds one local limiter per bucket. The zero value is not usable;
+// make one with New. It is safe for concurrent use.
+type Pacer struct {
+	instances int
+
+	mu      sync.Mutex
+	buckets map[share]*rate.Limiter
+}
+
+// share identifies a local limiter: a bucket under one limit (a config
+// change gives the bucket a new local limiter).
+type share struct {
+	key   string
+	limit limiter.Limit
+}
+
+// New returns a Pacer for a fleet of at most instances processes (< 1 is
+// taken as 1).
+func New(instances int) *Pacer {
+	return &Pacer{instances: max(instances, 1), buckets: map[share]*rate.Limiter{}}
+}
+
+// Instances is the N the limits are divided by.
+func (p *Pacer) Instances() int { return p.instances }
+
+// Share is the local limit of bucket b: rate ÷ N, burst ÷ N (at least 1).
+func (p *Pacer) Share(b limiter.Limit) (rate.Limit, int) {
+	return rate.Limit(b.Rate / float64(p.instances)), max(b.Burst/p.instances, 1)
+}
+
+// Reserve takes one token of every bucket's local share at now, if all of
+// them have one within maxWait. It returns the delay until they all have
+// (0: push now) and ok; when one has none within maxWait, it takes
+// nothing and returns the delay that would have been needed and false.
+func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Duration) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var delay time.Duration
+	rs := make([]*rate.Reservation, 0, len(buckets))
+	for _, b := range buckets {
+		r := p.limiter(b).ReserveN(now, 1)
+		rs = append(rs, r)
+		if !r.OK() {
+			delay = rate.InfDuration
+			break
+		}
+		delay = max(delay, r.DelayFrom(now))
+	}
+	if delay <= maxWait {
+		return delay, true
+	}
+	for _, r := range rs {
+		r.CancelAt(now)
+	}
+	return delay, false
+}
+
+func (p *Pacer) limiter(b limiter.Bucket) *rate.Limiter {
+	k := share{b.Key, b.Limit}
+	l, ok := p.buckets[k]
+	if !ok {
+		r, burst := p.Share(b.Limit)
+		l = rate.NewLimiter(r, burst)
+		p.buckets[k] = l
+	}
+	return l
+}

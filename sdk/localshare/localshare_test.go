@@ -1,0 +1,70 @@
+package localshare
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+func TestShareDividesRateAndBurst(t *testing.T) {
+	p := New(4)
+	r, b := p.Share(limiter.Limit{Rate: 10, Burst: 8})
+	if r != 2.5 || b != 2 {
+		t.Fatalf("share of 10/s burst 8 over 4: %v/s burst %d, want 2.5/s burst 2", r, b)
+	}
+	if _, b := p.Share(limiter.Limit{Rate: 10, Burst: 3}); b != 1 {
+		t.Fatalf("burst 3 over 4: %d, want 1 (at least one token)", b)
+	}
+}
+
+// One process's share admits exactly burst÷N at once, then one per N/rate.
+func TestReservePacesAtTheShare(t *testing.T) {
+	p := New(2)
+	b := []limiter.Bucket{{Key: "k", Limit: limiter.Limit{Rate: 4, Burst: 4}}} // share: 2/s, burst 2
+	now := time.Unix(1000, 0)
+	granted := 0
+	for i := 0; i < 10; i++ {
+		if _, ok := p.Reserve(b, now, 0); ok {
+			granted++
+		}
+	}
+	if granted != 2 {
+		t.Fatalf("granted %d at once, want the share's burst 2", granted)
+	}
+	delay, ok := p.Reserve(b, now, 0)
+	if ok || delay != 500*time.Millisecond {
+		t.Fatalf("empty share: delay %v ok %v, want 500ms and refused", delay, ok)
+	}
+	if d, ok := p.Reserve(b, now.Add(500*time.Millisecond), 0); !ok || d != 0 {
+		t.Fatalf("after 1/(2/s): delay %v ok %v, want a token now", d, ok)
+	}
+	// Over 10.5 s, the burst of 2 and 2/s × 10.5 s: 23 in all.
+	for ms := 501; ms <= 10_500; ms++ {
+		if _, ok := p.Reserve(b, now.Add(time.Duration(ms)*time.Millisecond), 0); ok {
+			granted++
+		}
+	}
+	if granted+1 != 2+21 {
+		t.Fatalf("granted %d over 10.5 s, want 23", granted+1)
+	}
+}
+
+// Every bucket of a route must have a token; a refusal takes none.
+func TestReserveAllOrNothing(t *testing.T) {
+	p := New(1)
+	a := limiter.Bucket{Key: "a", Limit: limiter.Limit{Rate: 1, Burst: 5}}
+	c := limiter.Bucket{Key: "c", Limit: limiter.Limit{Rate: 1, Burst: 1}}
+	now := time.Unix(1000, 0)
+	if _, ok := p.Reserve([]limiter.Bucket{a, c}, now, 0); !ok {
+		t.Fatal("first reservation refused")
+	}
+	if _, ok := p.Reserve([]limiter.Bucket{a, c}, now, 0); ok {
+		t.Fatal("second reservation granted past c's burst")
+	}
+	for i := 0; i < 4; i++ {
+		if _, ok := p.Reserve([]limiter.Bucket{a}, now, 0); !ok {
+			t.Fatalf("a's token %d of 4 left was taken by the refused reservation", i+1)
+		}
+	}
+}
