@@ -10,9 +10,18 @@
 // burst may reach N: an outage with more live processes than the limit's
 // burst can open with up to N requests at once, then settles to r.
 //
-// The share is a fallback, not a substitute: it knows nothing of what the
-// fleet spent before the outage, and processes that do not run take no
-// share, so the fleet under-uses the limit while it lasts.
+// A local limiter starts empty, and is emptied again when it has not been
+// used for longer than its burst takes to refill: the shared bucket may
+// have granted its whole burst just before the outage, and N local bursts
+// on top of it would exceed the limit. From empty, the fleet's local
+// grants over any window u are at most r·u, so that with what the shared
+// bucket granted before (at most b + r·w over a window w) a window that
+// spans the start of the outage still holds at most b + r·(w+u).
+//
+// The share is a fallback, not a substitute: it knows nothing of slots
+// the shared bucket booked ahead before the outage (jobs that hold one
+// still push at it), and processes that do not run take no share, so the
+// fleet under-uses the limit while the outage lasts.
 package localshare
 
 import (
@@ -30,7 +39,13 @@ type Pacer struct {
 	instances int
 
 	mu      sync.Mutex
-	buckets map[share]*rate.Limiter
+	buckets map[share]*local
+}
+
+// local is one bucket's share and when it was last asked.
+type local struct {
+	lim      *rate.Limiter
+	lastUsed time.Time
 }
 
 // share identifies a local limiter: a bucket under one limit (a config
@@ -43,7 +58,7 @@ type share struct {
 // New returns a Pacer for a fleet of at most instances processes (< 1 is
 // taken as 1).
 func New(instances int) *Pacer {
-	return &Pacer{instances: max(instances, 1), buckets: map[share]*rate.Limiter{}}
+	return &Pacer{instances: max(instances, 1), buckets: map[share]*local{}}
 }
 
 // Instances is the N the limits are divided by.
@@ -64,7 +79,7 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 	var delay time.Duration
 	rs := make([]*rate.Reservation, 0, len(buckets))
 	for _, b := range buckets {
-		r := p.limiter(b).ReserveN(now, 1)
+		r := p.limiter(b, now).ReserveN(now, 1)
 		rs = append(rs, r)
 		if !r.OK() {
 			delay = rate.InfDuration
@@ -81,13 +96,18 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 	return delay, false
 }
 
-func (p *Pacer) limiter(b limiter.Bucket) *rate.Limiter {
+// limiter is b's local limiter at now: empty if new, or if idle for as
+// longer than a full burst takes to refill.
+func (p *Pacer) limiter(b limiter.Bucket, now time.Time) *rate.Limiter {
 	k := share{b.Key, b.Limit}
+	r, burst := p.Share(b.Limit)
 	l, ok := p.buckets[k]
-	if !ok {
-		r, burst := p.Share(b.Limit)
-		l = rate.NewLimiter(r, burst)
+	refill := time.Duration(float64(burst) / float64(r) * float64(time.Second))
+	if !ok || now.Sub(l.lastUsed) > refill {
+		l = &local{lim: rate.NewLimiter(r, burst)}
+		l.lim.AllowN(now, burst) // start empty
 		p.buckets[k] = l
 	}
-	return l
+	l.lastUsed = now
+	return l.lim
 }

@@ -18,11 +18,16 @@ func TestShareDividesRateAndBurst(t *testing.T) {
 	}
 }
 
-// One process's share admits exactly burst÷N at once, then one per N/rate.
+// One process's share starts empty, fills to burst÷N at rate÷N, and
+// admits no more.
 func TestReservePacesAtTheShare(t *testing.T) {
 	p := New(2)
 	b := []limiter.Bucket{{Key: "k", Limit: limiter.Limit{Rate: 4, Burst: 4}}} // share: 2/s, burst 2
 	now := time.Unix(1000, 0)
+	if d, ok := p.Reserve(b, now, 0); ok || d != 500*time.Millisecond {
+		t.Fatalf("a new share: delay %v ok %v, want empty (first token in 500ms)", d, ok)
+	}
+	now = now.Add(time.Second) // refilled to its burst, not idle long enough to reset
 	granted := 0
 	for i := 0; i < 10; i++ {
 		if _, ok := p.Reserve(b, now, 0); ok {
@@ -53,9 +58,12 @@ func TestReservePacesAtTheShare(t *testing.T) {
 // Every bucket of a route must have a token; a refusal takes none.
 func TestReserveAllOrNothing(t *testing.T) {
 	p := New(1)
-	a := limiter.Bucket{Key: "a", Limit: limiter.Limit{Rate: 1, Burst: 5}}
+	a := limiter.Bucket{Key: "a", Limit: limiter.Limit{Rate: 5, Burst: 5}}
 	c := limiter.Bucket{Key: "c", Limit: limiter.Limit{Rate: 1, Burst: 1}}
 	now := time.Unix(1000, 0)
+	p.Reserve([]limiter.Bucket{a}, now, 0) // both start empty
+	p.Reserve([]limiter.Bucket{c}, now, 0)
+	now = now.Add(time.Second) // a holds 5, c 1
 	if _, ok := p.Reserve([]limiter.Bucket{a, c}, now, 0); !ok {
 		t.Fatal("first reservation refused")
 	}
@@ -66,5 +74,21 @@ func TestReserveAllOrNothing(t *testing.T) {
 		if _, ok := p.Reserve([]limiter.Bucket{a}, now, 0); !ok {
 			t.Fatalf("a's token %d of 4 left was taken by the refused reservation", i+1)
 		}
+	}
+}
+
+// Idle for longer than its burst takes to refill, a share starts empty
+// again: a new outage opens with no local burst.
+func TestIdleShareStartsEmpty(t *testing.T) {
+	p := New(1)
+	b := []limiter.Bucket{{Key: "k", Limit: limiter.Limit{Rate: 2, Burst: 2}}}
+	now := time.Unix(1000, 0)
+	p.Reserve(b, now, time.Second)
+	later := now.Add(time.Hour)
+	if _, ok := p.Reserve(b, later, 0); ok {
+		t.Fatal("an hour idle, the share opened with a token")
+	}
+	if d, ok := p.Reserve(b, later.Add(500*time.Millisecond), 0); !ok || d != 0 {
+		t.Fatalf("500ms into the new outage: delay %v ok %v, want a token", d, ok)
 	}
 }
