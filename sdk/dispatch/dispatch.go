@@ -448,6 +448,11 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	}
 	if err == nil {
 		j.Slot, j.SlotKey = slot, key
+		if route.LocalShare && d.LocalShare != nil {
+			// The fleet spends the limit in the shared bucket: an outage
+			// starts this process's share from empty (see localshare).
+			d.LocalShare.Drain(route.buckets(), now)
+		}
 		return Result{}, false, nil
 	}
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {

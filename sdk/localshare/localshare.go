@@ -10,13 +10,15 @@
 // burst may reach N: an outage with more live processes than the limit's
 // burst can open with up to N requests at once, then settles to r.
 //
-// A local limiter starts empty, and is emptied again when it has not been
-// used for longer than its burst takes to refill: the shared bucket may
-// have granted its whole burst just before the outage, and N local bursts
-// on top of it would exceed the limit. From empty, the fleet's local
-// grants over any window u are at most r·u, so that with what the shared
-// bucket granted before (at most b + r·w over a window w) a window that
-// spans the start of the outage still holds at most b + r·(w+u).
+// A local limiter starts empty, and is emptied again (Drain) whenever the
+// shared bucket grants this process a slot: the shared bucket may have
+// granted its whole burst just before the outage, and N local bursts on
+// top of it would exceed the limit. From empty, the fleet's local grants
+// over any window u are at most r·u, so that with what the shared bucket
+// granted before (at most b + r·w over a window w) a window that spans the
+// start of the outage still holds at most b + r·(w+u). A process whose
+// share filled while other processes used the shared bucket opens an
+// outage with its share's burst: at most b more across the fleet.
 //
 // The share is a fallback, not a substitute: it knows nothing of slots
 // the shared bucket booked ahead before the outage (jobs that hold one
@@ -42,11 +44,8 @@ type Pacer struct {
 	buckets map[share]*local
 }
 
-// local is one bucket's share and when it was last asked.
-type local struct {
-	lim      *rate.Limiter
-	lastUsed time.Time
-}
+// local is one bucket's share.
+type local struct{ lim *rate.Limiter }
 
 // share identifies a local limiter: a bucket under one limit (a config
 // change gives the bucket a new local limiter).
@@ -96,18 +95,34 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 	return delay, false
 }
 
-// limiter is b's local limiter at now: empty if new, or if idle for as
-// longer than a full burst takes to refill.
+// Drain empties the shares of buckets that exist at now: the shared
+// bucket has just granted a slot, so the fleet is spending the limit
+// there. It creates none; a new share starts empty anyway.
+func (p *Pacer) Drain(buckets []limiter.Bucket, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range buckets {
+		if _, ok := p.buckets[share{b.Key, b.Limit}]; ok {
+			p.buckets[share{b.Key, b.Limit}] = p.empty(b.Limit, now)
+		}
+	}
+}
+
+// limiter is b's local limiter, made empty at now if new.
 func (p *Pacer) limiter(b limiter.Bucket, now time.Time) *rate.Limiter {
 	k := share{b.Key, b.Limit}
-	r, burst := p.Share(b.Limit)
 	l, ok := p.buckets[k]
-	refill := time.Duration(float64(burst) / float64(r) * float64(time.Second))
-	if !ok || now.Sub(l.lastUsed) > refill {
-		l = &local{lim: rate.NewLimiter(r, burst)}
-		l.lim.AllowN(now, burst) // start empty
+	if !ok {
+		l = p.empty(b.Limit, now)
 		p.buckets[k] = l
 	}
-	l.lastUsed = now
 	return l.lim
+}
+
+// empty is a share of l with no token at now.
+func (p *Pacer) empty(l limiter.Limit, now time.Time) *local {
+	r, burst := p.Share(l)
+	lim := rate.NewLimiter(r, burst) // full
+	lim.AllowN(now, burst)
+	return &local{lim: lim}
 }

@@ -27,7 +27,7 @@ func TestReservePacesAtTheShare(t *testing.T) {
 	if d, ok := p.Reserve(b, now, 0); ok || d != 500*time.Millisecond {
 		t.Fatalf("a new share: delay %v ok %v, want empty (first token in 500ms)", d, ok)
 	}
-	now = now.Add(time.Second) // refilled to its burst, not idle long enough to reset
+	now = now.Add(time.Second) // refilled to its burst
 	granted := 0
 	for i := 0; i < 10; i++ {
 		if _, ok := p.Reserve(b, now, 0); ok {
@@ -77,18 +77,25 @@ func TestReserveAllOrNothing(t *testing.T) {
 	}
 }
 
-// Idle for longer than its burst takes to refill, a share starts empty
-// again: a new outage opens with no local burst.
-func TestIdleShareStartsEmpty(t *testing.T) {
+// A grant of the shared bucket empties the share: the next outage opens
+// with no local burst.
+func TestDrainEmptiesTheShare(t *testing.T) {
 	p := New(1)
 	b := []limiter.Bucket{{Key: "k", Limit: limiter.Limit{Rate: 2, Burst: 2}}}
 	now := time.Unix(1000, 0)
 	p.Reserve(b, now, time.Second)
-	later := now.Add(time.Hour)
+	later := now.Add(time.Hour) // refilled to its burst of 2
+	for i := 0; i < 3; i++ {
+		p.Drain(b, later) // repeated drains do not push the share into debt
+	}
 	if _, ok := p.Reserve(b, later, 0); ok {
-		t.Fatal("an hour idle, the share opened with a token")
+		t.Fatal("a drained share granted a token")
 	}
 	if d, ok := p.Reserve(b, later.Add(500*time.Millisecond), 0); !ok || d != 0 {
-		t.Fatalf("500ms into the new outage: delay %v ok %v, want a token", d, ok)
+		t.Fatalf("500ms after the drain: delay %v ok %v, want a token", d, ok)
+	}
+	p.Drain([]limiter.Bucket{{Key: "other", Limit: limiter.Limit{Rate: 1, Burst: 1}}}, later)
+	if len(p.buckets) != 1 {
+		t.Fatalf("Drain created shares: %d, want 1", len(p.buckets))
 	}
 }
