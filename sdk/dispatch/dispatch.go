@@ -439,18 +439,21 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
-	slot, key, err := d.reserveRoute(ctx, route, maxDelay)
+	n := 1 + d.pendingLocal(route)
+	slot, key, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return Result{}, true, err
 		}
-		slot, key, err = d.reserveRoute(ctx, route, maxDelay)
+		slot, key, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
 		j.Slot, j.SlotKey = slot, key
 		if route.LocalShare && d.LocalShare != nil {
-			// The fleet spends the limit in the shared bucket: an outage
-			// starts this process's share from empty (see localshare).
+			// The fleet spends the limit in the shared bucket again, and
+			// this slot booked the local grants of the outage with it: an
+			// outage starts this process's share from empty (see
+			// localshare).
 			d.LocalShare.Drain(route.buckets(), now)
 		}
 		return Result{}, false, nil
@@ -548,26 +551,49 @@ func firstShard(route Route) string {
 	return shards[0].Key
 }
 
-// reserveRoute books one token of every bucket of the route (of one shard,
+// pendingLocal is how many pushes this process made under its local share
+// of route that the shared bucket has not booked: its first reservation
+// after an outage books them with its own token, so that the bucket, full
+// again, does not grant its burst on top of them. It is at most the
+// smallest burst of the route's buckets (shards included) less one, the
+// most one reservation can book.
+func (d *Dispatcher) pendingLocal(route Route) int {
+	if !route.LocalShare || d.LocalShare == nil {
+		return 0
+	}
+	n := d.LocalShare.Pending(route.Bucket)
+	bursts := route.buckets()
+	if route.Sharded != nil {
+		if shards, err := route.Sharded.Buckets(); err == nil {
+			bursts = shards
+		}
+	}
+	for _, b := range bursts {
+		n = min(n, b.Limit.Burst-1)
+	}
+	return max(n, 0)
+}
+
+// reserveRoute books n tokens of every bucket of the route (of one shard,
 // for a sharded route, whose key it returns).
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay time.Duration) (time.Time, string, error) {
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, error) {
 	switch {
 	case route.Sharded != nil:
 		sharder, ok := d.Limiter.(ShardReserver)
 		if !ok {
 			return time.Time{}, "", &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
 		}
-		r, err := sharder.ReserveSharded(ctx, *route.Sharded, 1, maxDelay)
+		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
 		return r.Slot, r.Key, err
 	case len(route.Also) == 0:
-		r, err := d.Limiter.Reserve(ctx, route.Bucket, 1, maxDelay)
+		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
 		return r.Slot, "", err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
 		return time.Time{}, "", &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
 	}
-	r, err := multi.ReserveMulti(ctx, route.buckets(), 1, maxDelay)
+	r, err := multi.ReserveMulti(ctx, route.buckets(), n, maxDelay)
 	return r.Slot, "", err
 }
 

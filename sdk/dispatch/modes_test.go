@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -193,5 +194,39 @@ func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 	}
 	if res.Outcome != Deferred || r.queue.deferred[0].wait != DefaultPolicy.StoreCooldown || r.queue.deferred[0].j.Failures != 0 {
 		t.Fatalf("result %+v, deferrals %+v; want deferred for the store cooldown, not counted as a failure", res, r.queue.deferred)
+	}
+}
+
+// nReserver records the tokens each reservation asks for.
+type nReserver struct {
+	*reserver
+	ns []int
+}
+
+func (r *nReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	r.ns = append(r.ns, n)
+	return r.reserver.Reserve(ctx, b, n, maxDelay)
+}
+
+// When the store comes back, the first reservation books the pushes the
+// local share let through, so that the shared bucket, full again, does not
+// grant its burst on top of them; the next ones ask for one token again.
+func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
+	r := newRig(t)
+	lim := &nReserver{reserver: r.lim}
+	r.d.Limiter, r.d.Routes, r.d.LocalShare = lim, modeRouter{localShare: true}, localshare.New(1) // 4/s burst 8
+	for i := 0; i < 3; i++ {
+		r.lim.fail = []error{storeDown()}
+		if res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil || res.LocalShares != 1 {
+			t.Fatalf("outage job %d: %+v, %v; want a local push", i, res, err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []int{1, 1, 1, 4, 1}; fmt.Sprint(lim.ns) != fmt.Sprint(want) {
+		t.Fatalf("tokens asked per reservation: %v, want %v (the 3 local pushes booked with the first one after the outage)", lim.ns, want)
 	}
 }

@@ -10,15 +10,21 @@
 // burst may reach N: an outage with more live processes than the limit's
 // burst can open with up to N requests at once, then settles to r.
 //
-// A local limiter starts empty, and is emptied again (Drain) whenever the
-// shared bucket grants this process a slot: the shared bucket may have
-// granted its whole burst just before the outage, and N local bursts on
-// top of it would exceed the limit. From empty, the fleet's local grants
-// over any window u are at most r·u, so that with what the shared bucket
-// granted before (at most b + r·w over a window w) a window that spans the
-// start of the outage still holds at most b + r·(w+u). A process whose
-// share filled while other processes used the shared bucket opens an
-// outage with its share's burst: at most b more across the fleet.
+// The two ends of an outage need care, because the shared bucket and the
+// local shares do not see each other's grants:
+//
+//   - Start: the shared bucket may have granted its whole burst just
+//     before, and N local bursts on top of it would exceed the limit. So a
+//     local share starts empty, and is emptied again (Drain) whenever the
+//     shared bucket grants this process a slot. A process whose share
+//     filled while other processes used the shared bucket still opens an
+//     outage with its share's burst: at most b more across the fleet.
+//   - End: the shared bucket comes back full, unaware of the local pushes
+//     just made. So the pacer counts them (Pending), and the process's
+//     first reservation after the outage books them too (n = 1 + pending,
+//     at most the burst), which pushes the bucket's schedule back by what
+//     was spent locally. A process with no further push to that bucket
+//     never pays its count back: at most its share's burst.
 //
 // The share is a fallback, not a substitute: it knows nothing of slots
 // the shared bucket booked ahead before the outage (jobs that hold one
@@ -44,8 +50,12 @@ type Pacer struct {
 	buckets map[share]*local
 }
 
-// local is one bucket's share.
-type local struct{ lim *rate.Limiter }
+// local is one bucket's share and the grants it made since the shared
+// bucket last granted this process a slot.
+type local struct {
+	lim     *rate.Limiter
+	pending int
+}
 
 // share identifies a local limiter: a bucket under one limit (a config
 // change gives the bucket a new local limiter).
@@ -87,6 +97,9 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 		delay = max(delay, r.DelayFrom(now))
 	}
 	if delay <= maxWait {
+		for _, b := range buckets {
+			p.buckets[share{b.Key, b.Limit}].pending++
+		}
 		return delay, true
 	}
 	for _, r := range rs {
@@ -95,8 +108,20 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 	return delay, false
 }
 
-// Drain empties the shares of buckets that exist at now: the shared
-// bucket has just granted a slot, so the fleet is spending the limit
+// Pending is how many local grants of b have not yet been booked in the
+// shared bucket.
+func (p *Pacer) Pending(b limiter.Bucket) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l, ok := p.buckets[share{b.Key, b.Limit}]; ok {
+		return l.pending
+	}
+	return 0
+}
+
+// Drain empties the shares of buckets that exist at now, and forgets
+// their pending grants: the shared bucket has just granted a slot (and
+// booked the pending grants with it), so the fleet is spending the limit
 // there. It creates none; a new share starts empty anyway.
 func (p *Pacer) Drain(buckets []limiter.Bucket, now time.Time) {
 	p.mu.Lock()

@@ -99,3 +99,24 @@ func TestDrainEmptiesTheShare(t *testing.T) {
 		t.Fatalf("Drain created shares: %d, want 1", len(p.buckets))
 	}
 }
+
+// Local grants are pending until a drain: what the shared bucket must
+// book when it comes back.
+func TestPendingCountsLocalGrantsUntilDrain(t *testing.T) {
+	p := New(1)
+	b := limiter.Bucket{Key: "k", Limit: limiter.Limit{Rate: 10, Burst: 10}}
+	now := time.Unix(1000, 0)
+	granted := 0
+	for ms := 0; ms < 1000; ms += 50 {
+		if _, ok := p.Reserve([]limiter.Bucket{b}, now.Add(time.Duration(ms)*time.Millisecond), 0); ok {
+			granted++
+		}
+	}
+	if got := p.Pending(b); got != granted || granted == 0 {
+		t.Fatalf("Pending = %d after %d local grants", got, granted)
+	}
+	p.Drain([]limiter.Bucket{b}, now.Add(time.Second))
+	if got := p.Pending(b); got != 0 {
+		t.Fatalf("Pending after Drain = %d, want 0", got)
+	}
+}
