@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/localshare"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/syncer"
 	"github.com/fleetbucket/fleetbucket/sdk/tokens"
@@ -37,6 +39,9 @@ type settings struct {
 	connectionsPath         string
 	namespace               string
 	storeFailures, cooldown int
+	// maxConcurrency is the event sources' cap when the stack overrode the
+	// config's (FLEETBUCKET_MAX_CONCURRENCY); 0: the config's.
+	maxConcurrency int
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
@@ -76,6 +81,13 @@ func readSettings(getenv func(string) string) (settings, error) {
 	}
 	if s.namespace == "" {
 		s.namespace = "fleetbucket"
+	}
+	if v := getenv("FLEETBUCKET_MAX_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return s, fmt.Errorf("FLEETBUCKET_MAX_CONCURRENCY is %q, want a positive integer (the event sources' maximum concurrency)", v)
+		}
+		s.maxConcurrency = n
 	}
 	return s, nil
 }
@@ -119,7 +131,8 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		Invalidate: secrets.Invalidate}
 	d := &dispatch.Dispatcher{
 		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
-		Queue: &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+		Queue:      &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+		LocalShare: localshare.New(maxInstances(cfg, s.maxConcurrency)),
 	}
 	if err := d.Validate(); err != nil {
 		return nil, err
@@ -127,6 +140,23 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	sy.Dispatcher = d
 	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
 		namespace: s.namespace, out: os.Stdout}, nil
+}
+
+// maxInstances bounds how many processes of the function run at once, the
+// N a local share divides each limit by: the function has two SQS event
+// sources (changes and deferred, infra/stack's EventSources), each capped
+// at the stack's maxConcurrency, so at most 2 × maxConcurrency instances
+// handle jobs. maxConcurrency is connections.Config.MaxConcurrency() unless
+// the stack overrode it (CDK context maxConcurrency), in which case it
+// passes the value in FLEETBUCKET_MAX_CONCURRENCY. An N too small would let
+// the fleet exceed the limit during an outage; one too large only paces it
+// more slowly.
+func maxInstances(cfg *connections.Config, override int) int {
+	const eventSources = 2
+	if override > 0 {
+		return eventSources * override
+	}
+	return eventSources * cfg.MaxConcurrency()
 }
 
 // tokensPresent checks the token_env credentials' variables; secret_id

@@ -24,7 +24,11 @@ var outcomeMetric = map[dispatch.Outcome]string{
 
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
-var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors"}
+var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors",
+	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes"}
+
+// millisMetricNames are likewise written on every flush, in milliseconds.
+var millisMetricNames = []string{"ShadowWait"}
 
 type handler struct {
 	syncer *syncer.Syncer
@@ -45,6 +49,9 @@ type handler struct {
 func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	for _, name := range metricNames {
 		h.metrics.Add(name, 0)
+	}
+	for _, name := range millisMetricNames {
+		h.metrics.AddMillis(name, 0)
 	}
 	msgs := make([]syncer.Message, len(ev.Records))
 	for i, rec := range ev.Records {
@@ -78,7 +85,9 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 	h.log.Info("push job",
 		"job_id", res.JobID, "event_id", eventID, "bucket", res.Bucket, "decision", string(res.Outcome),
 		"pushes", res.Pushes, "items", res.Items, "wait_ms", res.Wait.Milliseconds(), "late_ms", res.Lateness.Milliseconds(),
-		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled, "wasted_slots", res.WastedSlots)
+		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled, "wasted_slots", res.WastedSlots,
+		"shadow_would_defer", res.ShadowWouldDefer, "shadow_would_shed", res.ShadowWouldShed, "shadow_wait_ms", res.ShadowWait.Milliseconds(),
+		"local_shares", res.LocalShares)
 	if res.Outcome != dispatch.Pushed {
 		h.metrics.Add(outcomeMetric[res.Outcome], 1)
 	}
@@ -93,6 +102,18 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 	}
 	h.metrics.Add("WastedSlots", float64(res.WastedSlots))
 	h.metrics.AddMillis("WaitTime", res.Wait)
+	if res.ShadowWouldDefer {
+		h.metrics.Add("ShadowWouldDefer", 1)
+	}
+	if res.ShadowWouldShed {
+		h.metrics.Add("ShadowWouldShed", 1)
+	}
+	if res.ShadowWait > 0 {
+		// What enforcement would have waited for the slot: the pace an
+		// endpoint in shadow mode would lose by switching to enforce.
+		h.metrics.AddMillis("ShadowWait", res.ShadowWait)
+	}
+	h.metrics.Add("LocalSharePushes", float64(res.LocalShares))
 	if res.Delayed != 0 || res.Lateness != 0 {
 		// How late the deferred queue delivered: the dispatcher comes back
 		// early by what it sees, and this shows whether that keeps up.

@@ -62,7 +62,37 @@ type Endpoint struct {
 	MaxItems int `json:"max_items,omitempty"`
 	// MaxBytes bounds one push's body; default DefaultMaxBytes.
 	MaxBytes int `json:"max_bytes,omitempty"`
+	// Mode is ModeEnforce (the default) or ModeShadow. In shadow mode the
+	// dispatcher still reserves from the shared bucket, so the bucket shows
+	// what enforcement would do, and records whether it would have
+	// deferred or shed the push and how long it would have waited; but it
+	// pushes at once. It is how fleetbucket is rolled out on an
+	// integration that already pushes at its own pace.
+	Mode string `json:"mode,omitempty"`
+	// OnStoreUnavailable is what a push does while the limiter's DynamoDB
+	// table cannot be reached: StoreClosed (the default) defers it until
+	// the store is back (fail closed); StoreLocalShare paces each process
+	// with an equal local share of the limit (rate and burst ÷ the
+	// function's maximum number of instances, see sdk/localshare) and
+	// pushes, so fresh changes keep flowing and the fleet stays within
+	// the limit.
+	OnStoreUnavailable string `json:"on_store_unavailable,omitempty"`
 }
+
+// Endpoint modes and store-unavailable behaviours.
+const (
+	ModeEnforce     = "enforce"
+	ModeShadow      = "shadow"
+	StoreClosed     = "closed"
+	StoreLocalShare = "local-share"
+)
+
+// Shadow reports whether the endpoint is in shadow mode.
+func (e Endpoint) Shadow() bool { return e.Mode == ModeShadow }
+
+// LocalShare reports whether the endpoint paces itself locally while the
+// limiter store is unreachable.
+func (e Endpoint) LocalShare() bool { return e.OnStoreUnavailable == StoreLocalShare }
 
 // Request limits of one push, when an endpoint does not set its own.
 // SiteMinder's pmsXchange takes 500 messages per request; Agoda caps a
@@ -194,6 +224,12 @@ func (c *Config) Validate() error {
 				add("%s.endpoints.%s.path: %q may not hold a query, a fragment or a \".\" / \"..\" segment", at, ep, p)
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
+				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
+			}
+			if o := ch.Endpoints[ep].OnStoreUnavailable; o != "" && o != StoreClosed && o != StoreLocalShare {
+				add("%s.endpoints.%s.on_store_unavailable: %q, want %q (the default) or %q", at, ep, o, StoreClosed, StoreLocalShare)
+			}
 			if maxItems, maxBytes := ch.Endpoints[ep].RequestLimits(); maxItems < c.MaxRangeDays || maxItems > 100_000 {
 				add("%s.endpoints.%s.max_items: %d, want %d (max_range_days, so one change fits a push) to 100000", at, ep, maxItems, c.MaxRangeDays)
 			} else if maxBytes < 1024 || maxBytes > 64<<20 {

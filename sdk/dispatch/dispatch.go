@@ -17,7 +17,13 @@
 //     deferred the same way, in the same call;
 //   - the limiter store unavailable: defer for StoreCooldown (fail closed);
 //     the queue unavailable too: return an error, so the message stays on
-//     its source queue and is redelivered. Nothing is lost.
+//     its source queue and is redelivered. Nothing is lost. A route with
+//     LocalShare instead pushes within this process's local share of the
+//     limit (Dispatcher.LocalShare), and defers only when that share has
+//     no token soon;
+//   - a Shadow route reserves as above and records what enforcement would
+//     have done (Result.ShadowWouldDefer, ShadowWouldShed, ShadowWait),
+//     but pushes at once.
 package dispatch
 
 import (
@@ -34,6 +40,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/localshare"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
@@ -50,6 +57,14 @@ type Route struct {
 	Sharded *limiter.ShardedBucket
 	URL     string
 	Header  http.Header // e.g. the credential's Authorization header
+	// Shadow: reserve and record what enforcement would do, but push at
+	// once (connections' "mode": "shadow").
+	Shadow bool
+	// LocalShare: while the limiter store is unreachable, push within this
+	// process's share of the limit rather than defer (connections'
+	// "on_store_unavailable": "local-share"). It needs
+	// Dispatcher.LocalShare; without one the route fails closed.
+	LocalShare bool
 }
 
 // buckets is every bucket the route draws from, Bucket first.
@@ -230,6 +245,17 @@ type Result struct {
 	Lateness time.Duration
 	// Delayed is the delay that deferral asked for.
 	Delayed time.Duration
+	// ShadowWouldDefer and ShadowWouldShed say what enforcement would have
+	// done with a push of a Shadow route that went out at once: defer it
+	// (its slot lay beyond blocking distance, or no slot within
+	// MaxReserve) or shed it (no slot before its deadline). ShadowWait is
+	// how long it would have waited for its slot (the longest, over the
+	// jobs of one call).
+	ShadowWouldDefer, ShadowWouldShed bool
+	ShadowWait                        time.Duration
+	// LocalShares counts pushes paced by the local share while the store
+	// was unreachable.
+	LocalShares int
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
@@ -248,9 +274,13 @@ type Dispatcher struct {
 	// queue push once however many times the queue delivers it (SQS is
 	// at-least-once): each copy asks before pushing, at one write each.
 	Fence Fence
-	Now   func() time.Time
-	Sleep func(ctx context.Context, d time.Duration) error
-	Log   *slog.Logger
+	// LocalShare paces LocalShare routes while the limiter store is
+	// unreachable; it must be sized for the fleet's maximum number of
+	// processes (localshare.New).
+	LocalShare *localshare.Pacer
+	Now        func() time.Time
+	Sleep      func(ctx context.Context, d time.Duration) error
+	Log        *slog.Logger
 
 	late lateness
 }
@@ -309,6 +339,10 @@ func (r Result) then(next Result) Result {
 	next.Pushes += r.Pushes
 	next.Items += r.Items
 	next.StoreError = next.StoreError || r.StoreError
+	next.ShadowWouldDefer = next.ShadowWouldDefer || r.ShadowWouldDefer
+	next.ShadowWouldShed = next.ShadowWouldShed || r.ShadowWouldShed
+	next.ShadowWait = max(next.ShadowWait, r.ShadowWait)
+	next.LocalShares += r.LocalShares
 	next.Lateness, next.Delayed = r.Lateness, r.Delayed
 	if next.JobID == "" {
 		next.JobID = r.JobID
@@ -343,15 +377,29 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
 		j.Slot, j.SlotKey, wasted = time.Time{}, "", 1
 	}
+	var pre Result // what the reservation records of a job it lets through
 	if j.Slot.IsZero() {
 		res, done, err := d.reserve(ctx, &j, route, now)
 		if done || err != nil {
 			res.WastedSlots += wasted
 			return res, nil, err
 		}
-		now = d.now()
+		pre, now = res, d.now()
 	}
 	wait := j.Slot.Sub(now)
+	if route.Shadow {
+		// Enforcement would sleep or defer here; shadow mode records which
+		// and pushes now. The booked slot stays in the bucket, so the
+		// bucket shows the pace enforcement would keep.
+		if wait > 0 {
+			pre.ShadowWait = max(pre.ShadowWait, wait)
+			pre.ShadowWouldDefer = pre.ShadowWouldDefer || wait > d.lead(wait) || !d.canSleep(ctx, wait)
+		}
+		res, next, err := d.push(ctx, j, route)
+		res = pre.then(res)
+		res.WastedSlots += wasted
+		return res, next, err
+	}
 	if lead := d.lead(wait); wait > lead || !d.canSleep(ctx, wait) {
 		// Come back once the slot is within blocking distance, and sleep
 		// the rest. SQS delays are whole seconds and deliveries run late
@@ -369,6 +417,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		}
 	}
 	res, next, err := d.push(ctx, j, route)
+	res = pre.then(res)
 	res.WastedSlots += wasted
 	return res, next, err
 }
@@ -390,16 +439,27 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
-	slot, key, err := d.reserveRoute(ctx, route, maxDelay)
+	n := 1 + d.pendingLocal(route)
+	slot, key, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return Result{}, true, err
 		}
-		slot, key, err = d.reserveRoute(ctx, route, maxDelay)
+		slot, key, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
 		j.Slot, j.SlotKey = slot, key
+		if route.LocalShare && d.LocalShare != nil {
+			// The fleet spends the limit in the shared bucket again, and
+			// this slot booked the local grants of the outage with it: an
+			// outage starts this process's share from empty (see
+			// localshare).
+			d.LocalShare.Drain(route.buckets(), now)
+		}
 		return Result{}, false, nil
+	}
+	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
+		return d.shadowRefused(j, route, err, bounded, now)
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
 		if bounded {
@@ -421,6 +481,9 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if ctx.Err() != nil {
 		return Result{}, true, ctx.Err()
 	}
+	if route.LocalShare && d.LocalShare != nil && errors.Is(err, limiter.ErrUnavailable) {
+		return d.localShare(ctx, j, route, now, err)
+	}
 	cooldown := d.Policy.StoreCooldown
 	var open *breaker.OpenError
 	if errors.As(err, &open) {
@@ -432,26 +495,105 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	return res, true, derr
 }
 
-// reserveRoute books one token of every bucket of the route (of one shard,
+// shadowRefused lets a Shadow route's job through when the reservation
+// failed, recording what enforcement would have done: shed it (no slot
+// before its deadline), defer it (no slot within MaxReserve, contention,
+// or the store unreachable).
+func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded bool, now time.Time) (Result, bool, error) {
+	res := Result{ShadowWouldDefer: true}
+	if wait, denied := limiter.RetryAfter(err); denied {
+		res.ShadowWait = wait
+		if bounded {
+			res.ShadowWouldDefer, res.ShadowWouldShed = false, true
+		}
+	} else if !errors.Is(err, limiter.ErrContended) {
+		res.StoreError = true
+		d.log().Warn("limiter store unavailable; shadow route pushes anyway", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
+	}
+	// No slot is held: the push goes out now, as the integration did
+	// before fleetbucket.
+	j.Slot, j.SlotKey = now, firstShard(route)
+	return res, false, nil
+}
+
+// localShare handles a LocalShare route's job while the limiter store is
+// unreachable: a token of this process's share now, or soon enough to
+// sleep for, lets it through with that time as its slot; otherwise it is
+// deferred until the share has one (but not longer than StoreCooldown,
+// when the store may be back).
+func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, now time.Time, storeErr error) (Result, bool, error) {
+	maxWait := d.Policy.BlockThreshold
+	if !d.canSleep(ctx, maxWait) {
+		maxWait = 0
+	}
+	delay, ok := d.LocalShare.Reserve(route.buckets(), now, maxWait)
+	if ok {
+		j.Slot, j.SlotKey = now.Add(delay), firstShard(route)
+		return Result{StoreError: true, LocalShares: 1}, false, nil
+	}
+	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
+	d.log().Info("limiter store unavailable and the local share is spent; deferring", "job_id", j.ID, "bucket", route.Bucket.Key, "wait", wait, "err", storeErr)
+	res, err := d.deferJob(ctx, *j, wait, "limiter store unavailable; local share spent")
+	res.StoreError = true
+	return res, true, err
+}
+
+// firstShard is the key a push of a sharded route draws from when it holds
+// no slot of the shared bucket (shadow and local-share pushes).
+func firstShard(route Route) string {
+	if route.Sharded == nil {
+		return ""
+	}
+	shards, err := route.Sharded.Buckets()
+	if err != nil {
+		return "" // pushBuckets reports it
+	}
+	return shards[0].Key
+}
+
+// pendingLocal is how many pushes this process made under its local share
+// of route that the shared bucket has not booked: its first reservation
+// after an outage books them with its own token, so that the bucket, full
+// again, does not grant its burst on top of them. It is at most the
+// smallest burst of the route's buckets (shards included) less one, the
+// most one reservation can book.
+func (d *Dispatcher) pendingLocal(route Route) int {
+	if !route.LocalShare || d.LocalShare == nil {
+		return 0
+	}
+	n := d.LocalShare.Pending(route.Bucket)
+	bursts := route.buckets()
+	if route.Sharded != nil {
+		if shards, err := route.Sharded.Buckets(); err == nil {
+			bursts = shards
+		}
+	}
+	for _, b := range bursts {
+		n = min(n, b.Limit.Burst-1)
+	}
+	return max(n, 0)
+}
+
+// reserveRoute books n tokens of every bucket of the route (of one shard,
 // for a sharded route, whose key it returns).
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, maxDelay time.Duration) (time.Time, string, error) {
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, error) {
 	switch {
 	case route.Sharded != nil:
 		sharder, ok := d.Limiter.(ShardReserver)
 		if !ok {
 			return time.Time{}, "", &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
 		}
-		r, err := sharder.ReserveSharded(ctx, *route.Sharded, 1, maxDelay)
+		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
 		return r.Slot, r.Key, err
 	case len(route.Also) == 0:
-		r, err := d.Limiter.Reserve(ctx, route.Bucket, 1, maxDelay)
+		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
 		return r.Slot, "", err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
 		return time.Time{}, "", &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
 	}
-	r, err := multi.ReserveMulti(ctx, route.buckets(), 1, maxDelay)
+	r, err := multi.ReserveMulti(ctx, route.buckets(), n, maxDelay)
 	return r.Slot, "", err
 }
 

@@ -325,12 +325,15 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		s := limits.Sharded(j.BucketKey())
 		sharded = &s
 	}
+	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
 	return dispatch.Route{
-		Bucket:  buckets[0],
-		Also:    buckets[1:],
-		Sharded: sharded,
-		URL:     url,
-		Header:  http.Header{"Authorization": {"Bearer " + token}},
+		Bucket:     buckets[0],
+		Also:       buckets[1:],
+		Sharded:    sharded,
+		URL:        url,
+		Header:     http.Header{"Authorization": {"Bearer " + token}},
+		Shadow:     ep.Shadow(),
+		LocalShare: ep.LocalShare(),
 	}, nil
 }
 
