@@ -199,6 +199,8 @@ args=(-bench "$tmp/latency.txt" -bench "$tmp/overload.txt" -bench "$tmp/compare.
 [[ -s $tmp/fairness.json ]] && args+=(-fairness-json "$tmp/fairness.json")
 [[ -s $tmp/fairness.md ]] && args+=(-fairness-md "$tmp/fairness.md")
 "$tmp/benchreport" "${args[@]}" >"$tmp/report.md"
+# The pipeline demo's figures come from scripts/demo.sh runs, kept apart.
+[[ -f $ROOT/docs/pipeline-demo.md ]] && cat "$ROOT/docs/pipeline-demo.md" >>"$tmp/report.md"
 
 printf '\n' >&2
 cat "$tmp/report.md"
