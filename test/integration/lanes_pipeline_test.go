@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,30 +29,39 @@ import (
 	"github.com/fleetbucket/fleetbucket/test/poller"
 )
 
-// switchableDB is a real emulator client that an outage switch fails.
+// switchableDB is a real emulator client that an outage switch fails:
+// every call, or with table set only the calls on that table.
 type switchableDB struct {
 	*dynamodb.Client
-	down *atomic.Bool
+	down  *atomic.Bool
+	table string
 }
 
 var errStoreDown = errors.New("injected: DynamoDB unreachable")
 
+func (s switchableDB) failing(tables ...string) bool {
+	if !s.down.Load() {
+		return false
+	}
+	return s.table == "" || slices.Contains(tables, s.table)
+}
+
 func (s switchableDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if s.down.Load() {
+	if s.failing(aws.ToString(in.TableName)) {
 		return nil, errStoreDown
 	}
 	return s.Client.UpdateItem(ctx, in, o...)
 }
 
 func (s switchableDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if s.down.Load() {
+	if s.failing(aws.ToString(in.TableName)) {
 		return nil, errStoreDown
 	}
 	return s.Client.GetItem(ctx, in, o...)
 }
 
 func (s switchableDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if s.down.Load() {
+	if s.failing(slices.Collect(maps.Keys(in.RequestItems))...) {
 		return nil, errStoreDown
 	}
 	return s.Client.BatchGetItem(ctx, in, o...)
@@ -68,6 +79,11 @@ type laneRig struct {
 	lease      time.Duration
 	// feeding keeps run going while the test still sends changes.
 	feeding atomic.Bool
+	// downTable, if set, limits the outage down switches on to that
+	// table; tune adjusts each worker's dispatcher. A test sets them
+	// before run.
+	downTable string
+	tune      func(*dispatch.Dispatcher)
 
 	mu      sync.Mutex
 	results []dispatch.Result
@@ -88,7 +104,7 @@ func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, config func
 }
 
 func (r *laneRig) worker() *syncer.Syncer {
-	db := switchableDB{Client: emulator.DynamoDB(r.t), down: &r.down}
+	db := switchableDB{Client: emulator.DynamoDB(r.t), down: &r.down, table: r.downTable}
 	sy := &syncer.Syncer{Config: r.cfg, State: &ari.Store{DB: db, Table: r.stateTable}, Lanes: &lane.Store{DB: db, Table: r.stateTable, Lease: r.lease},
 		Token: func(string) string { return "tok" }, Linger: r.linger}
 	policy := dispatch.DefaultPolicy
@@ -96,6 +112,9 @@ func (r *laneRig) worker() *syncer.Syncer {
 	policy.StoreCooldown = 2 * time.Second
 	d := r.dispatcher(workerOpts{db: db, policy: policy})
 	d.Routes, d.Work = sy, sy
+	if r.tune != nil {
+		r.tune(d)
+	}
 	sy.Dispatcher = d
 	return sy
 }

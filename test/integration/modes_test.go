@@ -1,105 +1,18 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/localshare"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
-	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/mockota/window"
-	"github.com/fleetbucket/fleetbucket/test/poller"
 )
-
-// limiterDownDB is a real emulator client whose outage switch fails only
-// the calls on the limiter's table. The ARI state and the lanes live in
-// DynamoDB too (another table), and with the whole store down nothing
-// could be applied or claimed, let alone pushed: the outage local-share
-// answers is the limiter's, so that is the one this injects.
-type limiterDownDB struct {
-	*dynamodb.Client
-	table string
-	down  *atomic.Bool
-}
-
-func (s limiterDownDB) hit(table *string) bool {
-	return s.down.Load() && aws.ToString(table) == s.table
-}
-
-func (s limiterDownDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if s.hit(in.TableName) {
-		return nil, errStoreDown
-	}
-	return s.Client.UpdateItem(ctx, in, o...)
-}
-
-func (s limiterDownDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if s.hit(in.TableName) {
-		return nil, errStoreDown
-	}
-	return s.Client.GetItem(ctx, in, o...)
-}
-
-// modesRig is laneRig with workers whose dispatchers pace local-share
-// routes while the limiter's table is down.
-type modesRig struct {
-	*laneRig
-	instances int // the fleet's processes: the N each local share divides by
-}
-
-func (r *modesRig) worker() *syncer.Syncer {
-	db := limiterDownDB{Client: emulator.DynamoDB(r.t), table: r.table, down: &r.down}
-	sy := &syncer.Syncer{Config: r.cfg, State: &ari.Store{DB: db, Table: r.stateTable}, Lanes: &lane.Store{DB: db, Table: r.stateTable, Lease: r.lease},
-		Token: func(string) string { return "tok" }, Linger: r.linger}
-	policy := dispatch.DefaultPolicy
-	policy.BlockThreshold = 2 * time.Second // moto's deliveries run late (see dispatcher)
-	policy.StoreCooldown = 2 * time.Second
-	d := r.dispatcher(workerOpts{db: db, policy: policy})
-	d.Routes, d.Work = sy, sy
-	d.LocalShare = localshare.New(r.instances) // each worker is one process of the fleet
-	sy.Dispatcher = d
-	return sy
-}
-
-// run is laneRig.run with these workers: n on each queue, 2n processes.
-func (r *modesRig) run(n int, timeout, visibility time.Duration) {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, q := range []struct {
-		url      string
-		deferred bool
-	}{{r.changesURL, false}, {r.deferredURL, true}} {
-		pool := make(chan *syncer.Syncer, n)
-		for range n {
-			pool <- r.worker()
-		}
-		pl := &poller.Poller{SQS: r.sqs, QueueURL: q.url, Visibility: visibility, Concurrency: n, ShortPoll: 20 * time.Millisecond,
-			Handler: r.handler(pool, q.deferred)}
-		wg.Go(func() { pl.Run(ctx) })
-	}
-	for ctx.Err() == nil && (r.feeding.Load() || r.depth(r.changesURL)+r.depth(r.deferredURL) > 0) {
-		sleep(ctx, 200*time.Millisecond)
-	}
-	if ctx.Err() != nil {
-		r.t.Errorf("the pipeline did not drain within %v", timeout)
-	}
-	cancel()
-	wg.Wait()
-}
 
 // With on_store_unavailable local-share, an outage of the limiter's table
 // while changes stream in does not stop the pushes: each process paces
@@ -111,8 +24,15 @@ func (r *modesRig) run(n int, timeout, visibility time.Duration) {
 func TestLocalShareKeepsPushingThroughALimiterOutage(t *testing.T) {
 	const perQueue, hotels = 2, 8
 	lim := limiter.PerSecond(4, 4)
-	r := &modesRig{laneRig: newLaneRig(t, lim, mockota.Config{Limit: lim}, hotelsConfig(lim, hotels, `, "on_store_unavailable": "local-share"`)),
-		instances: 2 * perQueue}
+	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, hotelsConfig(lim, hotels, `, "on_store_unavailable": "local-share"`))
+	// Only the limiter's table fails: the ARI state and the lanes live in
+	// DynamoDB too, and with the whole store down nothing could be applied
+	// or claimed, let alone pushed. The outage local-share answers is the
+	// limiter's.
+	r.downTable = r.table
+	// Each worker is one process of the fleet: 2 × perQueue of them, the N
+	// each local share divides by.
+	r.tune = func(d *dispatch.Dispatcher) { d.LocalShare = localshare.New(2 * perQueue) }
 	r.linger = 100 * time.Millisecond
 	// Eight hotels on one credential: sixteen lanes want more than the
 	// bucket's 4/s, so the limit, not the changes, sets the pace.
@@ -214,7 +134,7 @@ func TestLocalShareKeepsPushingThroughALimiterOutage(t *testing.T) {
 		t.Errorf("dead-lettered %d messages: %v", len(dlq), dlq)
 	}
 	t.Logf("%d changes → %d OTA requests (%d 429s); %d during the %v outage of the limiter's table, %d pushes paced by the local share (N = %d)",
-		len(bodies), len(r.ota.Requests()), r.ota.Count429(), during, outageTo.Sub(outageFrom).Round(time.Millisecond), localShares, r.instances)
+		len(bodies), len(r.ota.Requests()), r.ota.Count429(), during, outageTo.Sub(outageFrom).Round(time.Millisecond), localShares, 2*perQueue)
 }
 
 // hotelsConfig is oneHotelConfig with n hotels on the same credential.
