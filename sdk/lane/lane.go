@@ -244,11 +244,8 @@ func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Ele
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		p, err := pendingOf(item, id)
-		if err != nil {
-			return Pending{}, err
-		}
-		return Pending{}, &NotOwnerError{Lane: id, Pending: p}
+		_, err := refused(item, id, "")
+		return Pending{}, err
 	}
 	if err != nil {
 		return Pending{}, fmt.Errorf("claim lane %s: %w", id, err)
@@ -280,10 +277,7 @@ func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element)
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		p, err := pendingOf(item, id)
-		if err == nil && p.Owner != owner {
-			err = &NotOwnerError{Lane: id, Pending: p}
-		}
+		_, err := refused(item, id, owner)
 		return false, err
 	}
 	if err != nil {
@@ -329,11 +323,7 @@ func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, erro
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		p, err := pendingOf(item, id)
-		if err == nil && p.Owner != owner {
-			err = &NotOwnerError{Lane: id, Pending: p}
-		}
-		return p, err
+		return refused(item, id, owner)
 	}
 	if err != nil {
 		return Pending{}, fmt.Errorf("release lane %s: %w", id, err)
@@ -356,11 +346,8 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		p, err := pendingOf(item, id)
-		if err != nil {
-			return err
-		}
-		return &NotOwnerError{Lane: id, Pending: p}
+		_, err := refused(item, id, "")
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("renew lane %s: %w", id, err)
@@ -432,6 +419,20 @@ func pendingOf(item map[string]types.AttributeValue, id ID) (Pending, error) {
 			return Pending{}, fmt.Errorf("lane %s: lease %q: %w", id, l.Value, err)
 		}
 		p.LeaseUntil = time.UnixMicro(us)
+	}
+	return p, nil
+}
+
+// refused reads the lane from the item a failed condition handed back. It
+// is a *NotOwnerError unless owner still holds the lane (owner "": always,
+// for writes whose condition failing means the lane is someone else's).
+func refused(item map[string]types.AttributeValue, id ID, owner string) (Pending, error) {
+	p, err := pendingOf(item, id)
+	if err != nil {
+		return Pending{}, err
+	}
+	if owner == "" || p.Owner != owner {
+		return p, &NotOwnerError{Lane: id, Pending: p}
 	}
 	return p, nil
 }

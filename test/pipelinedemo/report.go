@@ -43,10 +43,11 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 	copies := map[string]*otacopy.Copy{}
 	for _, ch := range channels {
 		srv := otas[ch.name]
+		all := srv.Requests()
 		for _, ep := range ch.endpoints {
 			times := srv.AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep)
 			n429 := 0
-			for _, r := range srv.Requests() {
+			for _, r := range all {
 				if r.Endpoint == ep {
 					requests++
 					if r.Status == 429 {
