@@ -56,10 +56,23 @@ type Syncer struct {
 	owned ownership
 }
 
-// DefaultLinger is the default Syncer.Linger: two seconds of latency save a
-// request for every change that lands in them (channel managers batch
-// every few seconds; SiteMinder asks for updates within two minutes).
-const DefaultLinger = 2 * time.Second
+// DefaultLinger is the default Syncer.Linger: a second of latency saves a
+// request for every change that lands in it (channel managers batch every
+// few seconds; SiteMinder asks for updates within two minutes). The changes
+// queue's batching window (ChangesBatchingWindow) comes before it, so an
+// idle lane's first push goes out about two seconds after its change.
+const DefaultLinger = time.Second
+
+// ChangesBatchSize and ChangesBatchingWindow are the batches the changes
+// queue's event source should hand a Syncer: under load a batch gathers up
+// to 100 changes for at most a second, and HandleBatch marks the lanes of
+// all of a batch's changes of one property and kind with one write, so a
+// busy fleet pays well under one lane write per change. At light load the
+// window is part of a change's wait before its push, with the Linger.
+const (
+	ChangesBatchSize      = 100
+	ChangesBatchingWindow = time.Second
+)
 
 func (s *Syncer) linger() time.Duration {
 	switch {

@@ -136,6 +136,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
 			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t)}
+		if !q.deferred {
+			// As the stack's changes event source gathers them.
+			pl.BatchSize, pl.Window = syncer.ChangesBatchSize, syncer.ChangesBatchingWindow
+		}
 		wg.Go(func() { pl.Run(runCtx) })
 	}
 	start := time.Now()
