@@ -62,6 +62,16 @@ type Endpoint struct {
 	MaxItems int `json:"max_items,omitempty"`
 	// MaxBytes bounds one push's body; default DefaultMaxBytes.
 	MaxBytes int `json:"max_bytes,omitempty"`
+	// Cost is what the vendor meters: CostRequests (the default) counts a
+	// push as one token of limit; CostItems counts its items (room type ×
+	// rate plan × date), each ItemWeight tokens, as Expedia Rapid counts
+	// properties × rooms × nights. Then limit.rate and burst are items
+	// (× weight) per second, and a push carries as many items as the
+	// tokens it can book at its slot: at most burst ÷ weight, since a
+	// push's items reach the vendor at one instant.
+	Cost string `json:"cost,omitempty"`
+	// ItemWeight is the tokens one item costs with cost "items"; default 1.
+	ItemWeight float64 `json:"item_weight,omitempty"`
 	// Mode is ModeEnforce (the default) or ModeShadow. In shadow mode the
 	// dispatcher still reserves from the shared bucket, so the bucket shows
 	// what enforcement would do, and records whether it would have
@@ -86,6 +96,24 @@ const (
 	StoreClosed     = "closed"
 	StoreLocalShare = "local-share"
 )
+
+// What an endpoint's limit counts.
+const (
+	CostRequests = "requests"
+	CostItems    = "items"
+)
+
+// ItemCost is the tokens one item costs on an endpoint metered by items,
+// and 0 on one metered by requests.
+func (e Endpoint) ItemCost() float64 {
+	switch {
+	case e.Cost != CostItems:
+		return 0
+	case e.ItemWeight == 0:
+		return 1
+	}
+	return e.ItemWeight
+}
 
 // Shadow reports whether the endpoint is in shadow mode.
 func (e Endpoint) Shadow() bool { return e.Mode == ModeShadow }
@@ -230,6 +258,7 @@ func (c *Config) Validate() error {
 			if o := ch.Endpoints[ep].OnStoreUnavailable; o != "" && o != StoreClosed && o != StoreLocalShare {
 				add("%s.endpoints.%s.on_store_unavailable: %q, want %q (the default) or %q", at, ep, o, StoreClosed, StoreLocalShare)
 			}
+			errs = append(errs, validateCost(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if maxItems, maxBytes := ch.Endpoints[ep].RequestLimits(); maxItems < c.MaxRangeDays || maxItems > 100_000 {
 				add("%s.endpoints.%s.max_items: %d, want %d (max_range_days, so one change fits a push) to 100000", at, ep, maxItems, c.MaxRangeDays)
 			} else if maxBytes < 1024 || maxBytes > 64<<20 {

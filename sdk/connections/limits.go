@@ -2,6 +2,7 @@ package connections
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -183,6 +184,35 @@ func validateEndpointLimits(at string, ep Endpoint) []error {
 				add("%s.shards: %v", at, err)
 			}
 		}
+	}
+	return errs
+}
+
+// validateCost checks an endpoint's cost and item_weight; at is the
+// endpoint's place in the file.
+func validateCost(at string, ep Endpoint) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch ep.Cost {
+	case "", CostRequests:
+		if ep.ItemWeight != 0 {
+			add("%s.item_weight: %v, but cost is %q: set cost to %q to meter items", at, ep.ItemWeight, CostRequests, CostItems)
+		}
+		return errs
+	case CostItems:
+	default:
+		return append(errs, fmt.Errorf("%s.cost: %q, want %q (the default) or %q", at, ep.Cost, CostRequests, CostItems))
+	}
+	w := ep.ItemCost()
+	switch {
+	case math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 || w > 1000:
+		add("%s.item_weight: %v, want more than 0 and at most 1000", at, ep.ItemWeight)
+	case int(math.Ceil(w)) > ep.Limit.Burst && ep.Limit.Burst >= 1:
+		add("%s.item_weight: %v tokens per item exceeds limit.burst %d: not even one item could be pushed", at, w, ep.Limit.Burst)
+	}
+	if len(ep.Limits) > 0 || ep.Shards != nil || ep.PropertyShare != nil {
+		// A push books its items' tokens in one bucket, after its slot.
+		add("%s.cost: %q meters one bucket: it cannot be combined with limits, shards or property_share", at, CostItems)
 	}
 	return errs
 }

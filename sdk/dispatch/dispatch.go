@@ -60,6 +60,10 @@ type Route struct {
 	// Shadow: reserve and record what enforcement would do, but push at
 	// once (connections' "mode": "shadow").
 	Shadow bool
+	// ItemWeight > 0 meters the endpoint by items, each ItemWeight tokens,
+	// instead of by requests (connections' "cost": "items"; see charge).
+	// It needs a single Bucket: no Also, no Sharded.
+	ItemWeight float64
 	// LocalShare: while the limiter store is unreachable, push within this
 	// process's share of the limit rather than defer (connections'
 	// "on_store_unavailable": "local-share"). It needs
@@ -439,7 +443,8 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
-	n := 1 + d.pendingLocal(route)
+	tokens := slotTokens(route, *j)
+	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
 	slot, key, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
@@ -448,7 +453,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		slot, key, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
-		j.Slot, j.SlotKey = slot, key
+		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
 		if route.LocalShare && d.LocalShare != nil {
 			// The fleet spends the limit in the shared bucket again, and
 			// this slot booked the local grants of the outage with it: an
@@ -639,12 +644,22 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	case err != nil:
 		return d.workFailed(ctx, j, res, err)
 	}
+	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
 	bucket, siblings, err := pushBuckets(route, j)
 	if err != nil {
 		return d.workFailed(ctx, j, res, err)
 	}
+	if route.ItemWeight > 0 {
+		var deferred *Result
+		if p, deferred, err = d.charge(ctx, j, p, route, bucket); deferred != nil || err != nil {
+			if deferred != nil {
+				return *deferred, nil, err
+			}
+			return d.workFailed(ctx, j, res, err)
+		}
+	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
-		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true,
+		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {

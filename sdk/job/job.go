@@ -42,6 +42,12 @@ type Job struct {
 	// SlotKey is the bucket the slot was booked in when it is not the
 	// route's own: one shard of a sharded bucket.
 	SlotKey string `json:"slot_key,omitempty"`
+	// Tokens is how many tokens the slot holds, on an endpoint metered by
+	// items; 0 means one.
+	Tokens int `json:"tokens,omitempty"`
+	// Items is how many items the job expects its push to carry, on an
+	// endpoint metered by items: its slot books their tokens.
+	Items int `json:"items,omitempty"`
 	// NotBefore is when a job deferred for longer than SQS allows is due;
 	// redelivered earlier, it is deferred again for the remainder.
 	NotBefore time.Time `json:"not_before,omitzero"`

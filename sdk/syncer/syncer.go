@@ -279,6 +279,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
 			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
 			j.NotBefore = s.now().Add(s.linger())
+			j.Items = s.expectedItems(m.Lane, m.Pending.Elements)
 			jobs, scheduled = append(jobs, j), scheduled+1
 		case redelivered && m.Pending.Owner != "":
 			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
@@ -347,6 +348,7 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		Header:     http.Header{"Authorization": {"Bearer " + token}},
 		Shadow:     ep.Shadow(),
 		LocalShare: ep.LocalShare(),
+		ItemWeight: ep.ItemCost(),
 	}, nil
 }
 
