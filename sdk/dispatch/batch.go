@@ -63,8 +63,8 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 			continue
 		}
 		route, err := d.Routes.Route(j)
-		if err != nil || len(route.Also) > 0 || route.Sharded != nil || route.ItemWeight > 0 {
-			continue // unroutable, several buckets, shards or items: reserved one job at a time
+		if err != nil || len(route.Also) > 0 || route.Sharded != nil || route.ItemWeight > 0 || route.Horizon > 0 {
+			continue // unroutable, several buckets, shards, items or a horizon: reserved one job at a time
 		}
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
 		buckets[route.Bucket.Key] = route.Bucket

@@ -60,6 +60,11 @@ type Route struct {
 	// Shadow: reserve and record what enforcement would do, but push at
 	// once (connections' "mode": "shadow").
 	Shadow bool
+	// Horizon, if positive, is the furthest ahead this route books a slot
+	// (instead of Policy.MaxReserve): normal pushes on a bucket that keeps
+	// a reserve for urgent ones (Bucket's burst is then the normal share)
+	// book only that far, and are deferred without a slot past it.
+	Horizon time.Duration
 	// ItemWeight > 0 meters the endpoint by items, each ItemWeight tokens,
 	// instead of by requests (connections' "cost": "items"; see charge).
 	// It needs a single Bucket: no Also, no Sharded.
@@ -440,6 +445,9 @@ const contendedRetries = 3
 // the job was disposed of (shed or deferred) instead.
 func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time) (Result, bool, error) {
 	maxDelay, bounded := d.Policy.MaxReserve, false
+	if route.Horizon > 0 {
+		maxDelay = min(maxDelay, route.Horizon)
+	}
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bounded = j.Deadline.Sub(now), true
 	}
@@ -466,13 +474,23 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
 		return d.shadowRefused(j, route, err, bounded, now)
 	}
+	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && !bounded && d.canSleep(ctx, wait) {
+		// A horizon's denial is short (the next free token): wait for it
+		// here, within the call's hold, rather than a trip through the
+		// queue; the retry contends afresh, and urgent pushes go first.
+		if err := d.sleep(ctx, wait); err != nil {
+			return Result{}, true, err
+		}
+		return d.reserve(ctx, j, route, d.now())
+	}
 	if wait, denied := limiter.RetryAfter(err); denied {
 		if bounded {
 			res, err := d.deadLetter(ctx, *j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
 			return res, true, err
 		}
-		// Even MaxReserve ahead is booked: come back when it is not.
-		res, err := d.deferJob(ctx, *j, wait, "bucket booked beyond MaxReserve")
+		// Even MaxReserve (or the route's horizon) ahead is booked: come
+		// back when it is not.
+		res, err := d.deferJob(ctx, *j, wait, "bucket booked beyond the booking horizon")
 		return res, true, err
 	}
 	if errors.Is(err, limiter.ErrContended) {

@@ -74,6 +74,15 @@ const (
 	ChangesBatchingWindow = time.Second
 )
 
+// lingerOf is the linger of a lane: none for an urgent endpoint's, whose
+// pushes must not wait to merge.
+func (s *Syncer) lingerOf(id lane.ID) time.Duration {
+	if s.Config.Channels[id.Channel].Endpoints[id.Kind].Urgent() {
+		return 0
+	}
+	return s.linger()
+}
+
 func (s *Syncer) linger() time.Duration {
 	switch {
 	case s.Linger < 0:
@@ -278,7 +287,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 		case m.Claimed:
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
 			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
-			j.NotBefore = s.now().Add(s.linger())
+			j.NotBefore = s.now().Add(s.lingerOf(m.Lane))
 			j.Items = s.expectedItems(m.Lane, m.Pending.Elements)
 			jobs, scheduled = append(jobs, j), scheduled+1
 		case redelivered && m.Pending.Owner != "":
@@ -324,7 +333,8 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 			return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
 		}
 	}
-	buckets := limits.Buckets(j.BucketKey(), ref.PropertyID)
+	key := s.Config.BucketKey(j.Channel, j.Credential, j.Endpoint)
+	buckets := limits.Buckets(key, ref.PropertyID)
 	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
@@ -336,10 +346,19 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	var sharded *limiter.ShardedBucket
 	if limits.Shards > 1 {
 		// The config refuses shards together with extra windows or shares.
-		s := limits.Sharded(j.BucketKey())
+		s := limits.Sharded(key)
 		sharded = &s
 	}
 	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
+	var horizon time.Duration
+	if r := ep.UrgentReserve; r > 0 && !ep.Urgent() {
+		// Normal pushes take only tokens free now, from all but r of the
+		// burst: the bucket's tat never runs ahead of now by more than
+		// burst − r tokens, so r urgent pushes find a token at once
+		// however long the normal backlog.
+		buckets[0].Limit.Burst -= r
+		horizon = time.Millisecond
+	}
 	return dispatch.Route{
 		Bucket:     buckets[0],
 		Also:       buckets[1:],
@@ -349,6 +368,7 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		Shadow:     ep.Shadow(),
 		LocalShare: ep.LocalShare(),
 		ItemWeight: ep.ItemCost(),
+		Horizon:    horizon,
 	}, nil
 }
 
