@@ -326,6 +326,7 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		sharded = &s
 	}
 	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
+	maxAge, maxDeferrals := ep.Lifetime()
 	return dispatch.Route{
 		Bucket:     buckets[0],
 		Also:       buckets[1:],
@@ -334,6 +335,9 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		Header:     http.Header{"Authorization": {"Bearer " + token}},
 		Shadow:     ep.Shadow(),
 		LocalShare: ep.LocalShare(),
+		// Zero where the file sets none: the dispatcher's defaults.
+		MaxAge:       maxAge,
+		MaxDeferrals: maxDeferrals,
 	}, nil
 }
 
