@@ -88,25 +88,33 @@ func TestJobLifetime(t *testing.T) {
 			},
 			want: Expired, reason: "no slot before its max_age", abandoned: 1, maxDelay: 10 * time.Second},
 		{name: "max_deferrals reached and its slot far: expired instead of deferred, slot wasted",
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) { j.Deferrals, r.lim.next = maxDef, now.Add(5*time.Second) },
-			want:  Expired, reason: "expired: 200 deferrals, max_deferrals 200 (was to be deferred: waiting for its reserved slot)", abandoned: 1, wasted: 1},
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.Deferrals, r.lim.next = maxDef, now.Add(5*time.Second)
+			},
+			want: Expired, reason: "expired: 200 deferrals, max_deferrals 200 (was to be deferred: waiting for its reserved slot)", abandoned: 1, wasted: 1},
 		{name: "one deferral left: deferred",
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) { j.Deferrals, r.lim.next = maxDef-1, now.Add(5*time.Second) },
-			want:  Deferred, deferrals: 1},
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.Deferrals, r.lim.next = maxDef-1, now.Add(5*time.Second)
+			},
+			want: Deferred, deferrals: 1},
 		{name: "max_deferrals reached but its slot is now: pushed",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef },
 			want:  Pushed, pushes: 1},
 		{name: "the route's max_deferrals, not the policy's", route: lifeRouter{maxDeferrals: 10},
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) { j.Deferrals, r.lim.next = 10, now.Add(5*time.Second) },
-			want:  Expired, reason: "10 deferrals, max_deferrals 10", abandoned: 1, wasted: 1},
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.Deferrals, r.lim.next = 10, now.Add(5*time.Second)
+			},
+			want: Expired, reason: "10 deferrals, max_deferrals 10", abandoned: 1, wasted: 1},
 		{name: "a deferral that would come back past max_age: expired now",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) {
 				j.FirstSeen, j.NotBefore = now.Add(-day+30*time.Second), now.Add(time.Minute)
 			},
 			want: Expired, reason: "past its max_age", abandoned: 1},
 		{name: "store down at max_deferrals: expired, not deferred for the cooldown again",
-			setup: func(r *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals, r.lim.fail = maxDef, []error{storeDown()} },
-			want:  Expired, reason: "(was to be deferred: limiter store unavailable)", abandoned: 1, storeError: true},
+			setup: func(r *rig, _ *abandoning, j *job.Job, _ time.Time) {
+				j.Deferrals, r.lim.fail = maxDef, []error{storeDown()}
+			},
+			want: Expired, reason: "(was to be deferred: limiter store unavailable)", abandoned: 1, storeError: true},
 		{name: "a duplicate whose work moved on: dropped, not dead-lettered",
 			setup: func(_ *rig, w *abandoning, j *job.Job, now time.Time) {
 				j.FirstSeen, w.err = now.Add(-day), ErrNothingToPush
