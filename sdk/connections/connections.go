@@ -106,6 +106,15 @@ type Endpoint struct {
 	// pushes, so fresh changes keep flowing and the fleet stays within
 	// the limit.
 	OnStoreUnavailable string `json:"on_store_unavailable,omitempty"`
+	// MaxAge bounds a push job's life, as a Go duration ("24h", "90m"):
+	// a job first seen longer ago is dead-lettered as expired rather than
+	// pushed or deferred again, and no slot is booked past it. Default
+	// 24h (dispatch.DefaultPolicy.MaxAge).
+	MaxAge string `json:"max_age,omitempty"`
+	// MaxDeferrals bounds a job's trips through the deferred queue; the
+	// one that would pass it dead-letters the job as expired instead.
+	// Default dispatch.DefaultPolicy.MaxDeferrals.
+	MaxDeferrals *int `json:"max_deferrals,omitempty"`
 }
 
 // Endpoint modes and store-unavailable behaviours.
@@ -295,6 +304,7 @@ func (c *Config) Validate() error {
 				add("%s.endpoints.%s.path: %q may not hold a query, a fragment or a \".\" / \"..\" segment", at, ep, p)
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
 			}

@@ -93,7 +93,7 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 		return small, nil, err
 	}
 	j.Slot, j.SlotKey, j.Tokens, j.Items = time.Time{}, "", 0, big.Items
-	res, err := d.deferJob(ctx, j, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
+	res, err := d.deferJob(ctx, j, route, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
 	res.WastedSlots = 1
 	return Payload{}, &res, err
 }

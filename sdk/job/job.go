@@ -69,6 +69,17 @@ type Job struct {
 // credential, endpoint), which is how OTAs meter.
 func (j Job) BucketKey() string { return j.Channel + "#" + j.Credential + "#" + j.Endpoint }
 
+// Restarted is j as if first seen at now, for a job moved back from the
+// dead-letter queue after a fix: its lifetime (first seen, deferrals,
+// failures) starts over, or a job dead-lettered as expired would expire
+// again on arrival; and the slot and times of its last trip, long past,
+// are dropped. Its id, payload and deadline stay.
+func (j Job) Restarted(now time.Time) Job {
+	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
+	j.Slot, j.SlotKey, j.NotBefore, j.DeferredAt, j.Due = time.Time{}, "", time.Time{}, time.Time{}, time.Time{}
+	return j
+}
+
 // Validate reports the first missing or inconsistent field.
 func (j Job) Validate() error {
 	var problems []string

@@ -356,6 +356,35 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 	return nil
 }
 
+// EndLease ends owner's lease now, in one write, leaving the lane's owner
+// and pending elements in place: the next change takes the lane over as
+// from an owner that died (Mark), and a job still carrying owner's token
+// (redriven from the dead-letter queue) may claim it again. A lane that
+// another owns, or whose lease owner already ended (a second delivery of
+// the same job), fails with a *NotOwnerError.
+func (s *Store) EndLease(ctx context.Context, id ID, owner string) error {
+	names := map[string]string{}
+	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.Table,
+		Key:              key(id),
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended", l)),
+		// The Unix epoch: over for every process, whatever its clock.
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0))},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		_, err := refused(item, id, "")
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("end the lease on lane %s: %w", id, err)
+	}
+	return nil
+}
+
 // LeaseFor is the lease an owner needs to be back by slot: the slot plus a
 // whole lease, so that late delivery and the push itself fit.
 func (s *Store) LeaseFor(slot time.Time) time.Time { return slot.Add(s.lease()) }

@@ -350,6 +350,7 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		sharded = &s
 	}
 	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
+	maxAge, maxDeferrals := ep.Lifetime()
 	var horizon time.Duration
 	if r := ep.UrgentReserve; r > 0 && !ep.Urgent() {
 		// Normal pushes take only tokens free now, from all but r of the
@@ -369,6 +370,9 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		LocalShare: ep.LocalShare(),
 		ItemWeight: ep.ItemCost(),
 		Horizon:    horizon,
+		// Zero where the file sets none: the dispatcher's defaults.
+		MaxAge:       maxAge,
+		MaxDeferrals: maxDeferrals,
 	}, nil
 }
 
