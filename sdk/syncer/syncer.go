@@ -134,6 +134,12 @@ type MessageResult struct {
 	Jobs   []dispatch.Result // every job the message produced or carried
 }
 
+// prepareConcurrency bounds the state writes one batch has in flight: a
+// batch of 100 changes sent at once would queue every push's store calls
+// behind them (a single-threaded emulator shows it most), and ten keep a
+// batch's writes flowing without starving the lanes' calls.
+const prepareConcurrency = 10
+
 // HandleBatch processes a Lambda batch from either queue. Changes are
 // applied to state and fanned out, deferred jobs decoded; then all the
 // jobs are dispatched together, so the jobs of one bucket are booked with
@@ -143,9 +149,14 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 	jobsOf := make([][]job.Job, len(msgs))
 	changes := make([]*ari.Change, len(msgs))
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, prepareConcurrency)
 	for i, m := range msgs {
 		out[i].ID = m.ID
-		wg.Go(func() { jobsOf[i], changes[i], out[i].Change, out[i].Err = s.prepare(ctx, m) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			jobsOf[i], changes[i], out[i].Change, out[i].Err = s.prepare(ctx, m)
+		})
 	}
 	wg.Wait()
 	s.markAll(ctx, msgs, changes, jobsOf, out)
