@@ -73,6 +73,9 @@ type EndpointLimits struct {
 	Shards int
 	// PropertyShare is "property_share", nil when not set.
 	PropertyShare *limiter.Limit
+	// Adaptive is "adaptive" with its defaults, nil when not set. The
+	// config allows it only on an endpoint with a single bucket.
+	Adaptive *limiter.Adaptive
 }
 
 // Limits returns the limits of a channel's endpoint.
@@ -95,6 +98,7 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 	if s := ep.PropertyShare; s != nil {
 		out.PropertyShare = &limiter.Limit{Rate: s.Rate, Burst: s.Burst}
 	}
+	out.Adaptive = ep.AdaptiveLimit()
 	return out, nil
 }
 
@@ -102,9 +106,9 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 // together with limiter.TakeMulti or ReserveMulti: the (credential,
 // endpoint) bucket under key, one per extra limit (key#w<i>), and the
 // property's share (key#p#<property>) when there is one. With Shards > 1
-// use Sharded instead.
+// use Sharded instead. An adaptive endpoint's bucket carries its Adaptive.
 func (e EndpointLimits) Buckets(key, property string) []limiter.Bucket {
-	out := []limiter.Bucket{{Key: key, Limit: e.Limit}}
+	out := []limiter.Bucket{{Key: key, Limit: e.Limit, Adaptive: e.Adaptive}}
 	for i, l := range e.Extra {
 		out = append(out, limiter.Bucket{Key: key + "#w" + strconv.Itoa(i), Limit: l})
 	}
