@@ -53,10 +53,26 @@ type AdaptState struct {
 	// Ceiling is the interval (µs) of a limit the vendor published below
 	// the configured one; 0 for none.
 	Ceiling int64
+	// Probes counts the climbs in a row that ended in a throttle and a
+	// return to Base: each doubles the quiet period before the next climb,
+	// up to MaxProbeBackoff doublings, so a fleet at a limit it found
+	// probes above it less and less often. A halving or a raised published
+	// limit sets it back to 0.
+	Probes int64
 	// Version counts changes. Every write that uses the state is
 	// conditional on it, so no worker grants at a rate the others have
 	// left.
 	Version int64
+}
+
+// MaxProbeBackoff bounds the doublings of the quiet period after failed
+// probes: at most 2^3 = 8 quiet periods between climbs.
+const MaxProbeBackoff = 3
+
+// quiet is how long s holds before it climbs: Quiet, doubled per failed
+// probe.
+func (a Adaptive) quiet(s AdaptState) int64 {
+	return a.Quiet.Microseconds() << min(max(s.Probes, 0), MaxProbeBackoff)
 }
 
 // target is the interval the climb ends at: the configured one, or the
@@ -71,7 +87,7 @@ func (a Adaptive) Interval(s AdaptState, l Limit, now int64) int64 {
 	if s.Base == 0 {
 		return floor
 	}
-	quiet := now - s.Since - a.Quiet.Microseconds()
+	quiet := now - s.Since - a.quiet(s)
 	if quiet <= 0 {
 		return max(s.Base, floor)
 	}
@@ -87,19 +103,19 @@ func (a Adaptive) Effective(s AdaptState, l Limit, now int64) Limit {
 
 // Throttled is the state after a throttle signal at now. It always changes
 // (a throttle restarts the quiet period even at the floor):
-//   - a rate climbing above a Base that held for Quiet returns to Base
-//     (see ProbeBack);
+//   - a rate climbing above a Base that held for its quiet period returns
+//     to Base, and the next quiet period is twice as long (Probes);
 //   - otherwise the effective rate halves, but not below MinRate.
 //
 // Halving on every throttle (plain AIMD) saws between the vendor's limit and
 // half of it, 75% on average. Returning to the rate that held keeps the
 // fleet at the limit it found, and a probe above it costs one episode of
-// throttling per Quiet.
+// throttling, ever less often.
 func (a Adaptive) Throttled(s AdaptState, l Limit, now int64) AdaptState {
 	cur := a.Interval(s, l, now)
 	next := AdaptState{Since: now, Ceiling: s.Ceiling, Version: s.Version + 1}
-	if s.Base != 0 && now-s.Since >= a.Quiet.Microseconds() && cur < s.Base {
-		next.Base = s.Base
+	if s.Base != 0 && now-s.Since >= a.quiet(s) && cur < s.Base {
+		next.Base, next.Probes = s.Base, min(s.Probes+1, MaxProbeBackoff)
 		return next
 	}
 	next.Base = max(intervalOf(max(1e6/float64(cur)/2, a.MinRate)), l.Interval())
@@ -151,7 +167,7 @@ func (a Adaptive) Settled(s AdaptState, l Limit) int64 {
 	if rt > rb {
 		climb = int64(math.Ceil((rt - rb) / a.Increase * 1e6))
 	}
-	return s.Since + a.Quiet.Microseconds() + min(climb, maxTolerance)
+	return s.Since + a.quiet(s) + min(climb, maxTolerance)
 }
 
 // intervalOf is the emission interval of rate r, rounded up like

@@ -32,6 +32,8 @@ func TestAdaptiveInterval(t *testing.T) {
 		{"10 s into the climb: back at the configured 20/s", halved, 120 * sec, 50_000},
 		{"long after: never above the configured rate", halved, 1000 * sec, 50_000},
 		{"the climb stops at the published ceiling (12.5/s)", capped, 1000 * sec, 80_000},
+		{"two failed probes: the base holds for 4 × 10 s", AdaptState{Base: 100_000, Since: 100 * sec, Probes: 2, Version: 5}, 140 * sec, 100_000},
+		{"two failed probes: 1 s into the climb after 40 s", AdaptState{Base: 100_000, Since: 100 * sec, Probes: 2, Version: 5}, 141 * sec, 90_910},
 		{"a base faster than the configured rate is clamped", AdaptState{Base: 10_000, Since: 0, Version: 1}, 1, 50_000},
 	}
 	for _, tt := range tests {
@@ -80,11 +82,20 @@ func TestAdaptiveThrottled(t *testing.T) {
 			AdaptState{Base: 400_000, Since: 50 * sec, Version: 4}, 51 * sec,
 			AdaptState{Base: 500_000, Since: 51 * sec, Version: 5}},
 		{"a throttle at the floor restarts the quiet period",
-			AdaptState{Base: 500_000, Since: 50 * sec, Version: 5}, 80 * sec,
-			AdaptState{Base: 500_000, Since: 80 * sec, Version: 6}},
-		{"a probe above a base that held returns to the base",
+			AdaptState{Base: 500_000, Since: 50 * sec, Version: 5}, 55 * sec,
+			AdaptState{Base: 500_000, Since: 55 * sec, Version: 6}},
+		{"a probe above a base that held returns to the base, and the next quiet period doubles",
 			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 63 * sec,
-			AdaptState{Base: 100_000, Since: 63 * sec, Version: 2}},
+			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}},
+		{"after a failed probe the base holds for 20 s: a throttle at 80 s is within it and halves",
+			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}, 80 * sec,
+			AdaptState{Base: 200_000, Since: 80 * sec, Version: 3}},
+		{"the second failed probe doubles it again",
+			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}, 85 * sec,
+			AdaptState{Base: 100_000, Since: 85 * sec, Probes: 2, Version: 3}},
+		{"the doublings stop at MaxProbeBackoff",
+			AdaptState{Base: 100_000, Since: 0, Probes: 3, Version: 9}, 85 * sec,
+			AdaptState{Base: 100_000, Since: 85 * sec, Probes: 3, Version: 10}},
 		{"a throttle at the base after the quiet period, before the climb moved, halves",
 			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 60 * sec,
 			AdaptState{Base: 200_000, Since: 60 * sec, Version: 2}},
@@ -150,6 +161,7 @@ func TestAdaptiveSettled(t *testing.T) {
 		{"never adapted", AdaptState{}, 0},
 		{"halved: quiet 10 s plus 10 s of climb", AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 70 * sec},
 		{"at the ceiling: quiet only", AdaptState{Base: 80_000, Since: 50 * sec, Ceiling: 80_000, Version: 1}, 60 * sec},
+		{"after a failed probe: twice the quiet", AdaptState{Base: 100_000, Since: 50 * sec, Probes: 1, Version: 2}, 80 * sec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

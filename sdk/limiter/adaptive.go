@@ -29,6 +29,8 @@ const (
 	// CeilingAttribute holds the interval (µs) of a limit the vendor
 	// published below the configured one (0: none).
 	CeilingAttribute = "cl"
+	// ProbesAttribute counts failed probes in a row (gcra.AdaptState.Probes).
+	ProbesAttribute = "pf"
 	// VersionAttribute counts changes; every write of an adaptive bucket is
 	// conditional on it.
 	VersionAttribute = "av"
@@ -43,11 +45,11 @@ const ThrottleHold = 2 * time.Second
 
 // adaptNames extend an expression's names with the adaptive attributes.
 func adaptNames(base map[string]string) map[string]string {
-	out := make(map[string]string, len(base)+4)
+	out := make(map[string]string, len(base)+5)
 	for k, v := range base {
 		out[k] = v
 	}
-	out["#iv"], out["#ad"], out["#cl"], out["#av"] = BaseAttribute, SinceAttribute, CeilingAttribute, VersionAttribute
+	out["#iv"], out["#ad"], out["#cl"], out["#pf"], out["#av"] = BaseAttribute, SinceAttribute, CeilingAttribute, ProbesAttribute, VersionAttribute
 	return out
 }
 
@@ -82,10 +84,10 @@ func withVersion(in *dynamodb.UpdateItemInput, version int64) {
 // changes the state (a raise, which needs no emptying).
 func (l *Limiter) adaptInput(key string, next AdaptState, seen int64, floor int64, f form, ttl int64) *dynamodb.UpdateItemInput {
 	vals := map[string]types.AttributeValue{
-		":iv": num(next.Base), ":ad": num(next.Since), ":cl": num(next.Ceiling), ":av1": num(next.Version),
+		":iv": num(next.Base), ":ad": num(next.Since), ":cl": num(next.Ceiling), ":pf": num(next.Probes), ":av1": num(next.Version),
 	}
 	cond := versionCondition(vals, seen)
-	set := "SET #iv = :iv, #ad = :ad, #cl = :cl, #av = :av1"
+	set := "SET #iv = :iv, #ad = :ad, #cl = :cl, #pf = :pf, #av = :av1"
 	switch {
 	case floor > 0 && f == idle: // push: tat below the floor, or no item
 		set += ", #tat = :p, #ttl = :ttl"
@@ -113,7 +115,7 @@ func itemAdapt(item map[string]types.AttributeValue) (AdaptState, error) {
 	for _, f := range []struct {
 		name string
 		into *int64
-	}{{BaseAttribute, &s.Base}, {SinceAttribute, &s.Since}, {CeilingAttribute, &s.Ceiling}, {VersionAttribute, &s.Version}} {
+	}{{BaseAttribute, &s.Base}, {SinceAttribute, &s.Since}, {CeilingAttribute, &s.Ceiling}, {ProbesAttribute, &s.Probes}, {VersionAttribute, &s.Version}} {
 		v, ok := item[f.name]
 		if !ok {
 			continue

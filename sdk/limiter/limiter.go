@@ -65,10 +65,12 @@
 // Adaptive buckets (Bucket.Adaptive): the configured limit is a guess, so the
 // item also keeps the rate the fleet learned: the emission interval the last
 // change set (attribute iv, µs), when (ad), a cap from a limit the vendor
-// published (cl) and a version (av). The effective interval at any instant
+// published (cl), the failed probes in a row (pf) and a version (av). The
+// effective interval at any instant
 // is a pure function of these and the time (gcra.Adaptive.Interval): it
-// holds for a quiet period after a change, then the rate climbs linearly
-// back to the configured one. Throttle (a 429, or a 403 where the vendor
+// holds for a quiet period after a change (doubled per failed probe, see
+// gcra.AdaptState.Probes), then the rate climbs linearly back to the
+// configured one. Throttle (a 429, or a 403 where the vendor
 // throttles with it) halves the rate, floor at a minimum, and Publish lowers
 // it to a limit the vendor announces.
 //
