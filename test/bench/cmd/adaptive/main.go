@@ -352,7 +352,7 @@ func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls 
 
 func markdown(c config, res []result, env string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### (g) Hidden limit at half the configured rate, then raised back\n\n")
+	fmt.Fprintf(&b, "\n## (h) Hidden limit at half the configured rate, then raised back (`scripts/bench.sh -a`)\n\n")
 	if env != "" {
 		fmt.Fprintf(&b, "Measured %s.\n\n", env)
 	}
