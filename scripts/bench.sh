@@ -129,7 +129,7 @@ step "building the benchmarks"
 # of its worker processes.
 go build -o "$tmp/fairness" ./test/fairness/cmd/fairness
 go build -o "$tmp/adaptive" ./test/bench/cmd/adaptive
-if ((!fairness_only)); then
+if ((!fairness_only && !adaptive_only)); then
 	go test -c -o "$tmp/bench.test" ./test/bench
 	go build -o "$tmp/benchreport" ./test/bench/cmd/benchreport
 	# The comparison is its own module (third-party limiters stay out of the
