@@ -19,12 +19,12 @@ import (
 // outcomeMetric names the counter of each outcome.
 var outcomeMetric = map[dispatch.Outcome]string{
 	dispatch.Pushed: "Pushes", dispatch.Deferred: "Deferrals", dispatch.Shed: "Sheds",
-	dispatch.DeadLettered: "DeadLetters", dispatch.Coalesced: "Coalesced",
+	dispatch.DeadLettered: "DeadLetters", dispatch.Coalesced: "Coalesced", dispatch.Expired: "Expired",
 }
 
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
-var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors",
+var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Expired", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors",
 	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes"}
 
 // millisMetricNames are likewise written on every flush, in milliseconds.

@@ -79,3 +79,16 @@ func TestMaxInstances(t *testing.T) {
 		t.Fatal("FLEETBUCKET_MAX_CONCURRENCY=zero accepted")
 	}
 }
+
+// Every outcome has its counter: an expired job is counted as Expired, not
+// lost under an empty metric name.
+func TestEveryOutcomeIsCounted(t *testing.T) {
+	for _, o := range []dispatch.Outcome{dispatch.Deferred, dispatch.Shed, dispatch.DeadLettered, dispatch.Expired, dispatch.Coalesced} {
+		h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: &emf.Counters{}}
+		h.observe(dispatch.Result{Outcome: o}, "e1")
+		name := outcomeMetric[o]
+		if got := flushed(t, h); name == "" || got[name] != 1 {
+			t.Errorf("outcome %s: metric %q = %v, want 1", o, name, got[name])
+		}
+	}
+}

@@ -25,6 +25,7 @@ const (
 	MetricDeferrals   = "Deferrals"   // jobs put on the deferred queue
 	MetricSheds       = "Sheds"       // jobs past their deadline, dead-lettered without a token
 	MetricDeadLetters = "DeadLetters" // jobs and events dead-lettered for another reason
+	MetricExpired     = "Expired"     // jobs past their max_age or max_deferrals, dead-lettered
 	MetricCoalesced   = "Coalesced"   // jobs that found their lane already served
 	MetricGrants      = "Grants"      // slots the limiter granted
 	MetricWastedSlots = "WastedSlots" // granted slots left unused (quota lost, never overspent)

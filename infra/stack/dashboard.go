@@ -166,7 +166,7 @@ func (s *SyncStack) addDashboard(p Props) {
 	row(
 		graph("Pushes per second, all buckets, against the summed quota", 8,
 			[]awscloudwatch.IMetric{perSecond("pushes", sum(MetricPushes), "pushes/s"), perSecond("grants", sum(MetricGrants), "grants/s")}, quotaLine...),
-		graph("Job outcomes per minute", 8, []awscloudwatch.IMetric{sum(MetricDeferrals), sum(MetricSheds), sum(MetricDeadLetters), sum(MetricCoalesced)}),
+		graph("Job outcomes per minute", 8, []awscloudwatch.IMetric{sum(MetricDeferrals), sum(MetricSheds), sum(MetricDeadLetters), sum(MetricExpired), sum(MetricCoalesced)}),
 		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 			Title: jsii.String("OTA 429s per minute, and their share of requests (%)"), Width: jsii.Number(8), Height: jsii.Number(6),
 			Left: &[]awscloudwatch.IMetric{sum(MetricVendorThrottles)},

@@ -35,6 +35,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/syncer"
 )
 
 // The contract with functions/sync: the environment variables it reads and
@@ -75,8 +76,14 @@ const (
 	// MaxReceiveCount is how often a message is received before SQS moves
 	// it to the dead-letter queue.
 	MaxReceiveCount = 5
-	// BatchSize is the event source mappings' batch size.
-	BatchSize = 10
+	// The changes queue's batches are sdk/syncer's ChangesBatchSize and
+	// ChangesBatchingWindow: a batch's changes of one property and kind
+	// mark their lanes with one write.
+	ChangesBatchSize      = syncer.ChangesBatchSize
+	ChangesBatchingWindow = syncer.ChangesBatchingWindow
+	// DeferredBatchSize is the deferred queue's batch size; it has no
+	// batching window, since its jobs come back at their slots.
+	DeferredBatchSize = 10
 
 	// Bounds of an SQS event source mapping's maximum concurrency.
 	MinMaxConcurrency = 2
@@ -430,9 +437,17 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 	// ChangeMessageVisibility, GetQueueAttributes, GetQueueUrl). Each is
 	// capped at MaxConcurrency; together they stay within the reserved
 	// concurrency (validate), so Lambda never throttles them.
-	for _, q := range []awssqs.Queue{s.ChangesQueue, s.DeferredQueue} {
-		s.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(q, &awslambdaeventsources.SqsEventSourceProps{
-			BatchSize:               jsii.Number(BatchSize),
+	for _, src := range []struct {
+		q      awssqs.Queue
+		size   float64
+		window awscdk.Duration
+	}{
+		{s.ChangesQueue, ChangesBatchSize, awscdk.Duration_Seconds(jsii.Number(ChangesBatchingWindow.Seconds()))},
+		{s.DeferredQueue, DeferredBatchSize, nil},
+	} {
+		s.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(src.q, &awslambdaeventsources.SqsEventSourceProps{
+			BatchSize:               jsii.Number(src.size),
+			MaxBatchingWindow:       src.window,
 			ReportBatchItemFailures: jsii.Bool(true),
 			MaxConcurrency:          jsii.Number(float64(p.MaxConcurrency)),
 		}))

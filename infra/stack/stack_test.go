@@ -316,15 +316,30 @@ func TestEventSourceMappings(t *testing.T) {
 	check(t, "two event source mappings", func() {
 		tm.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(2))
 	})
-	for name, q := range map[string]constructs.IConstruct{"changes": s.ChangesQueue, "deferred": s.DeferredQueue} {
-		check(t, name+" queue event source", func() {
-			tm.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
-				"EventSourceArn":        getAtt(id(t, s, q), "Arn"),
+	for _, src := range []struct {
+		name   string
+		q      constructs.IConstruct
+		batch  obj
+		window bool
+	}{
+		{"changes", s.ChangesQueue, obj{"BatchSize": 100, "MaximumBatchingWindowInSeconds": 1}, true},
+		{"deferred", s.DeferredQueue, obj{"BatchSize": 10}, false},
+	} {
+		check(t, src.name+" queue event source", func() {
+			props := obj{
+				"EventSourceArn":        getAtt(id(t, s, src.q), "Arn"),
 				"FunctionName":          ref(id(t, s, s.Function)),
-				"BatchSize":             10,
 				"FunctionResponseTypes": arr{"ReportBatchItemFailures"},
 				"ScalingConfig":         obj{"MaximumConcurrency": testMaxConcurrency},
-			})
+			}
+			for k, v := range src.batch {
+				props[k] = v
+			}
+			if !src.window {
+				// Deferred jobs come back at their slots: no gathering.
+				props["MaximumBatchingWindowInSeconds"] = assertions.Match_Absent()
+			}
+			tm.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), props)
 		})
 	}
 }

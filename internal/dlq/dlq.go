@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
 )
 
 // SQSAPI is the part of *sqs.Client this package uses.
@@ -235,7 +236,8 @@ type Redrive struct {
 
 // Run moves each message of a known kind back to its queue: it sends a
 // copy there (without the reason attribute, so a later dead-lettering
-// carries its own), then deletes it from the dead-letter queue. A message
+// carries its own; a push job with its lifetime started over, see
+// job.Restarted), then deletes it from the dead-letter queue. A message
 // whose delete fails after its send is on both queues; the handlers are
 // idempotent, so it is harmless.
 func (r Redrive) Run(ctx context.Context) ([]Move, error) {
@@ -267,7 +269,11 @@ func (r Redrive) move(ctx context.Context, m Message) (Move, error) {
 		mv.Note = "dry run"
 		return mv, nil
 	}
-	if _, err := r.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &mv.To, MessageBody: &m.Body}); err != nil {
+	body := m.Body
+	if m.Kind == Job {
+		body = restarted(body, time.Now())
+	}
+	if _, err := r.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &mv.To, MessageBody: &body}); err != nil {
 		return mv, queueError("send message "+m.ID+" back", mv.To, err)
 	}
 	if _, err := r.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &r.URL, ReceiptHandle: &m.receipt}); err != nil {
@@ -276,6 +282,22 @@ func (r Redrive) move(ctx context.Context, m Message) (Move, error) {
 	}
 	mv.Moved = true
 	return mv, nil
+}
+
+// restarted is a push job's body with its lifetime started over
+// (job.Restarted): a job dead-lettered for its age or deferrals would
+// otherwise expire again as soon as it is back. A body this version cannot
+// read goes back as it is, for the handler to judge.
+func restarted(body string, now time.Time) string {
+	j, err := job.Decode(body)
+	if err != nil {
+		return body
+	}
+	out, err := job.Encode(j.Restarted(now))
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // queueError names the queue and what to check when it does not exist.

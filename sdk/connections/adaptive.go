@@ -110,20 +110,22 @@ func (e Endpoint) Signals() otapush.Signals {
 	return s
 }
 
-// Signals returns the throttle signals of the endpoint whose bucket key
-// (channel#credential#endpoint, as job.Job.BucketKey builds it) is key, and
-// false for a key of no configured endpoint: it is what
-// otapush.WithSignals takes.
+// Signals returns the throttle signals of the bucket whose key
+// (channel#credential#meter, as BucketKey builds it) is key, and false for
+// a key of no configured endpoint: it is what otapush.WithSignals takes.
+// The endpoints of a meter declare the same signals (validateMeters).
 func (c *Config) Signals(key string) (otapush.Signals, bool) {
 	parts := strings.Split(key, "#")
 	if len(parts) != 3 {
 		return otapush.Signals{}, false
 	}
-	ep, ok := c.Channels[parts[0]].Endpoints[parts[2]]
-	if !ok {
-		return otapush.Signals{}, false
+	ch := c.Channels[parts[0]]
+	for _, name := range sortedKeys(ch.Endpoints) {
+		if ch.MeterOf(name) == parts[2] {
+			return ch.Endpoints[name].Signals(), true
+		}
 	}
-	return ep.Signals(), true
+	return otapush.Signals{}, false
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -62,6 +62,22 @@ func TestThrottleSignalsDefaultsParseAndLookup(t *testing.T) {
 	if _, ok := c.Signals("bk#c1#availability"); ok {
 		t.Error("a key of no configured endpoint has signals")
 	}
+	shared, err := Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{
+		"rates":{"path":"/b","limit":{"rate":8,"burst":8},"meter":"bxml","throttle":{"statuses":[429,403]}},
+		"availability":{"path":"/b","limit":{"rate":8,"burst":8},"meter":"bxml","throttle":{"statuses":[429,403]}}},
+		"credentials":{"c1":{"token_env":"T"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := shared.Signals("bk#c1#bxml"); !ok || !s.Throttles(403) {
+		t.Errorf("a meter's key: %+v, %v; want its endpoints' signals", s, ok)
+	}
+	if _, err := Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{
+		"rates":{"path":"/b","limit":{"rate":8,"burst":8},"meter":"bxml","adaptive":{}},
+		"availability":{"path":"/b","limit":{"rate":8,"burst":8},"meter":"bxml"}},
+		"credentials":{"c1":{"token_env":"T"}}}}}`)); err == nil || !strings.Contains(err.Error(), "adaptive, throttle must match") {
+		t.Errorf("endpoints sharing a meter, one adaptive: %v; want refused", err)
+	}
 	if _, ok := c.Signals("nonsense"); ok {
 		t.Error("a malformed key has signals")
 	}

@@ -62,6 +62,35 @@ type Endpoint struct {
 	MaxItems int `json:"max_items,omitempty"`
 	// MaxBytes bounds one push's body; default DefaultMaxBytes.
 	MaxBytes int `json:"max_bytes,omitempty"`
+	// Cost is what the vendor meters: CostRequests (the default) counts a
+	// push as one token of limit; CostItems counts its items (room type ×
+	// rate plan × date), each ItemWeight tokens, as Expedia Rapid counts
+	// properties × rooms × nights. Then limit.rate and burst are items
+	// (× weight) per second, and a push carries as many items as the
+	// tokens it can book at its slot: at most burst ÷ weight, since a
+	// push's items reach the vendor at one instant.
+	Cost string `json:"cost,omitempty"`
+	// ItemWeight is the tokens one item costs with cost "items"; default 1.
+	ItemWeight float64 `json:"item_weight,omitempty"`
+	// Meter names the vendor's meter the endpoint counts against, when
+	// several of a channel's endpoints share one limit (Booking.com's
+	// B.XML takes availability, rates and restrictions on one endpoint):
+	// the endpoints of a meter share one bucket per credential, and must
+	// declare the same limits. Default: the endpoint's own name.
+	Meter string `json:"meter,omitempty"`
+	// Priority is PriorityNormal (the default) or PriorityUrgent: which
+	// kind of change must not wait behind a backlog of the others on its
+	// meter (stop-sells and closeouts are availability; rates and full
+	// resyncs are normal). Urgent pushes do not linger to merge changes.
+	Priority string `json:"priority,omitempty"`
+	// UrgentReserve is how many tokens of the burst normal pushes leave
+	// free for urgent ones on this meter: normal pushes take only tokens
+	// free at once, from a burst of limit.burst − urgent_reserve (a push
+	// denied waits for the next free token), so urgent_reserve urgent
+	// pushes find a token at once however long the normal backlog, and
+	// with nothing urgent the normal ones still use the whole rate. 0 (the
+	// default): no reserve.
+	UrgentReserve int `json:"urgent_reserve,omitempty"`
 	// Mode is ModeEnforce (the default) or ModeShadow. In shadow mode the
 	// dispatcher still reserves from the shared bucket, so the bucket shows
 	// what enforcement would do, and records whether it would have
@@ -83,6 +112,15 @@ type Endpoint struct {
 	// Throttle says how the vendor shows throttling (see ThrottleSpec);
 	// nil is otapush.DefaultSignals.
 	Throttle *ThrottleSpec `json:"throttle,omitempty"`
+	// MaxAge bounds a push job's life, as a Go duration ("24h", "90m"):
+	// a job first seen longer ago is dead-lettered as expired rather than
+	// pushed or deferred again, and no slot is booked past it. Default
+	// 24h (dispatch.DefaultPolicy.MaxAge).
+	MaxAge string `json:"max_age,omitempty"`
+	// MaxDeferrals bounds a job's trips through the deferred queue; the
+	// one that would pass it dead-letters the job as expired instead.
+	// Default dispatch.DefaultPolicy.MaxDeferrals.
+	MaxDeferrals *int `json:"max_deferrals,omitempty"`
 }
 
 // Endpoint modes and store-unavailable behaviours.
@@ -92,6 +130,48 @@ const (
 	StoreClosed     = "closed"
 	StoreLocalShare = "local-share"
 )
+
+// What an endpoint's limit counts.
+const (
+	CostRequests = "requests"
+	CostItems    = "items"
+)
+
+// Endpoint priorities.
+const (
+	PriorityNormal = "normal"
+	PriorityUrgent = "urgent"
+)
+
+// Urgent reports whether the endpoint's pushes are urgent.
+func (e Endpoint) Urgent() bool { return e.Priority == PriorityUrgent }
+
+// MeterOf is the meter endpoint name counts against on a channel: its
+// "meter", or its own name.
+func (ch Channel) MeterOf(name string) string {
+	if m := ch.Endpoints[name].Meter; m != "" {
+		return m
+	}
+	return name
+}
+
+// BucketKey is the shared bucket of a credential's endpoint:
+// channel#credential#meter (the endpoint's name unless it names a meter).
+func (c *Config) BucketKey(channel, credential, endpoint string) string {
+	return channel + "#" + credential + "#" + c.Channels[channel].MeterOf(endpoint)
+}
+
+// ItemCost is the tokens one item costs on an endpoint metered by items,
+// and 0 on one metered by requests.
+func (e Endpoint) ItemCost() float64 {
+	switch {
+	case e.Cost != CostItems:
+		return 0
+	case e.ItemWeight == 0:
+		return 1
+	}
+	return e.ItemWeight
+}
 
 // Shadow reports whether the endpoint is in shadow mode.
 func (e Endpoint) Shadow() bool { return e.Mode == ModeShadow }
@@ -231,18 +311,22 @@ func (c *Config) Validate() error {
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
 			}
 			if o := ch.Endpoints[ep].OnStoreUnavailable; o != "" && o != StoreClosed && o != StoreLocalShare {
 				add("%s.endpoints.%s.on_store_unavailable: %q, want %q (the default) or %q", at, ep, o, StoreClosed, StoreLocalShare)
 			}
+			errs = append(errs, validateCost(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validatePriority(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if maxItems, maxBytes := ch.Endpoints[ep].RequestLimits(); maxItems < c.MaxRangeDays || maxItems > 100_000 {
 				add("%s.endpoints.%s.max_items: %d, want %d (max_range_days, so one change fits a push) to 100000", at, ep, maxItems, c.MaxRangeDays)
 			} else if maxBytes < 1024 || maxBytes > 64<<20 {
 				add("%s.endpoints.%s.max_bytes: %d, want 1024 to %d", at, ep, maxBytes, 64<<20)
 			}
 		}
+		errs = append(errs, validateMeters(at, ch)...)
 		if len(ch.Credentials) == 0 {
 			add("%s.credentials: none configured", at)
 		}

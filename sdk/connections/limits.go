@@ -1,8 +1,11 @@
 package connections
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
@@ -189,4 +192,82 @@ func validateEndpointLimits(at string, ep Endpoint) []error {
 		}
 	}
 	return errs
+}
+
+// validateCost checks an endpoint's cost and item_weight; at is the
+// endpoint's place in the file.
+func validateCost(at string, ep Endpoint) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch ep.Cost {
+	case "", CostRequests:
+		if ep.ItemWeight != 0 {
+			add("%s.item_weight: %v, but cost is %q: set cost to %q to meter items", at, ep.ItemWeight, CostRequests, CostItems)
+		}
+		return errs
+	case CostItems:
+	default:
+		return append(errs, fmt.Errorf("%s.cost: %q, want %q (the default) or %q", at, ep.Cost, CostRequests, CostItems))
+	}
+	w := ep.ItemCost()
+	switch {
+	case math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 || w > 1000:
+		add("%s.item_weight: %v, want more than 0 and at most 1000", at, ep.ItemWeight)
+	case int(math.Ceil(w)) > ep.Limit.Burst && ep.Limit.Burst >= 1:
+		add("%s.item_weight: %v tokens per item exceeds limit.burst %d: not even one item could be pushed", at, w, ep.Limit.Burst)
+	}
+	if len(ep.Limits) > 0 || ep.Shards != nil || ep.PropertyShare != nil {
+		// A push books its items' tokens in one bucket, after its slot.
+		add("%s.cost: %q meters one bucket: it cannot be combined with limits, shards or property_share", at, CostItems)
+	}
+	return errs
+}
+
+// validatePriority checks an endpoint's priority and urgent_reserve; at is
+// the endpoint's place in the file.
+func validatePriority(at string, ep Endpoint) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if p := ep.Priority; p != "" && p != PriorityNormal && p != PriorityUrgent {
+		add("%s.priority: %q, want %q (the default) or %q", at, p, PriorityNormal, PriorityUrgent)
+	}
+	switch r := ep.UrgentReserve; {
+	case r == 0:
+	case r < 0 || (ep.Limit.Burst >= 1 && r >= ep.Limit.Burst):
+		add("%s.urgent_reserve: %d, want 0 (none) to limit.burst − 1 (%d): normal pushes need a token of the burst", at, r, ep.Limit.Burst-1)
+	case ep.Shards != nil:
+		add("%s.urgent_reserve: cannot be combined with shards", at)
+	}
+	if strings.Contains(ep.Meter, "#") {
+		add("%s.meter: %q may not contain '#'", at, ep.Meter)
+	}
+	return errs
+}
+
+// validateMeters checks that the endpoints of a channel that share a meter
+// declare the same limits: one bucket cannot have two.
+func validateMeters(at string, ch Channel) []error {
+	var errs []error
+	first := map[string]string{} // meter -> first endpoint seen on it
+	for _, name := range sortedKeys(ch.Endpoints) {
+		m := ch.MeterOf(name)
+		f, seen := first[m]
+		if !seen {
+			first[m] = name
+			continue
+		}
+		if !sameLimits(ch.Endpoints[f], ch.Endpoints[name]) {
+			errs = append(errs, fmt.Errorf("%s.endpoints.%s: shares meter %q with %s but not its limits (limit, limits, shards, property_share, cost, item_weight, urgent_reserve, adaptive, throttle must match)", at, name, m, f))
+		}
+	}
+	return errs
+}
+
+func sameLimits(a, b Endpoint) bool {
+	key := func(e Endpoint) string {
+		// One bucket learns one rate from one set of signals.
+		j, _ := json.Marshal([]any{e.Limit, e.Limits, e.Shards, e.PropertyShare, e.Cost, e.ItemCost(), e.UrgentReserve, e.AdaptiveLimit(), e.Signals()})
+		return string(j)
+	}
+	return key(a) == key(b)
 }

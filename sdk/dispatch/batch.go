@@ -59,12 +59,12 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 	buckets := map[string]limiter.Bucket{}
 	for _, i := range todo {
 		j := jobs[i]
-		if !d.needsSlot(j, now) {
-			continue
-		}
 		route, err := d.Routes.Route(j)
-		if err != nil || len(route.Also) > 0 || route.Sharded != nil {
-			continue // unroutable, several buckets, or shards: reserved one job at a time
+		if err != nil || len(route.Also) > 0 || route.Sharded != nil || route.ItemWeight > 0 || route.Horizon > 0 {
+			continue // unroutable, several buckets, shards, items or a horizon: reserved one job at a time
+		}
+		if !d.needsSlot(j, route, now) {
+			continue
 		}
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
 		buckets[route.Bucket.Key] = route.Bucket
@@ -91,13 +91,17 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 }
 
 // needsSlot reports whether HandleJob would reserve a slot for j with
-// MaxReserve as its bound: jobs bounded by a deadline reserve on their own,
-// so that they are shed rather than booked past it.
-func (d *Dispatcher) needsSlot(j job.Job, now time.Time) bool {
+// MaxReserve as its bound: jobs bounded by a deadline or their max age
+// reserve on their own, so that they are shed or expired rather than
+// booked past it.
+func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
 	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
 		return false
 	}
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= d.Policy.MaxReserve {
+		return false
+	}
+	if maxAge, _ := d.lifetime(route); j.FirstSeen.Add(maxAge).Sub(now) <= d.Policy.MaxReserve {
 		return false
 	}
 	// A held slot is used or, once expired, re-acquired on its own.

@@ -3,12 +3,17 @@
 //
 // The policy, in order:
 //   - unroutable or malformed: dead-letter with the reason, never retried;
+//   - older than its route's max age (first seen + MaxAge), or about to
+//     be deferred past its MaxDeferrals-th trip or its max age: expire it
+//     to the dead-letter queue with the reason, so no job loops forever;
 //   - due later (a chained wait past SQS's 15 minutes): defer the rest;
 //   - deadline passed, or the earliest slot lands after it: shed to the
 //     dead-letter queue with the reason, spending no token (the reservation
 //     is bounded by the deadline, so it is refused rather than booked);
 //   - holding a slot within grace: use it, with no second acquire;
-//   - otherwise reserve a slot up to MaxReserve ahead;
+//   - otherwise reserve a slot up to MaxReserve ahead (never past the
+//     job's max age: with no slot before it, the job expires, spending no
+//     token);
 //   - slot within BlockThreshold (and the invocation's remaining time):
 //     sleep until it and push; further away: defer the job, slot and all,
 //     to come back early by the delivery lateness observed (Lead);
@@ -24,6 +29,9 @@
 //   - a Shadow route reserves as above and records what enforcement would
 //     have done (Result.ShadowWouldDefer, ShadowWouldShed, ShadowWait),
 //     but pushes at once.
+//
+// State-backed work that a dead-lettered job carried is given up
+// (Abandoner), so the next job to take it up finds it pending.
 package dispatch
 
 import (
@@ -60,11 +68,24 @@ type Route struct {
 	// Shadow: reserve and record what enforcement would do, but push at
 	// once (connections' "mode": "shadow").
 	Shadow bool
+	// Horizon, if positive, is the furthest ahead this route books a slot
+	// (instead of Policy.MaxReserve): normal pushes on a bucket that keeps
+	// a reserve for urgent ones (Bucket's burst is then the normal share)
+	// book only that far, and are deferred without a slot past it.
+	Horizon time.Duration
+	// ItemWeight > 0 meters the endpoint by items, each ItemWeight tokens,
+	// instead of by requests (connections' "cost": "items"; see charge).
+	// It needs a single Bucket: no Also, no Sharded.
+	ItemWeight float64
 	// LocalShare: while the limiter store is unreachable, push within this
 	// process's share of the limit rather than defer (connections'
 	// "on_store_unavailable": "local-share"). It needs
 	// Dispatcher.LocalShare; without one the route fails closed.
 	LocalShare bool
+	// MaxAge and MaxDeferrals bound the life of the route's jobs
+	// (connections' "max_age", "max_deferrals"); zero: the policy's.
+	MaxAge       time.Duration
+	MaxDeferrals int
 }
 
 // buckets is every bucket the route draws from, Bucket first.
@@ -161,6 +182,15 @@ type Policy struct {
 	// less often rather than drained of a token every few seconds.
 	MaxFailures    int
 	FailureBackoff time.Duration
+	// MaxAge and MaxDeferrals bound every job's life where its route sets
+	// no bound of its own: a job first seen MaxAge ago, or about to be
+	// deferred for the (MaxDeferrals+1)-th time, is dead-lettered as
+	// Expired instead. Failures alone cannot loop (MaxFailures), but
+	// everything else that defers can: a store that stays down, a lane
+	// rechecked again and again, a bucket booked beyond MaxReserve for
+	// good.
+	MaxAge       time.Duration
+	MaxDeferrals int
 }
 
 // DefaultPolicy is the policy DESIGN.md describes.
@@ -174,6 +204,14 @@ var DefaultPolicy = Policy{
 	MaxHold:        2 * time.Second,
 	MaxFailures:    8,
 	FailureBackoff: 2 * time.Second,
+	// A day: a push of state that old is still the newest state, but a
+	// job that has not got out in a day needs an operator, not retries.
+	MaxAge: 24 * time.Hour,
+	// A healthy job is deferred a few times (its linger, its slot, an
+	// early return). 200 rides out about half an hour of limiter-store
+	// outage at the 10 s StoreCooldown, and stops a job that loops every
+	// few seconds within minutes rather than a day.
+	MaxDeferrals: 200,
 }
 
 // Validate names the first field out of range.
@@ -197,6 +235,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("dispatch policy: MaxHold is %v, want > 0", p.MaxHold)
 	case !(p.LateRatio >= 0 && p.LateRatio < 0.5):
 		return fmt.Errorf("dispatch policy: LateRatio is %v, want in [0, 0.5)", p.LateRatio)
+	case p.MaxAge <= 0:
+		return fmt.Errorf("dispatch policy: MaxAge is %v, want > 0 (DefaultPolicy has 24h)", p.MaxAge)
+	case p.MaxDeferrals < 1:
+		return fmt.Errorf("dispatch policy: MaxDeferrals is %d, want ≥ 1 (DefaultPolicy has %d)", p.MaxDeferrals, DefaultPolicy.MaxDeferrals)
 	}
 	return nil
 }
@@ -209,6 +251,9 @@ const (
 	Deferred     Outcome = "deferred"
 	Shed         Outcome = "shed"          // deadline: dead-lettered, no token spent
 	DeadLettered Outcome = "dead-lettered" // malformed, unroutable, or refused by the vendor
+	// Expired: past its max age or max deferrals, dead-lettered with a
+	// reason that starts "expired: ".
+	Expired Outcome = "expired"
 	// Coalesced: the job had nothing to send: a duplicate delivery, or
 	// work that another job carries (Work.Begin said ErrNothingToPush).
 	Coalesced Outcome = "coalesced"
@@ -360,13 +405,19 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		// possible.
 		wait := j.NotBefore.Sub(now)
 		if wait > d.lead(wait) || !d.canSleep(ctx, wait) {
-			res, err := d.deferJob(ctx, j, wait, "not due yet")
+			res, err := d.deferJob(ctx, j, route, wait, "not due yet")
 			return res, nil, err
 		}
 		if err := d.sleep(ctx, wait); err != nil {
 			return Result{}, nil, err
 		}
 		j.NotBefore, now = time.Time{}, d.now()
+	}
+	// Checked after the wait for NotBefore, which may cross it; a job
+	// that is deferred instead meets the same bound in deferJob.
+	if maxAge, _ := d.lifetime(route); !now.Before(j.FirstSeen.Add(maxAge)) {
+		res, err := d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), maxAge))
+		return res, nil, err
 	}
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 		res, err := d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
@@ -407,7 +458,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		// scaling event source mapping), so the job comes back early by
 		// the lateness seen, never less than BlockThreshold; a wait that
 		// lateness alone could eat is slept here instead.
-		res, err := d.deferJob(ctx, j, max(wait-lead, 0), "waiting for its reserved slot")
+		res, err := d.deferJob(ctx, j, route, max(wait-lead, 0), "waiting for its reserved slot")
 		res.WastedSlots += wasted
 		return res, nil, err
 	}
@@ -420,6 +471,19 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 	res = pre.then(res)
 	res.WastedSlots += wasted
 	return res, next, err
+}
+
+// lifetime is how long route's jobs live and how often they may be
+// deferred: the route's bounds, or the policy's where it sets none.
+func (d *Dispatcher) lifetime(route Route) (maxAge time.Duration, maxDeferrals int) {
+	maxAge, maxDeferrals = route.MaxAge, route.MaxDeferrals
+	if maxAge <= 0 {
+		maxAge = d.Policy.MaxAge
+	}
+	if maxDeferrals <= 0 {
+		maxDeferrals = d.Policy.MaxDeferrals
+	}
+	return maxAge, maxDeferrals
 }
 
 // lead is how early a deferral of wait comes back.
@@ -435,11 +499,19 @@ const contendedRetries = 3
 // reserve books a slot for j, bounded by its deadline. done reports that
 // the job was disposed of (shed or deferred) instead.
 func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time) (Result, bool, error) {
-	maxDelay, bounded := d.Policy.MaxReserve, false
-	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
-		maxDelay, bounded = j.Deadline.Sub(now), true
+	maxDelay, bound := d.Policy.MaxReserve, noBound
+	if route.Horizon > 0 {
+		maxDelay = min(maxDelay, route.Horizon)
 	}
-	n := 1 + d.pendingLocal(route)
+	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
+		maxDelay, bound = j.Deadline.Sub(now), deadlineBound
+	}
+	maxAge, _ := d.lifetime(route)
+	if left := j.FirstSeen.Add(maxAge).Sub(now); left < maxDelay {
+		maxDelay, bound = left, maxAgeBound
+	}
+	tokens := slotTokens(route, *j)
+	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
 	slot, key, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
@@ -448,7 +520,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		slot, key, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
-		j.Slot, j.SlotKey = slot, key
+		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
 		if route.LocalShare && d.LocalShare != nil {
 			// The fleet spends the limit in the shared bucket again, and
 			// this slot booked the local grants of the outage with it: an
@@ -459,19 +531,33 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		return Result{}, false, nil
 	}
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
-		return d.shadowRefused(j, route, err, bounded, now)
+		return d.shadowRefused(j, route, err, bound != noBound, now)
+	}
+	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound && d.canSleep(ctx, wait) {
+		// A horizon's denial is short (the next free token): wait for it
+		// here, within the call's hold, rather than a trip through the
+		// queue; the retry contends afresh, and urgent pushes go first.
+		if err := d.sleep(ctx, wait); err != nil {
+			return Result{}, true, err
+		}
+		return d.reserve(ctx, j, route, d.now())
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
-		if bounded {
+		switch bound {
+		case deadlineBound:
 			res, err := d.deadLetter(ctx, *j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
 			return res, true, err
+		case maxAgeBound:
+			res, err := d.deadLetter(ctx, *j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, now.Add(maxDelay).Format(time.RFC3339)))
+			return res, true, err
 		}
-		// Even MaxReserve ahead is booked: come back when it is not.
-		res, err := d.deferJob(ctx, *j, wait, "bucket booked beyond MaxReserve")
+		// Even MaxReserve (or the route's horizon) ahead is booked: come
+		// back when it is not.
+		res, err := d.deferJob(ctx, *j, route, wait, "bucket booked beyond the booking horizon")
 		return res, true, err
 	}
 	if errors.Is(err, limiter.ErrContended) {
-		res, err := d.deferJob(ctx, *j, 0, "bucket contended; retrying")
+		res, err := d.deferJob(ctx, *j, route, 0, "bucket contended; retrying")
 		return res, true, err
 	}
 	if errors.Is(err, limiter.ErrInvalidArgument) {
@@ -490,10 +576,18 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		cooldown = max(cooldown, open.RetryAfter)
 	}
 	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
-	res, derr := d.deferJob(ctx, *j, cooldown, "limiter store unavailable")
+	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, true, derr
 }
+
+// What bounds a reservation below MaxReserve: the job's deadline (past it
+// the job is shed) or its max age (past it the job expires).
+const (
+	noBound = iota
+	deadlineBound
+	maxAgeBound
+)
 
 // shadowRefused lets a Shadow route's job through when the reservation
 // failed, recording what enforcement would have done: shed it (no slot
@@ -533,7 +627,7 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
 	d.log().Info("limiter store unavailable and the local share is spent; deferring", "job_id", j.ID, "bucket", route.Bucket.Key, "wait", wait, "err", storeErr)
-	res, err := d.deferJob(ctx, *j, wait, "limiter store unavailable; local share spent")
+	res, err := d.deferJob(ctx, *j, route, wait, "limiter store unavailable; local share spent")
 	res.StoreError = true
 	return res, true, err
 }
@@ -634,24 +728,34 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 		dl, err := d.deadLetter(ctx, j, DeadLettered, err.Error())
 		return dl, nil, err
 	case errors.As(err, &recheck):
-		def, err := d.deferJob(ctx, j, recheck.At.Sub(d.now()), recheck.Error())
+		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
 		return def, nil, err
 	case err != nil:
-		return d.workFailed(ctx, j, res, err)
+		return d.workFailed(ctx, j, route, res, err)
 	}
+	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
 	bucket, siblings, err := pushBuckets(route, j)
 	if err != nil {
-		return d.workFailed(ctx, j, res, err)
+		return d.workFailed(ctx, j, route, res, err)
+	}
+	if route.ItemWeight > 0 {
+		var deferred *Result
+		if p, deferred, err = d.charge(ctx, j, p, route, bucket); deferred != nil || err != nil {
+			if deferred != nil {
+				return *deferred, nil, err
+			}
+			return d.workFailed(ctx, j, route, res, err)
+		}
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
-		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true,
+		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
-		return d.pushFailed(ctx, j, p, res, err)
+		return d.pushFailed(ctx, j, route, p, res, err)
 	}
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
-	return d.done(ctx, j, p, res)
+	return d.done(ctx, j, route, p, res)
 }
 
 func (d *Dispatcher) begin(ctx context.Context, j job.Job) (job.Job, Payload, error) {
@@ -671,7 +775,7 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job) (job.Job, Payload, er
 }
 
 // done settles a push with the work and returns the work's next job.
-func (d *Dispatcher) done(ctx context.Context, j job.Job, p Payload, res Result) (Result, *job.Job, error) {
+func (d *Dispatcher) done(ctx context.Context, j job.Job, route Route, p Payload, res Result) (Result, *job.Job, error) {
 	if d.Work == nil {
 		return res, nil, nil
 	}
@@ -681,7 +785,7 @@ func (d *Dispatcher) done(ctx context.Context, j job.Job, p Payload, res Result)
 		// pushed again: the vendor gets the same state twice, never less.
 		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
 		j.Slot = time.Time{}
-		def, derr := d.deferJob(ctx, j, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
+		def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
 		def.StoreError = true
 		return res.then(def), nil, derr
 	}
@@ -690,18 +794,18 @@ func (d *Dispatcher) done(ctx context.Context, j job.Job, p Payload, res Result)
 
 // workFailed handles a Work.Begin that could not read its state: the slot
 // is lost, and the job comes back after the store cooldown (fail closed).
-func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, res Result, err error) (Result, *job.Job, error) {
+func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, route Route, res Result, err error) (Result, *job.Job, error) {
 	if ctx.Err() != nil {
 		return Result{}, nil, ctx.Err()
 	}
 	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
 	j.Slot = time.Time{}
-	def, derr := d.deferJob(ctx, j, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
+	def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
 	def.StoreError, def.WastedSlots = true, 1
 	return def, nil, derr
 }
 
-func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res Result, err error) (Result, *job.Job, error) {
+func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p Payload, res Result, err error) (Result, *job.Job, error) {
 	var perm *otapush.PermanentError
 	var later *otapush.DeferError
 	switch {
@@ -712,7 +816,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 		// cannot loop.
 		j.Failures++
 		j.Slot, j.SlotKey = time.Time{}, ""
-		def, err := d.deferJob(ctx, j, 0, "credential refreshed after "+perm.Error())
+		def, err := d.deferJob(ctx, j, route, 0, "credential refreshed after "+perm.Error())
 		def.Attempts, def.Throttled = res.Attempts, res.Throttled
 		return def, nil, err
 	case errors.As(err, &perm) && d.Work != nil:
@@ -723,7 +827,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 			return Result{}, nil, err
 		}
 		res.Outcome, res.Reason = DeadLettered, perm.Error()
-		return d.done(ctx, j, p, res)
+		return d.done(ctx, j, route, p, res)
 	case errors.As(err, &perm):
 		dl, err := d.deadLetter(ctx, j, DeadLettered, perm.Error())
 		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
@@ -732,7 +836,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 		// The limiter's store, not the vendor, failed: fail closed, and
 		// do not count it against the job.
 		j.Slot, j.SlotKey = time.Time{}, ""
-		def, err := d.deferJob(ctx, j, d.Policy.StoreCooldown, later.Error())
+		def, err := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, later.Error())
 		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, true
 		return def, nil, err
 	case errors.As(err, &later) && j.Failures+1 > d.Policy.MaxFailures:
@@ -742,7 +846,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 				return Result{}, nil, err
 			}
 			res.Outcome, res.Reason = DeadLettered, reason
-			return d.done(ctx, j, p, res)
+			return d.done(ctx, j, route, p, res)
 		}
 		dl, err := d.deadLetter(ctx, j, DeadLettered, reason)
 		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
@@ -752,7 +856,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 		backoff := d.Policy.FailureBackoff << min(j.Failures-1, 20)
 		wait := min(max(later.After, time.Second, backoff), deferral.MaxDelay)
 		j.Slot, j.SlotKey = time.Time{}, "" // retries spent or lost it; the next run acquires afresh
-		def, err := d.deferJob(ctx, j, wait, later.Error())
+		def, err := d.deferJob(ctx, j, route, wait, later.Error())
 		def.Slot, def.Attempts, def.Throttled = res.Slot, res.Attempts, res.Throttled
 		return def, nil, err
 	}
@@ -762,7 +866,18 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, p Payload, res R
 // deferJob sends j back to the deferred queue, to return after wait. Work
 // first extends its hold on what j carries to cover the wait; work that is
 // no longer j's to push ends here instead.
-func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, wait time.Duration, reason string) (Result, error) {
+func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait time.Duration, reason string) (Result, error) {
+	maxAge, maxDeferrals := d.lifetime(route)
+	switch back := d.now().Add(wait); {
+	case j.Deferrals >= maxDeferrals:
+		return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: %d deferrals, max_deferrals %d (was to be deferred: %s)", j.Deferrals, maxDeferrals, reason))
+	case !back.Before(j.FirstSeen.Add(maxAge)):
+		// It would come back expired: end it now, rather than hold its
+		// work (and, for a lane, keep new changes from waking it) until
+		// then.
+		return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: would be back at %s, past its max_age %s from %s (was to be deferred: %s)",
+			back.Format(time.RFC3339), maxAge, j.FirstSeen.Format(time.RFC3339), reason))
+	}
 	if d.Work != nil {
 		err := d.Work.Hold(ctx, j, d.now().Add(wait))
 		if errors.Is(err, ErrNothingToPush) {
@@ -781,7 +896,25 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, wait time.Duration
 	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Slot}, nil
 }
 
+// deadLetter sends j to the dead-letter queue with the reason. Work that
+// can give up what j carries (Abandoner) does so first, so that the next
+// job to take the work up finds it pending, rather than waiting for j's
+// hold to lapse. A job whose work is no longer its own (a duplicate
+// delivery) ends there, as a duplicate does everywhere else.
 func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
+	storeErr := false
+	if a, ok := d.Work.(Abandoner); ok {
+		err := a.Abandon(ctx, j)
+		switch {
+		case errors.Is(err, ErrNothingToPush):
+			return Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("not %s (%s): %v", o, reason, err)}, nil
+		case err != nil:
+			// Dead-lettered all the same: the hold lapses by itself, and
+			// the work's next change takes it over then.
+			d.log().Warn("could not give up the dead-lettered job's work", "job_id", j.ID, "err", err)
+			storeErr = true
+		}
+	}
 	body, err := job.Encode(j)
 	if err != nil {
 		return Result{}, err
@@ -790,6 +923,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reaso
 	if !j.Slot.IsZero() {
 		res.WastedSlots = 1
 	}
+	res.StoreError = storeErr
 	return res, err
 }
 

@@ -32,6 +32,16 @@ type Work interface {
 	Hold(ctx context.Context, j job.Job, until time.Time) error
 }
 
+// Abandoner is what a Work may also do: give up j's claim on its work when
+// j is dead-lettered (expired, shed, unroutable), leaving what is pending
+// for the next job that takes the work up. ErrNothingToPush: the work was
+// no longer j's (a duplicate delivery), and j is dropped rather than
+// dead-lettered. Any other error is logged and j is dead-lettered all the
+// same; its claim then lapses by itself (Work.Hold's until).
+type Abandoner interface {
+	Abandon(ctx context.Context, j job.Job) error
+}
+
 // Payload is one push's body, rendered by Work.Begin.
 type Payload struct {
 	Body []byte

@@ -42,6 +42,12 @@ type Job struct {
 	// SlotKey is the bucket the slot was booked in when it is not the
 	// route's own: one shard of a sharded bucket.
 	SlotKey string `json:"slot_key,omitempty"`
+	// Tokens is how many tokens the slot holds, on an endpoint metered by
+	// items; 0 means one.
+	Tokens int `json:"tokens,omitempty"`
+	// Items is how many items the job expects its push to carry, on an
+	// endpoint metered by items: its slot books their tokens.
+	Items int `json:"items,omitempty"`
 	// NotBefore is when a job deferred for longer than SQS allows is due;
 	// redelivered earlier, it is deferred again for the remainder.
 	NotBefore time.Time `json:"not_before,omitzero"`
@@ -62,6 +68,17 @@ type Job struct {
 // BucketKey is the fleet bucket this job draws from: one per (channel,
 // credential, endpoint), which is how OTAs meter.
 func (j Job) BucketKey() string { return j.Channel + "#" + j.Credential + "#" + j.Endpoint }
+
+// Restarted is j as if first seen at now, for a job moved back from the
+// dead-letter queue after a fix: its lifetime (first seen, deferrals,
+// failures) starts over, or a job dead-lettered as expired would expire
+// again on arrival; and the slot and times of its last trip, long past,
+// are dropped. Its id, payload and deadline stay.
+func (j Job) Restarted(now time.Time) Job {
+	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
+	j.Slot, j.SlotKey, j.NotBefore, j.DeferredAt, j.Due = time.Time{}, "", time.Time{}, time.Time{}, time.Time{}
+	return j
+}
 
 // Validate reports the first missing or inconsistent field.
 func (j Job) Validate() error {

@@ -66,3 +66,21 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		t.Fatalf("Encode = %v, want an error naming the endpoint", err)
 	}
 }
+
+// A restarted job keeps what it is and starts its life over.
+func TestRestarted(t *testing.T) {
+	j := valid()
+	j.Deadline = j.FirstSeen.Add(48 * time.Hour)
+	j.Deferrals, j.Failures, j.SlotKey = 200, 3, "k#1"
+	j.Slot, j.NotBefore, j.DeferredAt, j.Due = j.FirstSeen.Add(time.Hour), j.FirstSeen.Add(2*time.Hour), j.FirstSeen, j.FirstSeen.Add(time.Minute)
+	now := j.FirstSeen.Add(30 * time.Hour)
+	got := j.Restarted(now)
+	want := Job{ID: j.ID, Channel: j.Channel, Credential: j.Credential, Endpoint: j.Endpoint, Payload: j.Payload, FirstSeen: now, Deadline: j.Deadline}
+	if got.ID != want.ID || string(got.Payload) != string(want.Payload) || !got.FirstSeen.Equal(now) || !got.Deadline.Equal(want.Deadline) ||
+		got.Deferrals != 0 || got.Failures != 0 || got.SlotKey != "" || !got.Slot.IsZero() || !got.NotBefore.IsZero() || !got.DeferredAt.IsZero() || !got.Due.IsZero() {
+		t.Fatalf("Restarted = %+v, want %+v", got, want)
+	}
+	if j.Deferrals != 200 {
+		t.Fatal("Restarted changed the job it was called on")
+	}
+}

@@ -255,13 +255,14 @@ func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Ele
 
 // Finish clears done and releases the lane, in one write, if done is all
 // that is pending. released is false, with nothing changed, when more is
-// pending (new changes arrived during the push): owner keeps the lane, and
-// its next push's Claim clears done. A lane owner lost meanwhile fails
-// with a *NotOwnerError.
-func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element) (released bool, err error) {
+// pending (new changes arrived during the push): owner keeps the lane, its
+// next push's Claim clears done, and pending is the lane as the refused
+// write found it (done included). A lane owner lost meanwhile fails with a
+// *NotOwnerError.
+func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element) (released bool, pending Pending, err error) {
 	if len(done) == 0 {
-		_, err := s.Release(ctx, id, owner)
-		return err == nil, err
+		p, err := s.Release(ctx, id, owner)
+		return err == nil && len(p.Elements) == 0, p, err
 	}
 	names := map[string]string{}
 	d, o, l := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0)
@@ -277,13 +278,13 @@ func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element)
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		_, err := refused(item, id, owner)
-		return false, err
+		p, err := refused(item, id, owner)
+		return false, p, err
 	}
 	if err != nil {
-		return false, fmt.Errorf("finish lane %s: %w", id, err)
+		return false, Pending{}, fmt.Errorf("finish lane %s: %w", id, err)
 	}
-	return true, nil
+	return true, Pending{}, nil
 }
 
 // uniqueElements drops repeats, which a string set refuses.
@@ -351,6 +352,35 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 	}
 	if err != nil {
 		return fmt.Errorf("renew lane %s: %w", id, err)
+	}
+	return nil
+}
+
+// EndLease ends owner's lease now, in one write, leaving the lane's owner
+// and pending elements in place: the next change takes the lane over as
+// from an owner that died (Mark), and a job still carrying owner's token
+// (redriven from the dead-letter queue) may claim it again. A lane that
+// another owns, or whose lease owner already ended (a second delivery of
+// the same job), fails with a *NotOwnerError.
+func (s *Store) EndLease(ctx context.Context, id ID, owner string) error {
+	names := map[string]string{}
+	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.Table,
+		Key:              key(id),
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended", l)),
+		// The Unix epoch: over for every process, whatever its clock.
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0))},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		_, err := refused(item, id, "")
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("end the lease on lane %s: %w", id, err)
 	}
 	return nil
 }

@@ -183,6 +183,10 @@ type Request struct {
 	// Reserved says the caller already holds a token (a reservation whose
 	// slot has come) for the first attempt; later attempts draw their own.
 	Reserved bool
+	// Slot is the time the held token was booked for (with Reserved): the
+	// vendor meters the push when it arrives, up to the claim, render and
+	// request latency after it.
+	Slot time.Time
 	// Siblings are the other shards of a sharded bucket (Bucket is the
 	// shard the slot came from): the vendor meters them as one, so a 429
 	// or a low remaining count empties them all.

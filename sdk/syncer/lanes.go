@@ -90,6 +90,10 @@ type pushed struct {
 	more bool
 	// at is when the push began.
 	at time.Time
+	// rest is what the claim found pending that the push left out, and
+	// state what the push read, for Shrink.
+	rest  []lane.Element
+	state map[string][]ari.Day
 }
 
 // Begin claims the lane for the job's push, which also clears what the
@@ -125,11 +129,42 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 		}
 		return j, dispatch.Payload{}, dispatch.ErrIdle
 	}
-	body, items, els, err := s.render(ctx, id, p.Elements)
+	body, items, els, state, err := s.render(ctx, id, p.Elements)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
-	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els, more: len(els) < len(p.Elements), at: start}}, nil
+	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els,
+		more: len(els) < len(p.Elements), at: start, rest: p.Elements[len(els):], state: state}}, nil
+}
+
+// Shrink renders a push again with the oldest pending changes that fit in
+// items items, for an endpoint metered by items whose bucket had fewer
+// tokens free than the push had items. The changes it leaves out stay
+// pending for the lane's next push.
+func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, items int) (dispatch.Payload, error) {
+	st, ok := p.State.(pushed)
+	if !ok {
+		return p, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
+	}
+	els, left := fitWhole(st.elements, items)
+	if len(els) == 0 {
+		return p, &dispatch.TooBigError{Items: countItems(st.elements[:1])}
+	}
+	_, maxBytes := s.requestLimits(st.lane)
+	body, n, fit, err := fitBytes(st.lane, els, st.state, maxBytes)
+	if err != nil {
+		return p, err
+	}
+	st.rest = append(append(append([]lane.Element(nil), els[len(fit):]...), left...), st.rest...)
+	st.elements, st.more = fit, true
+	return dispatch.Payload{Body: body, Items: n, State: st}, nil
+}
+
+// expectedItems is what a push of pending would carry, for the slot of an
+// endpoint metered by items to book its tokens.
+func (s *Syncer) expectedItems(id lane.ID, pending []lane.Element) int {
+	maxItems, _ := s.requestLimits(id)
+	return min(countItems(pending), maxItems)
 }
 
 // notOwner decides what becomes of a job whose lane has another owner. If
@@ -158,8 +193,9 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	if !ok {
 		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
 	}
+	rest := st.rest
 	if !st.more {
-		released, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.elements)
+		released, seen, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.elements)
 		var other *lane.NotOwnerError
 		if errors.As(err, &other) {
 			// Our lease ran out mid-push and another took the lane over:
@@ -170,16 +206,18 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 		if err != nil || released {
 			return nil, err
 		}
+		rest = without(seen.Elements, st.elements)
 	}
 	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements))}
 	for i, e := range st.elements {
 		ref.Pushed[i] = e.String()
 	}
 	next := s.laneJob(st.lane, ref)
+	next.Items = s.expectedItems(st.lane, rest)
 	// A lane that is still dirty has a backlog: it takes the next slot
 	// the bucket has, collecting for only a quarter of the linger, so that
 	// the quota is used in full while there is work.
-	next.NotBefore = st.at.Add(s.linger() / 4)
+	next.NotBefore = st.at.Add(s.lingerOf(st.lane) / 4)
 	return &next, nil
 }
 
@@ -212,12 +250,10 @@ func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
 }
 
 // render reads the state of the oldest pending elements that fit the
-// endpoint's max_items, in one call, and encodes them; if the body is over
-// max_bytes it drops the newest elements until it fits (one element
-// always goes: max_items admits any one change, and a body the vendor
-// still refuses is dead-lettered with its reason). It returns the body,
-// its item count and the elements it carries.
-func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, error) {
+// endpoint's max_items, in one call, and encodes them (see fitBytes). It
+// returns the body, its item count, the elements it carries and the state
+// it read.
+func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
 	maxItems, maxBytes := s.requestLimits(id)
 	els := fitItems(pending, maxItems)
 	ranges := make([]ari.Range, len(els))
@@ -226,8 +262,17 @@ func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element)
 	}
 	state, err := s.State.Read(ctx, ranges)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, nil, nil, err
 	}
+	body, items, els, err := fitBytes(id, els, state, maxBytes)
+	return body, items, els, state, err
+}
+
+// fitBytes encodes els; if the body is over maxBytes it drops the newest
+// elements until it fits (one element always goes: max_items admits any
+// one change, and a body the vendor still refuses is dead-lettered with
+// its reason).
+func fitBytes(id lane.ID, els []lane.Element, state map[string][]ari.Day, maxBytes int) ([]byte, int, []lane.Element, error) {
 	for {
 		body, items, err := encodePush(id, els, state)
 		if err != nil || len(body) <= maxBytes || len(els) == 1 {
@@ -263,6 +308,57 @@ func fitItems(pending []lane.Element, maxItems int) []lane.Element {
 		}
 	}
 	return pending
+}
+
+// fitWhole picks the pending elements, oldest first, that fit together in
+// maxItems distinct (cell, date) items, skipping any that would not fit
+// so that the tokens a push holds are spent; rest is the others, in
+// order. picked is empty when none fits.
+func fitWhole(els []lane.Element, maxItems int) (picked, rest []lane.Element) {
+	seen := map[string]bool{}
+	for _, e := range els {
+		var added []string
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			if k := e.RoomType + "#" + e.RatePlan + "#" + d; !seen[k] {
+				added = append(added, k)
+			}
+		}
+		if len(seen)+len(added) > maxItems {
+			rest = append(rest, e)
+			continue
+		}
+		for _, k := range added {
+			seen[k] = true
+		}
+		picked = append(picked, e)
+	}
+	return picked, rest
+}
+
+// countItems is the distinct (cell, date) items of els.
+func countItems(els []lane.Element) int {
+	seen := map[string]bool{}
+	for _, e := range els {
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			seen[e.RoomType+"#"+e.RatePlan+"#"+d] = true
+		}
+	}
+	return len(seen)
+}
+
+// without is pending less done.
+func without(pending, done []lane.Element) []lane.Element {
+	gone := make(map[lane.Element]bool, len(done))
+	for _, e := range done {
+		gone[e] = true
+	}
+	var out []lane.Element
+	for _, e := range pending {
+		if !gone[e] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // encodePush renders the elements' dates from state, each (cell, date)
@@ -336,4 +432,7 @@ func (o *ownership) lease(token string) (time.Time, bool) {
 	return t, ok
 }
 
-var _ dispatch.Work = (*Syncer)(nil)
+var (
+	_ dispatch.Work     = (*Syncer)(nil)
+	_ dispatch.Shrinker = (*Syncer)(nil)
+)

@@ -1,11 +1,15 @@
 package syncer
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
 )
@@ -112,5 +116,97 @@ func TestRefreshCredentialReportsARotation(t *testing.T) {
 	}
 	if (&Syncer{Config: cfg, Token: s.Token}).RefreshCredential(j) {
 		t.Fatal("without Invalidate nothing can be refreshed")
+	}
+}
+
+// Shrink keeps the oldest whole changes that fit the items the tokens pay
+// for, renders them from the state the push read, and leaves the rest
+// pending; a first change larger than that is a *TooBigError.
+func TestShrinkKeepsWholeChanges(t *testing.T) {
+	cfg, err := connections.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":50,"burst":50},"cost":"items"}},"credentials":{"c1":{"token_env":"T"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Syncer{Config: cfg}
+	id := lane.ID{Property: "hotel-1", Kind: "rates", Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
+	el := func(room, from, to string, seq int64) lane.Element {
+		return lane.Element{RoomType: room, RatePlan: "BAR", From: from, To: to, Sequence: seq}
+	}
+	els := []lane.Element{
+		el("DBL", "2027-01-01", "2027-01-03", 1), // 3 items
+		el("DBL", "2027-01-03", "2027-01-04", 2), // 1 more
+		el("TWN", "2027-01-01", "2027-01-02", 3), // 2 more
+	}
+	// The state a push read: each date once, at its newest change.
+	state := map[string][]ari.Day{
+		cellOf(id, els[0]): {{Date: "2027-01-01", Sequence: 1}, {Date: "2027-01-02", Sequence: 1}, {Date: "2027-01-03", Sequence: 2}, {Date: "2027-01-04", Sequence: 2}},
+		cellOf(id, els[2]): {{Date: "2027-01-01", Sequence: 3}, {Date: "2027-01-02", Sequence: 3}},
+	}
+	for _, days := range state {
+		for i := range days {
+			days[i].Values = json.RawMessage(`{"a":1}`)
+		}
+	}
+	full := pushed{lane: id, owner: "t", elements: els, state: state, rest: []lane.Element{el("STE", "2027-02-01", "2027-02-01", 4)}}
+	tests := []struct {
+		items      int
+		wantEls    int
+		wantItems  int
+		wantTooBig int // the first change's items, when nothing fits
+	}{
+		{6, 3, 6, 0}, {5, 2, 4, 0}, {4, 2, 4, 0}, {3, 1, 3, 0},
+		{2, 1, 2, 0}, // the oldest does not fit; the next change does
+		{1, 0, 0, 3},
+	}
+	for _, tt := range tests {
+		p, err := s.Shrink(context.Background(), job.Job{ID: "j"}, dispatch.Payload{State: full}, tt.items)
+		var big *dispatch.TooBigError
+		if tt.wantTooBig > 0 {
+			if !errors.As(err, &big) || big.Items != tt.wantTooBig {
+				t.Errorf("Shrink(%d) = %v, want TooBigError{%d}", tt.items, err, tt.wantTooBig)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Shrink(%d): %v", tt.items, err)
+		}
+		st := p.State.(pushed)
+		if len(st.elements) != tt.wantEls || p.Items != tt.wantItems || !st.more || len(st.rest) != len(els)-tt.wantEls+1 {
+			t.Errorf("Shrink(%d) = %d elements, %d items, more %v, %d left; want %d elements, %d items, more, %d left",
+				tt.items, len(st.elements), p.Items, st.more, len(st.rest), tt.wantEls, tt.wantItems, len(els)-tt.wantEls+1)
+		}
+	}
+}
+
+func TestFitWholeAndCountItems(t *testing.T) {
+	el := func(room, from, to string, seq int64) lane.Element {
+		return lane.Element{RoomType: room, RatePlan: "BAR", From: from, To: to, Sequence: seq}
+	}
+	pending := []lane.Element{
+		el("DBL", "2027-01-01", "2027-01-10", 1), // 10 items
+		el("DBL", "2027-01-05", "2027-01-12", 2), // 2 new (11, 12)
+		el("TWN", "2027-01-01", "2027-01-05", 3), // 5 new
+		el("DBL", "2027-01-20", "2027-01-20", 4), // 1 new
+	}
+	if n := countItems(pending); n != 18 {
+		t.Errorf("countItems = %d, want 18", n)
+	}
+	tests := []struct {
+		maxItems int
+		want     []int64 // sequences picked
+	}{
+		{100, []int64{1, 2, 3, 4}}, {18, []int64{1, 2, 3, 4}}, {17, []int64{1, 2, 3}},
+		{13, []int64{1, 2, 4}}, // TWN's 5 do not fit; the 1-item change after it does
+		{12, []int64{1, 2}}, {11, []int64{1, 4}}, {9, []int64{2, 4}}, {7, []int64{3, 4}}, {0, nil},
+	}
+	for _, tt := range tests {
+		picked, rest := fitWhole(pending, tt.maxItems)
+		var got []int64
+		for _, e := range picked {
+			got = append(got, e.Sequence)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) || len(picked)+len(rest) != len(pending) {
+			t.Errorf("fitWhole(max %d) picked %v (%d left), want %v", tt.maxItems, got, len(rest), tt.want)
+		}
 	}
 }

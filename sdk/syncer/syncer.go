@@ -56,10 +56,32 @@ type Syncer struct {
 	owned ownership
 }
 
-// DefaultLinger is the default Syncer.Linger: two seconds of latency save a
-// request for every change that lands in them (channel managers batch
-// every few seconds; SiteMinder asks for updates within two minutes).
-const DefaultLinger = 2 * time.Second
+// DefaultLinger is the default Syncer.Linger: a second of latency saves a
+// request for every change that lands in it (channel managers batch every
+// few seconds; SiteMinder asks for updates within two minutes). The changes
+// queue's batching window (ChangesBatchingWindow) comes before it, so an
+// idle lane's first push goes out about two seconds after its change.
+const DefaultLinger = time.Second
+
+// ChangesBatchSize and ChangesBatchingWindow are the batches the changes
+// queue's event source should hand a Syncer: under load a batch gathers up
+// to 100 changes for at most a second, and HandleBatch marks the lanes of
+// all of a batch's changes of one property and kind with one write, so a
+// busy fleet pays well under one lane write per change. At light load the
+// window is part of a change's wait before its push, with the Linger.
+const (
+	ChangesBatchSize      = 100
+	ChangesBatchingWindow = time.Second
+)
+
+// lingerOf is the linger of a lane: none for an urgent endpoint's, whose
+// pushes must not wait to merge.
+func (s *Syncer) lingerOf(id lane.ID) time.Duration {
+	if s.Config.Channels[id.Channel].Endpoints[id.Kind].Urgent() {
+		return 0
+	}
+	return s.linger()
+}
 
 func (s *Syncer) linger() time.Duration {
 	switch {
@@ -265,7 +287,8 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 		case m.Claimed:
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
 			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
-			j.NotBefore = s.now().Add(s.linger())
+			j.NotBefore = s.now().Add(s.lingerOf(m.Lane))
+			j.Items = s.expectedItems(m.Lane, m.Pending.Elements)
 			jobs, scheduled = append(jobs, j), scheduled+1
 		case redelivered && m.Pending.Owner != "":
 			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
@@ -310,7 +333,8 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 			return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
 		}
 	}
-	buckets := limits.Buckets(j.BucketKey(), ref.PropertyID)
+	key := s.Config.BucketKey(j.Channel, j.Credential, j.Endpoint)
+	buckets := limits.Buckets(key, ref.PropertyID)
 	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
@@ -322,10 +346,20 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	var sharded *limiter.ShardedBucket
 	if limits.Shards > 1 {
 		// The config refuses shards together with extra windows or shares.
-		s := limits.Sharded(j.BucketKey())
+		s := limits.Sharded(key)
 		sharded = &s
 	}
 	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
+	maxAge, maxDeferrals := ep.Lifetime()
+	var horizon time.Duration
+	if r := ep.UrgentReserve; r > 0 && !ep.Urgent() {
+		// Normal pushes take only tokens free now, from all but r of the
+		// burst: the bucket's tat never runs ahead of now by more than
+		// burst − r tokens, so r urgent pushes find a token at once
+		// however long the normal backlog.
+		buckets[0].Limit.Burst -= r
+		horizon = time.Millisecond
+	}
 	return dispatch.Route{
 		Bucket:     buckets[0],
 		Also:       buckets[1:],
@@ -334,6 +368,11 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		Header:     http.Header{"Authorization": {"Bearer " + token}},
 		Shadow:     ep.Shadow(),
 		LocalShare: ep.LocalShare(),
+		ItemWeight: ep.ItemCost(),
+		Horizon:    horizon,
+		// Zero where the file sets none: the dispatcher's defaults.
+		MaxAge:       maxAge,
+		MaxDeferrals: maxDeferrals,
 	}, nil
 }
 

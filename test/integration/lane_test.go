@@ -67,14 +67,14 @@ func TestLaneMarkClaimClear(t *testing.T) {
 	if _, err := s.Mark(ctx, []lane.ID{bk}, []lane.Element{el("STE", 3)}, tok("c-")); err != nil {
 		t.Fatal(err)
 	}
-	if released, err := s.Finish(ctx, bk, "n1", p.Elements); released || err != nil {
-		t.Fatalf("finish with a new change pending = %v, %v; want not released", released, err)
+	if released, seen, err := s.Finish(ctx, bk, "n1", p.Elements); released || err != nil || len(seen.Elements) != len(p.Elements)+1 || seen.Owner != "n1" {
+		t.Fatalf("finish with a new change pending = %v, %+v, %v; want not released, owned by n1, the push's elements and STE#3 pending", released, seen, err)
 	}
 	rest, err := s.Claim(ctx, bk, "n1", "n2", p.Elements)
 	if err != nil || len(rest.Elements) != 1 || rest.Elements[0] != el("STE", 3) || rest.Owner != "n2" {
 		t.Fatalf("claim = %+v, %v; want STE#3 left, owned by n2", rest, err)
 	}
-	if released, err := s.Finish(ctx, bk, "n2", rest.Elements); !released || err != nil {
+	if released, _, err := s.Finish(ctx, bk, "n2", rest.Elements); !released || err != nil {
 		t.Fatalf("last finish = %v, %v; want the lane released", released, err)
 	}
 	// The released lane is claimed by the next change again.

@@ -28,6 +28,9 @@ type options struct {
 	duration time.Duration
 	rate     float64
 	burst    int
+	// stopsells > 0 runs the priority scenario: rate changes and that
+	// many stop-sells per second on one shared meter.
+	stopsells float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -39,6 +42,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long the events take to arrive (≥ 1s)")
 	fs.Float64Var(&o.rate, "rate", 4, "each OTA endpoint's published rate per credential, requests per second (> 0)")
 	fs.IntVar(&o.burst, "burst", 8, "each OTA endpoint's published burst (≥ 1)")
+	fs.Float64Var(&o.stopsells, "stopsells", 0, "priority scenario: send only rate changes (-events over -duration) plus this many stop-sells per second, on one OTA whose availability (urgent) and rates share a meter that keeps half its burst for urgent pushes (0: the default scenario)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -54,6 +58,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if !(o.rate > 0) || o.rate > 1000 {
 		problems = append(problems, fmt.Errorf("-rate is %v, want > 0 and ≤ 1000", o.rate))
+	}
+	if o.stopsells < 0 || o.stopsells > 100 {
+		problems = append(problems, fmt.Errorf("-stopsells is %v, want 0 to 100", o.stopsells))
+	}
+	if o.stopsells > 0 && o.burst < 2 {
+		problems = append(problems, fmt.Errorf("-burst is %d, want ≥ 2 with -stopsells (half is kept for urgent pushes)", o.burst))
 	}
 	if o.burst < 1 {
 		problems = append(problems, fmt.Errorf("-burst is %d, want ≥ 1", o.burst))

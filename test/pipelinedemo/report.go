@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 	for _, ch := range channels {
 		srv := otas[ch.name]
 		all := srv.Requests()
-		for _, ep := range ch.endpoints {
+		for _, ep := range ch.meters() {
 			times := srv.AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep)
 			n429 := 0
 			for _, r := range all {
@@ -75,6 +76,7 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 	dirtyReport(out, lim, otas, copies, tr)
 	fanned := 0
 	var latencies []time.Duration
+	byKind := map[string][]time.Duration{}
 	missing := 0
 	for _, c := range tr.changes {
 		for _, ch := range channelsFor(c.Kind) {
@@ -93,6 +95,7 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 			}
 			if !reached.IsZero() {
 				latencies = append(latencies, reached.Sub(c.at))
+				byKind[c.Kind] = append(byKind[c.Kind], reached.Sub(c.at))
 			}
 		}
 	}
@@ -118,6 +121,22 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 	if len(latencies) > 0 {
 		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		fmt.Fprintf(out, "  change → OTA latency: p50 %v, p99 %v, max %v\n", pct(latencies, 0.50), pct(latencies, 0.99), latencies[len(latencies)-1].Round(time.Millisecond))
+	}
+	if o.stopsells > 0 {
+		fmt.Fprintf(out, "  by kind:")
+		for _, k := range []string{"availability", "rates"} {
+			l := byKind[k]
+			if len(l) == 0 {
+				continue
+			}
+			sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+			name := k
+			if k == "availability" {
+				name = "stop-sells (availability, urgent)"
+			}
+			fmt.Fprintf(out, " %s p50 %v, p99 %v, max %v over %d;", name, pct(l, 0.5), pct(l, 0.99), l[len(l)-1].Round(time.Millisecond), len(l))
+		}
+		fmt.Fprintln(out)
 	}
 	fmt.Fprintf(out, "  slots wasted %d (%.1f%% of pushes); lane jobs deferred %d times, nothing to push %d, shed %d, dead-lettered %d; messages left for redelivery %d\n",
 		t.wasted, 100*float64(t.wasted)/float64(max(t.pushes, 1)), t.outcomes[dispatch.Deferred], t.outcomes[dispatch.Coalesced],
@@ -169,10 +188,10 @@ func sum(m map[string]int) int {
 func dirtyReport(out io.Writer, lim gcra.Limit, otas map[string]*mockota.Server, copies map[string]*otacopy.Copy, tr *truth) {
 	fmt.Fprintf(out, "  quota used while the endpoint had changes waiting:")
 	for _, ch := range channels {
-		for _, ep := range ch.endpoints {
+		for _, ep := range ch.meters() {
 			var spans [][2]time.Time
 			for _, c := range tr.changes {
-				if c.Kind != ep {
+				if ch.meterOf(c.Kind) != ep || !slices.Contains(ch.endpoints, c.Kind) {
 					continue
 				}
 				end := c.at

@@ -31,13 +31,41 @@ import (
 	"github.com/fleetbucket/fleetbucket/test/poller"
 )
 
-var channels = []struct {
+// channel is one mock OTA: its endpoints, and in the priority scenario
+// the meter they share.
+type channel struct {
 	name      string
 	endpoints []string
-}{
-	{"booking_com", []string{"availability", "rates", "restrictions"}},
-	{"expedia", []string{"availability", "rates"}},
+	// meter, if set, is the one vendor meter (and path) all the
+	// endpoints count against, with availability urgent.
+	meter string
 }
+
+// meterOf is the vendor meter (the mock's endpoint path) ep counts against.
+func (c channel) meterOf(ep string) string {
+	if c.meter != "" {
+		return c.meter
+	}
+	return ep
+}
+
+// meters lists the channel's meters, in order.
+func (c channel) meters() []string {
+	if c.meter != "" {
+		return []string{c.meter}
+	}
+	return c.endpoints
+}
+
+// channels are the demo's OTAs: two with an endpoint per kind by default;
+// with -stopsells, one whose availability and rates share one meter that
+// keeps half its burst for urgent pushes (stop-sells).
+var channels = []channel{
+	{name: "booking_com", endpoints: []string{"availability", "rates", "restrictions"}},
+	{name: "expedia", endpoints: []string{"availability", "rates"}},
+}
+
+var priorityChannels = []channel{{name: "booking_com", endpoints: []string{"availability", "rates"}, meter: "ari"}}
 
 const properties = 5
 
@@ -91,6 +119,9 @@ func (t *tally) add(rs []syncer.MessageResult) {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	if o.stopsells > 0 {
+		channels = priorityChannels
+	}
 	st, err := newStack(ctx)
 	if err != nil {
 		return err
@@ -110,8 +141,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "pipelinedemo: %d PMS events over %v for %d properties → %d sync workers → 2 mock OTAs (%g req/s, burst %d per credential and endpoint)\n",
-		o.events, o.duration, properties, o.workers, o.rate, o.burst)
+	if o.stopsells > 0 {
+		fmt.Fprintf(out, "pipelinedemo: %d rate changes over %v and %g stop-sells per second for %d properties → %d sync workers → 1 mock OTA whose availability and rates share one meter (%g req/s, burst %d, %d kept for urgent pushes)\n",
+			o.events, o.duration, o.stopsells, properties, o.workers, o.rate, o.burst, o.burst/2)
+	} else {
+		fmt.Fprintf(out, "pipelinedemo: %d PMS events over %v for %d properties → %d sync workers → 2 mock OTAs (%g req/s, burst %d per credential and endpoint)\n",
+			o.events, o.duration, properties, o.workers, o.rate, o.burst)
+	}
 
 	t := &tally{outcomes: map[dispatch.Outcome]int{}}
 	tr := &truth{newest: map[otacopy.Day]struct {
@@ -136,11 +172,18 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
 			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t)}
+		if !q.deferred {
+			// As the stack's changes event source gathers them.
+			pl.BatchSize, pl.Window = syncer.ChangesBatchSize, syncer.ChangesBatchingWindow
+		}
 		wg.Go(func() { pl.Run(runCtx) })
 	}
 	start := time.Now()
 	sent := make(chan int, 1)
 	go func() { sent <- produce(runCtx, st, o, tr) }()
+	if o.stopsells > 0 {
+		go stopSells(runCtx, st, o, tr)
+	}
 	nSent := -1
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -265,6 +308,7 @@ type change struct {
 // (property, kind, room type, rate plan, date).
 type truth struct {
 	mu      sync.Mutex
+	seq     map[string]int64 // per property
 	changes []change
 	newest  map[otacopy.Day]struct {
 		seq    int64
@@ -272,26 +316,23 @@ type truth struct {
 	}
 }
 
-// produce sends the PMS events evenly over the duration, as a PMS would.
+// produce sends the PMS events evenly over the duration, as a PMS would:
+// changes of every kind, or only rates in the priority scenario.
 func produce(ctx context.Context, st *stack, o options, tr *truth) int {
 	gap := o.duration / time.Duration(o.events)
-	seq := map[int]int64{}
 	kinds := []string{"availability", "rates", "restrictions"}
+	if o.stopsells > 0 {
+		kinds = []string{"rates"}
+	}
 	for i := range o.events {
-		p := rand.IntN(properties)
-		seq[p]++
 		from := time.Date(2027, 1, 1+rand.IntN(60), 0, 0, 0, 0, time.UTC)
 		c := ari.Change{
-			EventID: fmt.Sprintf("ev-%05d", i), PropertyID: fmt.Sprintf("hotel-%d", p), Sequence: seq[p],
+			EventID: fmt.Sprintf("ev-%05d", i), PropertyID: fmt.Sprintf("hotel-%d", rand.IntN(properties)),
 			Kind: kinds[rand.IntN(len(kinds))], RoomType: []string{"DBL", "TWN", "STE"}[rand.IntN(3)], RatePlan: "BAR",
 			From: from.Format(ari.DateLayout), To: from.AddDate(0, 0, rand.IntN(7)).Format(ari.DateLayout),
 			Values: map[string]any{"value": rand.IntN(100)},
 		}
-		detail, _ := json.Marshal(c)
-		body := fmt.Sprintf(`{"version":"0","id":"ev-%05d","detail-type":"ARI change","source":"pms","time":%q,"detail":%s}`,
-			i, time.Now().UTC().Format(time.RFC3339), detail)
-		tr.record(c, time.Now())
-		if _, err := st.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &st.changesURL, MessageBody: &body}); err != nil {
+		if err := send(ctx, st, tr, c); err != nil {
 			return i
 		}
 		select {
@@ -301,6 +342,53 @@ func produce(ctx context.Context, st *stack, o options, tr *truth) int {
 		}
 	}
 	return o.events
+}
+
+// stopSells sends o.stopsells stop-sells (an availability change closing
+// some dates of a room) per second while the rate changes flow.
+func stopSells(ctx context.Context, st *stack, o options, tr *truth) {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / o.stopsells))
+	defer tick.Stop()
+	for end, i := time.Now().Add(o.duration), 0; time.Now().Before(end); i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		from := time.Date(2027, 1, 1+rand.IntN(60), 0, 0, 0, 0, time.UTC)
+		c := ari.Change{
+			EventID: fmt.Sprintf("stop-%05d", i), PropertyID: fmt.Sprintf("hotel-%d", rand.IntN(properties)),
+			Kind: "availability", RoomType: []string{"DBL", "TWN", "STE"}[rand.IntN(3)], RatePlan: "BAR",
+			From: from.Format(ari.DateLayout), To: from.AddDate(0, 0, rand.IntN(3)).Format(ari.DateLayout),
+			Values: map[string]any{"closed": true},
+		}
+		if send(ctx, st, tr, c) != nil {
+			return
+		}
+	}
+}
+
+// send numbers c in its property's sequence and puts it on the changes
+// queue as the PMS's event.
+func send(ctx context.Context, st *stack, tr *truth, c ari.Change) error {
+	c.Sequence = tr.next(c.PropertyID)
+	detail, _ := json.Marshal(c)
+	body := fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"ARI change","source":"pms","time":%q,"detail":%s}`,
+		c.EventID, time.Now().UTC().Format(time.RFC3339), detail)
+	tr.record(c, time.Now())
+	_, err := st.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &st.changesURL, MessageBody: &body})
+	return err
+}
+
+// next is property's next sequence number.
+func (tr *truth) next(property string) int64 {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.seq == nil {
+		tr.seq = map[string]int64{}
+	}
+	tr.seq[property]++
+	return tr.seq[property]
 }
 
 func (tr *truth) record(c ari.Change, at time.Time) {
@@ -354,13 +442,24 @@ func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
 	for _, ch := range channels {
 		var eps []string
 		for _, ep := range ch.endpoints {
-			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}}`, ep, ep, lim.Rate, lim.Burst))
+			priority := ""
+			if ch.meter != "" {
+				priority = fmt.Sprintf(`, "meter": %q, "urgent_reserve": %d`, ch.meter, lim.Burst/2)
+				if ep == "availability" {
+					priority += `, "priority": "urgent"`
+				}
+			}
+			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}%s}`, ep, ch.meterOf(ep), lim.Rate, lim.Burst, priority))
 		}
 		chs = append(chs, fmt.Sprintf(`%q: {"base_url": %q, "allow_http": true, "endpoints": {%s}, "credentials": {"main": {"token_env": "TOKEN_%s"}}}`,
 			ch.name, otas[ch.name].URL(), strings.Join(eps, ","), strings.ToUpper(ch.name)))
 	}
 	for p := range properties {
-		props = append(props, fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "main", "hotel_ref": "BK-%d"}, {"channel": "expedia", "credential": "main", "hotel_ref": "EX-%d"}]`, p, p, p))
+		var conns []string
+		for _, ch := range channels {
+			conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "main", "hotel_ref": %q}`, ch.name, hotelRef(ch.name, fmt.Sprintf("hotel-%d", p))))
+		}
+		props = append(props, fmt.Sprintf(`"hotel-%d": [%s]`, p, strings.Join(conns, ", ")))
 	}
 	return fmt.Sprintf(`{"channels": {%s}, "properties": {%s}}`, strings.Join(chs, ","), strings.Join(props, ","))
 }

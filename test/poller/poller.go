@@ -32,10 +32,17 @@ type Handler func(ctx context.Context, msgs []types.Message) (failed []string, e
 // concurrent invocations. One receive loop is enough: long polls are what
 // an emulator finds expensive, not batches.
 type Poller struct {
-	SQS       SQSAPI
-	QueueURL  string
-	BatchSize int32         // 1..10; default 10
-	Wait      time.Duration // long-poll wait; default 1s
+	SQS      SQSAPI
+	QueueURL string
+	// BatchSize is the most messages a batch holds; default 10. Above 10
+	// (SQS hands out at most 10 per receive) it needs a Window, as an
+	// event source mapping's does.
+	BatchSize int32
+	// Window is how long a batch keeps gathering after its first message
+	// until it holds BatchSize, like MaximumBatchingWindowInSeconds; zero
+	// hands out whatever one receive returned.
+	Window time.Duration
+	Wait   time.Duration // long-poll wait; default 1s
 	// Visibility is how long a received message stays hidden; a failed
 	// one reappears after it. Default 5s.
 	Visibility time.Duration
@@ -67,7 +74,7 @@ func (p *Poller) Run(ctx context.Context) {
 	defer wg.Wait()
 	defer close(batches)
 	for ctx.Err() == nil {
-		msgs, err := p.receive(ctx)
+		msgs, err := p.gather(ctx)
 		if err != nil {
 			p.report(err)
 			sleep(ctx, 100*time.Millisecond)
@@ -81,9 +88,33 @@ func (p *Poller) Run(ctx context.Context) {
 	}
 }
 
+// gather receives one batch: one receive, or, with a Window, receives
+// until the batch is full or the window since its first message is over.
+func (p *Poller) gather(ctx context.Context) ([]types.Message, error) {
+	size := int(orDefault(p.BatchSize, 10))
+	msgs, err := p.receive(ctx, size)
+	if err != nil || len(msgs) == 0 || p.Window <= 0 {
+		return msgs, err
+	}
+	end := time.Now().Add(p.Window)
+	for len(msgs) < size && time.Now().Before(end) && ctx.Err() == nil {
+		more, err := p.receive(ctx, size-len(msgs))
+		if err != nil {
+			// What is in hand is received: hand it out, and the next
+			// gather reports the error if it lasts.
+			break
+		}
+		if len(more) == 0 {
+			sleep(ctx, min(orDefault(p.ShortPoll, 20*time.Millisecond), time.Until(end)))
+		}
+		msgs = unique(append(msgs, more...))
+	}
+	return msgs, nil
+}
+
 // Once receives and handles one batch.
 func (p *Poller) Once(ctx context.Context) error {
-	msgs, err := p.receive(ctx)
+	msgs, err := p.gather(ctx)
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
@@ -96,10 +127,10 @@ func (p *Poller) report(err error) {
 	}
 }
 
-func (p *Poller) receive(ctx context.Context) ([]types.Message, error) {
+func (p *Poller) receive(ctx context.Context, n int) ([]types.Message, error) {
 	out, err := p.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    &p.QueueURL,
-		MaxNumberOfMessages:         orDefault(p.BatchSize, 10),
+		MaxNumberOfMessages:         int32(min(n, 10)),
 		WaitTimeSeconds:             p.waitSeconds(),
 		VisibilityTimeout:           int32(orDefault(p.Visibility, 5*time.Second) / time.Second),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},

@@ -1,0 +1,72 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+)
+
+// A batch gathers up to BatchSize (past SQS's 10 per receive) within its
+// Window, as an event source mapping with a batching window does; without
+// a window it is one receive.
+func TestGatherBatches(t *testing.T) {
+	client := emulator.SQS(t)
+	tests := []struct {
+		name   string
+		sent   int
+		size   int32
+		window time.Duration
+		want   []int // batch sizes, in order
+	}{
+		{"one receive without a window", 12, 100, 0, []int{10, 2}},
+		// The window is long, so each batch ends by filling up.
+		{"gathers past 10 until full", 40, 20, time.Minute, []int{20, 20}},
+		{"default size is 10", 20, 0, time.Minute, []int{10, 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("poller-%08x", rand.Uint32()))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+			for i := range tt.sent {
+				if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(fmt.Sprint(i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			var got []int
+			seen := map[string]bool{}
+			p := &Poller{SQS: client, QueueURL: *q.QueueUrl, BatchSize: tt.size, Window: tt.window, ShortPoll: 10 * time.Millisecond,
+				Visibility: time.Minute,
+				Handler: func(_ context.Context, msgs []types.Message) ([]string, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					got = append(got, len(msgs))
+					for _, m := range msgs {
+						seen[aws.ToString(m.Body)] = true
+					}
+					return nil, nil
+				}}
+			for range tt.want {
+				if err := p.Once(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) || len(seen) != tt.sent {
+				t.Errorf("batches %v holding %d distinct messages, want %v holding %d", got, len(seen), tt.want, tt.sent)
+			}
+		})
+	}
+}
