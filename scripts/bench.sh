@@ -18,6 +18,9 @@
 #       OTA with its own sliding-window check (test/fairness, ~15 s).
 #
 # scripts/bench.sh -f runs (f) alone and prints its section (~20 s).
+# scripts/bench.sh -a runs (h) alone, the hidden limit at half the configured
+# rate (test/bench/cmd/adaptive, ~3.5 min), prints its section and writes it to
+# docs/adaptive-limit.md, which every full run appends to the report.
 #
 # It starts the local stack (scripts/localstack.sh) unless one is running,
 # and on exit stops only a stack it started. About 2-3 minutes on 2 cores.
@@ -27,6 +30,7 @@ usage() {
 	cat <<'EOF'
 usage: scripts/bench.sh [-d SECONDS] [-o REPORT.md] [-c CHART.svg]
        scripts/bench.sh -f
+       scripts/bench.sh -a
 
 Runs every benchmark on the local stack and prints a Markdown report.
 
@@ -37,6 +41,10 @@ Runs every benchmark on the local stack and prints a Markdown report.
   -c FILE      where to draw the seed figure (default docs/fleet-vs-local.svg)
   -f           run only the fairness benchmark (f) and print its section;
                no file is written
+  -a           run only the adaptive-limit benchmark (h): a hidden limit at
+               half the configured rate, then raised back; adaptive vs
+               penalize-only vs per-process adaptive (~3.5 min); prints its
+               section and writes docs/adaptive-limit.md
   -h           this help
 EOF
 }
@@ -50,6 +58,7 @@ die_usage() {
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 duration=5
 fairness_only=0
+adaptive_only=0
 out=$ROOT/docs/benchmarks.md
 chart=$ROOT/docs/fleet-vs-local.svg
 
@@ -60,10 +69,11 @@ abspath() { # resolve against the caller's directory, before we cd
 	esac
 }
 
-while getopts ':d:o:c:fh' opt; do
+while getopts ':d:o:c:fah' opt; do
 	case $opt in
 	d) duration=$OPTARG ;;
 	f) fairness_only=1 ;;
+	a) adaptive_only=1 ;;
 	o) [[ $OPTARG == - ]] && out=- || out=$(abspath "$OPTARG") ;;
 	c) chart=$(abspath "$OPTARG") ;;
 	h)
@@ -118,7 +128,8 @@ step "building the benchmarks"
 # One binary is the fairness driver and, started as "fairness worker", each
 # of its worker processes.
 go build -o "$tmp/fairness" ./test/fairness/cmd/fairness
-if ((!fairness_only)); then
+go build -o "$tmp/adaptive" ./test/bench/cmd/adaptive
+if ((!fairness_only && !adaptive_only)); then
 	go test -c -o "$tmp/bench.test" ./test/bench
 	go build -o "$tmp/benchreport" ./test/bench/cmd/benchreport
 	# The comparison is its own module (third-party limiters stay out of the
@@ -154,6 +165,18 @@ fairness() { # (f): the section goes to $tmp/fairness.md, the numbers to $tmp/fa
 		failed+=("(f) fairness")
 	fi
 }
+if ((adaptive_only)); then
+	step "(h) hidden limit at half the configured rate, then raised back (~3.5 min)"
+	"$tmp/adaptive" -workers 12 -hidden-burst 10 -hidden 120s -raised 60s -env "$env_line" >"$tmp/adaptive.md" || {
+		echo "bench.sh: FAILED: (h) adaptive" >&2
+		exit 1
+	}
+	printf '\n' >&2
+	cat "$tmp/adaptive.md"
+	cp "$tmp/adaptive.md" "$ROOT/docs/adaptive-limit.md.tmp" && mv -f "$ROOT/docs/adaptive-limit.md.tmp" "$ROOT/docs/adaptive-limit.md"
+	step "wrote docs/adaptive-limit.md"
+	exit 0
+fi
 if ((fairness_only)); then
 	fairness
 	printf '\n' >&2
@@ -201,6 +224,8 @@ args=(-bench "$tmp/latency.txt" -bench "$tmp/overload.txt" -bench "$tmp/compare.
 "$tmp/benchreport" "${args[@]}" >"$tmp/report.md"
 # The pipeline demo's figures come from scripts/demo.sh runs, kept apart.
 [[ -f $ROOT/docs/pipeline-demo.md ]] && cat "$ROOT/docs/pipeline-demo.md" >>"$tmp/report.md"
+# So do the adaptive-limit figures, from scripts/bench.sh -a (3.5 min more).
+[[ -f $ROOT/docs/adaptive-limit.md ]] && cat "$ROOT/docs/adaptive-limit.md" >>"$tmp/report.md"
 
 printf '\n' >&2
 cat "$tmp/report.md"

@@ -118,7 +118,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log))
+	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log), otapush.WithSignals(cfg.Signals))
 	if err != nil {
 		return nil, err
 	}

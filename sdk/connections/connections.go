@@ -106,6 +106,12 @@ type Endpoint struct {
 	// pushes, so fresh changes keep flowing and the fleet stays within
 	// the limit.
 	OnStoreUnavailable string `json:"on_store_unavailable,omitempty"`
+	// Adaptive makes the fleet learn the vendor's real limit below Limit
+	// (see AdaptiveSpec); nil keeps Limit fixed.
+	Adaptive *AdaptiveSpec `json:"adaptive,omitempty"`
+	// Throttle says how the vendor shows throttling (see ThrottleSpec);
+	// nil is otapush.DefaultSignals.
+	Throttle *ThrottleSpec `json:"throttle,omitempty"`
 	// MaxAge bounds a push job's life, as a Go duration ("24h", "90m"):
 	// a job first seen longer ago is dead-lettered as expired rather than
 	// pushed or deferred again, and no slot is booked past it. Default
@@ -304,6 +310,7 @@ func (c *Config) Validate() error {
 				add("%s.endpoints.%s.path: %q may not hold a query, a fragment or a \".\" / \"..\" segment", at, ep, p)
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)

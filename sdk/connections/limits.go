@@ -76,6 +76,9 @@ type EndpointLimits struct {
 	Shards int
 	// PropertyShare is "property_share", nil when not set.
 	PropertyShare *limiter.Limit
+	// Adaptive is "adaptive" with its defaults, nil when not set. The
+	// config allows it only on an endpoint with a single bucket.
+	Adaptive *limiter.Adaptive
 }
 
 // Limits returns the limits of a channel's endpoint.
@@ -98,6 +101,7 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 	if s := ep.PropertyShare; s != nil {
 		out.PropertyShare = &limiter.Limit{Rate: s.Rate, Burst: s.Burst}
 	}
+	out.Adaptive = ep.AdaptiveLimit()
 	return out, nil
 }
 
@@ -105,9 +109,9 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 // together with limiter.TakeMulti or ReserveMulti: the (credential,
 // endpoint) bucket under key, one per extra limit (key#w<i>), and the
 // property's share (key#p#<property>) when there is one. With Shards > 1
-// use Sharded instead.
+// use Sharded instead. An adaptive endpoint's bucket carries its Adaptive.
 func (e EndpointLimits) Buckets(key, property string) []limiter.Bucket {
-	out := []limiter.Bucket{{Key: key, Limit: e.Limit}}
+	out := []limiter.Bucket{{Key: key, Limit: e.Limit, Adaptive: e.Adaptive}}
 	for i, l := range e.Extra {
 		out = append(out, limiter.Bucket{Key: key + "#w" + strconv.Itoa(i), Limit: l})
 	}
@@ -253,7 +257,7 @@ func validateMeters(at string, ch Channel) []error {
 			continue
 		}
 		if !sameLimits(ch.Endpoints[f], ch.Endpoints[name]) {
-			errs = append(errs, fmt.Errorf("%s.endpoints.%s: shares meter %q with %s but not its limits (limit, limits, shards, property_share, cost, item_weight, urgent_reserve must match)", at, name, m, f))
+			errs = append(errs, fmt.Errorf("%s.endpoints.%s: shares meter %q with %s but not its limits (limit, limits, shards, property_share, cost, item_weight, urgent_reserve, adaptive, throttle must match)", at, name, m, f))
 		}
 	}
 	return errs
@@ -261,7 +265,8 @@ func validateMeters(at string, ch Channel) []error {
 
 func sameLimits(a, b Endpoint) bool {
 	key := func(e Endpoint) string {
-		j, _ := json.Marshal([]any{e.Limit, e.Limits, e.Shards, e.PropertyShare, e.Cost, e.ItemCost(), e.UrgentReserve})
+		// One bucket learns one rate from one set of signals.
+		j, _ := json.Marshal([]any{e.Limit, e.Limits, e.Shards, e.PropertyShare, e.Cost, e.ItemCost(), e.UrgentReserve, e.AdaptiveLimit(), e.Signals()})
 		return string(j)
 	}
 	return key(a) == key(b)

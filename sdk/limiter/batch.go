@@ -69,19 +69,19 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 			return Batch{}, err
 		}
 	}
-	size := func(int64, int64) int { return req.N }
+	size := func(int64, int64, Limit) int { return req.N }
 	if req.Partial {
-		size = func(tat, now int64) int {
+		size = func(tat, now int64, lim Limit) int {
 			// Ask for at least one, so a full bucket yields a denial with
 			// the exact wait for its next slot.
-			return max(gcra.Fit(tat, now, b.Limit, req.N, delay), 1)
+			return max(gcra.Fit(tat, now, lim, req.N, delay), 1)
 		}
 	}
 	g, err := l.book(ctx, b, size, req.MaxDelay)
 	if err != nil {
 		return Batch{}, err
 	}
-	slots := gcra.Slots(g.tat, g.now, b.Limit, g.Tokens)
+	slots := gcra.Slots(g.tat, g.now, g.lim, g.Tokens)
 	out := Batch{Key: b.Key, Requested: req.N, Slots: make([]time.Time, len(slots))}
 	for i, s := range slots {
 		out.Slots[i] = time.UnixMicro(s)

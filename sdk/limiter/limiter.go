@@ -62,6 +62,47 @@
 // emulator with 25% of answers dropped: alone, 0 of 200 lost answers
 // charged twice; 8 workers hammering one bucket, 31–47% of lost answers.
 //
+// Adaptive buckets (Bucket.Adaptive): the configured limit is a guess, so the
+// item also keeps the rate the fleet learned: the emission interval the last
+// change set (attribute iv, µs), when (ad), a cap from a limit the vendor
+// published (cl), the failed probes in a row (pf) and a version (av). The
+// effective interval at any instant
+// is a pure function of these and the time (gcra.Adaptive.Interval): it
+// holds for a quiet period after a change (doubled per failed probe, see
+// gcra.AdaptState.Probes), then the rate climbs linearly back to the
+// configured one. Throttle (a 429, or a 403 where the vendor
+// throttles with it) halves the rate, floor at a minimum, and Publish lowers
+// it to a limit the vendor announces.
+//
+// Why a grant is still one conditional UpdateItem: every grant write of an
+// adaptive bucket adds the interval this process computed from the state
+// it last saw and is also conditional on that state's version. A worker that
+// missed a change fails that condition once; ALL_OLD hands back the new
+// state with tat, and the next write grants at the new rate. The climb
+// needs no write at all, since every worker computes it from the same
+// stored state, and a change is one write (Throttle folds the penalty into
+// it). So every worker learns a new rate from its next write's answer,
+// with no read, and a grant costs one write in steady state, one more for
+// each worker once per change.
+//
+// Why the fleet invariant holds at every effective rate: all grants between
+// two changes use one state, and its interval T(t) never grows as t
+// advances. If k grants fall in a window [t1, t2], tat rose by the sum of
+// their intervals from at least t1, and the last one conformed, so
+// t1 + ΣTᵢ ≤ t2 + b·Tₖ; each Tᵢ ≥ Tₖ, so k ≤ b + (t2 − t1)/Tₖ: at most
+// burst + r̂·W, r̂ the highest rate in force in the window, never above the
+// configured rate. A lower rate grows the tolerance b·T, so the same tat
+// would leave more tokens: every change that lowers the rate also empties
+// the bucket at the new rate (tat := max(tat, until + b·T′), in the same
+// write), so the bound restarts from an empty bucket. A raised cap only
+// shortens T, which the argument above already allows. Clock skew adds
+// r̂·δ as for any bucket.
+//
+// A deleted item (TTL) forgets the learned rate; adaptive writes set the TTL
+// no earlier than the end of the climb, so only a bucket idle for longer
+// than that starts again at the configured rate. Multi-bucket calls refuse
+// adaptive buckets: a transaction's answer carries no values to learn from.
+//
 // Resets: Reset refills a bucket now. Workers that saw the old tat may deny
 // from it for at most the denial cache age, after which a denial is
 // confirmed by a write that sees the reset (as it sees an item an operator
@@ -105,6 +146,13 @@ type Bucket struct {
 	// Key identifies the bucket across the fleet, e.g. "booking_com#cred-42#availability".
 	Key   string
 	Limit Limit
+	// Adaptive, if set, makes the bucket learn the vendor's real limit:
+	// Limit is then the most it grants, and Throttle and Publish move its
+	// effective rate for the whole fleet (see Adaptive buckets in the
+	// package documentation). Every worker of a bucket must pass the same
+	// Adaptive, as the same Limit. Single-bucket calls only: TakeMulti and
+	// ReserveMulti refuse an adaptive bucket among several.
+	Adaptive *Adaptive
 }
 
 // Validate reports what is wrong with b as an *ArgumentError naming the field.
@@ -120,7 +168,13 @@ func (b Bucket) Validate() error {
 	if err := checkShardSeparator(b.Key); err != nil {
 		return err
 	}
-	return b.Limit.Validate()
+	if err := b.Limit.Validate(); err != nil {
+		return err
+	}
+	if b.Adaptive != nil {
+		return b.Adaptive.Validate(b.Limit)
+	}
+	return nil
 }
 
 // Reservation is a grant: Tokens tokens of bucket Key, to be spent no
@@ -134,6 +188,12 @@ type Reservation struct {
 	// Remaining is the number of whole tokens left in the bucket right after
 	// this grant, as this process saw it.
 	Remaining int
+	// Rate is the effective rate (tokens/s) the grant was made at: the
+	// limit's rate, or less for an adaptive bucket that learned a lower one.
+	Rate float64
+
+	adaptive bool  // granted by an adaptive bucket's write
+	version  int64 // the adaptive state's version that write conditioned on
 }
 
 // Delay is how long after now the reservation's slot falls (0 if it has
@@ -150,6 +210,10 @@ type State struct {
 	Tokens int
 	// FullAfter is how long until the bucket is full again.
 	FullAfter time.Duration
+	// Rate is the effective rate now (tokens/s), and Adapt the adaptive
+	// state it comes from (zero for a bucket that never adapted).
+	Rate  float64
+	Adapt AdaptState
 }
 
 // Limiter grants tokens from buckets in one DynamoDB table. It is safe for
@@ -162,6 +226,7 @@ type Limiter struct {
 	attemptTimeout time.Duration
 	cacheAge       time.Duration
 	seen           seenTAT
+	adapt          seenAdapt
 	breaker        *breaker.Breaker // nil: always call the store
 	optErr         error
 }
@@ -286,7 +351,7 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 	if err != nil {
 		return Reservation{}, err
 	}
-	g, err := l.book(ctx, b, func(int64, int64) int { return n }, bound)
+	g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, bound)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -331,7 +396,7 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
 		return Reservation{}, err
 	}
-	g, err := l.book(ctx, b, func(int64, int64) int { return n }, maxDelay)
+	g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay)
 	return g.Reservation, err
 }
 
@@ -340,6 +405,7 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 type grant struct {
 	Reservation
 	tat, now int64
+	lim      Limit // the effective limit of the write
 }
 
 // sent is what one write of a call asked for, to rebuild its grant when a
@@ -347,6 +413,8 @@ type grant struct {
 type sent struct {
 	n   int
 	now int64
+	lim Limit      // the effective limit it was decided with
+	st  AdaptState // and the adaptive state that limit came from
 }
 
 // book is the one place a grant is decided; Take, Reserve, Wait and
@@ -362,9 +430,8 @@ type sent struct {
 // tat and now flip between forms without end.) The clock is read again only
 // after a pause (a backoff after a store error), where keeping the old now
 // would let a write land long after the time it claims.
-func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) int, maxDelay time.Duration) (grant, error) {
+func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit) int, maxDelay time.Duration) (grant, error) {
 	delay := maxDelay.Microseconds()
-	T, tau := b.Limit.Interval(), b.Limit.Tolerance()
 	call := newCallTag()
 	now := micros(l.now())
 	tat, fresh := l.seen.get(b.Key, now, l.cacheAge.Microseconds())
@@ -374,8 +441,12 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 		contended error // the last conflicting transaction, if any
 	)
 	for {
-		n := size(tat, now)
-		d := gcra.Decide(tat, now, b.Limit, n, delay)
+		// An adaptive bucket's limit is recomputed each time round: a
+		// failed condition may have handed back a newer state.
+		lim, st := l.effective(b, now)
+		T, tau := lim.Interval(), lim.Tolerance()
+		n := size(tat, now, lim)
+		d := gcra.Decide(tat, now, lim, n, delay)
 		if !d.Allowed && (fresh || tat <= now || d.RetryAfter <= l.cacheAge.Microseconds()) {
 			// tat only grows (but for a reset, which a fresh entry has
 			// seen), so a denial against what this call or a recent one
@@ -404,11 +475,14 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 			f = busy
 		}
 		nT := int64(n) * T
-		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, ttlSeconds(now+tau+delay), call, len(writes))
-		writes = append(writes, sent{n: n, now: now})
+		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, adaptTTL(b, st, now+tau+delay), call, len(writes))
+		if b.Adaptive != nil {
+			withVersion(in, st.Version)
+		}
+		writes = append(writes, sent{n: n, now: now, lim: lim, st: st})
 		out, err := l.updateItem(ctx, in, noSDKRetry)
 		if err == nil {
-			return l.granted(b, n, now, out.Attributes)
+			return l.granted(b, lim, st, n, now, out.Attributes)
 		}
 		if item, failed := conditionFailed(err); failed {
 			if i, left, ours := call.landed(item); ours && i < len(writes) {
@@ -417,7 +491,8 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64) 
 				if cur, err := itemTAT(item); err == nil {
 					l.seen.set(b.Key, cur, micros(l.now()))
 				}
-				return l.grantedTAT(b, writes[i].n, writes[i].now, left), nil
+				w := writes[i]
+				return l.grantedTAT(b, w.lim, w.st, w.n, w.now, left), nil
 			}
 			if tat, err = l.learnItem(b.Key, item); err != nil {
 				return grant{}, err
@@ -457,22 +532,23 @@ func (l *Limiter) retryAfter(now, wait int64, wrote bool) time.Duration {
 	return time.Duration(wait) * time.Microsecond
 }
 
-func (l *Limiter) granted(b Bucket, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
+func (l *Limiter) granted(b Bucket, lim Limit, st AdaptState, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
 	tat, err := itemTAT(item)
 	if err != nil || tat == 0 {
 		return grant{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
 			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
 	}
 	l.seen.observe(b.Key, tat, micros(l.now()))
-	return l.grantedTAT(b, n, now, tat), nil
+	return l.grantedTAT(b, lim, st, n, now, tat), nil
 }
 
-// grantedTAT is the grant of n tokens by a write made at now that left
-// tat.
-func (l *Limiter) grantedTAT(b Bucket, n int, now, tat int64) grant {
-	slot := max(tat-b.Limit.Tolerance(), now)
-	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, b.Limit)}
-	return grant{Reservation: r, tat: tat, now: now}
+// grantedTAT is the grant of n tokens by a write made at now, with the
+// effective limit lim from adaptive state st, that left tat.
+func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat int64) grant {
+	slot := max(tat-lim.Tolerance(), now)
+	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, lim),
+		Rate: lim.Rate, adaptive: b.Adaptive != nil, version: st.Version}
+	return grant{Reservation: r, tat: tat, now: now, lim: lim}
 }
 
 // learnItem reads the tat of the item a failed condition returned (0 for
@@ -482,7 +558,12 @@ func (l *Limiter) learnItem(key string, item map[string]types.AttributeValue) (i
 	if err != nil {
 		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
 	}
+	st, err := itemAdapt(item)
+	if err != nil {
+		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
 	l.seen.set(key, tat, micros(l.now()))
+	l.adapt.set(key, st)
 	return tat, nil
 }
 
@@ -592,7 +673,15 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	if until.Sub(now) > MaxPenalty {
 		return &ArgumentError{Field: "until", Reason: fmt.Sprintf("%v after now, want at most %v (limiter.MaxPenalty)", until.Sub(now), MaxPenalty)}
 	}
-	penalty := gcra.Penalty(micros(until), b.Limit)
+	lim, st := l.effective(b, micros(now))
+	return l.penalize(ctx, b, until, lim, st)
+}
+
+// penalize empties b until `until` at the effective limit lim: the burst
+// lim allows refills after it.
+func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState) error {
+	now := l.now()
+	penalty := gcra.Penalty(micros(until), lim)
 	if tat, fresh := l.seen.get(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && tat >= penalty {
 		// tat only grows: the bucket is already empty past until. This is
 		// the common case for a drain on a vendor's low remaining count
@@ -601,7 +690,7 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	}
 	// Setting an absolute value is idempotent, so the SDK's own retries are
 	// safe here.
-	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, ttlSeconds(penalty)))
+	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, adaptTTL(b, st, penalty)))
 	if err == nil {
 		l.seen.observe(b.Key, penalty, micros(l.now()))
 		return nil
@@ -659,9 +748,18 @@ func (l *Limiter) State(ctx context.Context, b Bucket) (State, error) {
 	if err != nil {
 		return State{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 	}
+	st, err := itemAdapt(out.Item)
+	if err != nil {
+		return State{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+	}
 	now := micros(l.now())
 	l.seen.set(b.Key, tat, now)
-	s := State{Key: b.Key, Tokens: gcra.Remaining(tat, now, b.Limit)}
+	l.adapt.set(b.Key, st)
+	lim, _ := l.effective(b, now)
+	s := State{Key: b.Key, Tokens: gcra.Remaining(tat, now, lim), Rate: lim.Rate}
+	if b.Adaptive != nil {
+		s.Adapt = st
+	}
 	if tat > 0 {
 		s.TAT = time.UnixMicro(tat)
 		s.FullAfter = max(time.UnixMicro(tat).Sub(time.UnixMicro(now)), 0)

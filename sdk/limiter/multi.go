@@ -140,6 +140,12 @@ func CheckMulti(buckets []Bucket, n int, maxDelay time.Duration) error {
 				Reason: fmt.Sprintf("%q is also buckets[%d]: one transaction cannot write an item twice", b.Key, j)})
 		}
 		first[b.Key] = i
+		if b.Adaptive != nil && len(buckets) > 1 {
+			// A transaction hands back no new values, so its workers could
+			// not learn a changed rate from its answer.
+			return fmt.Errorf("buckets[%d]: %w", i, &ArgumentError{Field: "bucket.adaptive",
+				Reason: fmt.Sprintf("%q is adaptive: adaptive buckets are for single-bucket calls only", b.Key)})
+		}
 		if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
 			return fmt.Errorf("buckets[%d] (%q): %w", i, b.Key, err)
 		}

@@ -1,9 +1,12 @@
 // Package otapush sends one push to an OTA endpoint the way a well-behaved
 // fleet member must: a token from the shared bucket before every request,
-// retries included; a 429 empties the bucket for the whole fleet until the
-// vendor's Retry-After; a low X-RateLimit-Remaining drains it; transient
-// failures retry within a bounded budget and then hand the job back for
-// deferral; any other 4xx is permanent and never retried.
+// retries included; a throttle (429, or the statuses the endpoint's Signals
+// name, such as Hotelbeds' 403) empties the bucket for the whole fleet until
+// the vendor's Retry-After and, for an adaptive bucket, lowers its rate; a
+// low remaining count or percentage drains it, and a published limit lower
+// than the bucket's rate lowers that rate (Signals, DefaultSignals);
+// transient failures retry within a bounded budget and then hand the job
+// back for deferral; any other 4xx is permanent and never retried.
 //
 // Time bounds: every request runs under a context that ends when the push's
 // budget (Policy.MaxElapsed) does, so a vendor that never answers cannot
@@ -39,6 +42,13 @@ type Limiter interface {
 	Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error
 }
 
+// Adapter is the part of *limiter.Limiter that lets a vendor's signals
+// move an adaptive bucket's rate. A Limiter without it is only penalized.
+type Adapter interface {
+	Throttle(ctx context.Context, b limiter.Bucket, granted *limiter.Reservation, until time.Time) error
+	Publish(ctx context.Context, b limiter.Bucket, rate float64) error
+}
+
 // Policy bounds the retries of one push.
 type Policy struct {
 	// MaxAttempts is the most requests one push sends (≥ 1).
@@ -54,7 +64,8 @@ type Policy struct {
 	// and logged.
 	MaxRetryAfter time.Duration
 	// LowRemaining: when the vendor reports fewer requests left than this,
-	// the fleet bucket is drained. 0 turns it off.
+	// the fleet bucket is drained. 0 turns it off. It applies to requests
+	// read with DefaultSignals; an endpoint's own Signals carry their own.
 	LowRemaining int
 }
 
@@ -97,6 +108,7 @@ type Client struct {
 	now     func() time.Time
 	jitter  func(max time.Duration) time.Duration
 	sleep   func(ctx context.Context, d time.Duration) error
+	signals func(bucketKey string) (Signals, bool)
 }
 
 // Option configures a Client.
@@ -107,6 +119,14 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
 // WithClock replaces time.Now.
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// WithSignals gives the client each bucket's throttle signals (the
+// endpoint's "throttle" settings in the connections file): lookup returns
+// them for a bucket key, or false for DefaultSignals. A Request's own
+// Signals come first.
+func WithSignals(lookup func(bucketKey string) (Signals, bool)) Option {
+	return func(c *Client) { c.signals = lookup }
+}
 
 // WithJitter replaces the random draw in [0, max) used for backoff.
 func WithJitter(f func(max time.Duration) time.Duration) Option {
@@ -171,13 +191,17 @@ type Request struct {
 	// shard the slot came from): the vendor meters them as one, so a 429
 	// or a low remaining count empties them all.
 	Siblings []limiter.Bucket
+	// Signals, if set, say how this vendor throttles; otherwise the
+	// client's WithSignals lookup, or DefaultSignals.
+	Signals *Signals
 }
 
 // Response is what a push came to; Push returns it with its error too.
 type Response struct {
 	Status   int // the last status received (0 if none)
 	Attempts int // requests sent
-	// Throttled is how many of them the vendor answered 429.
+	// Throttled is how many of them the vendor answered with a throttle
+	// status (429, or one of the endpoint's Signals.Statuses).
 	Throttled int
 }
 
@@ -186,16 +210,23 @@ type Response struct {
 // and ctx's error if ctx ends first.
 func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 	start := c.now()
+	sig := c.signalsFor(req)
 	var resp Response
 	for attempt := 1; ; attempt++ {
+		// granted is the reservation this attempt is sent on, nil when the
+		// caller reserved it (or for several buckets): a throttle answer
+		// tells the limiter which rate it was granted at.
+		var granted *limiter.Reservation
 		if attempt > 1 || !req.Reserved {
-			if err := c.acquire(ctx, req, start); err != nil {
+			r, err := c.acquire(ctx, req, start)
+			if err != nil {
 				return resp, err
 			}
+			granted = r
 		}
-		status, retryIn, err := c.send(ctx, req, attempt, start)
+		status, retryIn, err := c.send(ctx, req, sig, granted, attempt, start)
 		resp.Status, resp.Attempts = status, attempt
-		if status == http.StatusTooManyRequests {
+		if sig.Throttles(status) {
 			resp.Throttled++
 		}
 		if err == nil {
@@ -224,50 +255,68 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 // for as long as the budget and ctx last. It is never turned into a
 // deferral for the whole budget, which would starve this worker while the
 // winners of the race take every token.
-func (c *Client) acquire(ctx context.Context, req Request, start time.Time) error {
+func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*limiter.Reservation, error) {
 	for {
 		left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
-		err := c.wait(ctx, req, left)
+		r, err := c.wait(ctx, req, left)
 		if err == nil {
-			return nil
+			return r, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if errors.Is(err, limiter.ErrContended) {
 			pause := c.contendedPause(req.Bucket)
 			if c.now().Sub(start)+pause >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(pause)) {
 				// The budget ran out in the race: come back soon, not after
 				// a whole budget; nobody proved the bucket empty.
-				return &DeferError{After: pause, Cause: err}
+				return nil, &DeferError{After: pause, Cause: err}
 			}
 			if err := c.sleep(ctx, pause); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
 		if wait, denied := limiter.RetryAfter(err); denied {
 			// A real exhaustion: the slot lies beyond the budget. Wait's
 			// RetryAfter counts from the end of its max wait.
-			return &DeferError{After: wait + left, Cause: err}
+			return nil, &DeferError{After: wait + left, Cause: err}
 		}
 		// The store is down or unsure: fail closed, the job waits in the queue.
-		return &DeferError{Cause: err}
+		return nil, &DeferError{Cause: err}
 	}
 }
 
 // wait asks the limiter for one token of every bucket of req, at most left
-// ahead.
-func (c *Client) wait(ctx context.Context, req Request, left time.Duration) error {
+// ahead, and returns the reservation of a single bucket.
+func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (*limiter.Reservation, error) {
 	if len(req.Also) == 0 {
-		_, err := c.limiter.Wait(ctx, req.Bucket, 1, left)
-		return err
+		r, err := c.limiter.Wait(ctx, req.Bucket, 1, left)
+		if err != nil {
+			return nil, err
+		}
+		return &r, nil
 	}
 	if multi, ok := c.limiter.(MultiWaiter); ok {
 		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), 1, left)
-		return err
+		return nil, err
 	}
-	return fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+	return nil, fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+}
+
+// signalsFor is how the vendor of req throttles.
+func (c *Client) signalsFor(req Request) Signals {
+	if req.Signals != nil {
+		return *req.Signals
+	}
+	if c.signals != nil {
+		if s, ok := c.signals(req.Bucket.Key); ok {
+			return s
+		}
+	}
+	s := DefaultSignals
+	s.LowRemaining = c.policy.LowRemaining
+	return s
 }
 
 // contendedPause is the jitter before asking again after contention: a draw
@@ -284,7 +333,7 @@ func (c *Client) contendedPause(b limiter.Bucket) time.Duration {
 
 // send makes one request, bounded by what is left of the push's budget. On
 // failure it returns how long to wait before the next attempt.
-func (c *Client) send(ctx context.Context, req Request, attempt int, start time.Time) (int, time.Duration, error) {
+func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *limiter.Reservation, attempt int, start time.Time) (int, time.Duration, error) {
 	left := c.policy.MaxElapsed - c.now().Sub(start)
 	if left <= 0 {
 		return 0, 0, fmt.Errorf("no time left of the push's %v budget for attempt %d", c.policy.MaxElapsed, attempt)
@@ -310,16 +359,17 @@ func (c *Client) send(ctx context.Context, req Request, attempt int, start time.
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	c.drainIfLow(ctx, req, resp.Header)
+	throttled := sig.Throttles(resp.StatusCode)
+	c.readSignals(ctx, req, sig, resp.Header, throttled)
 	switch s := resp.StatusCode; {
 	case s >= 200 && s < 300:
 		return s, 0, nil
-	case s == http.StatusTooManyRequests:
+	case throttled:
 		wait := c.retryAfter(req, resp.Header.Get("Retry-After"))
 		until := c.now().Add(wait)
-		c.penalize(ctx, req, until, "penalize failed; other workers will learn from their own 429s")
+		c.throttle(ctx, req, granted, until)
 		// The backoff's jitter may add to Retry-After, never undercut it.
-		return s, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered 429, retry after %v", wait)
+		return s, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered %d (throttled), retry after %v", s, wait)
 	case s >= 500:
 		return s, c.backoff(attempt), fmt.Errorf("vendor answered %d", s)
 	default:
@@ -341,15 +391,42 @@ func (c *Client) retryAfter(req Request, header string) time.Duration {
 	return wait
 }
 
-// drainIfLow empties the fleet bucket when the vendor says the credential
-// is nearly spent: someone else (another system, a hidden sub-limit) is
-// using it, and the next request would earn a 429.
-func (c *Client) drainIfLow(ctx context.Context, req Request, h http.Header) {
-	left, ok := remaining(h)
-	if !ok || left >= c.policy.LowRemaining {
+// readSignals acts on what the answer's headers say. A low count or
+// percentage left empties the fleet bucket: someone else (another system,
+// a hidden sub-limit) is using the credential, and the next request would
+// be throttled (a throttled answer empties it anyway). A published limit
+// reaches an adaptive bucket, which lowers its rate to it or climbs to a
+// raised one.
+func (c *Client) readSignals(ctx context.Context, req Request, sig Signals, h http.Header, throttled bool) {
+	r := sig.Read(h)
+	if sig.Low(r) && !throttled {
+		c.penalize(ctx, req, c.now(), "drain on low remaining failed")
+	}
+	if a, ok := c.limiter.(Adapter); ok && r.Rate > 0 {
+		if err := a.Publish(ctx, req.Bucket, r.Rate); err != nil {
+			c.log.Warn("published limit not recorded", "job_id", req.JobID, "bucket", req.Bucket.Key, "rate", r.Rate, "err", err)
+		}
+	}
+}
+
+// throttle empties the request's bucket until `until` for the whole fleet
+// and, where the limiter adapts, lowers its rate; sibling shards are
+// emptied too.
+func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Reservation, until time.Time) {
+	const failure = "throttle not recorded; other workers will learn from their own throttled answers"
+	a, ok := c.limiter.(Adapter)
+	if !ok {
+		c.penalize(ctx, req, until, failure)
 		return
 	}
-	c.penalize(ctx, req, c.now(), "drain on low remaining failed")
+	if err := a.Throttle(ctx, req.Bucket, granted, until); err != nil {
+		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
+	}
+	for _, b := range req.Siblings {
+		if err := c.limiter.Penalize(ctx, b, until); err != nil {
+			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
+		}
+	}
 }
 
 // penalize empties the request's bucket, and its sibling shards, until.

@@ -1,6 +1,7 @@
 package mockota
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -47,6 +48,13 @@ func (s *Server) take(k bucketKey, now int64) verdict {
 		// Each RetryAfter is exact for its own bucket, and buckets only
 		// refill with time, so both conform at the later of the two.
 		wait = max(wait, hd.RetryAfter)
+	}
+	if allowed {
+		// Last, because Admit records what it accepts: only an arrival
+		// every other limit accepts may enter the hidden log.
+		if hw, ok := s.hiddenWindowAdmit(k, now); !ok {
+			allowed, wait = false, max(wait, hw)
+		}
 	}
 	if !allowed {
 		return verdict{wait: wait, burst: pl.Burst, remaining: gcra.Remaining(st.published, now, pl)}
@@ -99,4 +107,44 @@ func retryAfter(now time.Time, us int64, httpDate bool) string {
 	}
 	secs := (us + int64(time.Second/time.Microsecond) - 1) / int64(time.Second/time.Microsecond)
 	return strconv.FormatInt(max(secs, 1), 10)
+}
+
+// hiddenWindowAdmit decides an arrival at now (µs) against the hidden
+// window limit, if one is set, with the mock's own sliding-window log, and
+// records it when accepted. It returns the wait (µs) when refused. The
+// caller holds s.mu.
+func (s *Server) hiddenWindowAdmit(k bucketKey, now int64) (int64, bool) {
+	if s.hiddenWindow == nil {
+		return 0, true
+	}
+	g := s.hiddenLogs[k]
+	if g == nil {
+		g = &window.Log{}
+		s.hiddenLogs[k] = g
+	}
+	d := g.Admit(time.UnixMicro(now), *s.hiddenWindow)
+	return (d.Wait + time.Microsecond - 1).Microseconds(), d.Allowed
+}
+
+// SetHiddenWindow sets, or with nil removes, a limit the vendor enforces on
+// every (credential, endpoint) bucket without publishing it, on top of the
+// published limit (and of Config.HiddenLimit): a vendor that lowers or
+// raises an account's limit without notice, at runtime. It is decided with
+// the mock's own sliding-window log (package window, no code shared with
+// sdk/gcra), which starts empty at each change. It needs EnforceGCRA.
+func (s *Server) SetHiddenWindow(l *window.Limit) error {
+	if s.cfg.Enforce != EnforceGCRA {
+		return fmt.Errorf("mockota: SetHiddenWindow needs Enforce EnforceGCRA, not %v", s.cfg.Enforce)
+	}
+	if l != nil {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("mockota: hidden window: %w", err)
+		}
+		l = &window.Limit{Rate: l.Rate, Burst: l.Burst}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hiddenWindow = l
+	s.hiddenLogs = make(map[bucketKey]*window.Log)
+	return nil
 }

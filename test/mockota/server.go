@@ -33,6 +33,10 @@ type Server struct {
 	windows  map[bucketKey]*window.Log
 	failures map[string][]int
 	log      []Request
+	// hiddenWindow is the limit SetHiddenWindow set (nil: none), and
+	// hiddenLogs its arrivals per bucket.
+	hiddenWindow *window.Limit
+	hiddenLogs   map[bucketKey]*window.Log
 }
 
 // Start listens on 127.0.0.1 (never all interfaces: a mock that grants

@@ -1,0 +1,263 @@
+package gcra
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+const sec = int64(1_000_000)
+
+var (
+	cfg20 = Limit{Rate: 20, Burst: 20} // interval 50_000 µs
+	ad    = Adaptive{MinRate: 2, Quiet: 10 * time.Second, Increase: 1}
+)
+
+func TestAdaptiveInterval(t *testing.T) {
+	halved := AdaptState{Base: 100_000, Since: 100 * sec, Version: 1}
+	capped := AdaptState{Base: 100_000, Since: 100 * sec, Ceiling: 80_000, Version: 2}
+	tests := []struct {
+		name string
+		s    AdaptState
+		now  int64
+		want int64
+	}{
+		{"never adapted: the configured interval", AdaptState{}, 5 * sec, 50_000},
+		{"a ceiling alone caps the configured rate", AdaptState{Ceiling: 80_000}, 5 * sec, 80_000},
+		{"right after a change: the base", halved, 100 * sec, 100_000},
+		{"through the quiet period: the base", halved, 110 * sec, 100_000},
+		{"a clock behind the change: the base", halved, 90 * sec, 100_000},
+		{"1 s into the climb: 11/s", halved, 111 * sec, 90_910},
+		{"5 s into the climb: 15/s", halved, 115 * sec, 66_667},
+		{"10 s into the climb: back at the configured 20/s", halved, 120 * sec, 50_000},
+		{"long after: never above the configured rate", halved, 1000 * sec, 50_000},
+		{"the climb stops at the published ceiling (12.5/s)", capped, 1000 * sec, 80_000},
+		{"two failed probes: the base holds for 4 × 10 s", AdaptState{Base: 100_000, Since: 100 * sec, Probes: 2, Version: 5}, 140 * sec, 100_000},
+		{"two failed probes: 1 s into the climb after 40 s", AdaptState{Base: 100_000, Since: 100 * sec, Probes: 2, Version: 5}, 141 * sec, 90_910},
+		{"a base faster than the configured rate is clamped", AdaptState{Base: 10_000, Since: 0, Version: 1}, 1, 50_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ad.Interval(tt.s, cfg20, tt.now); got != tt.want {
+				t.Errorf("Interval = %d µs, want %d", got, tt.want)
+			}
+			if got := ad.Effective(tt.s, cfg20, tt.now); got.Interval() != tt.want || got.Burst != cfg20.Burst {
+				t.Errorf("Effective = %+v (interval %d), want interval %d burst %d", got, got.Interval(), tt.want, cfg20.Burst)
+			}
+		})
+	}
+}
+
+// The bound proved in package limiter needs the interval never to grow
+// between changes.
+func TestAdaptiveIntervalNeverGrowsBetweenChanges(t *testing.T) {
+	s := AdaptState{Base: 400_000, Since: 7 * sec, Ceiling: 60_000, Version: 3}
+	prev := ad.Interval(s, cfg20, 0)
+	for now := int64(0); now < 200*sec; now += 1_234 {
+		iv := ad.Interval(s, cfg20, now)
+		if iv > prev {
+			t.Fatalf("interval grew from %d to %d µs at %d µs", prev, iv, now)
+		}
+		prev = iv
+	}
+	if prev != 60_000 {
+		t.Errorf("settled at %d µs, want the ceiling 60000", prev)
+	}
+}
+
+func TestAdaptiveThrottled(t *testing.T) {
+	tests := []struct {
+		name string
+		s    AdaptState
+		now  int64
+		want AdaptState
+	}{
+		{"the first throttle halves the configured rate",
+			AdaptState{}, 50 * sec,
+			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}},
+		{"a throttle within the quiet period halves again",
+			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 55 * sec,
+			AdaptState{Base: 200_000, Since: 55 * sec, Version: 2}},
+		{"halving stops at the floor",
+			AdaptState{Base: 400_000, Since: 50 * sec, Version: 4}, 51 * sec,
+			AdaptState{Base: 500_000, Since: 51 * sec, Version: 5}},
+		{"a throttle at the floor restarts the quiet period",
+			AdaptState{Base: 500_000, Since: 50 * sec, Version: 5}, 55 * sec,
+			AdaptState{Base: 500_000, Since: 55 * sec, Version: 6}},
+		{"a probe above a base that held returns to the base, and the next quiet period doubles",
+			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 63 * sec,
+			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}},
+		{"after a failed probe the base holds for 20 s: a throttle at 80 s is within it and halves",
+			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}, 80 * sec,
+			AdaptState{Base: 200_000, Since: 80 * sec, Version: 3}},
+		{"the second failed probe doubles it again",
+			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}, 85 * sec,
+			AdaptState{Base: 100_000, Since: 85 * sec, Probes: 2, Version: 3}},
+		{"the doublings stop at MaxProbeBackoff",
+			AdaptState{Base: 100_000, Since: 0, Probes: 3, Version: 9}, 85 * sec,
+			AdaptState{Base: 100_000, Since: 85 * sec, Probes: 3, Version: 10}},
+		{"a throttle at the base after the quiet period, before the climb moved, halves",
+			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 60 * sec,
+			AdaptState{Base: 200_000, Since: 60 * sec, Version: 2}},
+		{"the ceiling stays",
+			AdaptState{Base: 80_000, Since: 50 * sec, Ceiling: 80_000, Version: 7}, 51 * sec,
+			AdaptState{Base: 160_000, Since: 51 * sec, Ceiling: 80_000, Version: 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ad.Throttled(tt.s, cfg20, tt.now); got != tt.want {
+				t.Errorf("Throttled = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAdaptivePublished(t *testing.T) {
+	halved := AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}
+	capped := AdaptState{Base: 100_000, Since: 50 * sec, Ceiling: 100_000, Version: 2}
+	tests := []struct {
+		name           string
+		s              AdaptState
+		rate           float64
+		now            int64
+		want           AdaptState
+		changed, lower bool
+	}{
+		{"the configured rate published: nothing", AdaptState{}, 20, sec, AdaptState{}, false, false},
+		{"a higher rate published: nothing (the configured rate is the ceiling)", AdaptState{}, 50, sec, AdaptState{}, false, false},
+		{"within 1%: nothing", AdaptState{}, 19.9, sec, AdaptState{}, false, false},
+		{"100 per minute under 20/s lowers and caps",
+			AdaptState{}, 100.0 / 60, sec,
+			AdaptState{Base: 600_000, Since: sec, Ceiling: 600_000, Version: 1}, true, true},
+		{"a lower limit than the halved rate lowers it",
+			halved, 5, 51 * sec,
+			AdaptState{Base: 200_000, Since: 51 * sec, Ceiling: 200_000, Version: 2}, true, true},
+		{"the halved rate's own limit published, no cap yet: nothing",
+			halved, 10, 51 * sec, halved, false, false},
+		{"a raised limit lifts the cap; the climb resumes at once from the effective rate",
+			capped, 15, 52 * sec,
+			AdaptState{Base: 100_000, Since: 42 * sec, Ceiling: 66_667, Version: 3}, true, false},
+		{"a raise to the configured rate removes the cap",
+			capped, 25, 52 * sec,
+			AdaptState{Base: 100_000, Since: 42 * sec, Version: 3}, true, false},
+		{"zero: ignored", capped, 0, 52 * sec, capped, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed, lower := ad.Published(tt.s, cfg20, tt.rate, tt.now)
+			if got != tt.want || changed != tt.changed || lower != tt.lower {
+				t.Errorf("Published = %+v, %v, %v; want %+v, %v, %v", got, changed, lower, tt.want, tt.changed, tt.lower)
+			}
+		})
+	}
+}
+
+func TestAdaptiveSettled(t *testing.T) {
+	tests := []struct {
+		name string
+		s    AdaptState
+		want int64
+	}{
+		{"never adapted", AdaptState{}, 0},
+		{"halved: quiet 10 s plus 10 s of climb", AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 70 * sec},
+		{"at the ceiling: quiet only", AdaptState{Base: 80_000, Since: 50 * sec, Ceiling: 80_000, Version: 1}, 60 * sec},
+		{"after a failed probe: twice the quiet", AdaptState{Base: 100_000, Since: 50 * sec, Probes: 1, Version: 2}, 80 * sec},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ad.Settled(tt.s, cfg20); got != tt.want {
+				t.Errorf("Settled = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAdaptiveValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		a     Adaptive
+		field string
+	}{
+		{"ok", ad, ""},
+		{"no floor", Adaptive{Quiet: time.Second, Increase: 1}, "adaptive.min_rate"},
+		{"floor above the rate", Adaptive{MinRate: 21, Quiet: time.Second, Increase: 1}, "adaptive.min_rate"},
+		{"no quiet period", Adaptive{MinRate: 1, Increase: 1}, "adaptive.quiet"},
+		{"no increase", Adaptive{MinRate: 1, Quiet: time.Second}, "adaptive.increase"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.a.Validate(cfg20)
+			var ae *ArgumentError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Fatalf("Validate = %v, want nil", err)
+			case tt.field != "" && (!errors.As(err, &ae) || ae.Field != tt.field):
+				t.Fatalf("Validate = %v, want an *ArgumentError on %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestIntervalLimitRoundTrips(t *testing.T) {
+	for iv := int64(1); iv < 2_000_000; iv = iv*3/2 + 1 {
+		for _, d := range []int64{0, 1, 7} {
+			if got := IntervalLimit(iv+d, 3).Interval(); got != iv+d {
+				t.Fatalf("IntervalLimit(%d).Interval() = %d", iv+d, got)
+			}
+		}
+	}
+}
+
+// TestAdaptiveBucketKeepsTheWindowBound drives a bucket through a throttle,
+// the quiet period and the climb, taking every token the effective limit
+// allows at each instant, and counts the grants of every window with its own
+// loop: at most burst + r̂·W, r̂ the highest effective rate in the window.
+func TestAdaptiveBucketKeepsTheWindowBound(t *testing.T) {
+	const step = 7_000 // µs between attempts
+	var (
+		tat   int64
+		s     AdaptState
+		times []int64
+		rates []float64 // the effective rate in force at each grant
+	)
+	for now := int64(0); now < 40*sec; now += step {
+		if now >= 3*sec && s.Version == 0 {
+			s = ad.Throttled(s, cfg20, now)
+			// The store empties the bucket at the new rate with the change.
+			tat = max(tat, now+ad.Effective(s, cfg20, now).Tolerance())
+		}
+		l := ad.Effective(s, cfg20, now)
+		for {
+			d := Decide(tat, now, l, 1, 0)
+			if !d.Allowed {
+				break
+			}
+			tat = d.TAT
+			times, rates = append(times, now), append(rates, l.Rate)
+		}
+	}
+	if len(times) < 400 {
+		t.Fatalf("only %d grants in 40 s: the bucket barely granted", len(times))
+	}
+	for i := range times {
+		top := 0.0
+		for j := i; j < len(times); j++ {
+			top = max(top, rates[j])
+			w := float64(times[j]-times[i]) / 1e6
+			if n := float64(j - i + 1); n > float64(cfg20.Burst)+top*w+1e-9 {
+				t.Fatalf("%v grants in [%d, %d] µs, bound %v", n, times[i], times[j], float64(cfg20.Burst)+top*w)
+			}
+		}
+	}
+	// Lower bound: the climb got back to the configured rate in the last
+	// 10 s (throttle at 3 s, quiet to 13 s, climb 10 s to 23 s).
+	last := 0
+	for _, at := range times {
+		if at >= 30*sec {
+			last++
+		}
+	}
+	if last < 195 || last > 201 {
+		t.Errorf("%d grants in the last 10 s, want about 200 (20/s)", last)
+	}
+}

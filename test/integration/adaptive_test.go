@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+)
+
+// An adaptive bucket's rate is learned by every worker from the answer of
+// its next write: worker B, which never read the item, grants at the rate
+// worker A lowered, at the cost of one failed condition, and the climb
+// after the quiet period reaches both with no write at all.
+func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	clock := newManualClock()
+	ctx := context.Background()
+	b := limiter.Bucket{Key: "expedia#cred-1#rates", Limit: limiter.PerSecond(20, 4),
+		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
+	a, w := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
+	t0 := clock.Now()
+	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
+	take := func(wk worker) (limiter.Reservation, bool) {
+		t.Helper()
+		r, err := wk.Take(ctx, b, 1)
+		if errors.Is(err, limiter.ErrExhausted) {
+			return r, false
+		}
+		if err != nil {
+			t.Fatalf("Take: %v", err)
+		}
+		return r, true
+	}
+
+	// Both workers know the bucket at the configured rate.
+	rb, ok := take(w)
+	if !ok || rb.Rate != 20 {
+		t.Fatalf("B's first take: %+v, %v; want a grant at 20/s", rb, ok)
+	}
+	ra, ok := take(a)
+	if !ok || ra.Rate != 20 {
+		t.Fatalf("A's first take: %+v, %v; want a grant at 20/s", ra, ok)
+	}
+
+	// The vendor throttles A's request: the rate halves and the bucket is
+	// empty at the new rate (tat = t0 + 4 × 100 ms), in one write.
+	before := a.calls.Updates()
+	if err := a.Throttle(ctx, b, &ra, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.calls.Updates() - before; n != 1 {
+		t.Fatalf("Throttle sent %d writes, want 1", n)
+	}
+
+	// B, 100 ms later, still thinks 20/s with the bucket nearly full. Its
+	// write fails its version condition, the answer carries the new state,
+	// and its second write grants the one token 10/s burst 4 leaves.
+	at(100 * time.Millisecond)
+	before = w.calls.Updates()
+	rb2, ok := take(w)
+	if !ok || math.Abs(rb2.Rate-10) > 1e-9 {
+		t.Fatalf("B at +100ms: %+v, %v; want a grant at 10/s", rb2, ok)
+	}
+	if n := w.calls.Updates() - before; n != 2 {
+		t.Fatalf("B's take sent %d writes, want 2 (one failed condition that taught it the rate, one grant)", n)
+	}
+	if _, ok := take(w); ok {
+		t.Fatal("B got a second token at +100ms; 10/s burst 4 after the throttle leaves one")
+	}
+	if _, ok := take(a); ok {
+		t.Fatal("A got a token at +100ms; B took the only one")
+	}
+
+	// From here the fleet grants 10/s: counted with the test's own loop.
+	grants := []time.Time{t0.Add(100 * time.Millisecond)}
+	for d := 110 * time.Millisecond; d <= 2100*time.Millisecond; d += 10 * time.Millisecond {
+		at(d)
+		for _, wk := range []worker{a, w} {
+			for {
+				r, ok := take(wk)
+				if !ok {
+					break
+				}
+				if math.Abs(r.Rate-10) > 1e-9 {
+					t.Fatalf("grant at %v at rate %v, want 10/s", d, r.Rate)
+				}
+				grants = append(grants, clock.Now())
+			}
+		}
+	}
+	assertFleetInvariant(t, grants, limiter.PerSecond(10, 4), 0)
+	// 2 s at 10/s, and the 3 tokens left of the burst refilled by +400ms.
+	if len(grants) < 20 || len(grants) > 24 {
+		t.Fatalf("%d grants from +100ms to +2.1s, want about 1 + 3 + 2 s × 10/s", len(grants))
+	}
+
+	// A throttle on B's request from before the change is the same overload
+	// the change answered: the rate is left alone.
+	if err := w.Throttle(ctx, b, &rb, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := w.State(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Adapt.Version != 1 || math.Abs(st.Rate-10) > 1e-9 {
+		t.Fatalf("after a stale throttle: %+v, want version 1 at 10/s", st)
+	}
+
+	// After the quiet period (10 s) the rate climbs 1/s per second: 5 s into
+	// the climb both workers grant at 15/s, with one write per grant.
+	for i, wk := range []worker{a, w} {
+		// 100 ms apart, so that each finds the bucket idle as its cache
+		// says: the form switch a busy bucket costs is not what is counted.
+		at(15*time.Second + time.Duration(i)*100*time.Millisecond)
+		before := wk.calls.Updates()
+		r, ok := take(wk)
+		if want := 15 + 0.1*float64(i); !ok || math.Abs(r.Rate-want) > 0.01 {
+			t.Fatalf("grant %v into the climb: %+v, %v; want one at %v/s", clock.Now().Sub(t0)-10*time.Second, r, ok, want)
+		}
+		if n := wk.calls.Updates() - before; n != 1 {
+			t.Fatalf("a grant during the climb sent %d writes, want 1", n)
+		}
+	}
+
+	// The vendor publishes 5/s: A lowers the rate for the fleet, and B
+	// learns it from its next write.
+	if err := a.Publish(ctx, b, 5); err != nil {
+		t.Fatal(err)
+	}
+	at(17 * time.Second)
+	r, ok := take(w)
+	if !ok || math.Abs(r.Rate-5) > 1e-9 {
+		t.Fatalf("B after a published 5/s: %+v, %v; want a grant at 5/s", r, ok)
+	}
+	// Publishing the same limit again changes nothing and costs no call.
+	before = a.calls.Updates()
+	if err := a.Publish(ctx, b, 5); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.calls.Updates() - before; n != 0 {
+		t.Fatalf("publishing an unchanged limit sent %d writes", n)
+	}
+}
