@@ -188,13 +188,13 @@ func TestWatch(t *testing.T) {
 			if len(lines) != 3 {
 				t.Fatalf("%d lines, want 3 (--count 3):\n%s", len(lines), r.stdout)
 			}
-			last := 21
+			// Whether tokens fall or rise while busy is the machine's
+			// business too (a loaded one takes slower than the refill).
 			for _, l := range lines {
 				w := decode[watchOut](t, l)
-				if w.Rate < tt.rate[0] || w.Rate > tt.rate[1] || w.Burst != 20 || (tt.fullBucket && w.Tokens != 20) || w.Tokens > last {
-					t.Errorf("line %s: want grants/s in %v, burst 20, tokens not rising", l, tt.rate)
+				if w.Rate < tt.rate[0] || w.Rate > tt.rate[1] || w.Burst != 20 || (tt.fullBucket && w.Tokens != 20) || w.Tokens < 0 || w.Tokens > 20 {
+					t.Errorf("line %s: want grants/s in %v, burst 20, tokens within 0…20 (20 when quiet)", l, tt.rate)
 				}
-				last = w.Tokens
 			}
 		})
 	}
