@@ -14,16 +14,21 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
 )
 
-func TestFitItems(t *testing.T) {
+// overlappingChanges are four pending changes, 18 distinct items in all.
+func overlappingChanges() []lane.Element {
 	el := func(room, from, to string, seq int64) lane.Element {
 		return lane.Element{RoomType: room, RatePlan: "BAR", From: from, To: to, Sequence: seq}
 	}
-	pending := []lane.Element{
+	return []lane.Element{
 		el("DBL", "2027-01-01", "2027-01-10", 1), // 10 items
 		el("DBL", "2027-01-05", "2027-01-12", 2), // 2 new (11, 12)
 		el("TWN", "2027-01-01", "2027-01-05", 3), // 5 new
 		el("DBL", "2027-01-20", "2027-01-20", 4), // 1 new
 	}
+}
+
+func TestFitItems(t *testing.T) {
+	pending := overlappingChanges()
 	tests := []struct {
 		maxItems, want int
 	}{
@@ -179,15 +184,7 @@ func TestShrinkKeepsWholeChanges(t *testing.T) {
 }
 
 func TestFitWholeAndCountItems(t *testing.T) {
-	el := func(room, from, to string, seq int64) lane.Element {
-		return lane.Element{RoomType: room, RatePlan: "BAR", From: from, To: to, Sequence: seq}
-	}
-	pending := []lane.Element{
-		el("DBL", "2027-01-01", "2027-01-10", 1), // 10 items
-		el("DBL", "2027-01-05", "2027-01-12", 2), // 2 new (11, 12)
-		el("TWN", "2027-01-01", "2027-01-05", 3), // 5 new
-		el("DBL", "2027-01-20", "2027-01-20", 4), // 1 new
-	}
+	pending := overlappingChanges()
 	if n := countItems(pending); n != 18 {
 		t.Errorf("countItems = %d, want 18", n)
 	}
