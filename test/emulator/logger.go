@@ -40,9 +40,24 @@ func (l quietCancelled) WithContext(ctx context.Context) logging.Logger {
 }
 
 func (l quietCancelled) Logf(c logging.Classification, format string, v ...any) {
-	if c == logging.Warn && l.ctx.Err() != nil &&
+	if c == logging.Warn && (l.ctx.Err() != nil || closedUnderUs(v)) &&
 		(strings.HasPrefix(format, "failed to discard remaining HTTP response body") || strings.HasPrefix(format, "failed to close HTTP response body")) {
 		return
 	}
 	l.next.Logf(c, format, v...)
+}
+
+// closedUnderUs reports a read of a connection this process closed, or
+// the checksum of the body it cut short. The SDK sometimes logs these
+// without the operation's context (so ctx above is still the background
+// one); against the local emulators only a cancelled call closes a
+// connection under its body, so the error says it.
+func closedUnderUs(v []any) bool {
+	for _, a := range v {
+		if err, ok := a.(error); ok && (strings.Contains(err.Error(), "use of closed network connection") ||
+			strings.Contains(err.Error(), "response did not match expected checksum")) {
+			return true
+		}
+	}
+	return false
 }
