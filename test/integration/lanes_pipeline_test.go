@@ -138,8 +138,20 @@ func (r *laneRig) run(n int, timeout time.Duration, visibility time.Duration) {
 			Handler: r.handler(pool, q.deferred)}
 		wg.Go(func() { pl.Run(ctx) })
 	}
-	for ctx.Err() == nil && (r.feeding.Load() || r.depth(r.changesURL)+r.depth(r.deferredURL) > 0) {
-		sleep(ctx, 200*time.Millisecond)
+	// Done once both queues stay empty for a while: moto's queue counts
+	// can read zero for a moment while a deferral is on its way (a run
+	// that stopped there left an expired job undelivered).
+	for emptySince := (time.Time{}); ctx.Err() == nil; sleep(ctx, 200*time.Millisecond) {
+		if r.feeding.Load() || r.depth(r.changesURL)+r.depth(r.deferredURL) > 0 {
+			emptySince = time.Time{}
+			continue
+		}
+		if emptySince.IsZero() {
+			emptySince = time.Now()
+		}
+		if time.Since(emptySince) >= 3*time.Second {
+			break
+		}
 	}
 	if ctx.Err() != nil {
 		r.t.Errorf("the pipeline did not drain within %v", timeout)
