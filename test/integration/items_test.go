@@ -101,22 +101,6 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 		total += n
 	}
 	r.enqueueBodies(src.bodies)
-	// Run until the OTA holds every item (the queues can look empty for a
-	// moment between a batch's delete and its deferrals' arrival), or the
-	// run's timeout.
-	r.feeding.Store(true)
-	go func() {
-		defer r.feeding.Store(false)
-		for start := time.Now(); time.Since(start) < 90*time.Second; time.Sleep(200 * time.Millisecond) {
-			n := 0
-			for _, req := range r.ota.Accepted() {
-				n += itemsIn(t, req.Body)
-			}
-			if n >= total {
-				return
-			}
-		}
-	}()
 	r.run(2, 2*time.Minute, 30*time.Second)
 
 	slots := sent.slots

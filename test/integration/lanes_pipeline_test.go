@@ -246,6 +246,13 @@ func (p *pms) assertNewest(t *testing.T, ota *otacopy.Copy, hotelRef string) {
 }
 
 func oneHotelConfig(lim limiter.Limit, extra string) func(string) string {
+	return bookingConfig(lim, extra, `"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]`)
+}
+
+// bookingConfig is one channel (availability and rates under lim, each
+// endpoint with extra settings) on one credential, with the properties
+// given as JSON members.
+func bookingConfig(lim limiter.Limit, extra, properties string) func(string) string {
 	return func(url string) string {
 		return fmt.Sprintf(`{
   "channels": {"booking_com": {
@@ -256,8 +263,8 @@ func oneHotelConfig(lim limiter.Limit, extra string) func(string) string {
     },
     "credentials": {"cred-1": {"token_env": "T"}}
   }},
-  "properties": {"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]}
-}`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra)
+  "properties": {%s}
+}`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra, properties)
 	}
 }
 

@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,24 +140,9 @@ func TestLocalShareKeepsPushingThroughALimiterOutage(t *testing.T) {
 
 // hotelsConfig is oneHotelConfig with n hotels on the same credential.
 func hotelsConfig(lim limiter.Limit, n int, extra string) func(string) string {
-	return func(url string) string {
-		props := ""
-		for h := range n {
-			if h > 0 {
-				props += ","
-			}
-			props += fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-%d"}]`, h, 1000+h)
-		}
-		return fmt.Sprintf(`{
-  "channels": {"booking_com": {
-    "base_url": %q, "allow_http": true,
-    "endpoints": {
-      "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}%s},
-      "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}%s}
-    },
-    "credentials": {"cred-1": {"token_env": "T"}}
-  }},
-  "properties": {%s}
-}`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra, props)
+	props := make([]string, n)
+	for h := range n {
+		props[h] = fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-%d"}]`, h, 1000+h)
 	}
+	return bookingConfig(lim, extra, strings.Join(props, ","))
 }
