@@ -161,10 +161,14 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 }
 
 // expectedItems is what a push of pending would carry, for the slot of an
-// endpoint metered by items to book its tokens.
-func (s *Syncer) expectedItems(id lane.ID, pending []lane.Element) int {
+// endpoint metered by items to book its tokens; 0 (unused) elsewhere, so
+// request-metered lanes do not count items on every mark and push.
+func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
+	if s.Config.Channels[id.Channel].Endpoints[id.Kind].ItemCost() == 0 {
+		return 0
+	}
 	maxItems, _ := s.requestLimits(id)
-	return min(countItems(pending), maxItems)
+	return min(countItems(pending()), maxItems)
 }
 
 // notOwner decides what becomes of a job whose lane has another owner. If
@@ -193,7 +197,7 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	if !ok {
 		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
 	}
-	rest := st.rest
+	rest := func() []lane.Element { return st.rest }
 	if !st.more {
 		released, seen, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.elements)
 		var other *lane.NotOwnerError
@@ -206,7 +210,7 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 		if err != nil || released {
 			return nil, err
 		}
-		rest = without(seen.Elements, st.elements)
+		rest = func() []lane.Element { return without(seen.Elements, st.elements) }
 	}
 	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements))}
 	for i, e := range st.elements {

@@ -299,7 +299,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
 			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
 			j.NotBefore = s.now().Add(s.lingerOf(m.Lane))
-			j.Items = s.expectedItems(m.Lane, m.Pending.Elements)
+			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
 			jobs, scheduled = append(jobs, j), scheduled+1
 		case redelivered && m.Pending.Owner != "":
 			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
