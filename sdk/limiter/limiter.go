@@ -194,6 +194,8 @@ type Reservation struct {
 
 	adaptive bool  // granted by an adaptive bucket's write
 	version  int64 // the adaptive state's version that write conditioned on
+	interval int64 // the effective emission interval (µs) it was granted at
+	probing  bool  // granted above the adaptive state's Base (see Probing)
 }
 
 // Delay is how long after now the reservation's slot falls (0 if it has
@@ -338,6 +340,12 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // not before the deadline: that is a denial for this ctx, never
 // ErrNeverGrantable). If ctx ends during the sleep the tokens stay spent (a
 // fleet bucket cannot safely hand tokens back) and ctx's error is returned.
+//
+// A slot an adaptive bucket granted while probing above the rate that held
+// (Reservation.Probing), ConfirmAfter or more ahead, is confirmed with one
+// read when it comes; if a throttle revoked it meanwhile, Wait books again
+// within what is left of maxWait, so the fleet's slots at the probing rate
+// do not each earn a 429 after the first.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
 	if err := b.Validate(); err != nil {
 		return Reservation{}, err
@@ -351,14 +359,28 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 	if err != nil {
 		return Reservation{}, err
 	}
-	g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, bound)
-	if err != nil {
-		return Reservation{}, err
+	start := l.now()
+	for {
+		g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, bound)
+		if err != nil {
+			return Reservation{}, err
+		}
+		if err := l.sleepUntil(ctx, g.Slot); err != nil {
+			return Reservation{}, err
+		}
+		ok, err := l.confirmed(ctx, b, g)
+		if err != nil {
+			return Reservation{}, err
+		}
+		if ok {
+			return g.Reservation, nil
+		}
+		// A throttle ended the probe this slot was booked in: book again
+		// at the rate that held, within what is left of maxWait.
+		if bound, err = l.waitBound(ctx, max(maxWait-l.now().Sub(start), 0)); err != nil {
+			return Reservation{}, err
+		}
 	}
-	if err := l.sleepUntil(ctx, g.Slot); err != nil {
-		return Reservation{}, err
-	}
-	return g.Reservation, nil
 }
 
 // waitBound is the longest a Wait may reserve ahead: maxWait, or less if
@@ -547,7 +569,8 @@ func (l *Limiter) granted(b Bucket, lim Limit, st AdaptState, n int, now int64, 
 func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat int64) grant {
 	slot := max(tat-lim.Tolerance(), now)
 	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, lim),
-		Rate: lim.Rate, adaptive: b.Adaptive != nil, version: st.Version}
+		Rate: lim.Rate, adaptive: b.Adaptive != nil, version: st.Version, interval: lim.Interval(),
+		probing: b.Adaptive != nil && st.Base != 0 && lim.Interval() < st.Base}
 	return grant{Reservation: r, tat: tat, now: now, lim: lim}
 }
 

@@ -146,3 +146,78 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 		t.Fatalf("publishing an unchanged limit sent %d writes", n)
 	}
 }
+
+// While the fleet probes above the rate that held, slots booked ahead at the
+// probing rate are confirmed with one read before they are spent: once the
+// throttle that ends the probe has landed, a worker that never saw it finds
+// its slot revoked and books again at the rate that held, instead of
+// earning a 429 of its own. Slots granted outside a probe cost no read.
+func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	clock := newManualClock()
+	ctx := context.Background()
+	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
+		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
+	a, w := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
+	t0 := clock.Now()
+	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
+	reserve := func(wk worker, ahead time.Duration) limiter.Reservation {
+		t.Helper()
+		r, err := wk.Reserve(ctx, b, 1, ahead)
+		if err != nil {
+			t.Fatalf("Reserve at %v: %v", clock.Now().Sub(t0), err)
+		}
+		return r
+	}
+	confirm := func(wk worker, r limiter.Reservation) (bool, int64) {
+		t.Helper()
+		before := wk.calls.Calls()
+		ok, err := wk.Confirm(ctx, b, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, wk.calls.Calls() - before
+	}
+
+	// The configured rate is too high: a throttle halves it to 10/s.
+	r0 := reserve(a, 0)
+	if err := a.Throttle(ctx, b, &r0, t0); err != nil {
+		t.Fatal(err)
+	}
+	// At 10/s nothing probes: a slot booked ahead is good without a read.
+	at(time.Second)
+	held := reserve(w, time.Second)
+	if held.Probing() {
+		t.Fatalf("a slot at the rate that held (%v/s) is marked probing", held.Rate)
+	}
+	if ok, calls := confirm(w, held); !ok || calls != 0 {
+		t.Fatalf("Confirm of a slot outside a probe: %v after %d calls, want true after none", ok, calls)
+	}
+
+	// 4 s into the climb (14/s) both workers book probing slots ahead.
+	at(14 * time.Second)
+	ra, rb := reserve(a, time.Second), reserve(w, time.Second)
+	for _, r := range []limiter.Reservation{ra, rb} {
+		if !r.Probing() || r.Rate < 13.9 || r.Rate > 14.1 {
+			t.Fatalf("slot in the climb: %+v, probing %v; want a probing grant at about 14/s", r, r.Probing())
+		}
+	}
+	// Nothing changed yet: B's slot stands, for one read.
+	if ok, calls := confirm(w, rb); !ok || calls != 1 {
+		t.Fatalf("Confirm before any throttle: %v after %d calls, want true after 1", ok, calls)
+	}
+	// A's probing request is throttled: the fleet returns to 10/s.
+	if err := a.Throttle(ctx, b, &ra, clock.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// B never wrote since; its read finds the probe ended and the slot
+	// revoked, and its next booking is at 10/s, after the penalty.
+	if ok, calls := confirm(w, rb); ok || calls != 1 {
+		t.Fatalf("Confirm after the throttle: %v after %d calls, want false after 1", ok, calls)
+	}
+	again := reserve(w, 5*time.Second)
+	if again.Probing() || math.Abs(again.Rate-10) > 1e-9 || again.Slot.Before(clock.Now().Add(time.Second)) {
+		t.Fatalf("booking after the revocation: %+v (probing %v), want a slot at 10/s after the penalty ends at %v",
+			again, again.Probing(), clock.Now().Add(time.Second))
+	}
+}

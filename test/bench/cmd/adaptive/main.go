@@ -294,6 +294,7 @@ type result struct {
 	Sent         int     `json:"sent"`
 	CallsPerPush float64 `json:"dynamodb_calls_per_accepted"` // -1: no store
 	Timeline     []int   `json:"accepted_per_5s"`
+	Throttled    []int   `json:"throttled_per_5s"`
 }
 
 func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls int64) result {
@@ -302,12 +303,16 @@ func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls 
 	settle := c.Settle.Seconds()
 	var accepted []float64
 	r.Timeline = make([]int, int(math.Ceil(total/5)))
+	r.Throttled = make([]int, len(r.Timeline))
 	for _, q := range reqs {
 		if !q.Metered {
 			continue
 		}
 		t := q.At.Sub(t0).Seconds()
 		r.Sent++
+		if b := int(t / 5); q.Status == http.StatusTooManyRequests && b >= 0 && b < len(r.Throttled) {
+			r.Throttled[b]++
+		}
 		switch {
 		case q.Status == http.StatusTooManyRequests && t < settle:
 			r.Throttled429First++
@@ -379,6 +384,14 @@ func markdown(c config, res []result, env string) string {
 	for i, r := range res {
 		parts := make([]string, len(r.Timeline))
 		for j, n := range r.Timeline {
+			parts[j] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(&b, "%c %s\n", 'a'+rune(i), strings.Join(parts, " "))
+	}
+	b.WriteString("```\n\n429s per 5 s:\n\n```\n")
+	for i, r := range res {
+		parts := make([]string, len(r.Throttled))
+		for j, n := range r.Throttled {
 			parts[j] = strconv.Itoa(n)
 		}
 		fmt.Fprintf(&b, "%c %s\n", 'a'+rune(i), strings.Join(parts, " "))

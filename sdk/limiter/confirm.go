@@ -1,0 +1,67 @@
+package limiter
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ConfirmAfter is how far ahead of its grant a probing slot (see
+// Reservation.Probing) must lie for Wait to confirm it before returning:
+// a slot nearer than that is spent before a throttle could land between
+// the grant and the send, and a read would only add its latency.
+const ConfirmAfter = 100 * time.Millisecond
+
+// Probing reports whether r was granted while its adaptive bucket climbed
+// above the rate that last held (gcra.AdaptState.Base): the fleet is then
+// testing whether the vendor takes more, and a throttle may end the test
+// while this slot waits. Slots booked at the probing rate by other workers
+// would each earn a 429 once the vendor's burst is spent; Confirm lets a
+// worker find out, with one read, that its slot was revoked.
+func (r Reservation) Probing() bool { return r.probing }
+
+// Confirm checks, with one strongly consistent read, that a probing
+// reservation still stands: false when a change since its grant lowered
+// the bucket's rate below the one it was granted at (a throttle ended the
+// probe), true otherwise. A revoked slot should not be spent: the vendor's
+// burst is gone and the fleet is back at the rate that held, so book again.
+//
+// A reservation that is not probing is always good and costs no call. On a
+// store failure the answer is false with the error: fail closed.
+func (l *Limiter) Confirm(ctx context.Context, b Bucket, r Reservation) (bool, error) {
+	if !r.probing || b.Adaptive == nil {
+		return true, nil
+	}
+	const op = "GetItem"
+	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
+	defer cancel()
+	out, err := l.db.GetItem(actx, &dynamodb.GetItemInput{
+		TableName:      &l.table,
+		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, l.storeFailure(ctx, actx, op, err)
+	}
+	if _, err := l.learnItem(b.Key, out.Item); err != nil {
+		return false, err
+	}
+	st := l.adapt.get(b.Key)
+	if st.Version == r.version {
+		return true, nil
+	}
+	return b.Adaptive.Interval(st, b.Limit, micros(l.now())) <= r.interval, nil
+}
+
+// confirmed is Wait's check of a probing grant once its slot came: whether
+// to spend it. A slot granted less than ConfirmAfter ahead is spent
+// without a read.
+func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error) {
+	if !g.probing || g.Slot.Sub(time.UnixMicro(g.now)) < ConfirmAfter {
+		return true, nil
+	}
+	return l.Confirm(ctx, b, g.Reservation)
+}
