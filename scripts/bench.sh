@@ -19,7 +19,7 @@
 #
 # scripts/bench.sh -f runs (f) alone and prints its section (~20 s).
 # scripts/bench.sh -a runs (h) alone, the hidden limit at half the configured
-# rate (test/bench/cmd/adaptive, ~3.5 min), prints its section and writes it to
+# rate (test/bench/cmd/adaptive, ~4.5 min), prints its section and writes it to
 # docs/adaptive-limit.md, which every full run appends to the report.
 #
 # It starts the local stack (scripts/localstack.sh) unless one is running,
@@ -43,7 +43,7 @@ Runs every benchmark on the local stack and prints a Markdown report.
                no file is written
   -a           run only the adaptive-limit benchmark (h): a hidden limit at
                half the configured rate, then raised back; adaptive vs
-               penalize-only vs per-process adaptive (~3.5 min); prints its
+               penalize-only vs per-process adaptive (~4.5 min); prints its
                section and writes docs/adaptive-limit.md
   -h           this help
 EOF
@@ -166,8 +166,8 @@ fairness() { # (f): the section goes to $tmp/fairness.md, the numbers to $tmp/fa
 	fi
 }
 if ((adaptive_only)); then
-	step "(h) hidden limit at half the configured rate, then raised back (~3.5 min)"
-	"$tmp/adaptive" -workers 12 -hidden-burst 10 -hidden 120s -raised 60s -env "$env_line" >"$tmp/adaptive.md" || {
+	step "(h) hidden limit at half the configured rate, then raised back (~4.5 min)"
+	"$tmp/adaptive" -workers 12 -hidden-burst 10 -hidden 120s -raised 120s -env "$env_line" >"$tmp/adaptive.md" || {
 		echo "bench.sh: FAILED: (h) adaptive" >&2
 		exit 1
 	}
@@ -224,7 +224,7 @@ args=(-bench "$tmp/latency.txt" -bench "$tmp/overload.txt" -bench "$tmp/compare.
 "$tmp/benchreport" "${args[@]}" >"$tmp/report.md"
 # The pipeline demo's figures come from scripts/demo.sh runs, kept apart.
 [[ -f $ROOT/docs/pipeline-demo.md ]] && cat "$ROOT/docs/pipeline-demo.md" >>"$tmp/report.md"
-# So do the adaptive-limit figures, from scripts/bench.sh -a (3.5 min more).
+# So do the adaptive-limit figures, from scripts/bench.sh -a (4.5 min more).
 [[ -f $ROOT/docs/adaptive-limit.md ]] && cat "$ROOT/docs/adaptive-limit.md" >>"$tmp/report.md"
 
 printf '\n' >&2

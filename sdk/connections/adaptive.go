@@ -29,9 +29,12 @@ type AdaptiveSpec struct {
 
 // DefaultQuietSeconds is how long a learned rate holds before it climbs,
 // unless an endpoint says otherwise: each climb above the vendor's limit
-// costs an episode of throttling, so this bounds how often the fleet
-// probes.
-const DefaultQuietSeconds = 30
+// costs a 429 (the fleet's other slots at the probing rate are revoked,
+// see limiter.Reservation.Probing), so this bounds how often the fleet
+// probes: a minute, and two or four after failed probes, keeps a fleet at
+// a hidden limit under one 429 a minute, and finds a raised limit within
+// four minutes and the climb.
+const DefaultQuietSeconds = 60
 
 // ThrottleSpec is an endpoint's "throttle" setting: how its vendor shows
 // throttling (otapush.Signals). Every field is optional:

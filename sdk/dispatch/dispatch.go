@@ -467,6 +467,16 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			return Result{}, nil, err
 		}
 	}
+	if revoked, err := d.revoked(ctx, j, route); revoked {
+		// A throttle ended the probe the slot was booked in (or the
+		// store cannot say): the vendor's burst is spent and the fleet is
+		// back at the rate that held. Book again rather than earn a 429.
+		d.log().Info("probing slot revoked; re-acquiring", "job_id", j.ID, "slot", j.Slot, "err", err)
+		j.Slot, j.SlotKey = time.Time{}, ""
+		markProbe(&j, nil, 0)
+		res, next, err := d.serve(ctx, j, route, d.now())
+		return pre.then(res), next, err
+	}
 	res, next, err := d.push(ctx, j, route)
 	res = pre.then(res)
 	res.WastedSlots += wasted
@@ -512,15 +522,16 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
-	slot, key, err := d.reserveRoute(ctx, route, n, maxDelay)
+	slot, key, probe, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return Result{}, true, err
 		}
-		slot, key, err = d.reserveRoute(ctx, route, n, maxDelay)
+		slot, key, probe, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
 		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
+		markProbe(j, probe, slot.Sub(now))
 		if route.LocalShare && d.LocalShare != nil {
 			// The fleet spends the limit in the shared bucket again, and
 			// this slot booked the local grants of the outage with it: an
@@ -607,6 +618,7 @@ func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded b
 	// No slot is held: the push goes out now, as the integration did
 	// before fleetbucket.
 	j.Slot, j.SlotKey = now, firstShard(route)
+	markProbe(j, nil, 0)
 	return res, false, nil
 }
 
@@ -623,6 +635,7 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	delay, ok := d.LocalShare.Reserve(route.buckets(), now, maxWait)
 	if ok {
 		j.Slot, j.SlotKey = now.Add(delay), firstShard(route)
+		markProbe(j, nil, 0)
 		return Result{StoreError: true, LocalShares: 1}, false, nil
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
@@ -669,26 +682,30 @@ func (d *Dispatcher) pendingLocal(route Route) int {
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,
-// for a sharded route, whose key it returns).
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, error) {
+// for a sharded route, whose key it returns), and the probe of a slot an
+// adaptive bucket granted while probing (see limiter.Reservation.Probe).
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Probe, error) {
 	switch {
 	case route.Sharded != nil:
 		sharder, ok := d.Limiter.(ShardReserver)
 		if !ok {
-			return time.Time{}, "", &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
+			return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
 		}
 		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
-		return r.Slot, r.Key, err
+		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
-		return r.Slot, "", err
+		if p, probing := r.Probe(); probing && err == nil {
+			return r.Slot, "", &p, nil
+		}
+		return r.Slot, "", nil, err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
-		return time.Time{}, "", &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
+		return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
 	}
 	r, err := multi.ReserveMulti(ctx, route.buckets(), n, maxDelay)
-	return r.Slot, "", err
+	return r.Slot, "", nil, err
 }
 
 // pushBuckets is what a push of j draws from: the route's bucket or, for a
@@ -1005,4 +1022,35 @@ func (d *Dispatcher) log() *slog.Logger {
 		return d.Log
 	}
 	return slog.Default()
+}
+
+// Confirmer is the part of *limiter.Limiter that checks a slot granted
+// while an adaptive bucket probed above the rate that held.
+type Confirmer interface {
+	Confirm(ctx context.Context, b limiter.Bucket, p limiter.Probe) (bool, error)
+}
+
+// markProbe records on j the probe of the slot it was just given, ahead
+// by lead: only a slot far enough ahead for a throttle to land before it
+// is confirmed (limiter.ConfirmAfter).
+func markProbe(j *job.Job, p *limiter.Probe, lead time.Duration) {
+	j.ProbeVersion, j.ProbeInterval = 0, 0
+	if p != nil && lead >= limiter.ConfirmAfter {
+		j.ProbeVersion, j.ProbeInterval = p.Version, p.Interval
+	}
+}
+
+// revoked reports whether j's probing slot may not be spent: a throttle
+// revoked it, or the store could not confirm it (fail closed; the error
+// says which). A slot that is not probing costs no call.
+func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool, error) {
+	if j.ProbeInterval == 0 || j.Slot.IsZero() {
+		return false, nil
+	}
+	c, ok := d.Limiter.(Confirmer)
+	if !ok {
+		return false, nil
+	}
+	good, err := c.Confirm(ctx, route.Bucket, limiter.Probe{Version: j.ProbeVersion, Interval: j.ProbeInterval})
+	return !good, err
 }

@@ -66,8 +66,9 @@ type AdaptState struct {
 }
 
 // MaxProbeBackoff bounds the doublings of the quiet period after failed
-// probes: at most 2^3 = 8 quiet periods between climbs.
-const MaxProbeBackoff = 3
+// probes: at most 2^2 = 4 quiet periods between climbs, which bounds how
+// long a raised limit goes unnoticed.
+const MaxProbeBackoff = 2
 
 // quiet is how long s holds before it climbs: Quiet, doubled per failed
 // probe.
@@ -93,6 +94,14 @@ func (a Adaptive) Interval(s AdaptState, l Limit, now int64) int64 {
 	}
 	r := 1e6/float64(s.Base) + a.Increase*float64(quiet)/1e6
 	return max(intervalOf(r), floor)
+}
+
+// Climbing reports whether at now the rate of s is above the rate that
+// held (Base) and below where the climb ends: the fleet is probing for a
+// higher limit, and a throttle is likely to end the probe.
+func (a Adaptive) Climbing(s AdaptState, l Limit, now int64) bool {
+	iv := a.Interval(s, l, now)
+	return s.Base != 0 && iv < s.Base && iv > s.target(l)
 }
 
 // Effective is l at the effective rate at now: the same burst, the

@@ -50,6 +50,33 @@ func TestAdaptiveInterval(t *testing.T) {
 
 // The bound proved in package limiter needs the interval never to grow
 // between changes.
+func TestAdaptiveClimbing(t *testing.T) {
+	halved := AdaptState{Base: 100_000, Since: 100 * sec, Version: 1}
+	capped := AdaptState{Base: 100_000, Since: 100 * sec, Ceiling: 80_000, Version: 2}
+	tests := []struct {
+		name string
+		s    AdaptState
+		now  int64
+		want bool
+	}{
+		{"never adapted: at the configured rate, no probe", AdaptState{}, 5 * sec, false},
+		{"quiet after a change: holding the base", halved, 105 * sec, false},
+		{"the quiet period's last instant: still the base", halved, 110 * sec, false},
+		{"1 s into the climb: probing", halved, 111 * sec, true},
+		{"9 s into the climb (19/s): probing", halved, 119 * sec, true},
+		{"the climb reached the configured 20/s: done", halved, 125 * sec, false},
+		{"the climb reached a published ceiling (12.5/s): done", capped, 104*sec + 10*sec, false},
+		{"below that ceiling: probing", capped, 111 * sec, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ad.Climbing(tt.s, cfg20, tt.now); got != tt.want {
+				t.Errorf("Climbing at %d s = %v, want %v", tt.now/sec, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestAdaptiveIntervalNeverGrowsBetweenChanges(t *testing.T) {
 	s := AdaptState{Base: 400_000, Since: 7 * sec, Ceiling: 60_000, Version: 3}
 	prev := ad.Interval(s, cfg20, 0)
@@ -94,8 +121,8 @@ func TestAdaptiveThrottled(t *testing.T) {
 			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}, 85 * sec,
 			AdaptState{Base: 100_000, Since: 85 * sec, Probes: 2, Version: 3}},
 		{"the doublings stop at MaxProbeBackoff",
-			AdaptState{Base: 100_000, Since: 0, Probes: 3, Version: 9}, 85 * sec,
-			AdaptState{Base: 100_000, Since: 85 * sec, Probes: 3, Version: 10}},
+			AdaptState{Base: 100_000, Since: 0, Probes: MaxProbeBackoff, Version: 9}, 85 * sec,
+			AdaptState{Base: 100_000, Since: 85 * sec, Probes: MaxProbeBackoff, Version: 10}},
 		{"a throttle at the base after the quiet period, before the climb moved, halves",
 			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 60 * sec,
 			AdaptState{Base: 200_000, Since: 60 * sec, Version: 2}},

@@ -45,6 +45,12 @@ type Job struct {
 	// Tokens is how many tokens the slot holds, on an endpoint metered by
 	// items; 0 means one.
 	Tokens int `json:"tokens,omitempty"`
+	// ProbeVersion and ProbeInterval mark a slot an adaptive bucket granted
+	// while probing above the rate that held (limiter.Probe): the slot is
+	// confirmed before it is spent, since a throttle may have revoked it.
+	// Zero for any other slot.
+	ProbeVersion  int64 `json:"probe_version,omitempty"`
+	ProbeInterval int64 `json:"probe_interval_us,omitempty"`
 	// Items is how many items the job expects its push to carry, on an
 	// endpoint metered by items: its slot books their tokens.
 	Items int `json:"items,omitempty"`
@@ -77,6 +83,7 @@ func (j Job) BucketKey() string { return j.Channel + "#" + j.Credential + "#" + 
 func (j Job) Restarted(now time.Time) Job {
 	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
 	j.Slot, j.SlotKey, j.NotBefore, j.DeferredAt, j.Due = time.Time{}, "", time.Time{}, time.Time{}, time.Time{}
+	j.ProbeVersion, j.ProbeInterval = 0, 0
 	return j
 }
 

@@ -23,16 +23,31 @@ const ConfirmAfter = 100 * time.Millisecond
 // worker find out, with one read, that its slot was revoked.
 func (r Reservation) Probing() bool { return r.probing }
 
-// Confirm checks, with one strongly consistent read, that a probing
-// reservation still stands: false when a change since its grant lowered
-// the bucket's rate below the one it was granted at (a throttle ended the
-// probe), true otherwise. A revoked slot should not be spent: the vendor's
-// burst is gone and the fleet is back at the rate that held, so book again.
+// Probe is what Confirm needs to know of a probing reservation, small
+// enough to travel with a job deferred to its slot.
+type Probe struct {
+	// Version is the adaptive state's version the grant was made at.
+	Version int64
+	// Interval is the emission interval (µs) it was granted at.
+	Interval int64
+}
+
+// Probe is r's probe, and whether r is probing at all.
+func (r Reservation) Probe() (Probe, bool) {
+	return Probe{Version: r.version, Interval: r.interval}, r.probing
+}
+
+// Confirm checks, with one strongly consistent read, that a slot granted
+// while bucket b probed (Reservation.Probe) still stands: false when a
+// change since its grant lowered the bucket's rate below the one it was
+// granted at (a throttle ended the probe), true otherwise. A revoked slot
+// should not be spent: the vendor's burst is gone and the fleet is back at
+// the rate that held, so book again.
 //
-// A reservation that is not probing is always good and costs no call. On a
-// store failure the answer is false with the error: fail closed.
-func (l *Limiter) Confirm(ctx context.Context, b Bucket, r Reservation) (bool, error) {
-	if !r.probing || b.Adaptive == nil {
+// A bucket that is not adaptive costs no call. On a store failure the
+// answer is false with the error: fail closed.
+func (l *Limiter) Confirm(ctx context.Context, b Bucket, p Probe) (bool, error) {
+	if b.Adaptive == nil {
 		return true, nil
 	}
 	const op = "GetItem"
@@ -50,10 +65,10 @@ func (l *Limiter) Confirm(ctx context.Context, b Bucket, r Reservation) (bool, e
 		return false, err
 	}
 	st := l.adapt.get(b.Key)
-	if st.Version == r.version {
+	if st.Version == p.Version {
 		return true, nil
 	}
-	return b.Adaptive.Interval(st, b.Limit, micros(l.now())) <= r.interval, nil
+	return b.Adaptive.Interval(st, b.Limit, micros(l.now())) <= p.Interval, nil
 }
 
 // confirmed is Wait's check of a probing grant once its slot came: whether
@@ -63,5 +78,6 @@ func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error
 	if !g.probing || g.Slot.Sub(time.UnixMicro(g.now)) < ConfirmAfter {
 		return true, nil
 	}
-	return l.Confirm(ctx, b, g.Reservation)
+	p, _ := g.Probe()
+	return l.Confirm(ctx, b, p)
 }

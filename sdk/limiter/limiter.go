@@ -98,6 +98,17 @@
 // shortens T, which the argument above already allows. Clock skew adds
 // r̂·δ as for any bucket.
 //
+// A climb above the rate that held is a probe, and a probe that finds the
+// vendor's limit again ends in a throttle. By then other workers hold
+// slots booked at the probing rate, each of which would earn a 429 of its
+// own (4–5 per probe in the adaptive benchmark). Such slots are marked
+// (Reservation.Probing) and, when booked ConfirmAfter or more ahead,
+// confirmed with one strongly consistent read before they are spent
+// (Confirm; Wait does it itself, the dispatcher for slots that travel with
+// a deferred job): a slot whose version a lowering change replaced is
+// revoked and booked again at the rate that held. Reads happen only during
+// climbs, so a failed probe costs one 429.
+//
 // A deleted item (TTL) forgets the learned rate; adaptive writes set the TTL
 // no earlier than the end of the climb, so only a bucket idle for longer
 // than that starts again at the configured rate. Multi-bucket calls refuse
@@ -570,7 +581,7 @@ func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat
 	slot := max(tat-lim.Tolerance(), now)
 	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, lim),
 		Rate: lim.Rate, adaptive: b.Adaptive != nil, version: st.Version, interval: lim.Interval(),
-		probing: b.Adaptive != nil && st.Base != 0 && lim.Interval() < st.Base}
+		probing: b.Adaptive != nil && b.Adaptive.Climbing(st, b.Limit, now)}
 	return grant{Reservation: r, tat: tat, now: now, lim: lim}
 }
 

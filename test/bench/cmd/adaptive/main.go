@@ -122,6 +122,7 @@ type fleet struct {
 	name  string
 	srv   *mockota.Server
 	calls *atomic.Int64 // DynamoDB calls, nil for local pacing
+	reads *atomic.Int64 // of which reads (confirming probing slots)
 	work  func(ctx context.Context, i int)
 }
 
@@ -143,10 +144,13 @@ func bench(ctx context.Context, c config, ad *limiter.Adaptive, log io.Writer) (
 		return s, s.SetHiddenWindow(&window.Limit{Rate: c.Rate / 2, Burst: c.HiddenBurst})
 	}
 	// A fleetbucket worker: its own client, limiter and push client.
-	fleetWorker := func(s *mockota.Server, b limiter.Bucket, calls *atomic.Int64) func(context.Context, int) {
+	fleetWorker := func(s *mockota.Server, b limiter.Bucket, calls, reads *atomic.Int64) func(context.Context, int) {
 		return func(ctx context.Context, i int) {
 			counter := &dynamotest.Counter{DB: dynamodb.NewFromConfig(awsCfg, benchkit.ForEmulator)}
-			defer func() { calls.Add(counter.Calls()) }()
+			defer func() {
+				calls.Add(counter.Calls())
+				reads.Add(counter.Calls() - counter.Updates())
+			}()
 			lim, err := limiter.New(counter, limiter.WithTable(table))
 			if err != nil {
 				panic(err)
@@ -176,9 +180,9 @@ func bench(ctx context.Context, c config, ad *limiter.Adaptive, log io.Writer) (
 			return nil, err
 		}
 		defer s.Close()
-		calls := &atomic.Int64{}
+		calls, reads := &atomic.Int64{}, &atomic.Int64{}
 		b := limiter.Bucket{Key: "bench#cred#" + strings.ReplaceAll(f.name, " ", "-"), Limit: limiter.PerSecond(c.Rate, c.Burst), Adaptive: f.adaptive}
-		fleets = append(fleets, &fleet{name: f.name, srv: s, calls: calls, work: fleetWorker(s, b, calls)})
+		fleets = append(fleets, &fleet{name: f.name, srv: s, calls: calls, reads: reads, work: fleetWorker(s, b, calls, reads)})
 	}
 	s, err := newVendor()
 	if err != nil {
@@ -219,11 +223,11 @@ func bench(ctx context.Context, c config, ad *limiter.Adaptive, log io.Writer) (
 	}
 	out := make([]result, len(fleets))
 	for i, f := range fleets {
-		var calls int64 = -1
+		var calls, reads int64 = -1, -1
 		if f.calls != nil {
-			calls = f.calls.Load()
+			calls, reads = f.calls.Load(), f.reads.Load()
 		}
-		out[i] = analyze(f.name, f.srv.Requests(), t0, c, calls)
+		out[i] = analyze(f.name, f.srv.Requests(), t0, c, calls, reads)
 	}
 	return out, nil
 }
@@ -293,12 +297,13 @@ type result struct {
 	Accepted     int     `json:"accepted"`
 	Sent         int     `json:"sent"`
 	CallsPerPush float64 `json:"dynamodb_calls_per_accepted"` // -1: no store
+	ReadsPerPush float64 `json:"dynamodb_reads_per_accepted"` // of the calls; -1: no store
 	Timeline     []int   `json:"accepted_per_5s"`
 	Throttled    []int   `json:"throttled_per_5s"`
 }
 
-func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls int64) result {
-	r := result{Name: name, Last429First: -1, FoundAfter: -1, CallsPerPush: -1}
+func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls, reads int64) result {
+	r := result{Name: name, Last429First: -1, FoundAfter: -1, CallsPerPush: -1, ReadsPerPush: -1}
 	hidden, total := c.Hidden.Seconds(), (c.Hidden + c.Raised).Seconds()
 	settle := c.Settle.Seconds()
 	var accepted []float64
@@ -351,6 +356,7 @@ func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls 
 	}
 	if calls >= 0 && r.Accepted > 0 {
 		r.CallsPerPush = float64(calls) / float64(r.Accepted)
+		r.ReadsPerPush = float64(reads) / float64(r.Accepted)
 	}
 	return r
 }
@@ -363,7 +369,7 @@ func markdown(c config, res []result, env string) string {
 	}
 	fmt.Fprintf(&b, "Three fleets of %d workers push at once, each to its own mock OTA that publishes %.3g/s burst %d and enforces a hidden %.3g/s burst %d (its own sliding-window log) for %v, then raises it back to %.3g/s for %v. Adaptive bucket: min rate %.3g/s, quiet %v, climb %.3g/s per s (the connections defaults for this limit unless overridden). Figures from the vendors' records.\n\n",
 		c.Workers, c.Rate, c.Burst, c.Rate/2, c.HiddenBurst, c.Hidden, c.Rate, c.Raised, c.MinRate, c.Quiet, c.Increase)
-	b.WriteString("| | fleet | 429s in the first 10 s (last at) | 429s per minute after 10 s | accepted ÷ hidden limit after 10 s | raised limit found after | 429s after the raise | accepted ÷ raised limit, last 20 s | DynamoDB calls per accepted push |\n")
+	b.WriteString("| | fleet | 429s in the first 10 s (last at) | 429s per minute after 10 s | accepted ÷ hidden limit after 10 s | raised limit found after | 429s after the raise | accepted ÷ raised limit, last 20 s | DynamoDB calls per accepted push (of which reads) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range res {
 		last, found, calls := "none", "never", "— (local pacing)"
@@ -374,7 +380,7 @@ func markdown(c config, res []result, env string) string {
 			found = fmt.Sprintf("%.1f s", r.FoundAfter)
 		}
 		if r.CallsPerPush >= 0 {
-			calls = fmt.Sprintf("%.2f", r.CallsPerPush)
+			calls = fmt.Sprintf("%.2f (%.2f)", r.CallsPerPush, r.ReadsPerPush)
 		}
 		fmt.Fprintf(&b, "| %c | %s | %d (%s) | %.1f | %.0f%% | %s | %d | %.0f%% | %s |\n", 'a'+rune(i), r.Name,
 			r.Throttled429First, last, r.PerMinuteSettled, 100*r.AcceptedOfHidden, found, r.Throttled429Up, 100*r.AcceptedOfRaised, calls)

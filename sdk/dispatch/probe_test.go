@@ -1,0 +1,69 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// confirmer is the rig's reserver that also answers Confirm, as scripted.
+type confirmer struct {
+	*reserver
+	good   bool
+	err    error
+	probes []limiter.Probe
+}
+
+func (c *confirmer) Confirm(_ context.Context, _ limiter.Bucket, p limiter.Probe) (bool, error) {
+	c.probes = append(c.probes, p)
+	return c.good, c.err
+}
+
+// A job whose slot was granted while its bucket probed is confirmed before
+// it is pushed: a revoked slot (or one the store cannot confirm) is booked
+// again, a good one is pushed; a slot that is not probing is never
+// checked.
+func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
+	tests := []struct {
+		name      string
+		probe     limiter.Probe
+		good      bool
+		err       error
+		confirms  int
+		reserves  int
+		pushedNow bool // pushed at the slot it held
+	}{
+		{"a slot outside a probe: no confirm", limiter.Probe{}, false, nil, 0, 0, true},
+		{"a probing slot that stands is pushed", limiter.Probe{Version: 3, Interval: 71_429}, true, nil, 1, 0, true},
+		{"a revoked slot is booked again", limiter.Probe{Version: 3, Interval: 71_429}, false, nil, 1, 1, false},
+		{"a slot the store cannot confirm is booked again (fail closed)", limiter.Probe{Version: 3, Interval: 71_429}, false, errors.New("store down"), 1, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			c := &confirmer{reserver: r.lim, good: tt.good, err: tt.err}
+			r.d.Limiter, r.d.Work = c, nil
+			r.lim.next = r.clock.Now().Add(500 * r.lim.T) // the bucket is booked ahead: a new slot is later
+			j := testJob(r.clock.Now())
+			held := r.clock.Now()
+			j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, held
+			j.ProbeVersion, j.ProbeInterval = tt.probe.Version, tt.probe.Interval
+			res, err := r.d.HandleJob(context.Background(), j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.probes) != tt.confirms || r.lim.calls != tt.reserves {
+				t.Fatalf("%d confirms and %d reservations, want %d and %d", len(c.probes), r.lim.calls, tt.confirms, tt.reserves)
+			}
+			if tt.confirms > 0 && c.probes[0] != tt.probe {
+				t.Fatalf("confirmed %+v, want the job's probe %+v", c.probes[0], tt.probe)
+			}
+			pushedNow := res.Outcome == Pushed && res.Slot.Equal(held)
+			if pushedNow != tt.pushedNow {
+				t.Fatalf("outcome %s at slot %v (held %v); pushed at the held slot: %v, want %v", res.Outcome, res.Slot, held, pushedNow, tt.pushedNow)
+			}
+		})
+	}
+}
