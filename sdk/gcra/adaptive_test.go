@@ -11,11 +11,12 @@ const sec = int64(1_000_000)
 var (
 	cfg20 = Limit{Rate: 20, Burst: 20} // interval 50_000 µs
 	ad    = Adaptive{MinRate: 2, Quiet: 10 * time.Second, Increase: 1}
+	// halved is cfg20 halved at 100 s; capped is also capped at 12.5/s.
+	halved = AdaptState{Base: 100_000, Since: 100 * sec, Version: 1}
+	capped = AdaptState{Base: 100_000, Since: 100 * sec, Ceiling: 80_000, Version: 2}
 )
 
 func TestAdaptiveInterval(t *testing.T) {
-	halved := AdaptState{Base: 100_000, Since: 100 * sec, Version: 1}
-	capped := AdaptState{Base: 100_000, Since: 100 * sec, Ceiling: 80_000, Version: 2}
 	tests := []struct {
 		name string
 		s    AdaptState
@@ -48,11 +49,7 @@ func TestAdaptiveInterval(t *testing.T) {
 	}
 }
 
-// The bound proved in package limiter needs the interval never to grow
-// between changes.
 func TestAdaptiveClimbing(t *testing.T) {
-	halved := AdaptState{Base: 100_000, Since: 100 * sec, Version: 1}
-	capped := AdaptState{Base: 100_000, Since: 100 * sec, Ceiling: 80_000, Version: 2}
 	tests := []struct {
 		name string
 		s    AdaptState
@@ -77,6 +74,8 @@ func TestAdaptiveClimbing(t *testing.T) {
 	}
 }
 
+// The bound proved in package limiter needs the interval never to grow
+// between changes.
 func TestAdaptiveIntervalNeverGrowsBetweenChanges(t *testing.T) {
 	s := AdaptState{Base: 400_000, Since: 7 * sec, Ceiling: 60_000, Version: 3}
 	prev := ad.Interval(s, cfg20, 0)

@@ -50,21 +50,10 @@ func (l *Limiter) Confirm(ctx context.Context, b Bucket, p Probe) (bool, error) 
 	if b.Adaptive == nil {
 		return true, nil
 	}
-	const op = "GetItem"
-	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-	defer cancel()
-	out, err := l.db.GetItem(actx, &dynamodb.GetItemInput{
-		TableName:      &l.table,
-		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}},
-		ConsistentRead: aws.Bool(true),
-	})
+	_, st, err := l.read(ctx, b.Key)
 	if err != nil {
-		return false, l.storeFailure(ctx, actx, op, err)
-	}
-	if _, err := l.learnItem(b.Key, out.Item); err != nil {
 		return false, err
 	}
-	st := l.adapt.get(b.Key)
 	if st.Version == p.Version {
 		return true, nil
 	}
@@ -80,4 +69,31 @@ func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error
 	}
 	p, _ := g.Probe()
 	return l.Confirm(ctx, b, p)
+}
+
+// read fetches bucket key's item with a strongly consistent read and
+// remembers its tat and adaptive state as the store's current ones.
+func (l *Limiter) read(ctx context.Context, key string) (int64, AdaptState, error) {
+	const op = "GetItem"
+	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
+	defer cancel()
+	out, err := l.db.GetItem(actx, &dynamodb.GetItemInput{
+		TableName:      &l.table,
+		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, AdaptState{}, l.storeFailure(ctx, actx, op, err)
+	}
+	tat, err := itemTAT(out.Item)
+	if err != nil {
+		return 0, AdaptState{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+	}
+	st, err := itemAdapt(out.Item)
+	if err != nil {
+		return 0, AdaptState{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+	}
+	l.seen.set(key, tat, micros(l.now()))
+	l.adapt.set(key, st)
+	return tat, st, nil
 }

@@ -129,7 +129,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
@@ -764,31 +763,14 @@ func (l *Limiter) Reset(ctx context.Context, b Bucket) error {
 // State reads bucket b with a strongly consistent read. It is for operators
 // and dashboards; granting never needs it.
 func (l *Limiter) State(ctx context.Context, b Bucket) (State, error) {
-	const op = "GetItem"
 	if err := b.Validate(); err != nil {
 		return State{}, err
 	}
-	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-	defer cancel()
-	out, err := l.db.GetItem(actx, &dynamodb.GetItemInput{
-		TableName:      &l.table,
-		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}},
-		ConsistentRead: aws.Bool(true),
-	})
+	tat, st, err := l.read(ctx, b.Key)
 	if err != nil {
-		return State{}, l.storeFailure(ctx, actx, op, err)
-	}
-	tat, err := itemTAT(out.Item)
-	if err != nil {
-		return State{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
-	}
-	st, err := itemAdapt(out.Item)
-	if err != nil {
-		return State{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+		return State{}, err
 	}
 	now := micros(l.now())
-	l.seen.set(b.Key, tat, now)
-	l.adapt.set(b.Key, st)
 	lim, _ := l.effective(b, now)
 	s := State{Key: b.Key, Tokens: gcra.Remaining(tat, now, lim), Rate: lim.Rate}
 	if b.Adaptive != nil {
