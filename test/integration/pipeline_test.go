@@ -36,6 +36,7 @@ type pipeline struct {
 	table                           string
 	ota                             *mockota.Server
 	limit                           limiter.Limit
+	adaptive                        *limiter.Adaptive // the buckets', if they adapt
 	endpoints                       map[string]bool
 
 	sends atomic.Int64 // SQS messages sent: jobs enqueued plus deferrals
@@ -82,7 +83,7 @@ func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no endpoint %q", j.Channel, j.Endpoint)
 	}
 	return dispatch.Route{
-		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: p.limit},
+		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: p.limit, Adaptive: p.adaptive},
 		URL:    p.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
 	}, nil
