@@ -21,6 +21,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -78,6 +79,7 @@ type tally struct {
 	limiterCalls, stateCalls atomic.Int64
 	failed                   atomic.Int64
 	storeLatency             []time.Duration // every DynamoDB call's
+	trace                    *tracer         // nil unless -trace
 	ops                      map[string]int  // state calls by kind
 }
 
@@ -150,6 +152,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 
 	t := &tally{outcomes: map[dispatch.Outcome]int{}}
+	if t.trace, err = newTracer(o.trace); err != nil {
+		return err
+	}
+	defer t.trace.close()
 	tr := &truth{newest: map[otacopy.Day]struct {
 		seq    int64
 		values string
@@ -218,6 +224,11 @@ func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, er
 		Token: func(env string) string { return "token-" + env }}
 	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
 		Queue: &deferral.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
+	if t.trace != nil {
+		sy.Dispatcher.Limiter = tracedLimiter{Limiter: lim, t: t.trace}
+		sy.Dispatcher.Pusher = tracedPusher{Pusher: push, t: t.trace}
+		sy.Dispatcher.Queue = tracedQueue{Queue: sy.Dispatcher.Queue, t: t.trace}
+	}
 	return sy, sy.Dispatcher.Validate()
 }
 
@@ -286,7 +297,21 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 			batch[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: deferred,
 				Redelivered: m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)] > "1"}
 		}
+		if deferred && t.trace != nil {
+			for _, m := range batch {
+				if j, err := job.Decode(m.Body); err == nil {
+					t.trace.event("recv", j.ID, "due=%d slot=%d deferrals=%d", t.trace.since(j.Due), t.trace.since(j.Slot), j.Deferrals)
+				}
+			}
+		}
 		results := sy.HandleBatch(ctx, batch)
+		if t.trace != nil {
+			for _, r := range results {
+				for _, j := range r.Jobs {
+					t.trace.event("outcome", j.JobID, "%s pushes=%d reason=%q", j.Outcome, j.Pushes, j.Reason)
+				}
+			}
+		}
 		t.add(results)
 		var failed []string
 		for _, r := range results {
