@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		// Each queue's event source mapping has its own concurrency.
 		pool := make(chan *syncer.Syncer, o.workers)
 		for range o.workers {
-			sy, err := newWorker(st, cfg, t)
+			sy, err := newWorker(st, cfg, t, o.fillQuota)
 			if err != nil {
 				return err
 			}
@@ -209,7 +209,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	return report(out, o, lim, otas, t, tr, time.Since(start))
 }
 
-func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, error) {
+func newWorker(st *stack, cfg *connections.Config, t *tally, fillQuota bool) (*syncer.Syncer, error) {
 	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg, emulator.ForEmulator), limiterTable: st.table, t: t}
 	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
@@ -221,7 +221,7 @@ func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, er
 		return nil, err
 	}
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Lanes: &lane.Store{DB: db, Table: st.stateTable},
-		Token: func(env string) string { return "token-" + env }}
+		Token: func(env string) string { return "token-" + env }, FillQuota: fillQuota}
 	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
 		Queue: &deferral.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
 	if t.trace != nil {
