@@ -325,7 +325,11 @@ type Dispatcher struct {
 	LocalShare *localshare.Pacer
 	Now        func() time.Time
 	Sleep      func(ctx context.Context, d time.Duration) error
-	Log        *slog.Logger
+	// Jitter, if set, replaces the uniformly random delay in [0, max]
+	// by which a job that a booking horizon denied retries after its
+	// wait (tests make it deterministic).
+	Jitter func(max time.Duration) time.Duration
+	Log    *slog.Logger
 
 	late lateness
 }
@@ -602,14 +606,21 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
 		return d.shadowRefused(j, route, err, bound != noBound, now)
 	}
-	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound && d.canSleep(ctx, wait) {
+	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound {
 		// A horizon's denial is short (the next free token): wait for it
 		// here, within the call's hold, rather than a trip through the
 		// queue; the retry contends afresh, and urgent pushes go first.
-		if err := d.sleep(ctx, wait); err != nil {
-			return Result{}, true, err
+		// Jobs denied together are told the same wait, and would all
+		// retry at once for one token, each retry a write: each wakes at
+		// a random point of the interval after it instead. That costs no
+		// quota: the bucket is then short of its share, not full, and
+		// keeps what it accrues until a retry takes it.
+		if wait += d.spread(route); d.canSleep(ctx, wait) {
+			if err := d.sleep(ctx, wait); err != nil {
+				return Result{}, true, err
+			}
+			return d.reserve(ctx, j, route, d.now())
 		}
-		return d.reserve(ctx, j, route, d.now())
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
 		switch bound {
@@ -648,6 +659,16 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, true, derr
+}
+
+// spread is a random point of route's emission interval: how much later
+// than its denial's wait a job denied by a horizon retries.
+func (d *Dispatcher) spread(route Route) time.Duration {
+	T := time.Duration(route.Bucket.Limit.Interval()) * time.Microsecond
+	if d.Jitter != nil {
+		return d.Jitter(T)
+	}
+	return time.Duration(rand.Int64N(int64(T) + 1))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it

@@ -184,3 +184,46 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 		})
 	}
 }
+
+// A job a booking horizon denies retries after the denial's wait plus a
+// point of the next emission interval (Jitter), so jobs denied together
+// do not all retry at once for one token.
+func TestHorizonDenialsRetrySpread(t *testing.T) {
+	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		jitter  func(max time.Duration) time.Duration
+		wantAt  time.Duration
+		wantMax time.Duration
+	}{
+		// tat 1.2 s on the normal share (4·T = 1 s): the next token can
+		// be booked once tat − now ≤ 3·T + 1ms, at 449 ms, for 450 ms.
+		{"no jitter: at the wait", func(time.Duration) time.Duration { return 0 }, 450 * ms, 250 * ms},
+		{"half the interval later", func(max time.Duration) time.Duration { return max / 2 }, 574 * ms, 250 * ms},
+		{"a whole interval later", func(max time.Duration) time.Duration { return max }, 699 * ms, 250 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &clock{now: t0}
+			b := &memBucket{clock: c, tat: t0.Add(1200 * ms).UnixMicro()}
+			p := &timedPusher{clock: c, t0: t0}
+			var asked []time.Duration
+			d := &Dispatcher{Routes: fixedRoute(normalShare), Limiter: b, Pusher: p, Queue: &queue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
+				Jitter: func(max time.Duration) time.Duration { asked = append(asked, max); return tt.jitter(max) }}
+			res, err := d.HandleJob(context.Background(), testJob(t0))
+			if err != nil || res.Outcome != Pushed {
+				t.Fatalf("result %+v, err %v; want pushed", res, err)
+			}
+			if len(p.at) != 1 || p.at[0] != tt.wantAt {
+				t.Errorf("pushed at %v, want [%v]", p.at, tt.wantAt)
+			}
+			if len(asked) != 1 || asked[0] != tt.wantMax {
+				t.Errorf("jitter asked for %v, want [%v]", asked, tt.wantMax)
+			}
+			if len(b.calls) != 2 {
+				t.Errorf("reservations %v, want the denied one and its retry", b.calls)
+			}
+		})
+	}
+}
