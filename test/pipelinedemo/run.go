@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,8 +177,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			}
 			pool <- sy
 		}
+		name := map[bool]string{false: "changes", true: "deferred"}[q.deferred]
 		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
-			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t)}
+			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t),
+			// A receive whose answer is lost hides its messages for the
+			// visibility timeout, and a failed delete hands them out
+			// again after it: either shows as a change a minute late.
+			OnError: func(err error) { fmt.Fprintf(os.Stderr, "pipelinedemo: %s queue poller: %v\n", name, err) }}
 		if !q.deferred {
 			// As the stack's changes event source gathers them.
 			pl.BatchSize, pl.Window = syncer.ChangesBatchSize, syncer.ChangesBatchingWindow
