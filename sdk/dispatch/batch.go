@@ -40,6 +40,7 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 		todo = append(todo, i)
 	}
 	if booker, ok := d.Limiter.(Booker); ok {
+		d.prebookLingering(ctx, booker, jobs, todo)
 		d.prebook(ctx, booker, jobs, todo)
 	}
 	var wg sync.WaitGroup
@@ -106,4 +107,53 @@ func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
 	}
 	// A held slot is used or, once expired, re-acquired on its own.
 	return j.Slot.IsZero()
+}
+
+// prebookLingering books, with one write per bucket, the slots that
+// lingering jobs would each ask for on their own (Dispatcher.lingerSlot):
+// a batch of changes wakes its lanes together, and their jobs would
+// otherwise all ask at once, one write each. The jobs that get a slot
+// push at it; the others linger on without asking again (their bucket
+// does not fill up before their linger ends, or the store failed: their
+// reservation after the linger deals with it).
+func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs []job.Job, todo []int) {
+	now := d.now()
+	groups := map[string][]int{}
+	buckets := map[string]limiter.Bucket{}
+	reach := map[string]time.Duration{}
+	for _, i := range todo {
+		route, err := d.Routes.Route(jobs[i])
+		if err != nil {
+			continue
+		}
+		r, ok := d.lingerReach(jobs[i], route, now)
+		if !ok {
+			continue
+		}
+		k := route.Bucket.Key
+		if prev, seen := reach[k]; !seen || r < prev {
+			reach[k] = r // the group books within the shortest of its reaches
+		}
+		groups[k] = append(groups[k], i)
+		buckets[k] = route.Bucket
+	}
+	var wg sync.WaitGroup
+	for key, idx := range groups {
+		if len(idx) < 2 {
+			continue // lingerSlot books it on its own
+		}
+		wg.Go(func() {
+			batch, err := booker.ReserveBatch(ctx, burstOne(buckets[key]), limiter.BatchRequest{N: len(idx), MaxDelay: reach[key], Partial: true})
+			if err != nil {
+				batch = limiter.Batch{}
+			}
+			for n, i := range idx {
+				if n < len(batch.Slots) {
+					jobs[i].Slot, jobs[i].SlotKey, jobs[i].Tokens, jobs[i].NotBefore = batch.Slots[n], "", 1, time.Time{}
+				}
+				jobs[i].Linger = false // asked; lingerSlot does not ask again
+			}
+		})
+	}
+	wg.Wait()
 }

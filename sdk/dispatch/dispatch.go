@@ -325,7 +325,11 @@ type Dispatcher struct {
 	LocalShare *localshare.Pacer
 	Now        func() time.Time
 	Sleep      func(ctx context.Context, d time.Duration) error
-	Log        *slog.Logger
+	// Jitter, if set, replaces the uniformly random delay in [0, max]
+	// by which a job that a booking horizon denied retries after its
+	// wait (tests make it deterministic).
+	Jitter func(max time.Duration) time.Duration
+	Log    *slog.Logger
 
 	late lateness
 }
@@ -404,14 +408,20 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		// wait is slept here; the slot is booked after it, as late as
 		// possible.
 		wait := j.NotBefore.Sub(now)
-		if wait > d.lead(wait) || !d.canSleep(ctx, wait) {
+		switch {
+		case d.lingerSlot(ctx, &j, route, now):
+			// Its bucket fills up before the linger ends: the push takes
+			// the slot it booked rather than let the bucket lose tokens.
+			now = d.now()
+		case wait > d.lead(wait) || !d.canSleep(ctx, wait):
 			res, err := d.deferJob(ctx, j, route, wait, "not due yet")
 			return res, nil, err
+		default:
+			if err := d.sleep(ctx, wait); err != nil {
+				return Result{}, nil, err
+			}
+			j.NotBefore, now = time.Time{}, d.now()
 		}
-		if err := d.sleep(ctx, wait); err != nil {
-			return Result{}, nil, err
-		}
-		j.NotBefore, now = time.Time{}, d.now()
 	}
 	// Checked after the wait for NotBefore, which may cross it; a job
 	// that is deferred instead meets the same bound in deferJob.
@@ -483,6 +493,69 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 	return res, next, err
 }
 
+// lingerSlot books a slot for a lingering job (j.Linger) if its bucket
+// would fill up before the linger ends, and reports whether it did.
+//
+// A lingering job collects work (the changes that ride in its push); the
+// bucket meanwhile accrues tokens, up to its burst. Once it is full, every
+// moment more that the job waits is quota lost while work is waiting. In
+// GCRA terms the bucket is full from tat on, so the job asks for one token
+// of the bucket taken with burst 1, booked at most until NotBefore:
+// granted iff tat ≤ NotBefore, at slot max(tat, now), the moment the
+// bucket fills. Jobs lingering on one bucket so queue at successive slots
+// until NotBefore (HandleJobs books a batch's with one write), and the
+// rest linger on. Denied, or the store failing, the job lingers as
+// before: its reservation after the linger deals with errors.
+func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, now time.Time) bool {
+	reach, ok := d.lingerReach(*j, route, now)
+	if !ok {
+		return false
+	}
+	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
+	if err != nil {
+		return false
+	}
+	j.Slot, j.SlotKey, j.Tokens, j.NotBefore = r.Slot, "", 1, time.Time{}
+	return true
+}
+
+// lingerReach is how far ahead a lingering job may book a slot of route's
+// bucket taken with burst 1 (lingerSlot): until its linger ends, its
+// deadline or its max age, and at most (burst−1)·T plus the route's
+// booking horizon, so that the grant leaves tat no further ahead than an
+// ordinary reservation of the route may (tat ≤ now + burst·T + horizon;
+// on a meter with an urgent reserve, its normal share) and its slot is no
+// earlier than the route's own limit would give. ok is false for a job
+// that does not linger and for routes with more than one bucket, shards,
+// items, an adaptive limit, a local share or shadow mode: those linger
+// as before.
+func (d *Dispatcher) lingerReach(j job.Job, route Route, now time.Time) (time.Duration, bool) {
+	if !j.Linger || j.NotBefore.IsZero() || !j.Slot.IsZero() || route.Shadow || route.Sharded != nil || len(route.Also) > 0 ||
+		route.ItemWeight > 0 || route.LocalShare || route.Bucket.Adaptive != nil {
+		return 0, false
+	}
+	horizon := d.Policy.MaxReserve
+	if route.Horizon > 0 {
+		horizon = route.Horizon
+	}
+	lim := route.Bucket.Limit
+	reach := min(j.NotBefore.Sub(now), time.Duration(int64(lim.Burst-1)*lim.Interval())*time.Microsecond+horizon)
+	if !j.Deadline.IsZero() {
+		reach = min(reach, j.Deadline.Sub(now))
+	}
+	if maxAge, _ := d.lifetime(route); j.FirstSeen.Add(maxAge).Sub(now) < reach {
+		reach = j.FirstSeen.Add(maxAge).Sub(now)
+	}
+	return reach, reach > 0
+}
+
+// burstOne is b taken with a burst of one token: a reservation of it is
+// granted iff tat ≤ now + maxDelay, at slot max(tat, now).
+func burstOne(b limiter.Bucket) limiter.Bucket {
+	b.Limit.Burst = 1
+	return b
+}
+
 // lifetime is how long route's jobs live and how often they may be
 // deferred: the route's bounds, or the policy's where it sets none.
 func (d *Dispatcher) lifetime(route Route) (maxAge time.Duration, maxDeferrals int) {
@@ -544,14 +617,21 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
 		return d.shadowRefused(j, route, err, bound != noBound, now)
 	}
-	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound && d.canSleep(ctx, wait) {
+	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound {
 		// A horizon's denial is short (the next free token): wait for it
 		// here, within the call's hold, rather than a trip through the
 		// queue; the retry contends afresh, and urgent pushes go first.
-		if err := d.sleep(ctx, wait); err != nil {
-			return Result{}, true, err
+		// Jobs denied together are told the same wait, and would all
+		// retry at once for one token, each retry a write: each wakes at
+		// a random point of the interval after it instead. That costs no
+		// quota: the bucket is then short of its share, not full, and
+		// keeps what it accrues until a retry takes it.
+		if wait += d.spread(route); d.canSleep(ctx, wait) {
+			if err := d.sleep(ctx, wait); err != nil {
+				return Result{}, true, err
+			}
+			return d.reserve(ctx, j, route, d.now())
 		}
-		return d.reserve(ctx, j, route, d.now())
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
 		switch bound {
@@ -590,6 +670,16 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, true, derr
+}
+
+// spread is a random point of route's emission interval: how much later
+// than its denial's wait a job denied by a horizon retries.
+func (d *Dispatcher) spread(route Route) time.Duration {
+	T := time.Duration(route.Bucket.Limit.Interval()) * time.Microsecond
+	if d.Jitter != nil {
+		return d.Jitter(T)
+	}
+	return time.Duration(rand.Int64N(int64(T) + 1))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it

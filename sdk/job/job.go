@@ -57,6 +57,10 @@ type Job struct {
 	// NotBefore is when a job deferred for longer than SQS allows is due;
 	// redelivered earlier, it is deferred again for the remainder.
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Linger says NotBefore is work collecting before its push (a lane's
+	// linger), not a bound: the push may go earlier, when its bucket
+	// would otherwise fill up meanwhile and lose the tokens it accrues.
+	Linger bool `json:"linger,omitempty"`
 	// Deferrals counts trips through the deferred queue.
 	Deferrals int `json:"deferrals"`
 	// Failures counts the pushes of this job in a row that failed

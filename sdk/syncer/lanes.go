@@ -221,7 +221,7 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	// A lane that is still dirty has a backlog: it takes the next slot
 	// the bucket has, collecting for only a quarter of the linger, so that
 	// the quota is used in full while there is work.
-	next.NotBefore = st.at.Add(s.lingerOf(st.lane) / 4)
+	next.NotBefore, next.Linger = st.at.Add(s.lingerOf(st.lane)/4), s.lingerYields(st.lane)
 	return &next, nil
 }
 

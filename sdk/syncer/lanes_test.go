@@ -207,3 +207,35 @@ func TestFitWholeAndCountItems(t *testing.T) {
 		}
 	}
 }
+
+// Which lanes' lingers yield to a filling bucket (job.Linger): normal
+// lanes on a meter with an urgent reserve always; other lanes with
+// FillQuota; urgent lanes never linger at all.
+func TestLingerYields(t *testing.T) {
+	cfg, err := connections.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{
+  "rates":        {"path":"/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4},
+  "availability": {"path":"/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4,"priority":"urgent"},
+  "restrictions": {"path":"/restrictions","limit":{"rate":4,"burst":8}}},
+  "credentials":{"c1":{"token_env":"T"}}}},
+  "properties":{"h1":[{"channel":"bk","credential":"c1","hotel_ref":"BK-1"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		kind      string
+		fillQuota bool
+		want      bool
+	}{
+		{"rates", false, true},
+		{"restrictions", false, false},
+		{"restrictions", true, true},
+		{"availability", false, false}, // urgent: it does not linger at all
+	}
+	for _, tt := range tests {
+		s := &Syncer{Config: cfg, FillQuota: tt.fillQuota}
+		id := lane.ID{Property: "h1", Kind: tt.kind, Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
+		if got := s.lingerYields(id); got != tt.want {
+			t.Errorf("%s with FillQuota %v: yields %v, want %v", tt.kind, tt.fillQuota, got, tt.want)
+		}
+	}
+}

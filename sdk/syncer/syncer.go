@@ -52,6 +52,15 @@ type Syncer struct {
 	// while it stays dirty its pushes start at least a quarter of it
 	// apart. DefaultLinger if zero; negative for none.
 	Linger time.Duration
+	// FillQuota makes every lane's linger yield to its bucket: a lane
+	// that lingers pushes early, at the moment its bucket would fill up,
+	// rather than let the bucket lose the tokens it accrues while changes
+	// wait (dispatch: job.Linger). Normal lanes on a meter with an urgent
+	// reserve always do: the target for a backlog behind urgent
+	// pushes is the whole quota. Elsewhere, by default, a linger runs its
+	// course: its merging saves requests and store calls per change while
+	// the quota has room.
+	FillQuota bool
 
 	owned ownership
 }
@@ -73,6 +82,13 @@ const (
 	ChangesBatchSize      = 100
 	ChangesBatchingWindow = time.Second
 )
+
+// lingerYields reports whether a lane's linger ends early when its bucket
+// would fill up (FillQuota).
+func (s *Syncer) lingerYields(id lane.ID) bool {
+	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
+	return s.FillQuota || (ep.UrgentReserve > 0 && !ep.Urgent())
+}
 
 // lingerOf is the linger of a lane: none for an urgent endpoint's, whose
 // pushes must not wait to merge.
@@ -298,7 +314,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 		case m.Claimed:
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
 			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
-			j.NotBefore = s.now().Add(s.lingerOf(m.Lane))
+			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
 			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
 			jobs, scheduled = append(jobs, j), scheduled+1
 		case redelivered && m.Pending.Owner != "":

@@ -44,6 +44,13 @@ func TestUrgentPushesFindTheirReserve(t *testing.T) {
 			normal.Bucket.Limit.Burst, normal.Horizon, urgent.Bucket.Limit.Burst, urgent.Horizon)
 	}
 
+	// A lingering normal lane books as the dispatcher's lingerSlot does:
+	// one token of the bucket taken with burst 1, at most (4−1)·T plus the
+	// horizon ahead, so its slots queue while tat stays within the share.
+	lingering := normal
+	lingering.Bucket.Limit.Burst = 1
+	lingerReach := 3*250*time.Millisecond + normal.Horizon
+
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 	now := t0
 	db := emulator.DynamoDB(t)
@@ -76,6 +83,8 @@ func TestUrgentPushesFindTheirReserve(t *testing.T) {
 		{"urgent pushes find the reserve at once, then queue", 0, urgent, 2 * time.Second, "[0s 0s 0s 0s 250ms 500ms 750ms 1s 1.25s 1.5s 1.75s 2s]"},
 		{"normal ones wait until the bucket is back below their share", 2 * time.Second, normal, normal.Horizon, "[]"},
 		{"and then take the rate", 3250 * time.Millisecond, normal, normal.Horizon, "[3.25s]"},
+		{"lingering normal lanes book their share, one interval apart", 10 * time.Second, lingering, lingerReach, "[10s 10.25s 10.5s 10.75s]"},
+		{"and urgent pushes still find the reserve at once", 10 * time.Second, urgent, 0, "[10s 10s 10s 10s]"},
 	}
 	for _, tt := range tests {
 		now = t0.Add(tt.at)

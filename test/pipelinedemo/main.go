@@ -31,6 +31,10 @@ type options struct {
 	// stopsells > 0 runs the priority scenario: rate changes and that
 	// many stop-sells per second on one shared meter.
 	stopsells float64
+	// trace, if set, is a file for a line per worker event (tracer).
+	trace string
+	// fillQuota sets syncer.Syncer.FillQuota on every worker.
+	fillQuota bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -43,6 +47,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 4, "each OTA endpoint's published rate per credential, requests per second (> 0)")
 	fs.IntVar(&o.burst, "burst", 8, "each OTA endpoint's published burst (≥ 1)")
 	fs.Float64Var(&o.stopsells, "stopsells", 0, "priority scenario: send only rate changes (-events over -duration) plus this many stop-sells per second, on one OTA whose availability (urgent) and rates share a meter that keeps half its burst for urgent pushes (0: the default scenario)")
+	fs.BoolVar(&o.fillQuota, "fillquota", false, "every lane's linger yields to a bucket that would fill up meanwhile (syncer.Syncer.FillQuota; normal lanes on a meter with an urgent reserve always do)")
+	fs.StringVar(&o.trace, "trace", "", "write a line per worker event (reservations, pushes, deferrals, deliveries) to this file, for finding where a run's time goes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

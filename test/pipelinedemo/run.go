@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -78,6 +80,7 @@ type tally struct {
 	limiterCalls, stateCalls atomic.Int64
 	failed                   atomic.Int64
 	storeLatency             []time.Duration // every DynamoDB call's
+	trace                    *tracer         // nil unless -trace
 	ops                      map[string]int  // state calls by kind
 }
 
@@ -150,6 +153,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 
 	t := &tally{outcomes: map[dispatch.Outcome]int{}}
+	if t.trace, err = newTracer(o.trace); err != nil {
+		return err
+	}
+	defer t.trace.close()
 	tr := &truth{newest: map[otacopy.Day]struct {
 		seq    int64
 		values string
@@ -164,14 +171,19 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		// Each queue's event source mapping has its own concurrency.
 		pool := make(chan *syncer.Syncer, o.workers)
 		for range o.workers {
-			sy, err := newWorker(st, cfg, t)
+			sy, err := newWorker(st, cfg, t, o.fillQuota)
 			if err != nil {
 				return err
 			}
 			pool <- sy
 		}
+		name := map[bool]string{false: "changes", true: "deferred"}[q.deferred]
 		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
-			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t)}
+			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t),
+			// A receive whose answer is lost hides its messages for the
+			// visibility timeout, and a failed delete hands them out
+			// again after it: either shows as a change a minute late.
+			OnError: func(err error) { fmt.Fprintf(os.Stderr, "pipelinedemo: %s queue poller: %v\n", name, err) }}
 		if !q.deferred {
 			// As the stack's changes event source gathers them.
 			pl.BatchSize, pl.Window = syncer.ChangesBatchSize, syncer.ChangesBatchingWindow
@@ -203,7 +215,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	return report(out, o, lim, otas, t, tr, time.Since(start))
 }
 
-func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, error) {
+func newWorker(st *stack, cfg *connections.Config, t *tally, fillQuota bool) (*syncer.Syncer, error) {
 	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg, emulator.ForEmulator), limiterTable: st.table, t: t}
 	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
@@ -215,9 +227,14 @@ func newWorker(st *stack, cfg *connections.Config, t *tally) (*syncer.Syncer, er
 		return nil, err
 	}
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Lanes: &lane.Store{DB: db, Table: st.stateTable},
-		Token: func(env string) string { return "token-" + env }}
+		Token: func(env string) string { return "token-" + env }, FillQuota: fillQuota}
 	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
 		Queue: &deferral.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
+	if t.trace != nil {
+		sy.Dispatcher.Limiter = tracedLimiter{Limiter: lim, t: t.trace}
+		sy.Dispatcher.Pusher = tracedPusher{Pusher: push, t: t.trace}
+		sy.Dispatcher.Queue = tracedQueue{Queue: sy.Dispatcher.Queue, t: t.trace}
+	}
 	return sy, sy.Dispatcher.Validate()
 }
 
@@ -286,7 +303,21 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 			batch[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: deferred,
 				Redelivered: m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)] > "1"}
 		}
+		if deferred && t.trace != nil {
+			for _, m := range batch {
+				if j, err := job.Decode(m.Body); err == nil {
+					t.trace.event("recv", j.ID, "due=%d slot=%d deferrals=%d", t.trace.since(j.Due), t.trace.since(j.Slot), j.Deferrals)
+				}
+			}
+		}
 		results := sy.HandleBatch(ctx, batch)
+		if t.trace != nil {
+			for _, r := range results {
+				for _, j := range r.Jobs {
+					t.trace.event("outcome", j.JobID, "%s pushes=%d reason=%q", j.Outcome, j.Pushes, j.Reason)
+				}
+			}
+		}
 		t.add(results)
 		var failed []string
 		for _, r := range results {
