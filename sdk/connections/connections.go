@@ -91,6 +91,14 @@ type Endpoint struct {
 	// with nothing urgent the normal ones still use the whole rate. 0 (the
 	// default): no reserve.
 	UrgentReserve int `json:"urgent_reserve,omitempty"`
+	// FillQuota makes the endpoint's lanes end their linger early when
+	// its bucket would otherwise fill up meanwhile and lose the tokens it
+	// accrues while changes wait: fresher pushes on quota that would go
+	// unused, at the cost of fewer changes merged per request (more
+	// requests and store calls per change). Normal endpoints on a meter
+	// with an urgent_reserve always do. Default false: a linger runs its
+	// course.
+	FillQuota bool `json:"fill_quota,omitempty"`
 	// Mode is ModeEnforce (the default) or ModeShadow. In shadow mode the
 	// dispatcher still reserves from the shared bucket, so the bucket shows
 	// what enforcement would do, and records whether it would have

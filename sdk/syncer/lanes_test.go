@@ -216,26 +216,30 @@ func TestLingerYields(t *testing.T) {
   "rates":        {"path":"/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4},
   "availability": {"path":"/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4,"priority":"urgent"},
   "restrictions": {"path":"/restrictions","limit":{"rate":4,"burst":8}}},
+  "credentials":{"c1":{"token_env":"T"}}},
+  "ex":{"base_url":"https://y.example","endpoints":{
+  "restrictions": {"path":"/restrictions","limit":{"rate":4,"burst":8},"fill_quota":true}},
   "credentials":{"c1":{"token_env":"T"}}}},
-  "properties":{"h1":[{"channel":"bk","credential":"c1","hotel_ref":"BK-1"}]}}`))
+  "properties":{"h1":[{"channel":"bk","credential":"c1","hotel_ref":"BK-1"},{"channel":"ex","credential":"c1","hotel_ref":"EX-1"}]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		kind      string
-		fillQuota bool
-		want      bool
+		channel, kind string
+		fillQuota     bool
+		want          bool
 	}{
-		{"rates", false, true},
-		{"restrictions", false, false},
-		{"restrictions", true, true},
-		{"availability", false, false}, // urgent: it does not linger at all
+		{"bk", "rates", false, true},
+		{"bk", "restrictions", false, false},
+		{"bk", "restrictions", true, true},
+		{"bk", "availability", false, false}, // urgent: it does not linger at all
+		{"ex", "restrictions", false, true},  // the endpoint's fill_quota
 	}
 	for _, tt := range tests {
 		s := &Syncer{Config: cfg, FillQuota: tt.fillQuota}
-		id := lane.ID{Property: "h1", Kind: tt.kind, Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
+		id := lane.ID{Property: "h1", Kind: tt.kind, Channel: tt.channel, Credential: "c1", HotelRef: "BK-1"}
 		if got := s.lingerYields(id); got != tt.want {
-			t.Errorf("%s with FillQuota %v: yields %v, want %v", tt.kind, tt.fillQuota, got, tt.want)
+			t.Errorf("%s/%s with FillQuota %v: yields %v, want %v", tt.channel, tt.kind, tt.fillQuota, got, tt.want)
 		}
 	}
 }

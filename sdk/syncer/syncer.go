@@ -52,7 +52,8 @@ type Syncer struct {
 	// while it stays dirty its pushes start at least a quarter of it
 	// apart. DefaultLinger if zero; negative for none.
 	Linger time.Duration
-	// FillQuota makes every lane's linger yield to its bucket: a lane
+	// FillQuota makes every lane's linger yield to its bucket (per
+	// endpoint: connections.Endpoint.FillQuota): a lane
 	// that lingers pushes early, at the moment its bucket would fill up,
 	// rather than let the bucket lose the tokens it accrues while changes
 	// wait (dispatch: job.Linger). Normal lanes on a meter with an urgent
@@ -87,7 +88,7 @@ const (
 // would fill up (FillQuota).
 func (s *Syncer) lingerYields(id lane.ID) bool {
 	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
-	return s.FillQuota || (ep.UrgentReserve > 0 && !ep.Urgent())
+	return s.FillQuota || ep.FillQuota || (ep.UrgentReserve > 0 && !ep.Urgent())
 }
 
 // lingerOf is the linger of a lane: none for an urgent endpoint's, whose
