@@ -493,69 +493,6 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 	return res, next, err
 }
 
-// lingerSlot books a slot for a lingering job (j.Linger) if its bucket
-// would fill up before the linger ends, and reports whether it did.
-//
-// A lingering job collects work (the changes that ride in its push); the
-// bucket meanwhile accrues tokens, up to its burst. Once it is full, every
-// moment more that the job waits is quota lost while work is waiting. In
-// GCRA terms the bucket is full from tat on, so the job asks for one token
-// of the bucket taken with burst 1, booked at most until NotBefore:
-// granted iff tat ≤ NotBefore, at slot max(tat, now), the moment the
-// bucket fills. Jobs lingering on one bucket so queue at successive slots
-// until NotBefore (HandleJobs books a batch's with one write), and the
-// rest linger on. Denied, or the store failing, the job lingers as
-// before: its reservation after the linger deals with errors.
-func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, now time.Time) bool {
-	reach, ok := d.lingerReach(*j, route, now)
-	if !ok {
-		return false
-	}
-	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
-	if err != nil {
-		return false
-	}
-	j.Slot, j.SlotKey, j.Tokens, j.NotBefore = r.Slot, "", 1, time.Time{}
-	return true
-}
-
-// lingerReach is how far ahead a lingering job may book a slot of route's
-// bucket taken with burst 1 (lingerSlot): until its linger ends, its
-// deadline or its max age, and at most (burst−1)·T plus the route's
-// booking horizon, so that the grant leaves tat no further ahead than an
-// ordinary reservation of the route may (tat ≤ now + burst·T + horizon;
-// on a meter with an urgent reserve, its normal share) and its slot is no
-// earlier than the route's own limit would give. ok is false for a job
-// that does not linger and for routes with more than one bucket, shards,
-// items, an adaptive limit, a local share or shadow mode: those linger
-// as before.
-func (d *Dispatcher) lingerReach(j job.Job, route Route, now time.Time) (time.Duration, bool) {
-	if !j.Linger || j.NotBefore.IsZero() || !j.Slot.IsZero() || route.Shadow || route.Sharded != nil || len(route.Also) > 0 ||
-		route.ItemWeight > 0 || route.LocalShare || route.Bucket.Adaptive != nil {
-		return 0, false
-	}
-	horizon := d.Policy.MaxReserve
-	if route.Horizon > 0 {
-		horizon = route.Horizon
-	}
-	lim := route.Bucket.Limit
-	reach := min(j.NotBefore.Sub(now), time.Duration(int64(lim.Burst-1)*lim.Interval())*time.Microsecond+horizon)
-	if !j.Deadline.IsZero() {
-		reach = min(reach, j.Deadline.Sub(now))
-	}
-	if maxAge, _ := d.lifetime(route); j.FirstSeen.Add(maxAge).Sub(now) < reach {
-		reach = j.FirstSeen.Add(maxAge).Sub(now)
-	}
-	return reach, reach > 0
-}
-
-// burstOne is b taken with a burst of one token: a reservation of it is
-// granted iff tat ≤ now + maxDelay, at slot max(tat, now).
-func burstOne(b limiter.Bucket) limiter.Bucket {
-	b.Limit.Burst = 1
-	return b
-}
-
 // lifetime is how long route's jobs live and how often they may be
 // deferred: the route's bounds, or the policy's where it sets none.
 func (d *Dispatcher) lifetime(route Route) (maxAge time.Duration, maxDeferrals int) {
@@ -670,16 +607,6 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, true, derr
-}
-
-// spread is a random point of route's emission interval: how much later
-// than its denial's wait a job denied by a horizon retries.
-func (d *Dispatcher) spread(route Route) time.Duration {
-	T := time.Duration(route.Bucket.Limit.Interval()) * time.Microsecond
-	if d.Jitter != nil {
-		return d.Jitter(T)
-	}
-	return time.Duration(rand.Int64N(int64(T) + 1))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it
@@ -1112,35 +1039,4 @@ func (d *Dispatcher) log() *slog.Logger {
 		return d.Log
 	}
 	return slog.Default()
-}
-
-// Confirmer is the part of *limiter.Limiter that checks a slot granted
-// while an adaptive bucket probed above the rate that held.
-type Confirmer interface {
-	Confirm(ctx context.Context, b limiter.Bucket, p limiter.Probe) (bool, error)
-}
-
-// markProbe records on j the probe of the slot it was just given, ahead
-// by lead: only a slot far enough ahead for a throttle to land before it
-// is confirmed (limiter.ConfirmAfter).
-func markProbe(j *job.Job, p *limiter.Probe, lead time.Duration) {
-	j.ProbeVersion, j.ProbeInterval = 0, 0
-	if p != nil && lead >= limiter.ConfirmAfter {
-		j.ProbeVersion, j.ProbeInterval = p.Version, p.Interval
-	}
-}
-
-// revoked reports whether j's probing slot may not be spent: a throttle
-// revoked it, or the store could not confirm it (fail closed; the error
-// says which). A slot that is not probing costs no call.
-func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool, error) {
-	if j.ProbeInterval == 0 || j.Slot.IsZero() {
-		return false, nil
-	}
-	c, ok := d.Limiter.(Confirmer)
-	if !ok {
-		return false, nil
-	}
-	good, err := c.Confirm(ctx, route.Bucket, limiter.Probe{Version: j.ProbeVersion, Interval: j.ProbeInterval})
-	return !good, err
 }
