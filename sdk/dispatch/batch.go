@@ -83,8 +83,13 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 				d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
 				return
 			}
+			var probe *limiter.Probe
+			if p, probing := batch.Probe(); probing {
+				probe = &p
+			}
 			for n, slot := range batch.Slots {
 				jobs[idx[n]].Slot = slot
+				markProbe(&jobs[idx[n]], probe, slot.Sub(now))
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"sort"
 	"testing"
 	"time"
 
@@ -14,10 +15,10 @@ import (
 )
 
 // A lane job deferred to a slot booked while its adaptive bucket probed
-// carries the probe through SQS; at its slot the dispatcher confirms it:
-// one that still stands is pushed, one that the throttle ending the probe
-// revoked is booked again at the rate that held and never reaches the
-// vendor.
+// (alone, or with a batch's other jobs in one write) carries the probe
+// through SQS; at its slot the dispatcher confirms it: one that still
+// stands is pushed, one that the throttle ending the probe revoked is
+// booked again at the rate that held and never reaches the vendor.
 func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	lim := limiter.PerSecond(20, 2)
 	clock := newManualClock()
@@ -41,8 +42,8 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 4 s into the climb (14/s) another worker has booked the next 40
-	// slots, so two jobs get probing slots about 3 s ahead and are
-	// deferred to them.
+	// slots, so three jobs get probing slots about 3 s ahead and are
+	// deferred to them: one reserved alone, two booked as a batch.
 	clock.Set(t0.Add(14 * time.Second))
 	var held limiter.Reservation
 	for range 40 {
@@ -50,14 +51,24 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 			t.Fatalf("booking the climb ahead: %+v (probing %v), %v", held, held.Probing(), err)
 		}
 	}
-	var deferred []job.Job
-	for i := 1; i <= 2; i++ {
-		res, err := d.HandleJob(ctx, pushJob(i, "rates", clock.Now()))
-		if err != nil || res.Outcome != dispatch.Deferred {
-			t.Fatalf("job %d: %+v, %v; want it deferred to its slot", i, res, err)
-		}
-		deferred = append(deferred, p.receiveDeferred(t, 1)...)
+	res, err := d.HandleJob(ctx, pushJob(1, "rates", clock.Now()))
+	if err != nil || res.Outcome != dispatch.Deferred {
+		t.Fatalf("job 1: %+v, %v; want it deferred to its slot", res, err)
 	}
+	deferred := p.receiveDeferred(t, 1)
+	before := p.lastCounter.Updates()
+	results, errs := d.HandleJobs(ctx, []job.Job{pushJob(2, "rates", clock.Now()), pushJob(3, "rates", clock.Now())})
+	for i, res := range results {
+		if errs[i] != nil || res.Outcome != dispatch.Deferred {
+			t.Fatalf("batch job: %+v, %v; want it deferred to its slot", res, errs[i])
+		}
+	}
+	if n := p.lastCounter.Updates() - before; n != 1 {
+		t.Fatalf("the batch's two jobs booked with %d writes, want 1", n)
+	}
+	batch := p.receiveDeferred(t, 2)
+	sort.Slice(batch, func(i, j int) bool { return batch[i].Slot.Before(batch[j].Slot) })
+	deferred = append(deferred, batch...)
 	for _, j := range deferred {
 		if j.ProbeVersion == 0 || j.ProbeInterval == 0 {
 			t.Fatalf("deferred job %s carries no probe: %+v", j.ID, j)
@@ -66,7 +77,7 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 
 	// The first comes back at its slot before anything changed: pushed.
 	clock.Set(deferred[0].Slot)
-	res, err := d.HandleJob(ctx, deferred[0])
+	res, err = d.HandleJob(ctx, deferred[0])
 	if err != nil || res.Outcome != dispatch.Pushed {
 		t.Fatalf("first job at its slot: %+v, %v; want pushed", res, err)
 	}
@@ -75,16 +86,18 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	if err := other.Throttle(ctx, b.Bucket, &held, clock.Now().Add(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	// The second job's slot was revoked: booked again after the penalty,
-	// at 10/s, and deferred; the vendor saw only the first push.
-	clock.Set(deferred[1].Slot)
-	res, err = d.HandleJob(ctx, deferred[1])
-	if err != nil || res.Outcome != dispatch.Deferred || !res.Slot.After(deferred[1].Slot) {
-		t.Fatalf("second job at its revoked slot: %+v, %v; want deferred to a later slot", res, err)
-	}
-	again := p.receiveDeferred(t, 1)[0]
-	if again.ProbeVersion != 0 {
-		t.Fatalf("the slot booked at the rate that held is marked probing: %+v", again)
+	// The batch's slots were revoked: each job is booked again after the
+	// penalty, at 10/s, and deferred; the vendor saw only the first push.
+	for _, j := range deferred[1:] {
+		clock.Set(j.Slot)
+		res, err = d.HandleJob(ctx, j)
+		if err != nil || res.Outcome != dispatch.Deferred || !res.Slot.After(j.Slot) {
+			t.Fatalf("%s at its revoked slot: %+v, %v; want deferred to a later slot", j.ID, res, err)
+		}
+		again := p.receiveDeferred(t, 1)[0]
+		if again.ProbeVersion != 0 {
+			t.Fatalf("the slot booked at the rate that held is marked probing: %+v", again)
+		}
 	}
 	if n := len(p.ota.Requests()); n != 1 {
 		t.Fatalf("the vendor got %d requests, want 1 (the revoked slot is never spent)", n)
