@@ -88,19 +88,24 @@ func (l *Limiter) adaptInput(key string, next AdaptState, seen int64, floor int6
 	}
 	cond := versionCondition(vals, seen)
 	set := "SET #iv = :iv, #ad = :ad, #cl = :cl, #pf = :pf, #av = :av1"
+	// DynamoDB refuses names an expression does not use: each form names
+	// only the attributes it touches.
+	used := map[string]string{}
 	switch {
 	case floor > 0 && f == idle: // push: tat below the floor, or no item
 		set += ", #tat = :p, #ttl = :ttl"
 		cond = "(attribute_not_exists(#tat) OR #tat < :p) AND " + cond
 		vals[":p"], vals[":ttl"] = num(floor), num(ttl)
+		used = names
 	case floor > 0: // keep: tat already at or past the floor; its ttl covers it
 		cond = "#tat >= :p AND " + cond
 		vals[":p"] = num(floor)
+		used = map[string]string{"#tat": TATAttribute}
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ExpressionAttributeNames:            adaptNames(names),
+		ExpressionAttributeNames:            adaptNames(used),
 		UpdateExpression:                    aws.String(set),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeValues:           vals,

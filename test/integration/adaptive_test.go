@@ -145,6 +145,20 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 	if n := a.calls.Updates() - before; n != 0 {
 		t.Fatalf("publishing an unchanged limit sent %d writes", n)
 	}
+	// The vendor raises it to 8/s: the cap lifts in one write (one that
+	// touches neither tat nor the TTL), and the rate climbs from 5/s at
+	// once, 1/s per second: 2 s later B grants at 7/s.
+	before = a.calls.Updates()
+	if err := a.Publish(ctx, b, 8); err != nil {
+		t.Fatalf("publishing a raised limit: %v", err)
+	}
+	if n := a.calls.Updates() - before; n != 1 {
+		t.Fatalf("publishing a raised limit sent %d writes, want 1", n)
+	}
+	at(19 * time.Second)
+	if r, ok := take(w); !ok || math.Abs(r.Rate-7) > 0.01 {
+		t.Fatalf("B 2 s after a published raise to 8/s: %+v, %v; want a grant at 7/s", r, ok)
+	}
 }
 
 // While the fleet probes above the rate that held, slots booked ahead at the
