@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
@@ -235,4 +239,91 @@ func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
 		t.Fatalf("booking after the revocation: %+v (probing %v), want a slot at 10/s after the penalty ends at %v",
 			again, again.Probing(), clock.Now().Add(time.Second))
 	}
+}
+
+// Wait confirms a probing slot when it comes: when the throttle that ends
+// the probe lands while Wait sleeps, Wait books again at the rate that
+// held, after the penalty, instead of returning the revoked slot.
+func TestWaitBooksAgainWhenAThrottleRevokesItsProbingSlot(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	ctx := context.Background()
+	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
+		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
+	// Real time, shifted: the first throttle is placed 14 s back, so that
+	// the bucket climbs (at about 14/s) while Wait really sleeps.
+	var shift atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	a := newWorker(t, table, limiter.WithClock(now))
+	granted := make(chan struct{})
+	counter := &dynamotest.Counter{DB: &afterGrant{DB: emulator.DynamoDB(t), done: granted}}
+	w, err := limiter.New(counter, limiter.WithTable(table), limiter.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	shift.Store(int64(-14 * time.Second))
+	r0, err := a.Take(ctx, b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Throttle(ctx, b, &r0, now()); err != nil {
+		t.Fatal(err)
+	}
+	shift.Store(0)
+	// A books nearly three seconds of the climb ahead: W's slot comes
+	// after that, time enough for the throttle below to land first.
+	var held limiter.Reservation
+	for range 40 {
+		if held, err = a.Reserve(ctx, b, 1, 5*time.Second); err != nil || !held.Probing() {
+			t.Fatalf("booking the climb ahead: %+v (probing %v), %v", held, held.Probing(), err)
+		}
+	}
+
+	type waited struct {
+		r   limiter.Reservation
+		err error
+	}
+	out := make(chan waited, 1)
+	go func() {
+		r, err := w.Wait(ctx, b, 1, 20*time.Second)
+		out <- waited{r, err}
+	}()
+	// Once W holds its probing slot (nearly 3 s ahead), A's probing
+	// request is throttled: back to 10/s, the bucket empty for 2 s.
+	<-granted
+	throttledAt := now()
+	if err := a.Throttle(ctx, b, &held, throttledAt.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := <-out
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.r.Probing() || math.Abs(got.r.Rate-10) > 1e-9 || got.r.Slot.Before(throttledAt.Add(2*time.Second)) {
+		t.Fatalf("Wait returned %+v (probing %v); want a slot at 10/s after the penalty ending %v",
+			got.r, got.r.Probing(), throttledAt.Add(2*time.Second))
+	}
+	if reads := counter.Calls() - counter.Updates(); reads != 1 {
+		t.Fatalf("Wait read the bucket %d times, want 1 (the confirmation of its probing slot)", reads)
+	}
+}
+
+// afterGrant forwards to DB and closes done after the first write that
+// succeeds: a grant.
+type afterGrant struct {
+	DB   limiter.DynamoDBAPI
+	done chan struct{}
+	once sync.Once
+}
+
+func (g *afterGrant) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := g.DB.UpdateItem(ctx, in, opts...)
+	if err == nil {
+		g.once.Do(func() { close(g.done) })
+	}
+	return out, err
+}
+
+func (g *afterGrant) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return g.DB.GetItem(ctx, in, opts...)
 }
