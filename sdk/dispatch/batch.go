@@ -70,28 +70,30 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
 		buckets[route.Bucket.Key] = route.Bucket
 	}
-	// The groups book at once: a group booked after another's round trip
-	// would hold its slots for that long before its jobs could use them.
+	bookGroups(groups, func(key string, idx []int) {
+		batch, err := booker.ReserveBatch(ctx, buckets[key], limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+		if err != nil {
+			d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
+			return
+		}
+		probe := probeOf(batch.Probe())
+		for n, slot := range batch.Slots {
+			jobs[idx[n]].Slot = slot
+			markProbe(&jobs[idx[n]], probe, slot.Sub(now))
+		}
+	})
+}
+
+// bookGroups runs book for every group of two or more jobs on one
+// bucket (a single job books on its own), all groups at once: a group
+// booked after another's round trip would hold its slots for that long
+// before its jobs could use them.
+func bookGroups(groups map[string][]int, book func(key string, idx []int)) {
 	var wg sync.WaitGroup
 	for key, idx := range groups {
-		if len(idx) < 2 {
-			continue
+		if len(idx) >= 2 {
+			wg.Go(func() { book(key, idx) })
 		}
-		wg.Go(func() {
-			batch, err := booker.ReserveBatch(ctx, buckets[key], limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
-			if err != nil {
-				d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
-				return
-			}
-			var probe *limiter.Probe
-			if p, probing := batch.Probe(); probing {
-				probe = &p
-			}
-			for n, slot := range batch.Slots {
-				jobs[idx[n]].Slot = slot
-				markProbe(&jobs[idx[n]], probe, slot.Sub(now))
-			}
-		})
 	}
 	wg.Wait()
 }
@@ -142,23 +144,17 @@ func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs [
 		groups[k] = append(groups[k], i)
 		buckets[k] = route.Bucket
 	}
-	var wg sync.WaitGroup
-	for key, idx := range groups {
-		if len(idx) < 2 {
-			continue // lingerSlot books it on its own
+	bookGroups(groups, func(key string, idx []int) {
+		batch, err := booker.ReserveBatch(ctx, burstOne(buckets[key]), limiter.BatchRequest{N: len(idx), MaxDelay: reach[key], Partial: true})
+		if err != nil {
+			batch = limiter.Batch{}
 		}
-		wg.Go(func() {
-			batch, err := booker.ReserveBatch(ctx, burstOne(buckets[key]), limiter.BatchRequest{N: len(idx), MaxDelay: reach[key], Partial: true})
-			if err != nil {
-				batch = limiter.Batch{}
+		for n, i := range idx {
+			if n < len(batch.Slots) {
+				jobs[i].Slot, jobs[i].SlotKey, jobs[i].Tokens, jobs[i].NotBefore = batch.Slots[n], "", 1, time.Time{}
+				markProbe(&jobs[i], nil, 0)
 			}
-			for n, i := range idx {
-				if n < len(batch.Slots) {
-					jobs[i].Slot, jobs[i].SlotKey, jobs[i].Tokens, jobs[i].NotBefore = batch.Slots[n], "", 1, time.Time{}
-				}
-				jobs[i].Linger = false // asked; lingerSlot does not ask again
-			}
-		})
-	}
-	wg.Wait()
+			jobs[i].Linger = false // asked; lingerSlot does not ask again
+		}
+	})
 }

@@ -712,10 +712,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
-		if p, probing := r.Probe(); probing && err == nil {
-			return r.Slot, "", &p, nil
-		}
-		return r.Slot, "", nil, err
+		return r.Slot, "", probeOf(r.Probe()), err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {

@@ -14,6 +14,14 @@ type Confirmer interface {
 	Confirm(ctx context.Context, b limiter.Bucket, p limiter.Probe) (bool, error)
 }
 
+// probeOf is a slot's probe as markProbe takes it: nil unless probing.
+func probeOf(p limiter.Probe, probing bool) *limiter.Probe {
+	if !probing {
+		return nil
+	}
+	return &p
+}
+
 // markProbe records on j the probe of the slot it was just given, ahead
 // by lead: only a slot far enough ahead for a throttle to land before it
 // is confirmed (limiter.ConfirmAfter).
