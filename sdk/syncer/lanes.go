@@ -123,11 +123,15 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	j = s.rebased(j, id, laneRef{Token: next})
 	if len(p.Elements) == 0 {
 		// Another owner's push carried the last of it: ours took the lane
-		// over after its lease ran out.
-		if _, err := s.Lanes.Release(ctx, id, next); err != nil {
+		// over after its lease ran out. A change that lands before the
+		// release finds the lane ours and schedules nothing, so the
+		// release hands it back and this push carries it.
+		if p, err = s.Lanes.Release(ctx, id, next); err != nil {
 			return j, dispatch.Payload{}, err
 		}
-		return j, dispatch.Payload{}, dispatch.ErrIdle
+		if len(p.Elements) == 0 {
+			return j, dispatch.Payload{}, dispatch.ErrIdle
+		}
 	}
 	body, items, els, state, err := s.render(ctx, id, p.Elements)
 	if err != nil {
