@@ -124,9 +124,9 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	}
 	secrets := tokens.New(secretsmanager.NewFromConfig(awsCfg), tokens.WithGetenv(getenv))
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Lanes: &lane.Store{DB: db, Table: s.stateTable},
-		Token: secrets.Lookup(tokenReadTimeout, func(ref string, err error) {
+		Credential: secrets.Lookup(tokenReadTimeout, func(ref string, err error) {
 			// The error names the variable or secret, never a token.
-			log.Error("credential token unavailable; the job is retried", "token_ref", ref, "err", err)
+			log.Error("credential token unavailable; the job is deferred and retried", "token_ref", ref, "err", err)
 		}),
 		Invalidate: secrets.Invalidate}
 	d := &dispatch.Dispatcher{

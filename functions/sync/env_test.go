@@ -65,8 +65,8 @@ func TestInitRefusesBadSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a good config was refused: %v", err)
 	}
-	if got := h.syncer.Token("BK_TOKEN"); got != "secret-token" {
-		t.Fatalf("the token hook reads %q from BK_TOKEN", got)
+	if got, err := h.syncer.Credential("BK_TOKEN"); got != "secret-token" || err != nil {
+		t.Fatalf("the token hook reads %q, %v from BK_TOKEN", got, err)
 	}
 	// Sharded endpoints are routed through ReserveSharded.
 	if _, err := newHandler(context.Background(), env(with("FLEETBUCKET_CONNECTIONS", sharded)), slog.New(slog.DiscardHandler)); err != nil {

@@ -105,8 +105,9 @@ type MultiReserver interface {
 
 // CredentialRefresher is what a Router may also do: replace a credential's
 // token that the vendor refused (401/403), as after a rotation. It reports
-// whether the token changed, in which case the push is tried again with
-// the new one rather than dead-lettered.
+// whether the token changed (or cannot be read now, which the job's route
+// then reports), in which case the push is tried again rather than
+// dead-lettered.
 type CredentialRefresher interface {
 	RefreshCredential(j job.Job) bool
 }
@@ -119,7 +120,8 @@ type Fence interface {
 }
 
 // Router resolves a job's channel, credential and endpoint. An error means
-// the job can never be pushed (unknown channel or endpoint).
+// the job can never be pushed (unknown channel or endpoint), except a
+// *RouteUnavailableError: not now (a token that cannot be read).
 type Router interface {
 	Route(j job.Job) (Route, error)
 }
@@ -358,6 +360,10 @@ func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
 // the counters of all of them.
 func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	route, err := d.Routes.Route(j)
+	var later *RouteUnavailableError
+	if errors.As(err, &later) {
+		return d.routeUnavailable(ctx, j, later)
+	}
 	if err != nil {
 		return d.deadLetter(ctx, j, DeadLettered, "unroutable: "+err.Error())
 	}

@@ -42,8 +42,16 @@ type Syncer struct {
 	// os.Getenv. Tokens go into request headers only, never into logs or
 	// messages.
 	Token func(env string) string
+	// Credential, if set, is used instead of Token: it returns the token a
+	// credential's reference names (connections.Credential.Ref), or why it
+	// cannot be read now (tokens.Cache.Lookup: Secrets Manager unreachable,
+	// throttled, slow). Such a job is deferred like one whose limiter store
+	// is down, holding its lane, never dead-lettered as unroutable: the
+	// token is there, only not readable at the moment.
+	Credential func(ref string) (string, error)
 	// Invalidate, if set, drops a cached token (by its reference) so that
-	// Token reads it afresh: called when the vendor refuses a token.
+	// Token or Credential reads it afresh: called when the vendor refuses
+	// a token.
 	Invalidate func(ref string)
 	Now        func() time.Time
 	// Linger is how long a lane collects changes before a push: its first
@@ -367,10 +375,6 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
 	}
-	token := s.token(cred.Ref())
-	if token == "" {
-		return dispatch.Route{}, fmt.Errorf("credential %q: %s is not set", j.Credential, cred.Ref())
-	}
 	var sharded *limiter.ShardedBucket
 	if limits.Shards > 1 {
 		// The config refuses shards together with extra windows or shares.
@@ -388,12 +392,11 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		buckets[0].Limit.Burst -= r
 		horizon = time.Millisecond
 	}
-	return dispatch.Route{
+	route := dispatch.Route{
 		Bucket:     buckets[0],
 		Also:       buckets[1:],
 		Sharded:    sharded,
 		URL:        url,
-		Header:     http.Header{"Authorization": {"Bearer " + token}},
 		Shadow:     ep.Shadow(),
 		LocalShare: ep.LocalShare(),
 		ItemWeight: ep.ItemCost(),
@@ -401,30 +404,66 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		// Zero where the file sets none: the dispatcher's defaults.
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
-	}, nil
+	}
+	// The token is read last, so that a job whose token cannot be read
+	// now is deferred under its route's lifetime bounds.
+	token, err := s.credential(cred.Ref())
+	var unreadable *dispatch.RouteUnavailableError
+	if errors.As(err, &unreadable) {
+		unreadable.Route, unreadable.Err = route, fmt.Errorf("credential %q: %w", j.Credential, unreadable.Err)
+		return route, unreadable
+	}
+	if err != nil {
+		return dispatch.Route{}, fmt.Errorf("credential %q: %w", j.Credential, err)
+	}
+	route.Header = http.Header{"Authorization": {"Bearer " + token}}
+	return route, nil
 }
 
 // RefreshCredential drops the job's cached credential token and reports
-// whether a new one replaced it (a rotation): it is the dispatcher's
-// CredentialRefresher, so a push refused with 401/403 is retried with the
-// new token rather than dead-lettered.
+// whether the push should go out again: a new token replaced it (a
+// rotation), or the token cannot be read now, in which case the job's
+// route defers it until it can (Route). It is the dispatcher's
+// CredentialRefresher, so a push refused with 401/403 is retried rather
+// than dead-lettered with what it carried.
 func (s *Syncer) RefreshCredential(j job.Job) bool {
 	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
 	if !ok || s.Invalidate == nil {
 		return false
 	}
 	ref := cred.Ref()
-	before := s.token(ref)
+	before, _ := s.credential(ref)
 	s.Invalidate(ref)
-	after := s.token(ref)
-	return after != "" && after != before
+	after, err := s.credential(ref)
+	var unreadable *dispatch.RouteUnavailableError
+	if errors.As(err, &unreadable) {
+		return true
+	}
+	return err == nil && after != before
 }
 
-func (s *Syncer) token(env string) string {
-	if s.Token != nil {
-		return s.Token(env)
+// credential reads the token ref names. A *dispatch.RouteUnavailableError
+// (without its route) is a token that cannot be read now; any other error
+// one that is not set.
+func (s *Syncer) credential(ref string) (string, error) {
+	if s.Credential != nil {
+		tok, err := s.Credential(ref)
+		if err == nil && tok == "" {
+			err = fmt.Errorf("%s holds an empty token", ref)
+		}
+		if err != nil {
+			return "", &dispatch.RouteUnavailableError{Err: err}
+		}
+		return tok, nil
 	}
-	return os.Getenv(env)
+	tok := os.Getenv(ref)
+	if s.Token != nil {
+		tok = s.Token(ref)
+	}
+	if tok == "" {
+		return "", fmt.Errorf("%s is not set", ref)
+	}
+	return tok, nil
 }
 
 func (s *Syncer) now() time.Time {

@@ -207,18 +207,19 @@ func (c *Cache) Invalidate(ref string) {
 	delete(c.entries, ref)
 }
 
-// Lookup is Token in the shape of syncer.Syncer.Token (func(ref) string):
-// each call gets its own timeout, and an error is handed to onErr (which
-// may be nil) and returned as "", which the syncer reports as a token not
-// set, so the message comes back later.
-func (c *Cache) Lookup(timeout time.Duration, onErr func(ref string, err error)) func(ref string) string {
-	return func(ref string) string {
+// Lookup is Token in the shape of syncer.Syncer.Credential (func(ref)
+// (string, error)): each call gets its own timeout, and an error is also
+// handed to onErr (which may be nil), for a log line. The syncer treats an
+// error as a store failure: the job is deferred and comes back, holding
+// what it carries, until the token can be read; it is never dead-lettered.
+func (c *Cache) Lookup(timeout time.Duration, onErr func(ref string, err error)) func(ref string) (string, error) {
+	return func(ref string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		tok, err := c.Token(ctx, ref)
 		if err != nil && onErr != nil {
 			onErr(ref, err)
 		}
-		return tok
+		return tok, err
 	}
 }

@@ -233,10 +233,10 @@ func TestLookupHook(t *testing.T) {
 	var seen []string
 	hook := New(sm, WithGetenv(func(k string) string { return map[string]string{"T": "env"}[k] })).
 		Lookup(time.Second, func(ref string, err error) { seen = append(seen, ref+": "+err.Error()) })
-	if got := hook("T"); got != "env" {
-		t.Fatalf("hook(T) = %q", got)
+	if got, err := hook("T"); got != "env" || err != nil {
+		t.Fatalf("hook(T) = %q, %v", got, err)
 	}
-	if got := hook(ref); got != "" || len(seen) != 1 || !strings.Contains(seen[0], "ResourceNotFoundException") {
-		t.Fatalf("hook(missing secret) = %q, errors seen %q", got, seen)
+	if got, err := hook(ref); got != "" || err == nil || len(seen) != 1 || !strings.Contains(seen[0], "ResourceNotFoundException") {
+		t.Fatalf("hook(missing secret) = %q, %v, errors seen %q", got, err, seen)
 	}
 }
