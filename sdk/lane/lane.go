@@ -37,13 +37,28 @@
 //	d:<lane> (SS) pending elements, room#rate plan#from#to#sequence
 //	o:<lane> (S)  the owner's token
 //	l:<lane> (N)  the owner's lease, Unix µs
+//	v:<lane> (N)  how many writes added to d (Mark, Compact)
+//	x:<lane> (BOOL) a Compact replaced d since the owner's last claim
+//
+// # A bounded item
+//
+// An item holds at most 400 KB, and a lane waiting for its slot (a bucket
+// booked minutes ahead) gathers an element per change. So the pending
+// elements are compacted once they pass a bound (Compact, Coalesce):
+// elements of one cell merge into one per block of dates, carrying the
+// newest sequence, so that a lane holds about cells × blocks elements
+// whatever its backlog. A merged element covers every date of the
+// elements it replaces (a push may carry a date again, never one less).
+// Compact is the only writer besides the owner that removes elements, so
+// it flags the lane (x) and Finish refuses while the flag is up: the
+// owner's push may have read elements that the merge replaced, and its
+// next claim clears only what that push carried.
 package lane
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -116,7 +131,15 @@ type Pending struct {
 	// Owner and LeaseUntil say who holds the lane; empty if nobody.
 	Owner      string
 	LeaseUntil time.Time
+	// Version counts the writes that added elements (Mark, Compact), so
+	// that Compact replaces exactly the elements it read.
+	Version int64
 }
+
+// ErrRejected is matched by a Mark error that DynamoDB refused as invalid
+// (the item over its 400 KB limit): retrying the same write cannot help,
+// so the change belongs in the dead-letter queue with the reason.
+var ErrRejected = errors.New("lane store rejected the mark")
 
 // Mark is what marking did to one lane.
 type Mark struct {
@@ -142,14 +165,15 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 	lease := now.Add(s.lease())
 	names := map[string]string{}
 	vals := map[string]types.AttributeValue{
-		":e": elementSet(uniqueElements(els)),
-		":l": micros(lease),
+		":e":   elementSet(uniqueElements(els)),
+		":l":   micros(lease),
+		":one": &types.AttributeValueMemberN{Value: "1"},
 	}
 	var adds, sets []string
 	for i, id := range lanes {
-		d, o, l := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i)
+		d, o, l, v := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i), attr(names, "v", id, i)
 		vals[fmt.Sprintf(":t%d", i)] = &types.AttributeValueMemberS{Value: token(id)}
-		adds = append(adds, d+" :e")
+		adds = append(adds, d+" :e", v+" :one")
 		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, :t%d), %s = if_not_exists(%s, :l)", o, o, i, l, l))
 	}
 	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -160,6 +184,9 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 		ExpressionAttributeValues: vals,
 		ReturnValues:              types.ReturnValueAllNew,
 	})
+	if isValidation(err) {
+		return nil, fmt.Errorf("%w: lanes of %s#%s: %v", ErrRejected, lanes[0].Property, lanes[0].Kind, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mark lanes of %s#%s: %w", lanes[0].Property, lanes[0].Kind, err)
 	}
@@ -227,7 +254,9 @@ func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Ele
 	now := s.now()
 	names := map[string]string{}
 	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
-	update := fmt.Sprintf("SET %s = :next, %s = :l", o, l)
+	// The claim reads what is pending now: a compaction before it is
+	// part of what its push carries.
+	update := fmt.Sprintf("SET %s = :next, %s = :l REMOVE %s", o, l, attr(names, "x", id, 0))
 	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
 	if len(done) > 0 {
 		update += " DELETE " + attr(names, "d", id, 0) + " :done"
@@ -255,7 +284,8 @@ func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Ele
 
 // Finish clears done and releases the lane, in one write, if done is all
 // that is pending. released is false, with nothing changed, when more is
-// pending (new changes arrived during the push): owner keeps the lane, its
+// pending (new changes arrived during the push, or Compact merged what was
+// pending meanwhile): owner keeps the lane, its
 // next push's Claim clears done, and pending is the lane as the refused
 // write found it (done included). A lane owner lost meanwhile fails with a
 // *NotOwnerError.
@@ -265,14 +295,15 @@ func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element)
 		return err == nil && len(p.Elements) == 0, p, err
 	}
 	names := map[string]string{}
-	d, o, l := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0)
+	d, o, l, x := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "x", id, 0)
 	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.Table,
 		Key:              key(id),
 		UpdateExpression: strPtr(fmt.Sprintf("DELETE %s :done REMOVE %s, %s", d, o, l)),
-		// Only the owner removes elements and done were all pending when
-		// the push read them, so a set of done's size is exactly done.
-		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND size(%s) = :n", o, d)),
+		// Only the owner removes elements (and Compact, which raises x)
+		// and done were all pending when the push read them, so a set of
+		// done's size is exactly done.
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND size(%s) = :n AND attribute_not_exists(%s)", o, d, x)),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":done": elementSet(done), ":o": str(owner), ":n": &types.AttributeValueMemberN{Value: strconv.Itoa(len(done))}},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -433,15 +464,16 @@ func pendingOf(item map[string]types.AttributeValue, id ID) (Pending, error) {
 			p.Elements = append(p.Elements, e)
 		}
 	}
-	sort.Slice(p.Elements, func(i, j int) bool {
-		a, b := p.Elements[i], p.Elements[j]
-		if a.Sequence != b.Sequence {
-			return a.Sequence < b.Sequence
-		}
-		return a.String() < b.String()
-	})
+	sortElements(p.Elements)
 	if o, ok := item["o:"+id.suffix()].(*types.AttributeValueMemberS); ok {
 		p.Owner = o.Value
+	}
+	if v, ok := item["v:"+id.suffix()].(*types.AttributeValueMemberN); ok {
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return Pending{}, fmt.Errorf("lane %s: version %q: %w", id, v.Value, err)
+		}
+		p.Version = n
 	}
 	if l, ok := item["l:"+id.suffix()].(*types.AttributeValueMemberN); ok {
 		us, err := strconv.ParseInt(l.Value, 10, 64)
@@ -465,6 +497,13 @@ func refused(item map[string]types.AttributeValue, id ID, owner string) (Pending
 		return p, &NotOwnerError{Lane: id, Pending: p}
 	}
 	return p, nil
+}
+
+// isValidation reports whether DynamoDB refused the request itself (the
+// item over 400 KB): a property of the request, not of the moment.
+func isValidation(err error) bool {
+	var coded interface{ ErrorCode() string }
+	return errors.As(err, &coded) && coded.ErrorCode() == "ValidationException"
 }
 
 func conditionFailed(err error) (map[string]types.AttributeValue, bool) {

@@ -277,6 +277,10 @@ func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Cha
 				cs[n], redelivered = *changes[i], redelivered || msgs[i].Redelivered
 			}
 			jobs, lanes, scheduled, err := s.mark(ctx, cs, redelivered)
+			if errors.Is(err, lane.ErrRejected) {
+				s.rejectMarks(ctx, msgs, changes, idx, out, err)
+				return
+			}
 			for _, i := range idx {
 				out[i].Change.Lanes = lanes
 				out[i].Err = errors.Join(out[i].Err, err)
@@ -286,6 +290,41 @@ func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Cha
 		})
 	}
 	wg.Wait()
+}
+
+// rejectMarks dead-letters the changes whose lanes the store refused to
+// mark (lane.ErrRejected: the lane item over DynamoDB's size limit), with
+// the reason: their state is written, and redriving them once the lanes
+// are pushed marks them again.
+func (s *Syncer) rejectMarks(ctx context.Context, msgs []Message, changes []*ari.Change, idx []int, out []MessageResult, err error) {
+	for _, i := range idx {
+		applied := out[i].Change.Applied
+		rep, derr := s.reject(ctx, changes[i].EventID, msgs[i].Body, "marking its lanes failed: "+err.Error())
+		rep.Applied = applied
+		out[i].Change, out[i].Err = rep, errors.Join(out[i].Err, derr)
+	}
+}
+
+// compactAbove is how many pending elements a lane holds before a mark
+// compacts them (lane.Coalesce): well above what a lane gathers between
+// two pushes at a normal load, whose pushes then carry exactly the dates
+// that changed, and far below what fills the lane item (about 40 bytes an
+// element, for every lane of a property and kind, against 400 KB).
+const compactAbove = 256
+
+// compact merges a lane's pending elements once they pass compactAbove,
+// into one per cell and block of max_range_days dates. It is
+// opportunistic: a lane that changed since the mark, or a write that
+// failed, is left to the next mark (the mark itself stands).
+func (s *Syncer) compact(ctx context.Context, m lane.Mark) {
+	if len(m.Pending.Elements) <= compactAbove {
+		return
+	}
+	merged := lane.Coalesce(m.Pending.Elements, s.Config.MaxRangeDays)
+	if len(merged) >= len(m.Pending.Elements) {
+		return
+	}
+	_, _ = s.Lanes.Compact(ctx, m.Lane, m.Pending, merged)
 }
 
 // mark marks the lanes of changes (one property and kind) dirty with one
@@ -319,6 +358,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 	var jobs []job.Job
 	scheduled := 0
 	for _, m := range marks {
+		s.compact(ctx, m)
 		switch {
 		case m.Claimed:
 			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
