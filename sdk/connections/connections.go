@@ -194,6 +194,10 @@ func (e Endpoint) LocalShare() bool { return e.OnStoreUnavailable == StoreLocalS
 const (
 	DefaultMaxItems = 500
 	DefaultMaxBytes = 1 << 20
+	// MaxMaxBytes bounds max_bytes by the largest SQS message, so that a
+	// push the vendor refuses fits a dead-letter queue raised to hold it
+	// (a smaller queue gets a reference: deferral.Queue.DeadLetter).
+	MaxMaxBytes = 1 << 20
 )
 
 // RequestLimits returns the endpoint's max_items and max_bytes, defaults
@@ -330,8 +334,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, validatePriority(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if maxItems, maxBytes := ch.Endpoints[ep].RequestLimits(); maxItems < c.MaxRangeDays || maxItems > 100_000 {
 				add("%s.endpoints.%s.max_items: %d, want %d (max_range_days, so one change fits a push) to 100000", at, ep, maxItems, c.MaxRangeDays)
-			} else if maxBytes < 1024 || maxBytes > 64<<20 {
-				add("%s.endpoints.%s.max_bytes: %d, want 1024 to %d", at, ep, maxBytes, 64<<20)
+			} else if maxBytes < 1024 || maxBytes > MaxMaxBytes {
+				add("%s.endpoints.%s.max_bytes: %d, want 1024 to %d (a push the vendor refuses goes to the dead-letter queue, and an SQS message holds at most 1 MiB)", at, ep, maxBytes, MaxMaxBytes)
 			}
 		}
 		errs = append(errs, validateMeters(at, ch)...)

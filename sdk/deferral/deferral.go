@@ -16,8 +16,12 @@ package deferral
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,8 +47,17 @@ type Queue struct {
 	SQS         SQSAPI
 	DeferredURL string
 	DeadURL     string
-	Now         func() time.Time // default time.Now
+	// MaxMessageBytes is the most the dead-letter queue holds in one
+	// message (its MaximumMessageSize); DefaultMaxMessageBytes if zero.
+	// A dead letter that would not fit is sent as a reference (Reference).
+	MaxMessageBytes int
+	Now             func() time.Time // default time.Now
 }
+
+// DefaultMaxMessageBytes is Queue.MaxMessageBytes if unset: 256 KiB, what
+// an SQS queue holds unless it was created or raised to hold more (at
+// most 1 MiB).
+const DefaultMaxMessageBytes = 256 << 10
 
 func (q *Queue) now() time.Time {
 	if q.Now != nil {
@@ -89,8 +102,14 @@ func (q *Queue) Defer(ctx context.Context, j job.Job, wait time.Duration) error 
 
 // DeadLetter sends a message body that will never be processed to the
 // dead-letter queue, with the reason as a message attribute so an operator
-// sees why without reading logs.
+// sees why without reading logs. A body the queue cannot hold (a refused
+// push of several hundred KB) goes as its Reference instead: a message
+// the queue refuses would leave the job on its source queue, to push and
+// be refused again at every delivery.
 func (q *Queue) DeadLetter(ctx context.Context, body, reason string) error {
+	if limit := q.maxMessageBytes(); messageBytes(body, reason) > limit {
+		body, reason = Reference(body, reason, limit)
+	}
 	if len(reason) > 1024 {
 		reason = reason[:1024]
 	}
@@ -105,4 +124,42 @@ func (q *Queue) DeadLetter(ctx context.Context, body, reason string) error {
 		return fmt.Errorf("dead-letter message (%s): %w", reason, err)
 	}
 	return nil
+}
+
+func (q *Queue) maxMessageBytes() int {
+	if q.MaxMessageBytes > 0 {
+		return q.MaxMessageBytes
+	}
+	return DefaultMaxMessageBytes
+}
+
+// messageBytes is what SQS counts of a dead letter against its limit: the
+// body and the reason attribute's name, type and value.
+func messageBytes(body, reason string) int {
+	return len(body) + len(ReasonAttribute) + len("String") + min(len(reason), 1024)
+}
+
+// referenceKey names a Reference's marker field.
+const referenceKey = "fleetbucket_dead_letter"
+
+// Reference is what DeadLetter sends for a body over limit bytes: a JSON
+// object that says so and carries the body's size, SHA-256 and as much of
+// its start as fits, with the reason prefixed by the same. No queue takes
+// it back (internal/dlq classifies it unknown), and the rest of the body
+// is in the logs' reason only as its digest: the state it rendered is
+// still in the ARI state table.
+func Reference(body, reason string, limit int) (string, string) {
+	sum := sha256.Sum256([]byte(body))
+	digest := hex.EncodeToString(sum[:])
+	for keep := min(len(body), limit); ; keep /= 2 {
+		head := strings.ToValidUTF8(body[:keep], "")
+		ref, _ := json.Marshal(map[string]any{
+			referenceKey: "body too large for the dead-letter queue; head is its start",
+			"bytes":      len(body), "sha256": digest, "head": head,
+		})
+		why := fmt.Sprintf("body of %d bytes over the dead-letter queue's %d: sent its first %d bytes (sha256 %s); %s", len(body), limit, len(head), digest, reason)
+		if messageBytes(string(ref), why) <= limit || keep == 0 {
+			return string(ref), why
+		}
+	}
 }
