@@ -47,13 +47,13 @@ func (c *deferredBodies) SendMessage(ctx context.Context, in *sqs.SendMessageInp
 
 // stateCalls counts the writes to the ARI state table (state and lanes).
 type stateCalls struct {
-	ari.DynamoDBAPI
+	*dynamodb.Client
 	writes atomic.Int64
 }
 
 func (c *stateCalls) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.writes.Add(1)
-	return c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	return c.Client.UpdateItem(ctx, in, o...)
 }
 
 // itemBytes is an item's size as DynamoDB counts it, near enough: each
@@ -94,7 +94,7 @@ func TestLaneStaysBoundedUnderABacklog(t *testing.T) {
 	clock := newManualClock()
 	deferred := &deferredBodies{SQSAPI: emulator.SQS(t), url: r.deferredURL}
 	db := emulator.DynamoDB(t)
-	calls := &stateCalls{DynamoDBAPI: db}
+	calls := &stateCalls{Client: db}
 	sy := &syncer.Syncer{Config: r.cfg, State: &ari.Store{DB: calls, Table: r.stateTable}, Lanes: &lane.Store{DB: calls, Table: r.stateTable, Now: clock.Now},
 		Token: func(string) string { return "tok" }, Linger: -1, Now: clock.Now}
 	policy := dispatch.DefaultPolicy
