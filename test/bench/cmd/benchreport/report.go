@@ -156,7 +156,7 @@ func report(r results, seed *seedResults, seedTable, chart, env string, fair *fa
 	p("consistent GetItem, then a PutItem that, with its race check on, is guarded by the item's version (its first write ")
 	p("to a missing item carries no condition). The library wants a distributed lock around the two (etcd, Consul, ")
 	p("ZooKeeper, Redis, PostgreSQL or memcached), none of which a DynamoDB-only fleet has, so it runs with its no-op ")
-	p("lock (`LockNoop`): the mode DESIGN.md measured. *No race check* is the same with an unconditional PutItem. It is a ")
+	p("lock (`LockNoop`): the mode docs/design.md warns against. *No race check* is the same with an unconditional PutItem. It is a ")
 	p("dependency of `test/benchcompare` only, a module of its own.\n")
 	p("- moto serves one DynamoDB request at a time (about 250–300 a second here): a fleet that spends 20+ requests per ")
 	p("grant saturates it, which is why the guarded common bucket grants fewer tokens than the limit allows at 16 workers. ")
