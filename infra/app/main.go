@@ -1,4 +1,4 @@
-// Command app is fleetbucket's CDK app: cdk.json runs it (`go run ./infra/app`),
+// Command app is fleetbucket's CDK app: cdk.json runs it (`go run -C infra ./app`),
 // so `scripts/cdk.sh synth` and `scripts/cdk.sh deploy` need nothing else.
 //
 // Before defining the stack it validates the connections config, builds the
