@@ -68,7 +68,7 @@ func TestInvalidInputsAreRefused(t *testing.T) {
 	bad := write("bad.json", `{"channels": `)
 	good := filepath.Join(root(t), defaultConfig)
 	if _, err := os.Stat(good); err != nil {
-		t.Skipf("the example config %s is not there yet: %v", defaultConfig, err)
+		t.Fatalf("the example config %s is part of the repository and missing: %v", defaultConfig, err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -111,7 +111,7 @@ func TestBuildsTheFunction(t *testing.T) {
 		t.Skipf("%s does not exist yet", functionPackage)
 	}
 	if _, err := os.Stat(filepath.Join(r, defaultConfig)); err != nil {
-		t.Skipf("the example config %s is not there yet: %v", defaultConfig, err)
+		t.Fatalf("the example config %s is part of the repository and missing: %v", defaultConfig, err)
 	}
 	tmp := t.TempDir()
 	a, err := prepareAsset(assetOptions{Root: r, Package: functionPackage, TempDir: tmp, MaxConcurrency: "3"})
