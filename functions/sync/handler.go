@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
-	"github.com/fleetbucket/fleetbucket/sdk/tokens"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // outcomeMetric names the counter of each outcome.
@@ -33,8 +33,8 @@ var millisMetricNames = []string{"ShadowWait"}
 type handler struct {
 	syncer *syncer.Syncer
 	// tokens caches the credentials' tokens; the push path calls
-	// tokens.Invalidate(ref) when an OTA answers 401/403.
-	tokens        *tokens.Cache
+	// credentials.Invalidate(ref) when an OTA answers 401/403.
+	tokens        *credentials.Cache
 	deferredQueue string // messages from it are push jobs; the rest are PMS changes
 	log           *slog.Logger
 	metrics       *emf.Counters

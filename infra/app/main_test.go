@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/infra/stack"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 )
 
 // These tests never start jsii: prepareAsset runs before any construct.
@@ -190,9 +190,9 @@ func TestResolveConfig(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := connections.Load(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		t.Fatalf("the test's config is invalid for sdk/connections: %v", err)
+		t.Fatalf("the test's config is invalid for sdk/pipeline/config: %v", err)
 	}
 	a, err := resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath, SecretPrefix: "p/"})
 	if err != nil {
@@ -204,7 +204,7 @@ func TestResolveConfig(t *testing.T) {
 	if got := strings.Join(a.TokenSecretIDs, ","); got != "p/OTA_C1,p/OTA_C2" {
 		t.Errorf("TokenSecretIDs = %s, want p/OTA_C1,p/OTA_C2 (token_env deployed as prefix + name)", got)
 	}
-	deployed, err := connections.Parse(a.Config)
+	deployed, err := config.Parse(a.Config)
 	if err != nil {
 		t.Fatalf("the deployed config is invalid: %v", err)
 	}
@@ -223,7 +223,7 @@ func TestResolveConfig(t *testing.T) {
 }
 
 func TestQuotas(t *testing.T) {
-	cfg, err := connections.Parse([]byte(`{
+	cfg, err := config.Parse([]byte(`{
 	  "channels": {
 	    "ota": {
 	      "base_url": "https://ota.example/api",

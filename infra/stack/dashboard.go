@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // Quota is the limit of one (credential, endpoint) bucket as the

@@ -33,9 +33,9 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // The contract with functions/sync: the environment variables it reads and
@@ -76,7 +76,7 @@ const (
 	// MaxReceiveCount is how often a message is received before SQS moves
 	// it to the dead-letter queue.
 	MaxReceiveCount = 5
-	// The changes queue's batches are sdk/syncer's ChangesBatchSize and
+	// The changes queue's batches are sdk/pipeline/syncer's ChangesBatchSize and
 	// ChangesBatchingWindow: a batch's changes of one property and kind
 	// mark their lanes with one write.
 	ChangesBatchSize      = syncer.ChangesBatchSize
@@ -150,7 +150,7 @@ type Props struct {
 
 	// TokenSecretIDs are the Secrets Manager secrets (names or full ARNs)
 	// of the connections config's credentials (secret_id). The function
-	// reads them at run time (sdk/tokens), so no token is in its
+	// reads them at run time (sdk/pipeline/credentials), so no token is in its
 	// environment or the template; its role may GetSecretValue on exactly
 	// these. A name is granted as arn:…:secret:<name>-?????? (Secrets
 	// Manager appends six random characters to a secret's ARN).

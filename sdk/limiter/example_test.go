@@ -44,7 +44,7 @@ func Example() {
 	case err == nil && r.Delay(time.Now()) <= time.Second:
 		time.Sleep(r.Delay(time.Now())) // then push: the token is yours
 	case err == nil:
-		// defer the push to r.Slot (sdk/deferral does it with SQS)
+		// defer the push to r.Slot (sdk/pipeline/queue does it with SQS)
 	case errors.Is(err, limiter.ErrExhausted):
 		wait, _ := limiter.RetryAfter(err) // exact: when the same request would fit
 		_ = wait

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -35,7 +35,7 @@ func (s slotRecorder) Push(ctx context.Context, req otapush.Request) (otapush.Re
 }
 
 // itemsIn counts the dates a push body carries, as the vendor meters them,
-// with its own decoding (not sdk/syncer's).
+// with its own decoding (not sdk/pipeline/syncer's).
 func itemsIn(t *testing.T, body []byte) int {
 	t.Helper()
 	var push struct {

@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
@@ -72,7 +72,7 @@ func (s switchableDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 // queues, lanes and ARI state in DynamoDB, and the mock OTA.
 type laneRig struct {
 	*pipeline
-	cfg        *connections.Config
+	cfg        *config.Config
 	stateTable string
 	down       atomic.Bool
 	linger     time.Duration
@@ -89,10 +89,10 @@ type laneRig struct {
 	results []dispatch.Result
 }
 
-func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, config func(otaURL string) string) *laneRig {
+func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, configJSON func(otaURL string) string) *laneRig {
 	t.Helper()
 	r := &laneRig{pipeline: newPipeline(t, lim, ota)}
-	cfg, err := connections.Parse([]byte(config(r.ota.URL())))
+	cfg, err := config.Parse([]byte(configJSON(r.ota.URL())))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
@@ -19,7 +19,7 @@ import (
 // they take at most 4 tokens at an instant, and 4 urgent ones then find a
 // token at once. A fixed clock makes the bucket's arithmetic exact.
 func TestUrgentPushesFindTheirReserve(t *testing.T) {
-	cfg, err := connections.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{
+	cfg, err := config.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{
   "rates":        {"path":"/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4},
   "availability": {"path":"/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4,"priority":"urgent"}},
   "credentials":{"c1":{"token_env":"T"}}}},

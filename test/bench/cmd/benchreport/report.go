@@ -105,7 +105,7 @@ func report(r results, seed *seedResults, seedTable, chart, env string, fair *fa
 
 	p("\n## (c) Deferral at 10× overload\n\n")
 	p("60 push jobs enqueued at once on a bucket of rate 6/s (burst 6), 4 workers, moto SQS (short polls), the mock OTA ")
-	p("enforcing the same limit. *reserve-defer* is `sdk/dispatch` with `sdk/deferral` as the pipeline wires them: ")
+	p("enforcing the same limit. *reserve-defer* is `sdk/pipeline/dispatch` with `sdk/pipeline/queue` as the pipeline wires them: ")
 	p("reserve a slot, and if it is more than a second away defer the job holding it. *take-or-defer*: `Take`; ")
 	p("when denied, defer the job with `DelaySeconds = ceil(RetryAfter)` and `Take` again on redelivery. ")
 	p("A re-deferral is a deferral of a job beyond its first.\n\n")
