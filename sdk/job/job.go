@@ -75,10 +75,6 @@ type Job struct {
 	Due        time.Time `json:"due,omitzero"`
 }
 
-// BucketKey is the fleet bucket this job draws from: one per (channel,
-// credential, endpoint), which is how OTAs meter.
-func (j Job) BucketKey() string { return j.Channel + "#" + j.Credential + "#" + j.Endpoint }
-
 // Restarted is j as if first seen at now, for a job moved back from the
 // dead-letter queue after a fix: its lifetime (first seen, deferrals,
 // failures) starts over, or a job dead-lettered as expired would expire

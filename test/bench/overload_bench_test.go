@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
@@ -149,7 +150,7 @@ func (r *overloadRun) Route(j job.Job) (dispatch.Route, error) {
 		return dispatch.Route{}, fmt.Errorf("no route for %s/%s", j.Channel, j.Endpoint)
 	}
 	return dispatch.Route{
-		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: overloadLimit},
+		Bucket: limiter.Bucket{Key: connections.BucketKey(j.Channel, j.Credential, j.Endpoint), Limit: overloadLimit},
 		URL:    r.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
 	}, nil

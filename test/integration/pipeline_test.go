@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/deferral"
 	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/job"
@@ -83,7 +84,7 @@ func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no endpoint %q", j.Channel, j.Endpoint)
 	}
 	return dispatch.Route{
-		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: p.limit, Adaptive: p.adaptive},
+		Bucket: limiter.Bucket{Key: connections.BucketKey(j.Channel, j.Credential, j.Endpoint), Limit: p.limit, Adaptive: p.adaptive},
 		URL:    p.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
 	}, nil
