@@ -273,8 +273,9 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a connections file's contents. Besides
 // Validate's checks it refuses unknown fields, a key given twice in one
 // object anywhere in the file (JSON decoders keep only the last one, so
-// two "bk" channels would silently become the second), and anything after
-// the JSON value.
+// two "bk" channels would silently become the second) or twice but for
+// case where it names a field ("rate" and "Rate": the decoder matches
+// fields ignoring case), and anything after the JSON value.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := json.NewDecoder(strings.NewReader(string(b)))
@@ -282,7 +283,7 @@ func Parse(b []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}
-	if err := strictjson.Check(b); err != nil {
+	if err := strictjson.CheckFor(b, &c); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}
 	if c.MaxRangeDays == 0 {
