@@ -1,4 +1,4 @@
-// Command app is fleetbucket's CDK app: cdk.json runs it (`go run -C infra ./app`),
+// Command app is fleetbucket's CDK app: cdk.json runs it (`go run ./infra/app`),
 // so `scripts/cdk.sh synth` and `scripts/cdk.sh deploy` need nothing else.
 //
 // Before defining the stack it validates the connections config, builds the
@@ -197,13 +197,20 @@ func deployedCredentials(cfg *config.Config, prefix string) []string {
 	return ids
 }
 
-// quotas lists every bucket of cfg: each channel's credentials × endpoints.
+// quotas lists every bucket of cfg: each channel's credentials × meters
+// (endpoints that share a meter share its bucket, and its limits: the
+// config refuses them otherwise).
 func quotas(cfg *config.Config) []stack.Quota {
 	var out []stack.Quota
+	seen := map[string]bool{}
 	for chName, ch := range cfg.Channels {
 		for credID := range ch.Credentials {
 			for epName, ep := range ch.Endpoints {
-				out = append(out, stack.Quota{Channel: chName, Credential: credID, Endpoint: epName, Rate: ep.Limit.Rate, Burst: ep.Limit.Burst})
+				q := stack.Quota{Channel: chName, Credential: credID, Meter: ch.MeterOf(epName), Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}
+				if !seen[q.Bucket()] {
+					seen[q.Bucket()] = true
+					out = append(out, q)
+				}
 			}
 		}
 	}

@@ -228,7 +228,8 @@ func TestQuotas(t *testing.T) {
 	    "ota": {
 	      "base_url": "https://ota.example/api",
 	      "endpoints": {
-	        "availability": {"path": "/a", "limit": {"rate": 10, "burst": 20}},
+	        "availability": {"path": "/a", "meter": "ari", "limit": {"rate": 10, "burst": 20}},
+	        "restrictions": {"path": "/s", "meter": "ari", "limit": {"rate": 10, "burst": 20}},
 	        "rates":        {"path": "/r", "limit": {"rate": 5,  "burst": 5}}
 	      },
 	      "credentials": {"c2": {"token_env": "OTA_C2"}, "c1": {"token_env": "OTA_C1"}}
@@ -243,9 +244,11 @@ func TestQuotas(t *testing.T) {
 	for _, q := range quotas(cfg) {
 		got = append(got, fmt.Sprintf("%s %v/%d", q.Bucket(), q.Rate, q.Burst))
 	}
-	want := "ota#c1#availability 10/20,ota#c1#rates 5/5,ota#c2#availability 10/20,ota#c2#rates 5/5"
+	// Two endpoints on the meter "ari": one bucket, keyed as the workers
+	// key it.
+	want := "ota#c1#ari 10/20,ota#c1#rates 5/5,ota#c2#ari 10/20,ota#c2#rates 5/5"
 	if strings.Join(got, ",") != want {
-		t.Errorf("quotas = %v, want every credential × endpoint, sorted: %s", got, want)
+		t.Errorf("quotas = %v, want every credential × meter, sorted: %s", got, want)
 	}
 }
 

@@ -44,8 +44,8 @@ const (
 )
 
 var testQuotas = []stack.Quota{
-	{Channel: "expedia", Credential: "ex-main", Endpoint: "rates", Rate: 8, Burst: 8},
-	{Channel: "booking_com", Credential: "bk-main", Endpoint: "availability", Rate: 10, Burst: 20},
+	{Channel: "expedia", Credential: "ex-main", Meter: "rates", Rate: 8, Burst: 8},
+	{Channel: "booking_com", Credential: "bk-main", Meter: "availability", Rate: 10, Burst: 20},
 }
 
 // fixture is one synthesized stack (with the cdk-nag AwsSolutions pack
@@ -1002,8 +1002,8 @@ func TestPropsValidation(t *testing.T) {
 		{"alarm email invalid", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{Email: "Ops <a@example.com>"}}, "not a plain e-mail address"},
 		{"throttle percent 150", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxThrottlePercent: 150}}, "MaxThrottlePercent"},
 		{"queue age 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxQueueAge: 1500 * time.Millisecond}}, "MaxQueueAge"},
-		{"quota bucket with #", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a#b", Credential: "c", Endpoint: "e", Rate: 1, Burst: 1}}}, "without #"},
-		{"quota rate 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a", Credential: "c", Endpoint: "e", Burst: 1}}}, "want rate > 0"},
+		{"quota bucket with #", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a#b", Credential: "c", Meter: "e", Rate: 1, Burst: 1}}}, "without #"},
+		{"quota rate 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a", Credential: "c", Meter: "e", Burst: 1}}}, "want rate > 0"},
 		{"token secret not a secret ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"arn:aws:ssm:eu-west-1:1:parameter/x"}}, "not a Secrets Manager ARN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/spf13/cobra"
 )
 
@@ -57,7 +56,7 @@ func (a *App) target(ctx context.Context, f bucketFlags, args []string) (target,
 	if _, ok := cfg.Channels[channel].Credentials[credential]; !ok {
 		return target{}, fmt.Errorf("%s: channel %q has no credential %q (it has: %s)", f.config, channel, credential, strings.Join(keys(cfg.Channels[channel].Credentials), ", "))
 	}
-	key := job.Job{Channel: channel, Credential: credential, Endpoint: endpoint}.BucketKey()
+	key := cfg.BucketKey(channel, credential, endpoint)
 	buckets, err := endpointBuckets(limits, key, f.property)
 	if err != nil {
 		return target{}, fmt.Errorf("%s %s: %w", channel, endpoint, err)

@@ -10,6 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
@@ -222,5 +225,76 @@ func TestWatchStopsOnCancel(t *testing.T) {
 	}
 	if n := strings.Count(stdout.String(), "grants/s"); n < 1 || n > 4 {
 		t.Errorf("%d readings in 700ms at 200ms, want 1..4:\n%s", n, stdout.String())
+	}
+}
+
+// meteredConfig has two endpoints counting against one meter, "ari".
+const meteredConfig = `{
+  "channels": {
+    "bk": {
+      "base_url": "https://x.example/api",
+      "endpoints": {
+        "availability": {"path": "/a", "meter": "ari", "limit": {"rate": 10, "burst": 20}},
+        "restrictions": {"path": "/s", "meter": "ari", "limit": {"rate": 10, "burst": 20}}
+      },
+      "credentials": {"c1": {"token_env": "T"}}
+    }
+  },
+  "properties": {"h1": [{"channel": "bk", "credential": "c1", "hotel_ref": "R1"}]}
+}`
+
+// penalize and reset on an endpoint with a meter act on the bucket the
+// workers draw from (channel#credential#meter), as the sync function
+// routes a job there, and leave no item under the endpoint's own name.
+func TestCLIAddressesTheMeterBucket(t *testing.T) {
+	db := emulator.DynamoDB(t)
+	table := emulator.NewTable(t, db)
+	file := writeFile(t, "c.json", meteredConfig)
+	c := newCLI(t, map[string]string{"FLEETBUCKET_TABLE": table, "FLEETBUCKET_CONNECTIONS": file})
+	lim, err := limiter.New(db, limiter.WithTable(table), limiter.WithDenialCacheAge(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := &syncer.Syncer{Config: cfg, Token: func(string) string { return "token" }}
+	ctx := context.Background()
+	// take is a worker's Take on the bucket its route for endpoint draws
+	// from: nil when granted.
+	take := func(endpoint string) error {
+		t.Helper()
+		route, err := worker.Route(job.Job{ID: "j", Channel: "bk", Credential: "c1", Endpoint: endpoint, FirstSeen: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if route.Bucket.Key != "bk#c1#ari" {
+			t.Fatalf("the worker's bucket for %s is %q, want the meter's, bk#c1#ari", endpoint, route.Bucket.Key)
+		}
+		_, err = lim.Take(ctx, route.Bucket, 1)
+		return err
+	}
+	out := decode[statesOut](t, c.run("penalize", "--json", "bk", "c1", "availability", "--for", "2m").must(t))
+	if len(out.Buckets) != 1 || out.Buckets[0].Key != "bk#c1#ari" {
+		t.Errorf("penalize acted on %+v, want the meter's bucket bk#c1#ari", out.Buckets)
+	}
+	for _, ep := range []string{"availability", "restrictions"} {
+		if wait, denied := limiter.RetryAfter(take(ep)); !denied || wait < time.Minute {
+			t.Errorf("after penalize: a worker pushing to %s was not denied (wait %v), want a denial for about 2m", ep, wait)
+		}
+	}
+	phantom, err := lim.State(ctx, limiter.Bucket{Key: "bk#c1#availability", Limit: limiter.PerSecond(10, 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !phantom.TAT.IsZero() {
+		t.Errorf("an item under the endpoint's own name, bk#c1#availability (tat %v): no worker draws from it", phantom.TAT)
+	}
+	c.run("reset", "bk", "c1", "restrictions").must(t)
+	for _, ep := range []string{"availability", "restrictions"} {
+		if err := take(ep); err != nil {
+			t.Errorf("after reset: a worker pushing to %s got %v, want a grant", ep, err)
+		}
 	}
 }

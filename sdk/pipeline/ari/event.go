@@ -73,13 +73,21 @@ var Kinds = []string{"availability", "rates", "restrictions"}
 // Parse reads an EventBridge envelope from an SQS body and validates its
 // change. maxRangeDays bounds the date range. Besides Validate's checks it
 // refuses unknown fields in the detail, a key given twice in any object of
-// the body (sequence 1, then 2, would be read as 2), and data after it.
+// the body (sequence 1, then 2, would be read as 2), or twice but for case
+// where it names a field ("sequence", "Sequence"), and data after it.
 func Parse(body string, maxRangeDays int) (Change, error) {
 	var env Envelope
 	if err := json.Unmarshal([]byte(body), &env); err != nil {
 		return Change{}, fmt.Errorf("%w: not JSON: %v", ErrInvalid, err)
 	}
-	if err := strictjson.Check([]byte(body)); err != nil {
+	// The shape the body is read as, detail included: "sequence" and
+	// "Sequence" both set Change.Sequence, and are refused like a key
+	// given twice.
+	var shape struct {
+		Envelope
+		Detail Change `json:"detail"`
+	}
+	if err := strictjson.CheckFor([]byte(body), &shape); err != nil {
 		return Change{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if env.Source != "pms" || len(env.Detail) == 0 {

@@ -163,10 +163,20 @@ func (ch Channel) MeterOf(name string) string {
 	return name
 }
 
-// BucketKey is the shared bucket of a credential's endpoint:
-// channel#credential#meter (the endpoint's name unless it names a meter).
+// BucketKey is the key of the shared bucket a credential's pushes to a
+// meter draw from: channel#credential#meter. It is the one place the key is
+// spelled: the sync function, the CLI, the dashboard and the tests all
+// build it here, since a key built any other way names a bucket no worker
+// draws from (a penalize there stops nothing).
+func BucketKey(channel, credential, meter string) string {
+	return channel + "#" + credential + "#" + meter
+}
+
+// BucketKey is the key of the shared bucket a credential's pushes to
+// endpoint draw from: its meter's (see MeterOf), so endpoints that share a
+// meter share the bucket.
 func (c *Config) BucketKey(channel, credential, endpoint string) string {
-	return channel + "#" + credential + "#" + c.Channels[channel].MeterOf(endpoint)
+	return BucketKey(channel, credential, c.Channels[channel].MeterOf(endpoint))
 }
 
 // ItemCost is the tokens one item costs on an endpoint metered by items,
@@ -263,8 +273,9 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a connections file's contents. Besides
 // Validate's checks it refuses unknown fields, a key given twice in one
 // object anywhere in the file (JSON decoders keep only the last one, so
-// two "bk" channels would silently become the second), and anything after
-// the JSON value.
+// two "bk" channels would silently become the second) or twice but for
+// case where it names a field ("rate" and "Rate": the decoder matches
+// fields ignoring case), and anything after the JSON value.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := json.NewDecoder(strings.NewReader(string(b)))
@@ -272,7 +283,7 @@ func Parse(b []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}
-	if err := strictjson.Check(b); err != nil {
+	if err := strictjson.CheckFor(b, &c); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}
 	if c.MaxRangeDays == 0 {

@@ -29,9 +29,9 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 		// The same job holding the same slot twice in one batch is one
 		// job delivered twice (a send retried after its answer was lost
 		// is a second message with the same body). Pushing both would
-		// spend the slot twice. Job ids name the work (a lane job's id
-		// carries its owner token), so distinct work never shares one.
-		key := j.ID + "@" + j.Slot.String()
+		// spend the slot twice. Jobs that only share an ID are distinct
+		// work (job.Identity), and both go.
+		key := j.Identity() + "@" + j.Slot.String()
 		if f, dup := first[key]; dup {
 			results[i] = Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("duplicate of message %d in the same batch", f)}
 			continue

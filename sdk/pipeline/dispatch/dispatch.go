@@ -315,9 +315,11 @@ type Dispatcher struct {
 	// after (sdk/pipeline/syncer's lanes, whose claims fence duplicates); without it
 	// a job pushes its payload.
 	Work Work
-	// Fence, if set, makes a payload job that comes back from the deferred
-	// queue push once however many times the queue delivers it (SQS is
-	// at-least-once): each copy asks before pushing, at one write each.
+	// Fence, if set, makes a payload job push once however many copies of
+	// it the queues deliver (SQS is at-least-once; a send retried after its
+	// answer was lost is a second message): each copy asks before pushing,
+	// at one write each, under the job's Identity and try, so copies that
+	// each booked a slot of their own still push once.
 	Fence Fence
 	// LocalShare paces LocalShare routes while the limiter store is
 	// unreachable; it must be sized for the fleet's maximum number of
@@ -746,7 +748,7 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 // for good) the work may hand back the next job.
 func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Slot}
-	j, p, err := d.begin(ctx, j)
+	j, p, err := d.begin(ctx, j, route)
 	var recheck *RecheckError
 	switch {
 	case errors.Is(err, ErrNothingToPush):
@@ -789,18 +791,27 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	return d.done(ctx, j, route, p, res)
 }
 
-func (d *Dispatcher) begin(ctx context.Context, j job.Job) (job.Job, Payload, error) {
+// begin returns what j pushes. A payload job first takes its fence: the
+// key is the push (job.Identity) and its try, not its slot, since copies
+// of one delivery may each have booked a slot of their own by now. Only
+// the first copy to ask pushes; every later try of the job (a retry after
+// a failed push) asks under the next number, since the job carries Tries
+// on from here.
+func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job, Payload, error) {
 	if d.Work != nil {
 		return d.Work.Begin(ctx, j)
 	}
-	if d.Fence != nil && j.Deferrals > 0 && !j.Slot.IsZero() {
-		first, err := d.Fence.First(ctx, j.ID+"@"+j.Slot.UTC().Format(time.RFC3339Nano), j.Slot.Add(time.Hour))
+	if d.Fence != nil {
+		// Copies come as long as the job lives.
+		maxAge, _ := d.lifetime(route)
+		first, err := d.Fence.First(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FirstSeen.Add(maxAge))
 		if err != nil {
 			return j, Payload{}, err
 		}
 		if !first {
-			return j, Payload{}, fmt.Errorf("%w: another delivery of job %q pushes at its slot", ErrNothingToPush, j.ID)
+			return j, Payload{}, fmt.Errorf("%w: another delivery of job %q (try %d) pushes", ErrNothingToPush, j.ID, j.Tries)
 		}
+		j.Tries++
 	}
 	return j, Payload{Body: j.Payload, Items: 1}, nil
 }

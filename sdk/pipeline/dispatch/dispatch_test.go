@@ -273,6 +273,40 @@ func TestFenceStopsASecondDelivery(t *testing.T) {
 	}
 }
 
+// The fence names a job's try, not its slot: a retry after a failed push
+// (or after a push the limiter store failed during) pushes again, while a
+// copy of the delivery whose push failed stays fenced out.
+func TestFenceLetsARetryThrough(t *testing.T) {
+	failures := map[string]error{
+		"vendor 503":        &otapush.DeferError{After: time.Second, Status: 503, Cause: errors.New("vendor answered 503")},
+		"store unavailable": &otapush.DeferError{After: time.Second, Cause: fmt.Errorf("retry's wait: %w", limiter.ErrUnavailable)},
+	}
+	for name, failure := range failures {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t)
+			r.d.Work, r.d.Fence = nil, fence{}
+			r.push.err = failure
+			original := testJob(r.clock.Now())
+			original.Payload = []byte(`{"n":1}`)
+			if res, err := r.d.HandleJob(context.Background(), original); err != nil || res.Outcome != Deferred {
+				t.Fatalf("failed push: %+v, %v; want deferred", res, err)
+			}
+			retry := r.queue.deferred[0].j
+			r.push.err = nil
+			r.clock.now = r.clock.now.Add(r.queue.deferred[0].wait)
+			if res, err := r.d.HandleJob(context.Background(), retry); err != nil || res.Outcome != Pushed {
+				t.Fatalf("retry: %+v, %v; want pushed", res, err)
+			}
+			if res, err := r.d.HandleJob(context.Background(), original); err != nil || res.Outcome != Coalesced {
+				t.Fatalf("a second copy of the original delivery: %+v, %v; want coalesced", res, err)
+			}
+			if len(r.push.bodies) != 2 {
+				t.Errorf("%d pushes, want 2 (the failed one and its retry)", len(r.push.bodies))
+			}
+		})
+	}
+}
+
 // A push refused with 401/403 is tried again at once when the credential's
 // token turns out to have been rotated, and dead-lettered when it has not.
 func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {

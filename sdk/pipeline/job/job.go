@@ -8,6 +8,9 @@
 package job
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +25,12 @@ const Version = 1
 // Job is one push of one change to one channel endpoint.
 type Job struct {
 	V int `json:"v"`
-	// ID is unique per push and stable across redeliveries: the idempotency
-	// key, e.g. "<event id>#booking_com#availability".
+	// ID is stable across redeliveries, and names the push: the vendor's
+	// idempotency key (X-Job-Id), e.g.
+	// "<event id>#booking_com#<credential>#availability". Duplicates are
+	// told apart by Identity, which adds what else the push carries: jobs
+	// that share an ID but not a credential, endpoint or payload are two
+	// pushes.
 	ID         string `json:"id"`
 	Channel    string `json:"channel"`    // e.g. "booking_com"
 	Credential string `json:"credential"` // the credential's id, never its secret
@@ -68,6 +75,12 @@ type Job struct {
 	// backs off longer, and past the dispatcher's MaxFailures the job is
 	// dead-lettered rather than retried forever.
 	Failures int `json:"failures,omitempty"`
+	// Tries counts the pushes of this job that began (the dispatcher's
+	// fence let them through): copies of one delivery share it, so only
+	// one of them pushes, and a retry after a failed push asks under the
+	// next number. It survives Restarted, so a redriven job is not
+	// fenced out by its own last push.
+	Tries int `json:"tries,omitempty"`
 	// DeferredAt and Due are when the job was last deferred and when the
 	// queue should hand it back (DeferredAt plus its whole-second delay):
 	// the delivery's lateness is the arrival minus Due.
@@ -75,9 +88,27 @@ type Job struct {
 	Due        time.Time `json:"due,omitzero"`
 }
 
-// BucketKey is the fleet bucket this job draws from: one per (channel,
-// credential, endpoint), which is how OTAs meter.
-func (j Job) BucketKey() string { return j.Channel + "#" + j.Credential + "#" + j.Endpoint }
+// Identity names the push a job makes, whatever copy of it a queue
+// delivers: its ID and a digest of its channel, credential, endpoint and
+// payload. Copies of one job (a redelivery, a send retried after its answer
+// was lost, a deferral) share it; jobs that merely share an ID do not. The
+// payload is digested in the form Encode writes it (compact, HTML-escaped),
+// so a hand-written body and its re-encoded copy agree.
+func (j Job) Identity() string {
+	h := sha256.New()
+	for _, part := range []string{j.Channel, j.Credential, j.Endpoint} {
+		h.Write([]byte(part))
+		h.Write([]byte{0}) // '#' is refused in these fields, NUL is not: length-safe either way
+	}
+	var compact, escaped bytes.Buffer
+	if json.Compact(&compact, j.Payload) == nil {
+		json.HTMLEscape(&escaped, compact.Bytes())
+		h.Write(escaped.Bytes())
+	} else {
+		h.Write(j.Payload) // invalid JSON: Validate refuses it before any push
+	}
+	return j.ID + "#" + hex.EncodeToString(h.Sum(nil)[:12])
+}
 
 // Restarted is j as if first seen at now, for a job moved back from the
 // dead-letter queue after a fix: its lifetime (first seen, deferrals,

@@ -32,8 +32,51 @@ func TestRoundTrip(t *testing.T) {
 	if strings.Contains(body, "not_before") {
 		t.Errorf("zero NotBefore was encoded: %s", body)
 	}
-	if got.BucketKey() != "booking_com#cred-1#availability" {
-		t.Errorf("BucketKey = %q", got.BucketKey())
+}
+
+// Copies of one job share its Identity, whatever their trip through the
+// queue changed; jobs that share only an ID do not.
+func TestIdentity(t *testing.T) {
+	j := valid()
+	copies := map[string]func(Job) Job{
+		"deferred with a slot": func(c Job) Job {
+			c.Slot, c.Deferrals, c.Failures, c.Tries = c.FirstSeen.Add(time.Minute), 3, 1, 1
+			return c
+		},
+		"re-encoded payload": func(c Job) Job { c.Payload = []byte(`{ "rooms" : 1 }`); return c },
+		"restarted":          func(c Job) Job { return c.Restarted(c.FirstSeen.Add(time.Hour)) },
+	}
+	for name, f := range copies {
+		if got := f(j).Identity(); got != j.Identity() {
+			t.Errorf("%s: identity %q, want the original's %q", name, got, j.Identity())
+		}
+	}
+	body, err := Encode(Job{ID: "e", Channel: "c", Credential: "k", Endpoint: "x", Payload: []byte(`{"a": "<b>"}`), FirstSeen: j.FirstSeen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := Job{ID: "e", Channel: "c", Credential: "k", Endpoint: "x", Payload: []byte(`{"a": "<b>"}`)}
+	if decoded.Identity() != hand.Identity() {
+		t.Errorf("a hand-written payload and its encoded copy differ: %q, %q", hand.Identity(), decoded.Identity())
+	}
+	others := map[string]func(Job) Job{
+		"another credential": func(c Job) Job { c.Credential = "cred-2"; return c },
+		"another endpoint":   func(c Job) Job { c.Endpoint = "rates"; return c },
+		"another channel":    func(c Job) Job { c.Channel = "expedia"; return c },
+		"another payload":    func(c Job) Job { c.Payload = []byte(`{"rooms":2}`); return c },
+		"another id":         func(c Job) Job { c.ID = "evt-2"; return c },
+	}
+	for name, f := range others {
+		if got := f(j).Identity(); got == j.Identity() {
+			t.Errorf("%s: identity %q, the same as the original's", name, got)
+		}
+	}
+	if !strings.HasPrefix(j.Identity(), j.ID+"#") {
+		t.Errorf("identity %q does not start with the job's ID, which logs and keys read", j.Identity())
 	}
 }
 
