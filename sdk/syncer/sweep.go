@@ -16,10 +16,10 @@ import (
 // ends undelivered again.
 const SweepInterval = 5 * time.Minute
 
-// SweepEvent is the detail-type of the scheduled event that starts a
-// sweep; the sync function tells it from SQS batches by its "source"
-// (aws.events).
-const SweepEvent = "fleetbucket.sweep"
+// SweepAction is the "action" of the input the stack's schedule invokes
+// the sync function with every SweepInterval ({"action": "sweep"}): SQS
+// batches have no such field.
+const SweepAction = "sweep"
 
 // maxSweptItems bounds the lane items one sweep takes up, so that a sweep
 // after a long outage fits one invocation; the rest are found by the next.
