@@ -22,5 +22,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sync: refusing to start: %v\n", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(h.Invoke)
 }

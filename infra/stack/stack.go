@@ -2,8 +2,8 @@
 //
 //	PMS ──► EventBridge bus (source "pms") ──► SQS changes queue ──┐
 //	                                                                ├──► Lambda sync ──► OTAs
-//	                         SQS deferred queue (delayed jobs) ─────┘      │
-//	                                                                       ├─ DynamoDB limiter table (one item per bucket)
+//	                         SQS deferred queue (delayed jobs) ─────┤      │
+//	          EventBridge schedule (sweep, every 5 min) ────────────┘      ├─ DynamoDB limiter table (one item per bucket)
 //	                                                                       ├─ DynamoDB ARI state table
 //	                                                                       └─ SQS dead-letter queue (rejected jobs)
 //
@@ -35,6 +35,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
@@ -165,6 +166,7 @@ type SyncStack struct {
 	StateTable      awsdynamodb.Table
 	Bus             awsevents.EventBus
 	Rule            awsevents.Rule
+	SweepRule       awsevents.Rule // {"action": "sweep"} to the function every syncer.SweepInterval
 	ChangesQueue    awssqs.Queue
 	DeferredQueue   awssqs.Queue
 	DeadLetterQueue awssqs.Queue
@@ -297,6 +299,14 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
+	// Sparse: a lane item is in it only while one of its lanes may be
+	// stranded (sdk/pipeline/lane), so the sweep reads those items and no others.
+	s.StateTable.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(lane.SweepIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(lane.SweepAttribute), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(lane.SweepAtAttribute), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
 
 	// ---------------------------------------------------------- queues ----
 
@@ -417,6 +427,18 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		Actions:   jsii.Strings("dynamodb:BatchGetItem"),
 		Resources: &[]*string{s.StateTable.TableArn()},
 	}))
+	// The sweep: one query of the sweep index, then a read of each lane
+	// item it lists.
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SweepIndex"),
+		Actions:   jsii.Strings("dynamodb:Query"),
+		Resources: &[]*string{jsii.String(*s.StateTable.TableArn() + "/index/" + lane.SweepIndex)},
+	}))
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SweepRead"),
+		Actions:   jsii.Strings("dynamodb:GetItem"),
+		Resources: &[]*string{s.StateTable.TableArn()},
+	}))
 	if len(p.TokenSecretIDs) > 0 {
 		var arns []*string
 		for _, id := range p.TokenSecretIDs {
@@ -452,6 +474,19 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 			MaxConcurrency:          jsii.Number(float64(p.MaxConcurrency)),
 		}))
 	}
+
+	// The sweep's schedule, on the default bus (schedules live there). An
+	// invocation that fails is retried by Lambda's asynchronous retries,
+	// and the next one finds whatever it left.
+	s.SweepRule = awsevents.NewRule(stack, jsii.String("LaneSweepSchedule"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("Every %v: push the lanes whose job ended without delivering (fleetbucket sync sweep)", syncer.SweepInterval)),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(syncer.SweepInterval.Minutes()))),
+		Targets: &[]awsevents.IRuleTarget{
+			awseventstargets.NewLambdaFunction(s.Function, &awseventstargets.LambdaFunctionProps{
+				Event: awsevents.RuleTargetInput_FromObject(map[string]interface{}{"action": syncer.SweepAction}),
+			}),
+		},
+	})
 
 	// ------------------------------------------------ alarms, dashboard ----
 

@@ -18,6 +18,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/poller"
@@ -93,7 +94,17 @@ func TestSyncFunctionEndToEnd(t *testing.T) {
 	if len(dlq) != 1 || !strings.Contains(dlq[bodies[events]], "not JSON") {
 		t.Errorf("DLQ = %v, want only the broken event, with its reason", dlq)
 	}
-	t.Logf("%d events pushed through the bootstrap binary in %d requests, with the token from Secrets Manager", events, len(p.ota.Accepted()))
+	// The stack's schedule invokes the same binary to sweep: with every
+	// lane delivered, none is stranded.
+	out, err := fn.Invoke(context.Background(), []byte(`{"action":"`+syncer.SweepAction+`"}`))
+	var swept struct {
+		Items, Lanes int
+		ErrorMessage string `json:"errorMessage"`
+	}
+	if err != nil || json.Unmarshal(out, &swept) != nil || swept.ErrorMessage != "" || swept.Items != 0 || swept.Lanes != 0 {
+		t.Errorf("sweep invocation: %s, %v; want nothing stranded", out, err)
+	}
+	t.Logf("%d events pushed through the bootstrap binary in %d requests, with the token from Secrets Manager; 429s %d", events, len(p.ota.Accepted()), p.ota.Count429())
 }
 
 // invokeHandler turns a batch into the SQS event Lambda would send and

@@ -32,6 +32,7 @@ type Server struct {
 	buckets  map[bucketKey]tats
 	windows  map[bucketKey]*window.Log
 	failures map[string][]int
+	matching []*matchFailure
 	log      []Request
 	// hiddenWindow is the limit SetHiddenWindow set (nil: none), and
 	// hiddenLogs its arrivals per bucket.
@@ -112,7 +113,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case !v.allowed:
 			status, msg = http.StatusTooManyRequests, "rate limit exceeded"
 		default:
-			if status = s.injected(rec.JobID); status != 0 {
+			if status = s.injected(rec); status != 0 {
 				msg = "injected failure"
 			} else {
 				status = http.StatusOK

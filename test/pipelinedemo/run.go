@@ -190,6 +190,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		wg.Go(func() { pl.Run(runCtx) })
 	}
+	// As the stack's schedule does every syncer.SweepInterval, a sweeper
+	// pushes the lanes whose job ended undelivered; a demo lasts minutes,
+	// so it sweeps more often.
+	sweeper, err := newWorker(st, cfg, t, o.fillQuota)
+	if err != nil {
+		return err
+	}
+	wg.Go(func() { sweepEvery(runCtx, sweeper, demoSweepInterval, t) })
 	start := time.Now()
 	sent := make(chan int, 1)
 	go func() { sent <- produce(runCtx, st, o, tr) }()
@@ -213,6 +221,28 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	cancel()
 	wg.Wait()
 	return report(out, o, lim, otas, t, tr, time.Since(start))
+}
+
+// demoSweepInterval is the demo's stand-in for syncer.SweepInterval.
+const demoSweepInterval = 30 * time.Second
+
+// sweepEvery calls Sweep every interval until ctx ends, counting what
+// became of the jobs it scheduled.
+func sweepEvery(ctx context.Context, sy *syncer.Syncer, interval time.Duration, t *tally) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rep, err := sy.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "pipelinedemo: sweep: %v\n", err)
+		}
+		t.add([]syncer.MessageResult{{Jobs: rep.Results}})
+	}
 }
 
 func newWorker(st *stack, cfg *config.Config, t *tally, fillQuota bool) (*syncer.Syncer, error) {

@@ -109,8 +109,11 @@ func (a *App) dlqRedriveCmd(f *dlqFlags) *cobra.Command {
 		Long: `redrive moves each dead-lettered message back to the queue it belongs on,
 once what sent it there is fixed: PMS change events (EventBridge envelopes)
 to the changes queue, push jobs (JSON with "v" and "id") to the deferred
-queue. It logs each message's reason as it moves it (to stderr; the
-summary goes to stdout). Anything else stays in the dead-letter queue.`,
+queue. A lane push the vendor refused or that gave up is dead-lettered as
+its lane's push job (its id names the lane): moved back, it pushes
+everything the lane has pending. It logs each message's reason as it moves
+it (to stderr; the summary goes to stdout). Anything else stays in the
+dead-letter queue.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.queues.Changes == "" && f.queues.Deferred == "" {

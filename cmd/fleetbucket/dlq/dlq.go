@@ -8,8 +8,12 @@
 // from the changes and deferred queues after maxReceiveCount. A message's
 // body says where it came from: a PMS change event is an EventBridge
 // envelope ("source" and "detail"), a push job is the job's JSON ("v" and
-// "id"). Anything else (a vendor-refused push body, say) has no queue to go
-// back to and stays.
+// "id"). A lane push the vendor refused, or that gave up after its retries,
+// is dead-lettered as its lane's push job, naming the lane in its id
+// (property#kind#channel#credential#hotel_ref@owner): the lane kept its
+// changes, and the job moved back pushes them again. Anything else (a push
+// body an older version dead-lettered, say) has no queue to go back to and
+// stays.
 //
 // Reading a message hides it for a visibility timeout; List and a dry-run
 // Redrive make every message they kept visible again before they return,

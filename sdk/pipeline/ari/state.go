@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
 // State table layout: one item per cell and month, so that a change of a
@@ -313,8 +315,9 @@ type TableAdminAPI interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
-// CreateTable creates a state table (on-demand) and waits until it is
-// active; an existing one is left alone. In AWS the CDK stack creates it.
+// CreateTable creates a state table (on-demand) with the lanes' sweep
+// index (lane.SweepIndex) and waits until it is active; an existing one is
+// left alone. In AWS the CDK stack creates it.
 func CreateTable(ctx context.Context, db TableAdminAPI, name string) error {
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:   &name,
@@ -322,11 +325,21 @@ func CreateTable(ctx context.Context, db TableAdminAPI, name string) error {
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(SortKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(lane.SweepAttribute), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(lane.SweepAtAttribute), AttributeType: types.ScalarAttributeTypeN},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(SortKey), KeyType: types.KeyTypeRange},
 		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(lane.SweepIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(lane.SweepAttribute), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(lane.SweepAtAttribute), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {

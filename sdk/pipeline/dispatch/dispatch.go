@@ -31,7 +31,11 @@
 //     but pushes at once.
 //
 // State-backed work that a dead-lettered job carried is given up
-// (Abandoner), so the next job to take it up finds it pending.
+// (Abandoner), so the next job to take it up finds it pending: that
+// includes a push the vendor refused or that gave up after MaxFailures,
+// whose work is never settled as if delivered. A credential the vendor
+// refuses (401/403) with no new token to try pauses its bucket for the
+// fleet, and the job waits with its work (Result.CredentialRefused).
 package dispatch
 
 import (
@@ -301,6 +305,11 @@ type Result struct {
 	// LocalShares counts pushes paced by the local share while the store
 	// was unreachable.
 	LocalShares int
+	// CredentialRefused: the vendor refused the route's credential (401,
+	// 403) and no new token replaced it; the route's bucket is paused and
+	// the job kept (or, past MaxFailures, dead-lettered with its work
+	// kept pending). An operator must fix the credential.
+	CredentialRefused bool
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
@@ -394,6 +403,7 @@ func (r Result) then(next Result) Result {
 	next.ShadowWouldShed = next.ShadowWouldShed || r.ShadowWouldShed
 	next.ShadowWait = max(next.ShadowWait, r.ShadowWait)
 	next.LocalShares += r.LocalShares
+	next.CredentialRefused = next.CredentialRefused || r.CredentialRefused
 	next.Lateness, next.Delayed = r.Lateness, r.Delayed
 	if next.JobID == "" {
 		next.JobID = r.JobID
@@ -851,7 +861,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 	var perm *otapush.PermanentError
 	var later *otapush.DeferError
 	switch {
-	case errors.As(err, &perm) && (perm.Status == http.StatusUnauthorized || perm.Status == http.StatusForbidden) &&
+	case errors.As(err, &perm) && credentialRefused(perm.Status) &&
 		j.Failures < d.Policy.MaxFailures && d.refreshed(j):
 		// The token was rotated: the same push goes out again with the new
 		// one, counted as a failure so that a token that keeps changing
@@ -861,18 +871,34 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		def, err := d.deferJob(ctx, j, route, 0, "credential refreshed after "+perm.Error())
 		def.Attempts, def.Throttled = res.Attempts, res.Throttled
 		return def, nil, err
-	case errors.As(err, &perm) && d.Work != nil:
-		// The vendor refused what was pending; retrying the same body
-		// cannot help. It goes to the dead-letter queue with the reason,
-		// and the rest of the work carries on.
-		if err := d.Queue.DeadLetter(ctx, string(p.Body), fmt.Sprintf("job %s: %v", j.ID, perm)); err != nil {
-			return Result{}, nil, err
-		}
-		res.Outcome, res.Reason = DeadLettered, perm.Error()
-		return d.done(ctx, j, route, p, res)
+	case errors.As(err, &perm) && credentialRefused(perm.Status) && j.Failures < d.Policy.MaxFailures:
+		// The vendor refuses the credential itself and no new token
+		// replaced it (a rotation gone wrong, a revoked key): every push
+		// on it would be refused too. Its bucket pauses for the whole
+		// fleet until the job's backoff ends, and the job keeps its work
+		// for then: nothing is cleared while an operator fixes the
+		// credential, and the refusal pages (CredentialRefused).
+		j.Failures++
+		wait := d.failureWait(j, 0)
+		d.pause(ctx, route, d.now().Add(wait))
+		j.Slot, j.SlotKey = time.Time{}, ""
+		def, err := d.deferJob(ctx, j, route, wait, "credential refused, its pushes paused: "+perm.Error())
+		def.Attempts, def.Throttled, def.CredentialRefused = res.Attempts, res.Throttled, true
+		return def, nil, err
 	case errors.As(err, &perm):
-		dl, err := d.deadLetter(ctx, j, DeadLettered, perm.Error())
-		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
+		// Refused for good: the same push cannot succeed. The job goes to
+		// the dead-letter queue with the reason. State-backed work is not
+		// settled but given up (Abandoner): what the push carried stays
+		// pending, to be pushed again by the work's next job, and the job
+		// in the dead letter names its work, so that a redrive pushes it
+		// again once the cause is fixed.
+		reason := perm.Error()
+		if credentialRefused(perm.Status) {
+			reason = fmt.Sprintf("credential refused %d times in a row: %v", j.Failures+1, perm)
+		}
+		j.Slot, j.SlotKey = time.Time{}, "" // spent on the push, not wasted
+		dl, err := d.deadLetter(ctx, j, DeadLettered, reason)
+		dl.Attempts, dl.Throttled, dl.CredentialRefused = res.Attempts, res.Throttled, credentialRefused(perm.Status)
 		return dl, nil, err
 	case errors.As(err, &later) && errors.Is(later, limiter.ErrUnavailable):
 		// The limiter's store, not the vendor, failed: fail closed, and
@@ -882,27 +908,62 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, true
 		return def, nil, err
 	case errors.As(err, &later) && j.Failures+1 > d.Policy.MaxFailures:
+		// Given up, as a refusal is (above): the job is dead-lettered and
+		// its work stays pending.
 		reason := fmt.Sprintf("gave up after %d failed pushes in a row: %v", j.Failures+1, later)
-		if d.Work != nil {
-			if err := d.Queue.DeadLetter(ctx, string(p.Body), fmt.Sprintf("job %s: %s", j.ID, reason)); err != nil {
-				return Result{}, nil, err
-			}
-			res.Outcome, res.Reason = DeadLettered, reason
-			return d.done(ctx, j, route, p, res)
-		}
+		j.Slot, j.SlotKey = time.Time{}, ""
 		dl, err := d.deadLetter(ctx, j, DeadLettered, reason)
 		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
 		return dl, nil, err
 	case errors.As(err, &later):
 		j.Failures++
-		backoff := d.Policy.FailureBackoff << min(j.Failures-1, 20)
-		wait := min(max(later.After, time.Second, backoff), queue.MaxDelay)
+		wait := d.failureWait(j, later.After)
 		j.Slot, j.SlotKey = time.Time{}, "" // retries spent or lost it; the next run acquires afresh
 		def, err := d.deferJob(ctx, j, route, wait, later.Error())
 		def.Slot, def.Attempts, def.Throttled = res.Slot, res.Attempts, res.Throttled
 		return def, nil, err
 	}
 	return Result{}, nil, err
+}
+
+// credentialRefused says a vendor's status refuses the credential.
+func credentialRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// failureWait is how long a job that failed j.Failures times in a row
+// waits: FailureBackoff·2^(k−1), at least what the vendor asked for and a
+// second, at most SQS's 15 minutes.
+func (d *Dispatcher) failureWait(j job.Job, asked time.Duration) time.Duration {
+	backoff := d.Policy.FailureBackoff << min(j.Failures-1, 20)
+	return min(max(asked, time.Second, backoff), queue.MaxDelay)
+}
+
+// Penalizer is the part of *limiter.Limiter that empties a bucket for the
+// whole fleet until a time; the dispatcher pauses a route whose credential
+// the vendor refuses with it, where its Limiter has it.
+type Penalizer interface {
+	Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error
+}
+
+// pause stops every worker's grants on route's bucket (every shard of a
+// sharded one) until `until`.
+func (d *Dispatcher) pause(ctx context.Context, route Route, until time.Time) {
+	p, ok := d.Limiter.(Penalizer)
+	if !ok {
+		return // only this job waits
+	}
+	buckets := []limiter.Bucket{route.Bucket}
+	if route.Sharded != nil {
+		if shards, err := route.Sharded.Buckets(); err == nil {
+			buckets = shards
+		}
+	}
+	for _, b := range buckets {
+		if err := p.Penalize(ctx, b, until); err != nil {
+			d.log().Warn("could not pause a bucket whose credential the vendor refuses; other workers find out with their own push", "bucket", b.Key, "err", err)
+		}
+	}
 }
 
 // deferJob sends j back to the deferred queue, to return after wait. Work

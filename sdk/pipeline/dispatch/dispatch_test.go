@@ -200,11 +200,11 @@ func TestHandleJob(t *testing.T) {
 				t.Fatalf("result %+v; want coalesced with one wasted slot", res)
 			}
 		}},
-		{"a vendor refusal dead-letters the body and settles the work", func(r *rig) {
+		{"a vendor refusal dead-letters the job and never settles the work", func(r *rig) {
 			r.push.err = &otapush.PermanentError{Status: 400}
 		}, func(t *testing.T, r *rig, res Result) {
-			if res.Outcome != DeadLettered || len(r.queue.dead) != 1 || r.work.done != 1 {
-				t.Fatalf("result %+v, dead %d, done %d; want the body dead-lettered and Done called", res, len(r.queue.dead), r.work.done)
+			if res.Outcome != DeadLettered || len(r.queue.dead) != 1 || r.work.done != 0 || res.WastedSlots != 0 {
+				t.Fatalf("result %+v, dead %d, done %d; want the job dead-lettered, Done not called, no slot wasted", res, len(r.queue.dead), r.work.done)
 			}
 		}},
 		{"a store that fails the read defers the job, fail closed", func(r *rig) {
@@ -308,28 +308,52 @@ func TestFenceLetsARetryThrough(t *testing.T) {
 }
 
 // A push refused with 401/403 is tried again at once when the credential's
-// token turns out to have been rotated, and dead-lettered when it has not.
+// token turns out to have been rotated. When it has not, the route's bucket
+// pauses and the job waits out its backoff with its work, flagged for the
+// alarm; past MaxFailures it is dead-lettered, its work never settled.
 func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
-	for _, rotated := range []bool{true, false} {
+	for _, tt := range []struct {
+		rotated  bool
+		failures int
+	}{{true, 0}, {false, 0}, {false, 2}, {false, DefaultPolicy.MaxFailures}} {
 		r := newRig(t)
-		r.d.Routes = router{rotated: &rotated}
+		pz := &penalizer{reserver: r.lim}
+		r.d.Routes, r.d.Limiter = router{rotated: &tt.rotated}, pz
 		r.push.err = &otapush.PermanentError{Status: 401, Summary: "401 Unauthorized"}
-		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+		j := testJob(r.clock.Now())
+		j.Failures = tt.failures
+		res, err := r.d.HandleJob(context.Background(), j)
 		if err != nil {
 			t.Fatal(err)
 		}
+		backoff := DefaultPolicy.FailureBackoff << tt.failures
 		switch {
-		case rotated && (res.Outcome != Deferred || r.queue.deferred[0].wait != 0 || r.queue.deferred[0].j.Failures != 1):
+		case tt.rotated && (res.Outcome != Deferred || r.queue.deferred[0].wait != 0 || r.queue.deferred[0].j.Failures != 1):
 			t.Errorf("rotated token: %+v, want deferred at once, counted as a failure", res)
-		case !rotated && res.Outcome != DeadLettered:
-			t.Errorf("same token: %+v, want dead-lettered", res)
+		case !tt.rotated && tt.failures < DefaultPolicy.MaxFailures &&
+			(res.Outcome != Deferred || !res.CredentialRefused || r.queue.deferred[0].wait != backoff ||
+				len(pz.until) != 1 || !pz.until[0].Equal(r.clock.Now().Add(backoff)) || r.work.done != 0):
+			t.Errorf("same token after %d failures: %+v, paused until %v; want deferred %v with the bucket paused as long, flagged", tt.failures, res, pz.until, backoff)
+		case !tt.rotated && tt.failures >= DefaultPolicy.MaxFailures && (res.Outcome != DeadLettered || !res.CredentialRefused || r.work.done != 0):
+			t.Errorf("same token after %d failures: %+v, done %d; want dead-lettered, flagged, the work not settled", tt.failures, res, r.work.done)
 		}
 	}
 }
 
+// penalizer records the pauses of the rig's reserver.
+type penalizer struct {
+	*reserver
+	until []time.Time
+}
+
+func (p *penalizer) Penalize(_ context.Context, _ limiter.Bucket, until time.Time) error {
+	p.until = append(p.until, until)
+	return nil
+}
+
 // A vendor that keeps failing is asked less and less often, and past
-// MaxFailures what the job carries is dead-lettered with the reason while
-// the work carries on.
+// MaxFailures the job is dead-lettered with the reason and its work is
+// never settled as if delivered.
 func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
 	tests := []struct {
 		failures int
@@ -360,8 +384,8 @@ func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
 				t.Errorf("after %d failures: deferred %v with failures %d, want %v and %d", tt.failures, d.wait, d.j.Failures, tt.wait, tt.failures+1)
 			}
 		case DeadLettered:
-			if len(r.queue.dead) != 1 || r.work.done != 1 {
-				t.Errorf("after %d failures: dead %v, done %d; want the body dead-lettered and the work settled", tt.failures, r.queue.dead, r.work.done)
+			if len(r.queue.dead) != 1 || r.work.done != 0 {
+				t.Errorf("after %d failures: dead %v, done %d; want the job dead-lettered and the work not settled", tt.failures, r.queue.dead, r.work.done)
 			}
 		}
 	}

@@ -21,8 +21,9 @@ type Work interface {
 	// over). ErrIdle: j's work has nothing pending after all. A
 	// *RecheckError: j must come back at At to find out.
 	Begin(ctx context.Context, j job.Job) (job.Job, Payload, error)
-	// Done settles a push of p: the vendor accepted it, or refused it for
-	// good (then p went to the dead-letter queue). next, if not nil, is the
+	// Done settles a push of p that the vendor accepted. A push refused
+	// or given up is never settled: its job is dead-lettered and its work
+	// given up (Abandoner), so what it carried stays pending. next, if not nil, is the
 	// job that pushes what is still pending; the dispatcher gives it a slot
 	// and pushes or defers it like any other.
 	Done(ctx context.Context, j job.Job, p Payload) (next *job.Job, err error)

@@ -37,6 +37,30 @@
 //	d:<lane> (SS) pending elements, room#rate plan#from#to#sequence
 //	o:<lane> (S)  the owner's token
 //	l:<lane> (N)  the owner's lease, Unix µs
+//	w:<lane> (N)  set while the lane may be stranded (see Sweeping)
+//	f:<lane> (N)  how many times in a row its jobs ended undelivered
+//
+// # Sweeping
+//
+// A lane whose job ends without delivering (expired, shed, dead-lettered,
+// a push given up) keeps its pending elements, and its owner ends the
+// lease (EndLease). Nothing else would come back for those elements until
+// the lane's next change, which a quiet hotel may never send. So EndLease
+// also records when the lane was stranded (w:<lane>) and lists the item in
+// a sparse global secondary index (SweepIndex) through attributes an item
+// carries only while one of its lanes may be stranded:
+//
+//	sweep    (S) SweepPartition, the index's partition key
+//	sweep_at (N) when the sweep should look at the item next, Unix µs
+//	sweep_n  (N) a count of strandings: the sweep takes the item out of
+//	             the index only if no lane was stranded since it read it
+//
+// The sweep (Due, then Sweep per item) takes each stranded lane over with
+// a fresh owner, as a change would, and the caller schedules its push. A
+// lane stranded again and again is due later each time (SweepBackoff), so
+// a lane that keeps failing costs a push per backoff, not per sweep. The
+// claim of the next push removes w:<lane>; a push that gets through
+// removes f:<lane>.
 package lane
 
 import (
@@ -94,9 +118,12 @@ func ParseElement(s string) (Element, error) {
 	return Element{RoomType: f[0], RatePlan: f[1], From: f[2], To: f[3], Sequence: seq}, nil
 }
 
-// DynamoDBAPI is the part of *dynamodb.Client the lane store uses.
+// DynamoDBAPI is the part of *dynamodb.Client the lane store uses: the
+// sweep reads items (GetItem) it finds in the sweep index (Query).
 type DynamoDBAPI interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
 // Store reads and writes lanes in the ARI state table.
@@ -229,10 +256,15 @@ func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Ele
 	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
 	update := fmt.Sprintf("SET %s = :next, %s = :l", o, l)
 	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
+	// A claim takes the lane up: it is no longer stranded. done is what
+	// the previous push delivered, so the lane is no longer failing.
+	remove := " REMOVE " + attr(names, "w", id, 0)
 	if len(done) > 0 {
 		update += " DELETE " + attr(names, "d", id, 0) + " :done"
 		vals[":done"] = elementSet(done)
+		remove += ", " + attr(names, "f", id, 0)
 	}
+	update += remove
 	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.Table,
 		Key:                                 key(id),
@@ -265,11 +297,11 @@ func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element)
 		return err == nil && len(p.Elements) == 0, p, err
 	}
 	names := map[string]string{}
-	d, o, l := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0)
+	d, o, l, f := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "f", id, 0)
 	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.Table,
 		Key:              key(id),
-		UpdateExpression: strPtr(fmt.Sprintf("DELETE %s :done REMOVE %s, %s", d, o, l)),
+		UpdateExpression: strPtr(fmt.Sprintf("DELETE %s :done REMOVE %s, %s, %s", d, o, l, f)),
 		// Only the owner removes elements and done were all pending when
 		// the push read them, so a set of done's size is exactly done.
 		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND size(%s) = :n", o, d)),
@@ -359,20 +391,27 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 // EndLease ends owner's lease now, in one write, leaving the lane's owner
 // and pending elements in place: the next change takes the lane over as
 // from an owner that died (Mark), and a job still carrying owner's token
-// (redriven from the dead-letter queue) may claim it again. A lane that
-// another owns, or whose lease owner already ended (a second delivery of
-// the same job), fails with a *NotOwnerError.
+// (redriven from the dead-letter queue) may claim it again. The same write
+// marks the lane stranded and lists its item in the sweep index (see
+// Sweeping), so that the pending elements are pushed again without waiting
+// for a change. A lane that another owns, or whose lease owner already
+// ended (a second delivery of the same job), fails with a *NotOwnerError.
 func (s *Store) EndLease(ctx context.Context, id ID, owner string) error {
-	names := map[string]string{}
-	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	now := s.now()
+	names := map[string]string{"#sweep": SweepAttribute, "#sweepAt": SweepAtAttribute, "#sweepN": sweepCountAttribute}
+	o, l, w, f := attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "w", id, 0), attr(names, "f", id, 0)
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        &s.Table,
-		Key:              key(id),
-		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended", l)),
+		TableName: &s.Table,
+		Key:       key(id),
+		// sweep_at is set to now even if the item was listed for later
+		// (another lane backing off): the sweep reads it once more and
+		// sets the earliest time again, which a write cannot compute.
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s = :now, #sweep = :part, #sweepAt = :now ADD %s :one, #sweepN :one", l, w, f)),
 		// The Unix epoch: over for every process, whatever its clock.
-		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0))},
+		ConditionExpression:      strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
+		ExpressionAttributeNames: names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0)),
+			":now": micros(now), ":part": str(SweepPartition), ":one": &types.AttributeValueMemberN{Value: "1"}},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {

@@ -12,10 +12,12 @@ import (
 )
 
 // Abandon gives up a dead-lettered lane job's lane (expired, shed,
-// unroutable): it ends the owner's lease now, in one write, and leaves
-// everything pending in the lane item. The next change to the lane finds
-// the lease over, takes the lane over (lane.Store.Mark) and schedules a
-// push of all that is pending, this job's elements included.
+// unroutable, its push refused or given up): it ends the owner's lease
+// now, in one write, and leaves everything pending in the lane item,
+// marked stranded. The sweep (Sweep) then takes the lane over and
+// schedules a push of all that is pending, this job's elements included,
+// without waiting for a change; a change that comes first takes it over
+// itself (lane.Store.Mark).
 //
 // The lease is ended rather than the lane released: lane.Store.Release
 // refuses while anything is pending, and an expired job always leaves
