@@ -649,9 +649,12 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	if !d.canSleep(ctx, maxWait) {
 		maxWait = 0
 	}
-	delay, ok := d.LocalShare.Reserve(route.buckets(), now, maxWait)
+	// A push of items pays for each of them locally too; the tokens a
+	// slot of the shared bucket held before the outage are gone with it.
+	n := d.localTokens(route, *j)
+	delay, ok := d.LocalShare.ReserveN(route.buckets(), n, now, maxWait)
 	if ok {
-		j.Slot, j.SlotKey = now.Add(delay), firstShard(route)
+		j.Slot, j.SlotKey, j.Tokens = now.Add(delay), firstShard(route), n
 		markProbe(j, nil, 0)
 		return Result{StoreError: true, LocalShares: 1}, false, nil
 	}
@@ -660,6 +663,19 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	res, err := d.deferJob(ctx, *j, route, wait, "limiter store unavailable; local share spent")
 	res.StoreError = true
 	return res, true, err
+}
+
+// localTokens is what a local-share push of j books: its slot's tokens
+// (its items' on an endpoint metered by items), at most the smallest burst
+// of the route's local shares; charge shrinks the push to what they pay
+// for.
+func (d *Dispatcher) localTokens(route Route, j job.Job) int {
+	n := slotTokens(route, j)
+	for _, b := range route.buckets() {
+		_, burst := d.LocalShare.Share(b.Limit)
+		n = min(n, burst)
+	}
+	return max(n, 1)
 }
 
 // firstShard is the key a push of a sharded route draws from when it holds
@@ -780,6 +796,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
+		Tokens: attemptTokens(route, p),
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package otapush sends one push to an OTA endpoint the way a well-behaved
-// fleet member must: a token from the shared bucket before every request,
-// retries included; a throttle (429, or the statuses the endpoint's Signals
+// fleet member must: its cost from the shared bucket before every request,
+// retries included (one token, or Request.Tokens for a body metered by
+// items); a throttle (429, or the statuses the endpoint's Signals
 // name, such as Hotelbeds' 403) empties the bucket for the whole fleet until
 // the vendor's Retry-After and, for an adaptive bucket, lowers its rate; a
 // low remaining count or percentage drains it, and a published limit lower
@@ -194,6 +195,11 @@ type Request struct {
 	// Signals, if set, say how this vendor throttles; otherwise the
 	// client's WithSignals lookup, or DefaultSignals.
 	Signals *Signals
+	// Tokens is what one attempt costs in the bucket (0 counts as 1): on
+	// an endpoint metered by items, the items the body carries times
+	// their weight. The vendor meters every attempt, so a retry resends,
+	// and pays for, the whole body again.
+	Tokens int
 }
 
 // Response is what a push came to; Push returns it with its error too.
@@ -287,18 +293,20 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 	}
 }
 
-// wait asks the limiter for one token of every bucket of req, at most left
-// ahead, and returns the reservation of a single bucket.
+// wait asks the limiter for what one attempt of req costs (Request.Tokens)
+// in every bucket of req, at most left ahead, and returns the reservation
+// of a single bucket.
 func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (*limiter.Reservation, error) {
+	n := max(req.Tokens, 1)
 	if len(req.Also) == 0 {
-		r, err := c.limiter.Wait(ctx, req.Bucket, 1, left)
+		r, err := c.limiter.Wait(ctx, req.Bucket, n, left)
 		if err != nil {
 			return nil, err
 		}
 		return &r, nil
 	}
 	if multi, ok := c.limiter.(MultiWaiter); ok {
-		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), 1, left)
+		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), n, left)
 		return nil, err
 	}
 	return nil, fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
