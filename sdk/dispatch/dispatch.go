@@ -542,13 +542,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if err == nil {
 		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
 		markProbe(j, probe, slot.Sub(now))
-		if route.LocalShare && d.LocalShare != nil {
-			// The fleet spends the limit in the shared bucket again, and
-			// this slot booked the local grants of the outage with it: an
-			// outage starts this process's share from empty (see
-			// localshare).
-			d.LocalShare.Drain(route.buckets(), now)
-		}
+		d.drainLocal(route, now)
 		return Result{}, false, nil
 	}
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
@@ -712,6 +706,16 @@ func (d *Dispatcher) pendingLocal(route Route) int {
 		n = min(n, b.Limit.Burst-1)
 	}
 	return max(n, 0)
+}
+
+// drainLocal is called when the shared bucket granted route a slot that
+// booked the local grants of an outage with it: the fleet spends the limit
+// there again, and an outage starts this process's share from empty (see
+// localshare).
+func (d *Dispatcher) drainLocal(route Route, now time.Time) {
+	if route.LocalShare && d.LocalShare != nil {
+		d.LocalShare.Drain(route.buckets(), now)
+	}
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,

@@ -116,3 +116,81 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 		})
 	}
 }
+
+// outageBucket is memBucket behind a store that may be down.
+type outageBucket struct {
+	*memBucket
+	down bool
+}
+
+func (b *outageBucket) Reserve(ctx context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	if b.down {
+		return limiter.Reservation{}, storeDown()
+	}
+	return b.memBucket.Reserve(ctx, bk, n, maxDelay)
+}
+
+func (b *outageBucket) ReserveBatch(ctx context.Context, bk limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
+	if b.down {
+		return limiter.Batch{}, storeDown()
+	}
+	return b.memBucket.ReserveBatch(ctx, bk, req)
+}
+
+// Issue 17, item 3: the first booking after an outage must book the
+// pushes the local share let through, as a single reservation does
+// (pendingLocal); a batch booked them not, so the shared bucket, full
+// again, granted its whole burst on top of them. The vendor sees the
+// local pushes when they went out and the batch's jobs at their slots;
+// its own window check (4/s, burst 8) must hold over both.
+func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
+	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+	route := plain
+	route.LocalShare = true
+	b := &outageBucket{memBucket: &memBucket{clock: c}, down: true}
+	vendor := &timedPusher{clock: c, t0: c.Now()}
+	pacer := localshare.New(1)
+	d := &Dispatcher{Routes: fixedRoute(route), Limiter: b, Pusher: vendor, Queue: &queue{}, Policy: DefaultPolicy,
+		LocalShare: pacer, Now: c.Now, Sleep: c.Sleep}
+	for c.Now().Sub(vendor.t0) < 3*time.Second {
+		res, err := d.HandleJob(t.Context(), testJob(c.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome == Deferred {
+			_ = c.Sleep(t.Context(), res.Wait)
+		}
+	}
+	local := len(vendor.at)
+	if local < 8 {
+		t.Fatalf("%d local pushes in the outage, want the share's pace (4/s)", local)
+	}
+	b.down = false // the store is back, full: it never saw the local pushes
+	jobs := make([]job.Job, 8)
+	idx := make([]int, len(jobs))
+	for i := range jobs {
+		jobs[i] = testJob(c.Now())
+		jobs[i].ID, idx[i] = fmt.Sprintf("job-%d", i), i
+	}
+	d.prebook(t.Context(), b, jobs, idx)
+	var at []time.Time
+	for _, dt := range vendor.at {
+		at = append(at, vendor.t0.Add(dt))
+	}
+	booked := 0
+	for _, j := range jobs {
+		if !j.Slot.IsZero() {
+			at, booked = append(at, j.Slot), booked+1
+		}
+	}
+	if booked != len(jobs) {
+		t.Fatalf("the batch gave %d of %d jobs a slot, want all (15 min ahead are free)", booked, len(jobs))
+	}
+	lim := window.Limit{Rate: 4, Burst: 8}
+	if err := window.Check(at, lim); err != nil {
+		t.Fatalf("%d local pushes, then a batch of %d: %v", local, len(jobs), err)
+	}
+	if p := pacer.Pending(route.Bucket); p != 0 {
+		t.Fatalf("%d local grants still pending after the batch booked them", p)
+	}
+}
