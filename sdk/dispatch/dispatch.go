@@ -530,6 +530,12 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if left := j.FirstSeen.Add(maxAge).Sub(now); left < maxDelay {
 		maxDelay, bound = left, maxAgeBound
 	}
+	if maxDelay < 0 {
+		// The bound passed while the job slept for a horizon's next
+		// token: no slot can come before it.
+		res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
+		return res, true, err
+	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
 	slot, key, probe, err := d.reserveRoute(ctx, route, n, maxDelay)
@@ -565,12 +571,8 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		}
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
-		switch bound {
-		case deadlineBound:
-			res, err := d.deadLetter(ctx, *j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
-			return res, true, err
-		case maxAgeBound:
-			res, err := d.deadLetter(ctx, *j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, now.Add(maxDelay).Format(time.RFC3339)))
+		if bound != noBound {
+			res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
 			return res, true, err
 		}
 		// Even MaxReserve (or the route's horizon) ahead is booked: come
@@ -601,6 +603,15 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, true, derr
+}
+
+// unbookable ends j, which has no slot before its bound (its deadline, or
+// its max age that ends at end): shed or expired, with no token spent.
+func (d *Dispatcher) unbookable(ctx context.Context, j job.Job, bound int, maxAge time.Duration, end time.Time) (Result, error) {
+	if bound == deadlineBound {
+		return d.deadLetter(ctx, j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
+	}
+	return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, end.Format(time.RFC3339)))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it
