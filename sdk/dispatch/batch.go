@@ -116,8 +116,8 @@ func bookGroups(groups map[string][]int, book func(key string, idx []int)) {
 // reserve on their own, so that they are shed or expired rather than
 // booked past it.
 func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
-	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
-		return false
+	if (!j.NotBefore.IsZero() && now.Before(j.NotBefore)) || d.rechecks(j) {
+		return false // not due, or books only once its work is its own
 	}
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= d.Policy.MaxReserve {
 		return false

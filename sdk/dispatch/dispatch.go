@@ -433,6 +433,15 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		res, err := d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
 		return res, nil, err
 	}
+	if j.Slot.IsZero() && d.rechecks(j) {
+		// Find out before booking a slot: a job told to come back again
+		// would leave it unused.
+		owned, res, err := d.recheck(ctx, j, route)
+		if owned == nil {
+			return res, nil, err
+		}
+		j, now = *owned, d.now()
+	}
 	wasted := 0
 	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
 		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
@@ -777,23 +786,11 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 // for good) the work may hand back the next job.
 func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Slot}
+	held := !j.Slot.IsZero()
 	j, p, err := d.begin(ctx, j)
-	var recheck *RecheckError
-	switch {
-	case errors.Is(err, ErrNothingToPush):
-		res.Outcome, res.Reason = Coalesced, err.Error()
-		return res, nil, nil
-	case errors.Is(err, ErrIdle):
-		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), 1
-		return res, nil, nil
-	case errors.Is(err, job.ErrMalformed):
-		dl, err := d.deadLetter(ctx, j, DeadLettered, err.Error())
-		return dl, nil, err
-	case errors.As(err, &recheck):
-		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
-		return def, nil, err
-	case err != nil:
-		return d.workFailed(ctx, j, route, res, err)
+	if err != nil {
+		res, err := d.beginFailed(ctx, j, route, res, held, err)
+		return res, nil, err
 	}
 	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
 	bucket, siblings, err := pushBuckets(route, j)
@@ -835,6 +832,53 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job) (job.Job, Payload, er
 		}
 	}
 	return j, Payload{Body: j.Payload, Items: 1}, nil
+}
+
+// beginFailed handles a Work.Begin that handed back no push. held says
+// whether j held a slot, which then goes unused (a wasted slot).
+func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, res Result, held bool, err error) (Result, error) {
+	wasted := 0
+	if held {
+		wasted = 1
+	}
+	var recheck *RecheckError
+	switch {
+	case errors.Is(err, ErrNothingToPush):
+		res.Outcome, res.Reason = Coalesced, err.Error()
+		return res, nil
+	case errors.Is(err, ErrIdle):
+		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), wasted
+		return res, nil
+	case errors.Is(err, job.ErrMalformed):
+		return d.deadLetter(ctx, j, DeadLettered, err.Error())
+	case errors.As(err, &recheck):
+		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
+		def.WastedSlots = wasted
+		return def, err
+	}
+	res, _, err = d.workFailed(ctx, j, route, res, err)
+	return res, err
+}
+
+// rechecks reports whether j only comes back to find out whether its work
+// is its own (Rechecker).
+func (d *Dispatcher) rechecks(j job.Job) bool {
+	r, ok := d.Work.(Rechecker)
+	return ok && r.Rechecks(j)
+}
+
+// recheck begins j, which holds no slot yet, to find out whether its work
+// is its own. owned is j as the work's owner when it is; otherwise res is
+// what became of j (deferred to look again, or ended), with no slot spent.
+func (d *Dispatcher) recheck(ctx context.Context, j job.Job, route Route) (owned *job.Job, res Result, err error) {
+	// What Begin rendered is not pushed: the slot comes later, and the
+	// push begins again at it (one more claim, once per takeover).
+	next, _, err := d.begin(ctx, j)
+	if err == nil {
+		return &next, Result{}, nil
+	}
+	res, err = d.beginFailed(ctx, next, route, Result{JobID: j.ID}, false, err)
+	return nil, res, err
 }
 
 // done settles a push with the work and returns the work's next job.

@@ -171,6 +171,14 @@ func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
 	return min(countItems(pending()), maxItems)
 }
 
+// Rechecks reports whether j only comes back to see whether the owner it
+// found holding its lane is still alive (dispatch.Rechecker): it books a
+// slot only once it has taken the lane over.
+func (s *Syncer) Rechecks(j job.Job) bool {
+	_, ref, _, err := laneOf(j)
+	return err == nil && ref.SeenOwner != ""
+}
+
 // notOwner decides what becomes of a job whose lane has another owner. If
 // the lane moved on since the job last looked, the job was a duplicate (or
 // outlived its lease) and ends. Otherwise the owner may have died holding
@@ -437,6 +445,7 @@ func (o *ownership) lease(token string) (time.Time, bool) {
 }
 
 var (
-	_ dispatch.Work     = (*Syncer)(nil)
-	_ dispatch.Shrinker = (*Syncer)(nil)
+	_ dispatch.Work      = (*Syncer)(nil)
+	_ dispatch.Shrinker  = (*Syncer)(nil)
+	_ dispatch.Rechecker = (*Syncer)(nil)
 )
