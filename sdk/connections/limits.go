@@ -237,6 +237,10 @@ func validatePriority(at string, ep Endpoint) []error {
 		add("%s.urgent_reserve: %d, want 0 (none) to limit.burst − 1 (%d): normal pushes need a token of the burst", at, r, ep.Limit.Burst-1)
 	case ep.Shards != nil:
 		add("%s.urgent_reserve: cannot be combined with shards", at)
+	case len(ep.Limits) > 0 || ep.PropertyShare != nil:
+		// Normal pushes would leave the reserve free in "limit" only, and
+		// take it in the other buckets an urgent push needs too.
+		add("%s.urgent_reserve: cannot be combined with limits or property_share: the reserve is kept in limit's bucket only; drop urgent_reserve, or give urgent pushes their own meter", at)
 	}
 	if strings.Contains(ep.Meter, "#") {
 		add("%s.meter: %q may not contain '#'", at, ep.Meter)

@@ -73,6 +73,10 @@ type Route struct {
 	// a reserve for urgent ones (Bucket's burst is then the normal share)
 	// book only that far, and are deferred without a slot past it.
 	Horizon time.Duration
+	// Reserve is the part of the meter's burst that Bucket's leaves to
+	// urgent pushes (with Horizon, on normal pushes): a throttle or a
+	// drain their push meets empties the whole burst.
+	Reserve int
 	// ItemWeight > 0 meters the endpoint by items, each ItemWeight tokens,
 	// instead of by requests (connections' "cost": "items"; see charge).
 	// It needs a single Bucket: no Also, no Sharded.
@@ -808,7 +812,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
-		Tokens: attemptTokens(route, p),
+		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
