@@ -10,6 +10,8 @@
 //   - deadline passed, or the earliest slot lands after it: shed to the
 //     dead-letter queue with the reason, spending no token (the reservation
 //     is bounded by the deadline, so it is refused rather than booked);
+//   - a job that only comes back to see whether its work is its own
+//     (Rechecker): ask the work first, and book a slot only once it is;
 //   - holding a slot within grace: use it, with no second acquire;
 //   - otherwise reserve a slot up to MaxReserve ahead (never past the
 //     job's max age: with no slot before it, the job expires, spending no
@@ -73,7 +75,7 @@ type Route struct {
 	// a reserve for urgent ones (Bucket's burst is then the normal share)
 	// book only that far, and are deferred without a slot past it.
 	Horizon time.Duration
-	// Reserve is the part of the meter's burst that Bucket's leaves to
+	// Reserve is the part of the meter's burst that Bucket's burst leaves to
 	// urgent pushes (with Horizon, on normal pushes): a throttle or a
 	// drain their push meets empties the whole burst.
 	Reserve int

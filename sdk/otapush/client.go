@@ -312,7 +312,9 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 			}
 			continue
 		}
-		if wait, denied := limiter.RetryAfter(err); denied && req.Horizon > 0 {
+		wait, denied := limiter.RetryAfter(err)
+		switch {
+		case denied && req.Horizon > 0:
 			// The share is booked past the horizon: booking further
 			// ahead would take the urgent reserve. Sleep until the next
 			// token is near (Wait's RetryAfter counts from the end of its
@@ -326,7 +328,7 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 				return nil, err
 			}
 			continue
-		} else if denied {
+		case denied:
 			// A real exhaustion: the slot lies beyond the budget. Wait's
 			// RetryAfter counts from the end of its max wait.
 			return nil, &DeferError{After: wait + left, Cause: err}
