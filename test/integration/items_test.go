@@ -157,7 +157,7 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 	}
 	src := newPMS("hotel-aurora")
 	total := 0
-	for i := range 24 { // 24 changes of 1 to 31 days on distinct dates: 253 items
+	for i := range 24 { // 24 changes of 1 to 31 days on distinct dates: 212 items
 		n := []int{1, 2, 3, 4, 12, 31}[i%6]
 		from := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, total)
 		src.change("rates", "DBL", from.Format(ari.DateLayout), from.AddDate(0, 0, n-1).Format(ari.DateLayout), i)
@@ -199,7 +199,7 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 	if sum != total {
 		t.Errorf("the pushes carried %d items, want each of the %d once", sum, total)
 	}
-	// 253 items at 20 a push is 13 pushes; a push short by a change that
+	// 212 items at 20 a push is 11 pushes; a push short by a change that
 	// did not fit whole, and the lane's first push (collected for one
 	// linger), add a few, never one per change.
 	if most := total/burst + 8; len(accepted) > most {
