@@ -83,12 +83,19 @@ func (p *Pacer) Share(b limiter.Limit) (rate.Limit, int) {
 // (0: push now) and ok; when one has none within maxWait, it takes
 // nothing and returns the delay that would have been needed and false.
 func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Duration) (time.Duration, bool) {
+	return p.ReserveN(buckets, 1, now, maxWait)
+}
+
+// ReserveN is Reserve for n tokens, what a push on an endpoint metered by
+// items costs. More than a share's burst is never granted (Share: an
+// instant takes at most the burst).
+func (p *Pacer) ReserveN(buckets []limiter.Bucket, n int, now time.Time, maxWait time.Duration) (time.Duration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var delay time.Duration
 	rs := make([]*rate.Reservation, 0, len(buckets))
 	for _, b := range buckets {
-		r := p.limiter(b, now).ReserveN(now, 1)
+		r := p.limiter(b, now).ReserveN(now, n)
 		rs = append(rs, r)
 		if !r.OK() {
 			delay = rate.InfDuration
@@ -98,7 +105,7 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 	}
 	if delay <= maxWait {
 		for _, b := range buckets {
-			p.buckets[share{b.Key, b.Limit}].pending++
+			p.buckets[share{b.Key, b.Limit}].pending += n
 		}
 		return delay, true
 	}
@@ -108,8 +115,8 @@ func (p *Pacer) Reserve(buckets []limiter.Bucket, now time.Time, maxWait time.Du
 	return delay, false
 }
 
-// Pending is how many local grants of b have not yet been booked in the
-// shared bucket.
+// Pending is how many tokens of b's local share were granted and not yet
+// booked in the shared bucket.
 func (p *Pacer) Pending(b limiter.Bucket) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -88,8 +88,10 @@ type Endpoint struct {
 	// free at once, from a burst of limit.burst − urgent_reserve (a push
 	// denied waits for the next free token), so urgent_reserve urgent
 	// pushes find a token at once however long the normal backlog, and
-	// with nothing urgent the normal ones still use the whole rate. 0 (the
-	// default): no reserve.
+	// with nothing urgent the normal ones still use the whole rate; their
+	// retries take only free tokens too, and a throttle or a drain they
+	// meet empties the whole burst. 0 (the default): no reserve. It needs
+	// a single bucket: no shards, limits or property_share.
 	UrgentReserve int `json:"urgent_reserve,omitempty"`
 	// FillQuota makes the endpoint's lanes end their linger early when
 	// its bucket would otherwise fill up meanwhile and lose the tokens it

@@ -24,6 +24,8 @@ func TestCost(t *testing.T) {
 			`channels.bk.endpoints.rates.item_weight: -1, want more than 0 and at most 1000`},
 		{"an item over the burst", `{"path":"/r","limit":{"rate":5,"burst":5},"cost":"items","item_weight":6}`, 0,
 			`channels.bk.endpoints.rates.item_weight: 6 tokens per item exceeds limit.burst 5`},
+		{"an item over the normal share", `{"path":"/r","limit":{"rate":5,"burst":5},"cost":"items","item_weight":3,"urgent_reserve":3}`, 0,
+			`channels.bk.endpoints.rates.item_weight: 3 tokens per item exceeds limit.burst − urgent_reserve (2)`},
 		{"items with shards", `{"path":"/r","limit":{"rate":50,"burst":50},"cost":"items","shards":2}`, 0,
 			`channels.bk.endpoints.rates.cost: "items" meters one bucket`},
 	}

@@ -215,6 +215,9 @@ func validateCost(at string, ep Endpoint) []error {
 		add("%s.item_weight: %v, want more than 0 and at most 1000", at, ep.ItemWeight)
 	case int(math.Ceil(w)) > ep.Limit.Burst && ep.Limit.Burst >= 1:
 		add("%s.item_weight: %v tokens per item exceeds limit.burst %d: not even one item could be pushed", at, w, ep.Limit.Burst)
+	case ep.UrgentReserve > 0 && !ep.Urgent() && int(math.Ceil(w)) > ep.Limit.Burst-ep.UrgentReserve && ep.Limit.Burst > ep.UrgentReserve:
+		add("%s.item_weight: %v tokens per item exceeds limit.burst − urgent_reserve (%d), the share of normal pushes: not even one item could be pushed; lower urgent_reserve or item_weight",
+			at, w, ep.Limit.Burst-ep.UrgentReserve)
 	}
 	if len(ep.Limits) > 0 || ep.Shards != nil || ep.PropertyShare != nil {
 		// A push books its items' tokens in one bucket, after its slot.
@@ -237,6 +240,10 @@ func validatePriority(at string, ep Endpoint) []error {
 		add("%s.urgent_reserve: %d, want 0 (none) to limit.burst − 1 (%d): normal pushes need a token of the burst", at, r, ep.Limit.Burst-1)
 	case ep.Shards != nil:
 		add("%s.urgent_reserve: cannot be combined with shards", at)
+	case len(ep.Limits) > 0 || ep.PropertyShare != nil:
+		// Normal pushes would leave the reserve free in "limit" only, and
+		// take it in the other buckets an urgent push needs too.
+		add("%s.urgent_reserve: cannot be combined with limits or property_share: the reserve is kept in limit's bucket only; drop urgent_reserve, or give urgent pushes their own meter", at)
 	}
 	if strings.Contains(ep.Meter, "#") {
 		add("%s.meter: %q may not contain '#'", at, ep.Meter)

@@ -28,6 +28,10 @@ func TestPriorityAndMeters(t *testing.T) {
 			`channels.bk.endpoints.rates.urgent_reserve: 8, want 0 (none) to limit.burst − 1 (7)`},
 		{"reserve with shards", `{"path":"/r","limit":{"rate":4,"burst":8},"urgent_reserve":2,"shards":2}`, urgent,
 			`channels.bk.endpoints.rates.urgent_reserve: cannot be combined with shards`},
+		{"reserve with limits", `{"path":"/r","limit":{"rate":4,"burst":8},"urgent_reserve":2,"limits":[{"per_minute":120,"burst":60}]}`, urgent,
+			`channels.bk.endpoints.rates.urgent_reserve: cannot be combined with limits or property_share`},
+		{"reserve with a property share", `{"path":"/r","limit":{"rate":4,"burst":8},"urgent_reserve":2,"property_share":{"rate":1,"burst":4}}`, urgent,
+			`channels.bk.endpoints.rates.urgent_reserve: cannot be combined with limits or property_share`},
 		{"a meter with '#'", `{"path":"/r","limit":{"rate":4,"burst":8},"meter":"a#b"}`, urgent,
 			`channels.bk.endpoints.rates.meter: "a#b" may not contain '#'`},
 	}

@@ -57,7 +57,7 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job, todo []int) {
 	now := d.now()
 	groups := map[string][]int{}
-	buckets := map[string]limiter.Bucket{}
+	routes := map[string]Route{}
 	for _, i := range todo {
 		j := jobs[i]
 		route, err := d.Routes.Route(j)
@@ -68,16 +68,29 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 			continue
 		}
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
-		buckets[route.Bucket.Key] = route.Bucket
+		routes[route.Bucket.Key] = route
 	}
 	bookGroups(groups, func(key string, idx []int) {
-		batch, err := booker.ReserveBatch(ctx, buckets[key], limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+		route := routes[key]
+		// The first booking after an outage also books the pushes this
+		// process paced locally meanwhile, as a single reservation does
+		// (see pendingLocal): its first slots are theirs, spent already,
+		// so that the bucket, full again, grants no burst on top of them.
+		local := d.pendingLocal(route)
+		batch, err := booker.ReserveBatch(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
 		if err != nil {
 			d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
 			return
 		}
+		if len(batch.Slots) < local {
+			// Not even the local pushes fit: they stay pending, and the
+			// jobs' own reservations book them (again: quota lost, never
+			// overspent).
+			return
+		}
+		d.drainLocal(route, now)
 		probe := probeOf(batch.Probe())
-		for n, slot := range batch.Slots {
+		for n, slot := range batch.Slots[local:] {
 			jobs[idx[n]].Slot = slot
 			markProbe(&jobs[idx[n]], probe, slot.Sub(now))
 		}
@@ -103,8 +116,8 @@ func bookGroups(groups map[string][]int, book func(key string, idx []int)) {
 // reserve on their own, so that they are shed or expired rather than
 // booked past it.
 func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
-	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
-		return false
+	if (!j.NotBefore.IsZero() && now.Before(j.NotBefore)) || d.rechecks(j) {
+		return false // not due, or books only once its work is its own
 	}
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= d.Policy.MaxReserve {
 		return false
@@ -126,7 +139,7 @@ func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
 func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs []job.Job, todo []int) {
 	now := d.now()
 	groups := map[string][]int{}
-	buckets := map[string]limiter.Bucket{}
+	routes := map[string]Route{}
 	reach := map[string]time.Duration{}
 	for _, i := range todo {
 		route, err := d.Routes.Route(jobs[i])
@@ -142,12 +155,17 @@ func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs [
 			reach[k] = r // the group books within the shortest of its reaches
 		}
 		groups[k] = append(groups[k], i)
-		buckets[k] = route.Bucket
+		routes[k] = route
 	}
 	bookGroups(groups, func(key string, idx []int) {
-		batch, err := booker.ReserveBatch(ctx, burstOne(buckets[key]), limiter.BatchRequest{N: len(idx), MaxDelay: reach[key], Partial: true})
-		if err != nil {
+		// The local pushes of an outage first, as in prebook.
+		local := d.pendingLocal(routes[key])
+		batch, err := booker.ReserveBatch(ctx, burstOne(routes[key].Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach[key], Partial: true})
+		if err != nil || len(batch.Slots) < local {
 			batch = limiter.Batch{}
+		} else {
+			d.drainLocal(routes[key], now)
+			batch.Slots = batch.Slots[local:]
 		}
 		for n, i := range idx {
 			if n < len(batch.Slots) {

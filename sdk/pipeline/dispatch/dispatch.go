@@ -10,6 +10,8 @@
 //   - deadline passed, or the earliest slot lands after it: shed to the
 //     dead-letter queue with the reason, spending no token (the reservation
 //     is bounded by the deadline, so it is refused rather than booked);
+//   - a job that only comes back to see whether its work is its own
+//     (Rechecker): ask the work first, and book a slot only once it is;
 //   - holding a slot within grace: use it, with no second acquire;
 //   - otherwise reserve a slot up to MaxReserve ahead (never past the
 //     job's max age: with no slot before it, the job expires, spending no
@@ -77,6 +79,10 @@ type Route struct {
 	// a reserve for urgent ones (Bucket's burst is then the normal share)
 	// book only that far, and are deferred without a slot past it.
 	Horizon time.Duration
+	// Reserve is the part of the meter's burst that Bucket's burst leaves to
+	// urgent pushes (with Horizon, on normal pushes): a throttle or a
+	// drain their push meets empties the whole burst.
+	Reserve int
 	// ItemWeight > 0 meters the endpoint by items, each ItemWeight tokens,
 	// instead of by requests (connections' "cost": "items"; see charge).
 	// It needs a single Bucket: no Also, no Sharded.
@@ -445,6 +451,15 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		res, err := d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
 		return res, nil, err
 	}
+	if j.Slot.IsZero() && d.rechecks(j) {
+		// Find out before booking a slot: a job told to come back again
+		// would leave it unused.
+		owned, res, err := d.recheck(ctx, j, route)
+		if owned == nil {
+			return res, nil, err
+		}
+		j, now = *owned, d.now()
+	}
 	wasted := 0
 	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
 		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
@@ -542,6 +557,12 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if left := j.FirstSeen.Add(maxAge).Sub(now); left < maxDelay {
 		maxDelay, bound = left, maxAgeBound
 	}
+	if maxDelay < 0 {
+		// The bound passed while the job slept for a horizon's next
+		// token: no slot can come before it.
+		res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
+		return res, true, err
+	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
 	slot, key, probe, err := d.reserveRoute(ctx, route, n, maxDelay)
@@ -554,13 +575,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	if err == nil {
 		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
 		markProbe(j, probe, slot.Sub(now))
-		if route.LocalShare && d.LocalShare != nil {
-			// The fleet spends the limit in the shared bucket again, and
-			// this slot booked the local grants of the outage with it: an
-			// outage starts this process's share from empty (see
-			// localshare).
-			d.LocalShare.Drain(route.buckets(), now)
-		}
+		d.drainLocal(route, now)
 		return Result{}, false, nil
 	}
 	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
@@ -583,12 +598,8 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		}
 	}
 	if wait, denied := limiter.RetryAfter(err); denied {
-		switch bound {
-		case deadlineBound:
-			res, err := d.deadLetter(ctx, *j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
-			return res, true, err
-		case maxAgeBound:
-			res, err := d.deadLetter(ctx, *j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, now.Add(maxDelay).Format(time.RFC3339)))
+		if bound != noBound {
+			res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
 			return res, true, err
 		}
 		// Even MaxReserve (or the route's horizon) ahead is booked: come
@@ -619,6 +630,15 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, true, derr
+}
+
+// unbookable ends j, which has no slot before its bound (its deadline, or
+// its max age that ends at end): shed or expired, with no token spent.
+func (d *Dispatcher) unbookable(ctx context.Context, j job.Job, bound int, maxAge time.Duration, end time.Time) (Result, error) {
+	if bound == deadlineBound {
+		return d.deadLetter(ctx, j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
+	}
+	return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, end.Format(time.RFC3339)))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it
@@ -661,9 +681,12 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	if !d.canSleep(ctx, maxWait) {
 		maxWait = 0
 	}
-	delay, ok := d.LocalShare.Reserve(route.buckets(), now, maxWait)
+	// A push of items pays for each of them locally too; the tokens a
+	// slot of the shared bucket held before the outage are gone with it.
+	n := d.localTokens(route, *j)
+	delay, ok := d.LocalShare.ReserveN(route.buckets(), n, now, maxWait)
 	if ok {
-		j.Slot, j.SlotKey = now.Add(delay), firstShard(route)
+		j.Slot, j.SlotKey, j.Tokens = now.Add(delay), firstShard(route), n
 		markProbe(j, nil, 0)
 		return Result{StoreError: true, LocalShares: 1}, false, nil
 	}
@@ -672,6 +695,19 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	res, err := d.deferJob(ctx, *j, route, wait, "limiter store unavailable; local share spent")
 	res.StoreError = true
 	return res, true, err
+}
+
+// localTokens is what a local-share push of j books: its slot's tokens
+// (its items' on an endpoint metered by items), at most the smallest burst
+// of the route's local shares; charge shrinks the push to what they pay
+// for.
+func (d *Dispatcher) localTokens(route Route, j job.Job) int {
+	n := slotTokens(route, j)
+	for _, b := range route.buckets() {
+		_, burst := d.LocalShare.Share(b.Limit)
+		n = min(n, burst)
+	}
+	return max(n, 1)
 }
 
 // firstShard is the key a push of a sharded route draws from when it holds
@@ -708,6 +744,16 @@ func (d *Dispatcher) pendingLocal(route Route) int {
 		n = min(n, b.Limit.Burst-1)
 	}
 	return max(n, 0)
+}
+
+// drainLocal is called when the shared bucket granted route a slot that
+// booked the local grants of an outage with it: the fleet spends the limit
+// there again, and an outage starts this process's share from empty (see
+// localshare).
+func (d *Dispatcher) drainLocal(route Route, now time.Time) {
+	if route.LocalShare && d.LocalShare != nil {
+		d.LocalShare.Drain(route.buckets(), now)
+	}
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,
@@ -758,23 +804,11 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 // for good) the work may hand back the next job.
 func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Slot}
+	held := !j.Slot.IsZero()
 	j, p, err := d.begin(ctx, j, route)
-	var recheck *RecheckError
-	switch {
-	case errors.Is(err, ErrNothingToPush):
-		res.Outcome, res.Reason = Coalesced, err.Error()
-		return res, nil, nil
-	case errors.Is(err, ErrIdle):
-		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), 1
-		return res, nil, nil
-	case errors.Is(err, job.ErrMalformed):
-		dl, err := d.deadLetter(ctx, j, DeadLettered, err.Error())
-		return dl, nil, err
-	case errors.As(err, &recheck):
-		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
-		return def, nil, err
-	case err != nil:
-		return d.workFailed(ctx, j, route, res, err)
+	if err != nil {
+		res, err := d.beginFailed(ctx, j, route, res, held, err)
+		return res, nil, err
 	}
 	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
 	bucket, siblings, err := pushBuckets(route, j)
@@ -792,6 +826,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
+		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
@@ -824,6 +859,53 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job
 		j.Tries++
 	}
 	return j, Payload{Body: j.Payload, Items: 1}, nil
+}
+
+// beginFailed handles a Work.Begin that handed back no push. held says
+// whether j held a slot, which then goes unused (a wasted slot).
+func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, res Result, held bool, err error) (Result, error) {
+	wasted := 0
+	if held {
+		wasted = 1
+	}
+	var recheck *RecheckError
+	switch {
+	case errors.Is(err, ErrNothingToPush):
+		res.Outcome, res.Reason = Coalesced, err.Error()
+		return res, nil
+	case errors.Is(err, ErrIdle):
+		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), wasted
+		return res, nil
+	case errors.Is(err, job.ErrMalformed):
+		return d.deadLetter(ctx, j, DeadLettered, err.Error())
+	case errors.As(err, &recheck):
+		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
+		def.WastedSlots = wasted
+		return def, err
+	}
+	res, _, err = d.workFailed(ctx, j, route, res, err)
+	return res, err
+}
+
+// rechecks reports whether j only comes back to find out whether its work
+// is its own (Rechecker).
+func (d *Dispatcher) rechecks(j job.Job) bool {
+	r, ok := d.Work.(Rechecker)
+	return ok && r.Rechecks(j)
+}
+
+// recheck begins j, which holds no slot yet, to find out whether its work
+// is its own. owned is j as the work's owner when it is; otherwise res is
+// what became of j (deferred to look again, or ended), with no slot spent.
+func (d *Dispatcher) recheck(ctx context.Context, j job.Job, route Route) (owned *job.Job, res Result, err error) {
+	// What Begin rendered is not pushed: the slot comes later, and the
+	// push begins again at it (one more claim, once per takeover).
+	next, _, err := d.begin(ctx, j, route)
+	if err == nil {
+		return &next, Result{}, nil
+	}
+	res, err = d.beginFailed(ctx, next, route, Result{JobID: j.ID}, false, err)
+	return nil, res, err
 }
 
 // done settles a push with the work and returns the work's next job.

@@ -55,6 +55,16 @@ func slotTokens(route Route, j job.Job) int {
 	return min(tokensFor(j.Items, route.ItemWeight), route.Bucket.Limit.Burst)
 }
 
+// attemptTokens is what each attempt of a push of p costs: a retry
+// resends the whole body, and the vendor counts its items again. charge
+// has made p fit the tokens its slot holds, so this is at most the burst.
+func attemptTokens(route Route, p Payload) int {
+	if route.ItemWeight <= 0 {
+		return 1
+	}
+	return min(tokensFor(p.Items, route.ItemWeight), route.Bucket.Limit.Burst)
+}
+
 // charge makes p fit the tokens j holds on an endpoint metered by items:
 // it books what more the bucket has free now (one write, only when the
 // push has more items than its slot paid for) and shrinks the push to

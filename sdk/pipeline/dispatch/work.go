@@ -33,6 +33,16 @@ type Work interface {
 	Hold(ctx context.Context, j job.Job, until time.Time) error
 }
 
+// Rechecker is what a Work may also say: that j only comes back to find
+// out whether its work is its own (a lane job that found another owner
+// holding the lane comes back when that owner's lease ends). The
+// dispatcher then begins j before it books a slot, so a job told to come
+// back again spends no token; one that takes the work over books its slot
+// after, and begins again at it.
+type Rechecker interface {
+	Rechecks(j job.Job) bool
+}
+
 // Abandoner is what a Work may also do: give up j's claim on its work when
 // j is dead-lettered (expired, shed, unroutable), leaving what is pending
 // for the next job that takes the work up. ErrNothingToPush: the work was

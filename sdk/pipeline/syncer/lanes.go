@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -29,6 +30,17 @@ type laneRef struct {
 	// Pushed are the elements the owner's previous push carried, which
 	// its next claim clears.
 	Pushed []string `json:"pushed,omitempty"`
+	// Part says that the oldest pending change was too large for one push
+	// on an endpoint metered by items, and that its dates before From
+	// went out already: the lane's pushes carry the rest, then clear it.
+	Part *partRef `json:"part,omitempty"`
+}
+
+// partRef is a pending element pushed in parts: its dates from From on
+// are still to go.
+type partRef struct {
+	Element string `json:"element"`
+	From    string `json:"from"`
 }
 
 // Push is the body sent to an OTA: the current state of everything a lane
@@ -70,6 +82,14 @@ func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
 	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
 		return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q is not a lane job (payload %s)", job.ErrMalformed, j.ID, j.Payload)
 	}
+	if p := ref.Part; p != nil {
+		if _, err := lane.ParseElement(p.Element); err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part: %v", job.ErrMalformed, j.ID, err)
+		}
+		if _, err := time.Parse(ari.DateLayout, p.From); err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part from %q: %v", job.ErrMalformed, j.ID, p.From, err)
+		}
+	}
 	done := make([]lane.Element, len(ref.Pushed))
 	for i, s := range ref.Pushed {
 		e, err := lane.ParseElement(s)
@@ -94,6 +114,44 @@ type pushed struct {
 	// state what the push read, for Shrink.
 	rest  []lane.Element
 	state map[string][]ari.Day
+	// whole maps an element whose earlier dates went out already (its
+	// pending rest, which the push's elements and rest hold) to the
+	// element as the lane holds it, which is what a push clears.
+	whole map[lane.Element]lane.Element
+	// part is set when the push carries only the first dates of its
+	// oldest element, which stays pending with the rest.
+	part *partRef
+}
+
+// held is e as the lane holds it.
+func (p pushed) held(e lane.Element) lane.Element {
+	if w, ok := p.whole[e]; ok {
+		return w
+	}
+	return e
+}
+
+// next is the part the lane's next push resumes: the one this push made,
+// or the one it resumed and did not finish (Shrink left it out).
+func (p pushed) next() *partRef {
+	if p.part != nil {
+		return p.part
+	}
+	for cut, whole := range p.whole {
+		if !slices.Contains(p.elements, cut) {
+			return &partRef{Element: whole.String(), From: cut.From}
+		}
+	}
+	return nil
+}
+
+// cleared is what the push carried in full, as the lane holds it.
+func (p pushed) cleared() []lane.Element {
+	out := make([]lane.Element, len(p.elements))
+	for i, e := range p.elements {
+		out[i] = p.held(e)
+	}
+	return out
 }
 
 // Begin claims the lane for the job's push, which also clears what the
@@ -120,7 +178,9 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 		return j, dispatch.Payload{}, err
 	}
 	s.owned.leased(next, p.LeaseUntil)
-	j = s.rebased(j, id, laneRef{Token: next})
+	// The part survives a push that does not go out (deferred to book its
+	// tokens, or failed): the next one resumes it.
+	j = s.rebased(j, id, laneRef{Token: next, Part: ref.Part})
 	if len(p.Elements) == 0 {
 		// Another owner's push carried the last of it: ours took the lane
 		// over after its lease ran out.
@@ -129,12 +189,32 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 		}
 		return j, dispatch.Payload{}, dispatch.ErrIdle
 	}
-	body, items, els, state, err := s.render(ctx, id, p.Elements)
+	pending, whole := resume(p.Elements, ref.Part)
+	body, items, els, state, err := s.render(ctx, id, pending)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
 	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els,
-		more: len(els) < len(p.Elements), at: start, rest: p.Elements[len(els):], state: state}}, nil
+		more: len(els) < len(pending), at: start, rest: pending[len(els):], state: state, whole: whole}}, nil
+}
+
+// resume is pending with the element part names (if still pending) cut to
+// its dates from part.From on, and the map from the cut element to the
+// lane's.
+func resume(pending []lane.Element, part *partRef) ([]lane.Element, map[lane.Element]lane.Element) {
+	if part == nil {
+		return pending, nil
+	}
+	for i, e := range pending {
+		if e.String() != part.Element || part.From <= e.From || part.From > e.To {
+			continue
+		}
+		cut := e
+		cut.From = part.From
+		out := append(append(append([]lane.Element(nil), pending[:i]...), cut), pending[i+1:]...)
+		return out, map[lane.Element]lane.Element{cut: e}
+	}
+	return pending, nil
 }
 
 // Shrink renders a push again with the oldest pending changes that fit in
@@ -148,7 +228,7 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 	}
 	els, left := fitWhole(st.elements, items)
 	if len(els) == 0 {
-		return p, &dispatch.TooBigError{Items: countItems(st.elements[:1])}
+		return s.split(j, st, items)
 	}
 	_, maxBytes := s.requestLimits(st.lane)
 	body, n, fit, err := fitBytes(st.lane, els, st.state, maxBytes)
@@ -157,6 +237,36 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 	}
 	st.rest = append(append(append([]lane.Element(nil), els[len(fit):]...), left...), st.rest...)
 	st.elements, st.more = fit, true
+	return dispatch.Payload{Body: body, Items: n, State: st}, nil
+}
+
+// split pushes the first items dates of the oldest pending element, which
+// alone has more items than the push's tokens pay for (a 30-day rate
+// change on a burst of 20): it could otherwise never go out. The element
+// stays pending; the lane's next push carries its dates from the first one
+// left out (laneRef.Part), and clears it when they have all gone. Each
+// date goes out with the newest state at its push, so none is left stale.
+func (s *Syncer) split(j job.Job, st pushed, items int) (dispatch.Payload, error) {
+	first := st.elements[0]
+	dates := (ari.Change{From: first.From, To: first.To}).Dates()
+	if items < 1 || items >= len(dates) {
+		return dispatch.Payload{}, &dispatch.TooBigError{Items: min(len(dates), 1)}
+	}
+	head, tail := first, first
+	head.To, tail.From = dates[items-1], dates[items]
+	_, maxBytes := s.requestLimits(st.lane)
+	body, n, err := encodePush(st.lane, []lane.Element{head}, st.state)
+	if err != nil {
+		return dispatch.Payload{}, err
+	}
+	if len(body) > maxBytes {
+		return dispatch.Payload{}, fmt.Errorf("job %q: the first %d dates of %s are %d bytes, over max_bytes %d", j.ID, items, first, len(body), maxBytes)
+	}
+	whole := st.held(first)
+	st.part = &partRef{Element: whole.String(), From: tail.From}
+	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
+	st.whole = map[lane.Element]lane.Element{tail: whole}
+	st.elements, st.more = nil, true
 	return dispatch.Payload{Body: body, Items: n, State: st}, nil
 }
 
@@ -169,6 +279,14 @@ func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
 	}
 	maxItems, _ := s.requestLimits(id)
 	return min(countItems(pending()), maxItems)
+}
+
+// Rechecks reports whether j only comes back to see whether the owner it
+// found holding its lane is still alive (dispatch.Rechecker): it books a
+// slot only once it has taken the lane over.
+func (s *Syncer) Rechecks(j job.Job) bool {
+	_, ref, _, err := laneOf(j)
+	return err == nil && ref.SeenOwner != ""
 }
 
 // notOwner decides what becomes of a job whose lane has another owner. If
@@ -199,7 +317,7 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	}
 	rest := func() []lane.Element { return st.rest }
 	if !st.more {
-		released, seen, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.elements)
+		released, seen, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.cleared())
 		var other *lane.NotOwnerError
 		if errors.As(err, &other) {
 			// Our lease ran out mid-push and another took the lane over:
@@ -210,10 +328,10 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 		if err != nil || released {
 			return nil, err
 		}
-		rest = func() []lane.Element { return without(seen.Elements, st.elements) }
+		rest = func() []lane.Element { return without(seen.Elements, st.cleared()) }
 	}
-	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements))}
-	for i, e := range st.elements {
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements)), Part: st.next()}
+	for i, e := range st.cleared() {
 		ref.Pushed[i] = e.String()
 	}
 	next := s.laneJob(st.lane, ref)
@@ -437,6 +555,7 @@ func (o *ownership) lease(token string) (time.Time, bool) {
 }
 
 var (
-	_ dispatch.Work     = (*Syncer)(nil)
-	_ dispatch.Shrinker = (*Syncer)(nil)
+	_ dispatch.Work      = (*Syncer)(nil)
+	_ dispatch.Shrinker  = (*Syncer)(nil)
+	_ dispatch.Rechecker = (*Syncer)(nil)
 )

@@ -126,7 +126,7 @@ func TestRefreshCredentialReportsARotation(t *testing.T) {
 
 // Shrink keeps the oldest whole changes that fit the items the tokens pay
 // for, renders them from the state the push read, and leaves the rest
-// pending; a first change larger than that is a *TooBigError.
+// pending; when no change fits whole, the oldest goes in parts.
 func TestShrinkKeepsWholeChanges(t *testing.T) {
 	cfg, err := config.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":50,"burst":50},"cost":"items"}},"credentials":{"c1":{"token_env":"T"}}}}}`))
 	if err != nil {
@@ -161,7 +161,8 @@ func TestShrinkKeepsWholeChanges(t *testing.T) {
 	}{
 		{6, 3, 6, 0}, {5, 2, 4, 0}, {4, 2, 4, 0}, {3, 1, 3, 0},
 		{2, 1, 2, 0}, // the oldest does not fit; the next change does
-		{1, 0, 0, 3},
+		{1, 0, 1, 0}, // none fits: the oldest goes in parts, its first date now
+		{0, 0, 0, 1},
 	}
 	for _, tt := range tests {
 		p, err := s.Shrink(context.Background(), job.Job{ID: "j"}, dispatch.Payload{State: full}, tt.items)
@@ -179,6 +180,9 @@ func TestShrinkKeepsWholeChanges(t *testing.T) {
 		if len(st.elements) != tt.wantEls || p.Items != tt.wantItems || !st.more || len(st.rest) != len(els)-tt.wantEls+1 {
 			t.Errorf("Shrink(%d) = %d elements, %d items, more %v, %d left; want %d elements, %d items, more, %d left",
 				tt.items, len(st.elements), p.Items, st.more, len(st.rest), tt.wantEls, tt.wantItems, len(els)-tt.wantEls+1)
+		}
+		if split := tt.wantEls == 0; split != (st.part != nil) || split && (st.part.Element != els[0].String() || st.part.From != "2027-01-02" || st.rest[0].From != "2027-01-02") {
+			t.Errorf("Shrink(%d): part %+v, rest %v; want the oldest change's dates from 2027-01-02 left, only when nothing fits whole", tt.items, st.part, st.rest)
 		}
 	}
 }
@@ -241,5 +245,29 @@ func TestLingerYields(t *testing.T) {
 		if got := s.lingerYields(id); got != tt.want {
 			t.Errorf("%s/%s with FillQuota %v: yields %v, want %v", tt.channel, tt.kind, tt.fillQuota, got, tt.want)
 		}
+	}
+}
+
+// A change pushed in parts resumes at the first date not yet pushed while
+// it is pending, is cleared as the lane holds it, and keeps its part when
+// a push leaves its rest out.
+func TestChangeInPartsResumes(t *testing.T) {
+	big := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-03-01", To: "2027-03-30", Sequence: 1}
+	small := lane.Element{RoomType: "TWN", RatePlan: "BAR", From: "2027-03-01", To: "2027-03-02", Sequence: 2}
+	part := &partRef{Element: big.String(), From: "2027-03-21"}
+	pending, whole := resume([]lane.Element{big, small}, part)
+	if pending[0].From != "2027-03-21" || pending[0].To != big.To || countItems(pending[:1]) != 10 || whole[pending[0]] != big {
+		t.Fatalf("resumed %v (%v), want the big change from 2027-03-21 (10 items), mapped to the lane's", pending, whole)
+	}
+	if got, _ := resume([]lane.Element{small}, part); len(got) != 1 || got[0] != small {
+		t.Fatalf("a part of a change no longer pending: %v, want the pending elements as they are", got)
+	}
+	done := pushed{elements: pending, whole: whole}
+	if got := done.cleared(); got[0] != big || done.next() != nil {
+		t.Fatalf("a push carrying the rest clears %v, part %+v; want the big change as the lane holds it, no part", got, done.next())
+	}
+	left := pushed{elements: pending[1:], rest: pending[:1], whole: whole}
+	if n := left.next(); n == nil || *n != *part {
+		t.Fatalf("a push that left the rest out carries part %+v, want %+v", n, part)
 	}
 }

@@ -380,13 +380,15 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
 	maxAge, maxDeferrals := ep.Lifetime()
 	var horizon time.Duration
+	reserve := 0
 	if r := ep.UrgentReserve; r > 0 && !ep.Urgent() {
 		// Normal pushes take only tokens free now, from all but r of the
-		// burst: the bucket's tat never runs ahead of now by more than
-		// burst − r tokens, so r urgent pushes find a token at once
-		// however long the normal backlog.
+		// burst, their retries too: the bucket's tat never runs ahead of
+		// now by more than burst − r tokens, so r urgent pushes find a
+		// token at once however long the normal backlog. The config
+		// allows a reserve only on a single bucket.
 		buckets[0].Limit.Burst -= r
-		horizon = time.Millisecond
+		horizon, reserve = time.Millisecond, r
 	}
 	return dispatch.Route{
 		Bucket:     buckets[0],
@@ -398,6 +400,7 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		LocalShare: ep.LocalShare(),
 		ItemWeight: ep.ItemCost(),
 		Horizon:    horizon,
+		Reserve:    reserve,
 		// Zero where the file sets none: the dispatcher's defaults.
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
