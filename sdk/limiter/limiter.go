@@ -284,8 +284,9 @@ func WithAttemptTimeout(d time.Duration) Option { return func(l *Limiter) { l.at
 func WithDenialCacheAge(d time.Duration) Option { return func(l *Limiter) { l.cacheAge = d } }
 
 // WithCircuitBreaker stops calling DynamoDB for cooldown after `failures`
-// consecutive store failures (including attempts that time out); calls
-// meanwhile fail at once with ErrUnavailable (wrapping breaker.ErrOpen,
+// consecutive store failures (including attempts that time out); every
+// call that would reach the store (grants, Penalize, Throttle, Reset,
+// State, Confirm, First) meanwhile fails at once with ErrUnavailable (wrapping breaker.ErrOpen,
 // whose RetryAfter says how long). Callers then defer work exactly as for
 // any store outage. Contention (a conflicting transaction) is not a failure.
 func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
@@ -606,25 +607,48 @@ func (l *Limiter) observeItem(key string, item map[string]types.AttributeValue) 
 	return err
 }
 
-// updateItem sends one write through the circuit breaker, bounded by the
-// per-attempt timeout. A failed condition comes back as the SDK's error, for
-// the caller to read ALL_OLD; every other failure comes back classified as
-// a *StoreError.
+// updateItem sends one write through the gateway. A failed condition comes
+// back as the SDK's error, for the caller to read ALL_OLD; every other
+// failure comes back classified as a *StoreError.
 func (l *Limiter) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	const op = "UpdateItem"
+	var out *dynamodb.UpdateItemOutput
+	err := l.gateway(ctx, "UpdateItem", func(ctx context.Context) (err error) {
+		out, err = l.db.UpdateItem(ctx, in, optFns...)
+		return err
+	})
+	return out, err
+}
+
+// gateway is the one way to DynamoDB: every call the limiter makes (grants,
+// penalties, resets, reads, fences, transactions) goes through it, so an
+// open circuit breaker stops them all and every outcome feeds it. send
+// makes the call, bounded by the per-attempt timeout. An error that is the
+// store's answer (a failed condition, a cancelled transaction) comes back
+// as it is and counts as a success: the store was reached. Every other
+// failure comes back classified as a *StoreError.
+func (l *Limiter) gateway(ctx context.Context, op string, send func(ctx context.Context) error) error {
 	if l.breaker != nil {
 		if err := l.breaker.Allow(l.now()); err != nil {
-			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+			return &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
 	defer cancel()
-	out, err := l.db.UpdateItem(actx, in, optFns...)
-	if _, failed := conditionFailed(err); err == nil || failed {
+	err := send(actx)
+	if err == nil || answered(err) {
 		l.recordStore(true)
-		return out, err
+		return err
 	}
-	return nil, l.storeFailure(ctx, actx, op, err)
+	return l.storeFailure(ctx, actx, op, err)
+}
+
+// answered reports an error that is the store's answer to a well-formed
+// call: a failed condition, or a transaction cancelled (for a failed
+// condition, a conflict or throttling, which its reasons tell apart).
+func answered(err error) bool {
+	var canceled *types.TransactionCanceledException
+	_, failed := conditionFailed(err)
+	return failed || errors.As(err, &canceled)
 }
 
 // storeFailure classifies a failed call and tells the breaker: a conflicting

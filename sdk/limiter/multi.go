@@ -312,34 +312,28 @@ func landedMulti(call callTag, reasons []types.CancellationReason) (int, bool) {
 	return 0, false
 }
 
-// transact sends one transaction through the circuit breaker, with no SDK
+// transact sends one transaction through the gateway, with no SDK
 // retry (a resent write would carry a stale now). A cancelled transaction
 // comes back as its reasons, one per item, with a nil error; every other
 // failure as a classified *StoreError.
 func (l *Limiter) transact(ctx context.Context, tx TransactAPI, in *dynamodb.TransactWriteItemsInput) ([]types.CancellationReason, error) {
 	const op = "TransactWriteItems"
-	if l.breaker != nil {
-		if err := l.breaker.Allow(l.now()); err != nil {
-			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
-		}
-	}
-	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-	defer cancel()
-	_, err := tx.TransactWriteItems(actx, in, noSDKRetry)
+	err := l.gateway(ctx, op, func(ctx context.Context) error {
+		_, err := tx.TransactWriteItems(ctx, in, noSDKRetry)
+		return err
+	})
 	var canceled *types.TransactionCanceledException
 	switch {
 	case err == nil:
-		l.recordStore(true)
 		return nil, nil
 	case errors.As(err, &canceled):
-		l.recordStore(true)
 		if len(canceled.CancellationReasons) != len(in.TransactItems) {
 			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable,
 				Err: fmt.Errorf("transaction canceled with %d reasons for %d items: %w", len(canceled.CancellationReasons), len(in.TransactItems), err)}
 		}
 		return canceled.CancellationReasons, nil
 	}
-	return nil, l.storeFailure(ctx, actx, op, err)
+	return nil, err
 }
 
 // learnCancellation reads each item's reason: a failed condition hands back
