@@ -95,7 +95,11 @@ func (l *Limiter) read(ctx context.Context, key string) (int64, AdaptState, erro
 	if err != nil {
 		return 0, AdaptState{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 	}
-	l.seen.set(key, tat, micros(l.now()))
+	booked, err := itemBooked(out.Item)
+	if err != nil {
+		return 0, AdaptState{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+	}
+	l.seen.set(key, tat, booked, micros(l.now()))
 	l.adapt.set(key, st)
 	return tat, st, nil
 }
