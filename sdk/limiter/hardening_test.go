@@ -381,3 +381,27 @@ func TestDenialCacheAgeIsBounded(t *testing.T) {
 		t.Fatalf("fresh penalty after a reset: %+v %v after %d writes, want granted now in 2 more", r, err, len(s.sent))
 	}
 }
+
+// Penalize skips its write only where booked slots already empty the
+// bucket past until, which no Reset undoes; a penalty it saw before may
+// have been reset since, so a new one is written.
+func TestPenaltySkippedOnlyWhenBookedSlotsCoverIt(t *testing.T) {
+	now := time.UnixMicro(1_000_000_000)
+	b := Bucket{Key: "k", Limit: PerSecond(10, 2)} // burst·T = 200 ms
+	s := &scripted{unreachable: unreachable{t}}
+	l, err := New(s, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.seen.book("k", now.UnixMicro()+10_000_000, now.UnixMicro()) // booked 10 s ahead
+	if err := l.Penalize(context.Background(), b, now.Add(5*time.Second)); err != nil || len(s.sent) != 0 {
+		t.Fatalf("penalty within the booked slots: %v after %d writes, want none", err, len(s.sent))
+	}
+	l.seen.observe("k", now.UnixMicro()+60_200_000, now.UnixMicro()) // a 60 s penalty seen just now
+	s.steps = append(s.steps, func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{}, nil
+	})
+	if err := l.Penalize(context.Background(), b, now.Add(30*time.Second)); err != nil || len(s.sent) != 1 {
+		t.Fatalf("penalty under one seen before: %v after %d writes, want 1 (a Reset may have dropped the old one)", err, len(s.sent))
+	}
+}

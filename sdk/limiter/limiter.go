@@ -788,10 +788,12 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState) error {
 	now := l.now()
 	penalty := gcra.Penalty(micros(until), lim)
-	if tat, fresh := l.seen.get(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && tat >= penalty {
-		// tat only grows: the bucket is already empty past until. This is
+	if _, booked, fresh := l.seen.lookup(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && booked >= penalty {
+		// Slots are booked past until: the bucket is already empty past
+		// it, and no Reset changes that (it keeps booked slots). This is
 		// the common case for a drain on a vendor's low remaining count
-		// while the fleet has booked slots ahead, and it costs no call.
+		// while the fleet has booked slots ahead, and it costs no call. A
+		// penalty seen before proves nothing: a Reset may have dropped it.
 		return nil
 	}
 	// Setting an absolute value is idempotent, so the SDK's own retries are
