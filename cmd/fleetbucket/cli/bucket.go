@@ -222,7 +222,7 @@ func (a *App) resetCmd() *cobra.Command {
 	var f bucketFlags
 	cmd := &cobra.Command{
 		Use:   "reset " + bucketArgs,
-		Short: "Refill a bucket now for every worker (undoes a penalize)",
+		Short: "Drop a bucket's penalties for every worker (undoes a penalize; booked slots still count)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := a.target(cmd.Context(), f, args)
@@ -234,7 +234,7 @@ func (a *App) resetCmd() *cobra.Command {
 					return err
 				}
 			}
-			return a.printStates(cmd.Context(), t, fmt.Sprintf("reset %s: full now (workers that cached a denial see it within %v)", t.key, limiter.DefaultDenialCacheAge))
+			return a.printStates(cmd.Context(), t, fmt.Sprintf("reset %s: penalties dropped; slots already booked still count (full once they are spent), and every worker sees it on its next call", t.key))
 		},
 	}
 	a.addBucketFlags(cmd, &f)
