@@ -59,15 +59,20 @@ const (
 
 // DecodeExpediaAR reads an AvailRateUpdateRQ as Expedia would. Any error
 // refuses the whole message (Expedia processes none of it) and is answered
-// in a 200, as Expedia does: a *Refusal with Status 200.
+// in a 200, as Expedia does: a *Refusal with Status 200; the Message then
+// holds the username and hotel id, if the request had them.
 func DecodeExpediaAR(body []byte, kind string, rules Rules) (Message, error) {
+	var m Message
+	// A refusal keeps what was read of the credential and hotel: the
+	// vendor still knows whose request it refused.
 	refuse := func(code, format string, args ...any) (Message, error) {
-		return Message{}, &Refusal{Status: 200, Code: code, Text: fmt.Sprintf(format, args...)}
+		return Message{Hotel: m.Hotel, User: m.User}, &Refusal{Status: 200, Code: code, Text: fmt.Sprintf(format, args...)}
 	}
 	var rq arRequest
 	if err := xml.Unmarshal(body, &rq); err != nil {
 		return refuse(ARParseError, "Parsing error: %v", err)
 	}
+	m.User, m.Hotel = rq.Auth.User, rq.Hotel.ID
 	if rq.XMLName.Space != ExpediaARNS || rq.XMLName.Local != "AvailRateUpdateRQ" {
 		return refuse(ARNamespace, "The namespace specified is invalid: {%s}%s", rq.XMLName.Space, rq.XMLName.Local)
 	}
@@ -77,7 +82,7 @@ func DecodeExpediaAR(body []byte, kind string, rules Rules) (Message, error) {
 	if rq.Hotel.ID == "" {
 		return refuse(ARHotel, "Hotel id is missing")
 	}
-	m := Message{Hotel: rq.Hotel.ID, User: rq.Auth.User, Password: rq.Auth.Password}
+	m.Password = rq.Auth.Password
 	updates := 0
 	for _, u := range rq.Updates {
 		dates, err := span(u.Range.From, u.Range.To)
