@@ -9,6 +9,8 @@
 //   - lane: what each lane has pending and who pushes it
 //   - job: a push job and its wire form on the deferred queue
 //   - syncer: what the sync function does with each message
+//   - format: each OTA's own message (json, opentravel, expedia-ar), how
+//     its answer reads, and isolating a refused change
 //   - dispatch: per job, push now, sleep, defer, shed or dead-letter
 //   - queue: deferring a job onto SQS, dead-lettering with a reason
 //   - credentials: OTA API credentials from Secrets Manager

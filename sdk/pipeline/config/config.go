@@ -42,7 +42,11 @@ type Channel struct {
 	// AllowHTTP accepts an http:// base_url, which sends the credential's
 	// token in clear text: for a mock OTA on the local stack, never for a
 	// real one.
-	AllowHTTP bool                `json:"allow_http,omitempty"`
+	AllowHTTP bool `json:"allow_http,omitempty"`
+	// Format names the channel's message format (see sdk/pipeline/format):
+	// "json" (the default), "opentravel", "expedia-ar", or one a Go
+	// program registered with format.Register before loading the config.
+	Format    string              `json:"format,omitempty"`
 	Endpoints map[string]Endpoint `json:"endpoints"`
 	// Credentials maps a credential id to where its secret comes from.
 	Credentials map[string]Credential `json:"credentials"`
@@ -62,6 +66,12 @@ type Endpoint struct {
 	MaxItems int `json:"max_items,omitempty"`
 	// MaxBytes bounds one push's body; default DefaultMaxBytes.
 	MaxBytes int `json:"max_bytes,omitempty"`
+	// SplitBy is "month" (each calendar month in its own requests) or
+	// "none"; default: the format's own (month for opentravel).
+	SplitBy string `json:"split_by,omitempty"`
+	// KindsPerMessage caps the change kinds one request mixes; default 1
+	// (RateGain wants inventory and restrictions apart).
+	KindsPerMessage int `json:"kinds_per_message,omitempty"`
 	// Cost is what the vendor meters: CostRequests (the default) counts a
 	// push as one token of limit; CostItems counts its items (room type ×
 	// rate plan × date), each ItemWeight tokens, as Expedia Rapid counts
@@ -348,6 +358,7 @@ func (c *Config) Validate() error {
 			}
 		}
 		errs = append(errs, validateMeters(at, ch)...)
+		errs = append(errs, validateFormat(at, ch)...)
 		if len(ch.Credentials) == 0 {
 			add("%s.credentials: none configured", at)
 		}
