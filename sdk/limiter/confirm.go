@@ -71,19 +71,21 @@ func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error
 	return l.Confirm(ctx, b, p)
 }
 
-// read fetches bucket key's item with a strongly consistent read and
-// remembers its tat and adaptive state as the store's current ones.
+// read fetches bucket key's item with a strongly consistent read, through
+// the gateway like every store call, and remembers its tat and adaptive state as the store's current ones.
 func (l *Limiter) read(ctx context.Context, key string) (int64, AdaptState, error) {
 	const op = "GetItem"
-	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-	defer cancel()
-	out, err := l.db.GetItem(actx, &dynamodb.GetItemInput{
-		TableName:      &l.table,
-		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ConsistentRead: aws.Bool(true),
+	var out *dynamodb.GetItemOutput
+	err := l.gateway(ctx, op, func(ctx context.Context) (err error) {
+		out, err = l.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:      &l.table,
+			Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
+			ConsistentRead: aws.Bool(true),
+		})
+		return err
 	})
 	if err != nil {
-		return 0, AdaptState{}, l.storeFailure(ctx, actx, op, err)
+		return 0, AdaptState{}, err
 	}
 	tat, err := itemTAT(out.Item)
 	if err != nil {
@@ -93,7 +95,11 @@ func (l *Limiter) read(ctx context.Context, key string) (int64, AdaptState, erro
 	if err != nil {
 		return 0, AdaptState{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 	}
-	l.seen.set(key, tat, micros(l.now()))
+	booked, err := itemBooked(out.Item)
+	if err != nil {
+		return 0, AdaptState{}, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+	}
+	l.seen.set(key, tat, booked, micros(l.now()))
 	l.adapt.set(key, st)
 	return tat, st, nil
 }

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/fleetbucket/fleetbucket/sdk/deferral"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -31,16 +31,21 @@ func (p *pipeline) shrinkDLQ(t *testing.T) {
 // A push the vendor refuses for good is dead-lettered even when what goes
 // to the dead-letter queue is larger than the queue holds: otherwise the
 // dead letter fails, the job stays on its queue, and the same refused
-// body goes out again at every delivery (a lane's, at every lease).
+// body goes out again at every delivery (a lane's, at every lease). A
+// lane's dead letter is its job, which names the lane, not the body: the
+// lane case keeps that path safe; a payload job carries its body and is
+// sent as a reference (queue.Reference).
 func TestOversizedRefusedPushIsDeadLettered(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
 	t.Run("lane push", func(t *testing.T) {
-		// The vendor refuses the credential (401, with nothing to refresh),
-		// which dead-letters the push's body.
-		r := newLaneRig(t, lim, mockota.Config{Limit: lim, Credentials: []string{"another-token"}}, oneHotelConfig(lim, ""))
+		// The vendor refuses every push (400): the lane's job is
+		// dead-lettered, naming the lane, and its changes stay pending for
+		// the sweep.
+		r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, ""))
+		r.ota.FailMatching(http.StatusBadRequest, func(mockota.Request) bool { return true })
 		r.linger, r.lease = 2*time.Second, 5*time.Second // one push carries all three changes
 		r.shrinkDLQ(t)
-		r.tune = func(d *dispatch.Dispatcher) { d.Queue.(*deferral.Queue).MaxMessageBytes = dlqBytes }
+		r.tune = func(d *dispatch.Dispatcher) { d.Queue.(*queue.Queue).MaxMessageBytes = dlqBytes }
 		// Three rooms' 31 days of nearly 8 KiB of values each (the most an
 		// event may carry): a push of about 750 KB, within max_bytes.
 		for i, room := range []string{"DBL", "TWN", "SGL"} {
@@ -48,7 +53,7 @@ func TestOversizedRefusedPushIsDeadLettered(t *testing.T) {
 			r.enqueueBodies([]string{replaceRoom(body, room)})
 		}
 		r.run(1, 45*time.Second, 5*time.Second)
-		assertDeadLetteredOnce(t, r.pipeline, http.StatusUnauthorized)
+		assertDeadLetteredOnce(t, r.pipeline, http.StatusBadRequest)
 	})
 	t.Run("payload job", func(t *testing.T) {
 		// A payload job of 400 KB, which its queue held, refused (400):
