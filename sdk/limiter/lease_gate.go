@@ -22,11 +22,14 @@ import (
 //
 // So a saturated process keeps its slots busy back to back, at one store
 // write per push, or fewer with InFlight.Timeout below Hold (a lease with
-// at least Timeout left passes to the next push with no write). A process holding none asks the store once per Hold at
-// most (per key), never more often. The cost is fairness between
+// at least Timeout left passes to the next push with no write). A process
+// holding none asks the store once each time the earliest lease would
+// expire (per key), never more often. The cost is fairness between
 // processes: a process with waiters keeps the slots it holds until it has
-// no waiter left (or a lease expires), so with more pushes than slots
-// across the fleet, the processes that hold the slots do the pushing.
+// no waiter left or a lease lapses (a Timeout below Hold renews a lease
+// once it has less than Timeout left, so only a process that stops
+// pushing gives its slots up), so with more pushes than slots across the
+// fleet, the processes that hold the slots do the pushing.
 //
 // A LeaseGate is safe for concurrent use; use one per process and Limiter.
 type LeaseGate struct {
