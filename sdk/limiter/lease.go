@@ -138,6 +138,16 @@ type Lease struct {
 	Acquired, Expires time.Time
 }
 
+// Deadline is when a push that starts at now under the lease must end:
+// now + timeout, or Expires if sooner (timeout ≤ 0: Expires). Set it on
+// the request's context so the push never outlives its lease.
+func (l Lease) Deadline(now time.Time, timeout time.Duration) time.Time {
+	if d := now.Add(timeout); timeout > 0 && d.Before(l.Expires) {
+		return d
+	}
+	return l.Expires
+}
+
 // LeaseBusyError is an acquire that found no free slot. RetryAfter is exact
 // as a bound: the earliest expiry among the held slots (and, after max was
 // lowered, the latest among the slots above it), so a caller that waits

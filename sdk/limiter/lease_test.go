@@ -83,3 +83,21 @@ func TestInFlightValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaseDeadlineIsWithinTheLease(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	l := Lease{Expires: now.Add(5 * time.Second)}
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    time.Time
+	}{
+		{2 * time.Second, now.Add(2 * time.Second)},
+		{5 * time.Second, now.Add(5 * time.Second)},
+		{9 * time.Second, l.Expires},
+		{0, l.Expires},
+	} {
+		if got := l.Deadline(now, tt.timeout); !got.Equal(tt.want) {
+			t.Errorf("Deadline(now, %v) = %v, want %v", tt.timeout, got, tt.want)
+		}
+	}
+}

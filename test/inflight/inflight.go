@@ -360,11 +360,7 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}
-				deadline := lease.Expires
-				if f.timeout > 0 {
-					deadline = minTime(deadline, time.Now().Add(f.timeout))
-				}
-				err = push(ctx, client, f.url, fmt.Sprintf("p%d-w%d-%d", f.process, w, n), f.process, lease, deadline)
+				err = push(ctx, client, f.url, fmt.Sprintf("p%d-w%d-%d", f.process, w, n), f.process, lease, lease.Deadline(time.Now(), f.timeout))
 				if err != nil {
 					note(func(r *WorkerReport) { r.errorf(err) })
 				} else {
