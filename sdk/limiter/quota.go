@@ -232,6 +232,13 @@ func (l *Limiter) TakeQuota(ctx context.Context, q QuotaBucket, n int, id string
 // when a bucket's form or the quota's window has to be corrected from the
 // cancellation's ALL_OLD. Buckets are as for TakeMulti (no adaptive ones).
 func (l *Limiter) TakeWithQuota(ctx context.Context, buckets []Bucket, q QuotaBucket, n int, id string) (MultiReservation, error) {
+	for i, b := range buckets {
+		if b.Adaptive != nil {
+			// A transaction hands back no new values to learn a rate from.
+			return MultiReservation{}, fmt.Errorf("buckets[%d]: %w", i, &ArgumentError{Field: "bucket.adaptive",
+				Reason: fmt.Sprintf("%q is adaptive: a quota composes with fixed limits only (take the quota with TakeQuota beside it)", b.Key)})
+		}
+	}
 	if err := CheckMulti(buckets, n, 0); err != nil {
 		return MultiReservation{}, err
 	}
