@@ -37,9 +37,11 @@ type HeaderSpec struct {
 	// for Window with PresetXRateLimit:
 	//   - PresetIETF: the structured fields RateLimit ("default";r=40;t=30:
 	//     r left) and RateLimit-Policy ("default";q=100;w=60: a quota q per
-	//     w seconds), IETF draft-ietf-httpapi-ratelimit-headers. With
-	//     several policies the one with the shortest window is the bucket's
-	//     limit; longer windows belong in the endpoint's "limits".
+	//     w seconds), IETF draft-ietf-httpapi-ratelimit-headers-11. With
+	//     several request policies the one with the shortest window is the
+	//     bucket's limit; longer windows belong in the endpoint's "limits".
+	//     A policy in concurrent-requests (qu) is Reading.Concurrency, one
+	//     in content-bytes Reading.BytesRate; pk is Reading.PartitionKey.
 	//   - PresetXRateLimit: X-RateLimit-Remaining and its common spellings
 	//     (a count); X-RateLimit-Limit is a quota per Window, read only when
 	//     Window is set, since the family does not say its window.
