@@ -37,9 +37,11 @@ type HeaderSpec struct {
 	// for Window with PresetXRateLimit:
 	//   - PresetIETF: the structured fields RateLimit ("default";r=40;t=30:
 	//     r left) and RateLimit-Policy ("default";q=100;w=60: a quota q per
-	//     w seconds), IETF draft-ietf-httpapi-ratelimit-headers. With
-	//     several policies the one with the shortest window is the bucket's
-	//     limit; longer windows belong in the endpoint's "limits".
+	//     w seconds), IETF draft-ietf-httpapi-ratelimit-headers-11. With
+	//     several request policies the one with the shortest window is the
+	//     bucket's limit; longer windows belong in the endpoint's "limits".
+	//     A policy in concurrent-requests (qu) is Reading.Concurrency, one
+	//     in content-bytes Reading.BytesRate; pk is Reading.PartitionKey.
 	//   - PresetXRateLimit: X-RateLimit-Remaining and its common spellings
 	//     (a count); X-RateLimit-Limit is a quota per Window, read only when
 	//     Window is set, since the family does not say its window.
@@ -169,6 +171,35 @@ type Reading struct {
 	// Rate is the lowest published limit in requests per second; 0 if
 	// none was published.
 	Rate float64
+
+	// The IETF draft-11 fields beyond a request rate. None of them changes
+	// what Low or a Client does; the pipeline acts on them. (A policy in
+	// content-bytes or concurrent-requests is no longer read as a request
+	// rate, nor what is left of it as requests left.)
+
+	// Concurrency is the lowest quota of a RateLimit-Policy in
+	// concurrent-requests (qu), the vendor's max_in_flight; 0 if none.
+	Concurrency int
+	// BytesRate is the lowest content-bytes quota per second (qu
+	// content-bytes with a window); 0 if none. It never lowers Rate.
+	BytesRate float64
+	// Reset is the effective window (t) of the RateLimit item with the
+	// fewest requests left, when HasReset. Retry-After, where sent, takes
+	// precedence over it (Pause).
+	Reset    time.Duration
+	HasReset bool
+	// PartitionKey is the pk the vendor sent (decoded from its byte
+	// sequence), first from RateLimit, else from RateLimit-Policy: the
+	// quota partition it charged. Compare it with the bucket the push used
+	// and log a mismatch.
+	PartitionKey []byte
+	// ReducedCapacity: a 503 whose problem type is temporary reduced
+	// capacity (ReadAnswer only), to be treated as a throttle; a lower
+	// RateLimit-Policy sent with it is in Rate.
+	ReducedCapacity bool
+	// Ignored says what was malformed and left out (one line each, to
+	// log); a malformed member never fails the read.
+	Ignored []string
 }
 
 // Low reports whether the reading says to drain the bucket.
@@ -207,12 +238,7 @@ func (s Signals) Read(h http.Header) Reading {
 	for _, spec := range s.Headers {
 		switch spec.Preset {
 		case PresetIETF:
-			if n, ok := ietfRemaining(h.Values("RateLimit")); ok {
-				count(n)
-			}
-			if q, w, ok := ietfPolicy(h.Values("RateLimit-Policy")); ok {
-				rate(q, w)
-			}
+			readIETF(h, &r, count, rate)
 		case PresetXRateLimit:
 			if n, ok := remaining(h); ok {
 				count(n)
@@ -263,96 +289,4 @@ func number(v string) (float64, bool) {
 		return 0, false
 	}
 	return f, true
-}
-
-// sfItem is one member of a structured-field list (RFC 9651): its
-// parameters by key. The member's own value (the policy name) is not
-// needed.
-type sfItem map[string]string
-
-// sfList splits a structured-field list into its members' parameters. It
-// understands what the rate-limit fields use (string or token members,
-// integer parameters) and skips a member it cannot read rather than
-// failing the whole field.
-func sfList(values []string) []sfItem {
-	var out []sfItem
-	for _, v := range values {
-		for _, member := range splitOutsideQuotes(v, ',') {
-			parts := splitOutsideQuotes(member, ';')
-			if len(parts) == 0 || strings.TrimSpace(parts[0]) == "" {
-				continue
-			}
-			item := sfItem{}
-			for _, p := range parts[1:] {
-				k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-				item[strings.TrimSpace(k)] = strings.TrimSpace(val)
-			}
-			out = append(out, item)
-		}
-	}
-	return out
-}
-
-// splitOutsideQuotes splits s at sep where sep is not inside a quoted
-// string (a policy name may hold a comma or a semicolon).
-func splitOutsideQuotes(s string, sep byte) []string {
-	var (
-		out    []string
-		quoted bool
-		start  int
-	)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && quoted:
-			i++
-		case c == '"':
-			quoted = !quoted
-		case c == sep && !quoted:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}
-
-func sfInt(item sfItem, key string) (int64, bool) {
-	v, ok := item[key]
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	return n, err == nil && n >= 0
-}
-
-// ietfRemaining is the fewest requests left over the RateLimit field's
-// policies (parameter r).
-func ietfRemaining(values []string) (int, bool) {
-	best, found := int64(0), false
-	for _, item := range sfList(values) {
-		if r, ok := sfInt(item, "r"); ok && (!found || r < best) {
-			best, found = r, true
-		}
-	}
-	return int(min(best, math.MaxInt32)), found
-}
-
-// ietfPolicy is the quota (q) and window (w, seconds) of the
-// RateLimit-Policy policy with the shortest window: the one a per-second
-// bucket meters.
-func ietfPolicy(values []string) (float64, time.Duration, bool) {
-	var (
-		q, w  int64
-		found bool
-	)
-	for _, item := range sfList(values) {
-		qi, okq := sfInt(item, "q")
-		wi, okw := sfInt(item, "w")
-		if !okq || !okw || wi == 0 || wi > 366*24*3600 {
-			continue
-		}
-		if !found || wi < w || wi == w && qi < q {
-			q, w, found = qi, wi, true
-		}
-	}
-	return float64(q), time.Duration(w) * time.Second, found
 }

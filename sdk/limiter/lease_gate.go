@@ -1,0 +1,306 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// LeaseGate is a process's front to the fleet's in-flight leases: Wait
+// acquires a lease or waits for one, Release frees it or passes it on.
+//
+// Why a process-local part: the store cannot tell a waiter that a slot was
+// released before its expiry, and polling it would cost a write per poll.
+// So the waiters of one process queue in order (FIFO), only the first of
+// them asks the store (once, and again when the earliest lease expires,
+// the exact wait AcquireLease reports), and a release of this process
+// hands its slot to the first waiter in the same write (handOver: one
+// write for a release and an acquire). A slot freed by another process is
+// found by this process's first waiter at the latest when that slot's
+// lease would have expired.
+//
+// So a saturated process keeps its slots busy back to back, at one store
+// write per push, or fewer with InFlight.Timeout below Hold (a lease with
+// at least Timeout left passes to the next push with no write). A process
+// holding none asks the store once each time the earliest lease would
+// expire (per key), never more often. The cost is fairness between
+// processes: a process with waiters keeps the slots it holds until it has
+// no waiter left or a lease lapses (a Timeout below Hold renews a lease
+// once it has less than Timeout left, so only a process that stops
+// pushing gives its slots up), so with more pushes than slots across the
+// fleet, the processes that hold the slots do the pushing.
+//
+// A LeaseGate is safe for concurrent use; use one per process and Limiter.
+type LeaseGate struct {
+	l      *Limiter
+	mu     sync.Mutex
+	queues map[string][]*leaseWaiter
+	// busyUntil is, per key, when the last acquire that found no slot said
+	// one would expire.
+	busyUntil map[string]time.Time
+}
+
+// NewLeaseGate returns a gate over l's leases.
+func NewLeaseGate(l *Limiter) *LeaseGate {
+	return &LeaseGate{l: l, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}}
+}
+
+type leaseWaiter struct {
+	f InFlight
+	// handed receives a lease passed on by a release of this process, or
+	// an error (the pass failed: ask the store again).
+	handed chan handedLease
+	// turn wakes the waiter that became first in its queue.
+	turn chan struct{}
+}
+
+type handedLease struct {
+	lease Lease
+	err   error
+}
+
+// Wait takes a lease of f, waiting at most maxWait (and not past ctx's
+// deadline) for one. It fails at once with the *LeaseBusyError of the
+// last acquire when no lease can be had in time: its RetryAfter is when
+// the earliest held lease expires, for a caller that defers the work.
+func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration) (Lease, error) {
+	if err := f.Validate(); err != nil {
+		return Lease{}, err
+	}
+	bound, err := g.l.waitBound(ctx, maxWait)
+	if err != nil {
+		return Lease{}, err
+	}
+	if bound == 0 {
+		return g.l.AcquireLease(ctx, f)
+	}
+	w := &leaseWaiter{f: f, handed: make(chan handedLease, 1), turn: make(chan struct{}, 1)}
+	g.enqueue(w)
+	var (
+		retry *time.Timer // the store's next ask, when the earliest lease expires
+		busy  *LeaseBusyError
+	)
+	end := time.NewTimer(bound)
+	defer end.Stop()
+	stop := func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}
+	defer stop()
+	for {
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
+		}
+		select {
+		case h := <-w.handed:
+			if h.err == nil {
+				return h.lease, nil
+			}
+			// The lease passed to us had expired and was taken: we are no
+			// longer queued; ask the store again from the front.
+			g.enqueueFront(w)
+		case <-w.turn:
+			// First in the queue. When the store said a moment ago that no
+			// slot is free before some time, a hand-over of this process
+			// (which frees nothing) made us first: ask at that time, not now.
+			if wait, ok := g.busyFor(f.Key); ok {
+				stop()
+				retry = time.NewTimer(wait)
+				continue
+			}
+		case <-retryC:
+		case <-end.C:
+			return g.leave(ctx, w, busy, f)
+		case <-ctx.Done():
+			if lease, ok := g.abandon(w); ok {
+				_ = g.Release(context.WithoutCancel(ctx), lease)
+			}
+			return Lease{}, ctx.Err()
+		}
+		lease, err := g.l.AcquireLease(ctx, f)
+		if err == nil {
+			g.clearBusy(f.Key)
+			if g.dequeue(w) {
+				return lease, nil
+			}
+			// A release handed us a slot meanwhile: keep one, pass the other.
+			h := <-w.handed
+			if h.err == nil {
+				_ = g.Release(ctx, h.lease)
+			}
+			return lease, nil
+		}
+		if !errors.As(err, &busy) {
+			if l, ok := g.abandon(w); ok {
+				return l, nil
+			}
+			return Lease{}, err
+		}
+		// Past the bound the earliest expiry cannot help, but a release of
+		// this process still may, so the wait goes on to the bound.
+		g.sawBusy(f.Key, busy)
+		stop()
+		retry = time.NewTimer(max(busy.RetryAfter, time.Millisecond))
+	}
+}
+
+// leave ends a wait that ran out: the lease handed over meanwhile if one
+// was, else the last busy error (or a fresh one when no acquire was made).
+func (g *LeaseGate) leave(ctx context.Context, w *leaseWaiter, busy *LeaseBusyError, f InFlight) (Lease, error) {
+	if lease, ok := g.abandon(w); ok {
+		return lease, nil
+	}
+	if busy == nil {
+		// Not first in the queue, so no acquire of ours: the first
+		// waiter's last answer, or the bound every lease has.
+		busy = g.lastBusy(f)
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	return Lease{}, busy
+}
+
+// Release frees lease, or hands it to the first waiter of this process
+// whose max still covers the slot. A hand-over that finds the lease lost
+// (it expired and was taken) sends that waiter back to the store and
+// reports ErrLeaseLost, as ReleaseLease does.
+func (g *LeaseGate) Release(ctx context.Context, lease Lease) error {
+	w := g.next(lease)
+	if w == nil {
+		g.clearBusy(lease.Key)
+		return g.l.ReleaseLease(ctx, lease)
+	}
+	if lease.Expires.Sub(g.l.now()) >= w.f.need() {
+		// Enough of the lease is left for the waiter's whole push: the
+		// store already shows the slot held until Expires, by this
+		// process, so passing it costs nothing.
+		w.handed <- handedLease{lease: lease}
+		return nil
+	}
+	next, err := g.l.handOver(ctx, lease, w.f)
+	w.handed <- handedLease{lease: next, err: err}
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		// The store failed: the slot may still be ours; free it, or it
+		// frees itself at Expires.
+		_ = g.l.ReleaseLease(ctx, lease)
+	}
+	return err
+}
+
+func (g *LeaseGate) enqueue(w *leaseWaiter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := append(g.queues[w.f.Key], w)
+	g.queues[w.f.Key] = q
+	if len(q) == 1 {
+		w.turn <- struct{}{}
+	}
+}
+
+func (g *LeaseGate) enqueueFront(w *leaseWaiter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.queues[w.f.Key] = append([]*leaseWaiter{w}, g.queues[w.f.Key]...)
+	select {
+	case w.turn <- struct{}{}:
+	default:
+	}
+}
+
+// next pops the first waiter of lease's key that may take its slot, and
+// wakes the one behind it, now first, to ask the store (another slot may
+// be free).
+func (g *LeaseGate) next(lease Lease) *leaseWaiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.queues[lease.Key]
+	if len(q) == 0 || q[0].f.Max <= lease.Slot {
+		return nil
+	}
+	w := q[0]
+	g.remove(lease.Key, 0)
+	return w
+}
+
+// dequeue removes w after its own acquire; false if a release already
+// popped it (a lease is then on its way on w.handed).
+func (g *LeaseGate) dequeue(w *leaseWaiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, x := range g.queues[w.f.Key] {
+		if x == w {
+			g.remove(w.f.Key, i)
+			return true
+		}
+	}
+	return false
+}
+
+// abandon removes w from its queue; if a release popped it first, it
+// returns the lease that release handed over.
+func (g *LeaseGate) abandon(w *leaseWaiter) (Lease, bool) {
+	if g.dequeue(w) {
+		return Lease{}, false
+	}
+	h := <-w.handed
+	return h.lease, h.err == nil
+}
+
+// remove drops queue key's i-th waiter; the caller holds g.mu. A new first
+// waiter is woken to take its turn at the store.
+func (g *LeaseGate) remove(key string, i int) {
+	q := g.queues[key]
+	q = append(q[:i], q[i+1:]...)
+	if len(q) == 0 {
+		delete(g.queues, key)
+		return
+	}
+	g.queues[key] = q
+	if i == 0 {
+		select {
+		case q[0].turn <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (g *LeaseGate) sawBusy(key string, busy *LeaseBusyError) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busyUntil[key] = g.l.now().Add(busy.RetryAfter)
+}
+
+func (g *LeaseGate) lastBusy(f InFlight) *LeaseBusyError {
+	g.mu.Lock()
+	until, ok := g.busyUntil[f.Key]
+	g.mu.Unlock()
+	wait := f.Hold
+	if now := g.l.now(); ok && until.After(now) {
+		wait = until.Sub(now)
+	}
+	return &LeaseBusyError{Key: f.Key, Max: f.Max, Held: f.Max, RetryAfter: wait}
+}
+
+// busyFor is how long until the store's last "no slot" for key runs out,
+// if it has not.
+func (g *LeaseGate) busyFor(key string) (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until, ok := g.busyUntil[key]
+	if d := until.Sub(g.l.now()); ok && d > 0 {
+		return d, true
+	}
+	return 0, false
+}
+
+// clearBusy forgets the last "no slot" for key: a slot was free since, and
+// the next first waiter asks the store at once.
+func (g *LeaseGate) clearBusy(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.busyUntil, key)
+}

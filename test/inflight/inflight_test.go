@@ -1,0 +1,165 @@
+package inflight
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+)
+
+// The test binary is also the worker.
+const workerEnv = "FLEETBUCKET_INFLIGHT_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(WorkerMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func config(c Config) Config {
+	c.Worker, c.Env = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	return c
+}
+
+// 40 pushers in 4 OS processes share max_in_flight 3: the vendor, counting
+// its own running requests, never sees a 4th, and no job arrives twice.
+// Throughput is the benchmark's to report (BenchmarkLeaseThroughput); the
+// test logs it.
+func TestVendorNeverSeesMoreThanMaxInFlight(t *testing.T) {
+	emulator.Config(t)
+	r, err := Run(t.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: 2 * time.Second,
+		Timeout: time.Second, Latency: 100 * time.Millisecond, Duration: 3 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Peak > 3 {
+		t.Errorf("the vendor saw %d concurrent requests, max_in_flight is 3", r.Peak)
+	}
+	if r.Peak < 3 {
+		t.Errorf("the vendor never saw 3 concurrent requests (peak %d): the leases serialize more than they must", r.Peak)
+	}
+	if r.Duplicates != 0 {
+		t.Errorf("%d jobs pushed twice", r.Duplicates)
+	}
+	pushes, writes := 0, int64(0)
+	for _, w := range r.Workers {
+		pushes += w.Pushes
+		writes += w.Writes
+		if w.Errors > 0 || w.Lost > 0 {
+			t.Errorf("process %d: %d errors (first %q), %d leases lost", w.Process, w.Errors, w.FirstError, w.Lost)
+		}
+	}
+	if pushes != len(r.Requests) || pushes == 0 {
+		t.Errorf("workers report %d pushes, the vendor saw %d requests", pushes, len(r.Requests))
+	}
+	t.Logf("%d pushes, peak %d, throughput %.2f/s = %.1f%% of max ÷ latency (%.1f/s), steady utilization %.1f%%, %.2f writes per push",
+		pushes, r.Peak, r.Throughput, 100*r.Throughput/r.Ideal, r.Ideal, 100*r.Utilization, float64(writes)/float64(pushes))
+}
+
+// Process 0 starts first, takes every lease, and is killed mid-push. Its
+// slots stay closed to the others until its leases expire (Hold after they
+// were taken, so at most Hold after the kill) and open at once after: the
+// vendor sees no request on a dead lease's slot before that lease's expiry,
+// and sees one after it; never more than 3 at once, nothing twice.
+func TestKilledProcessFreesItsLeasesWithinHold(t *testing.T) {
+	emulator.Config(t)
+	const hold = 2 * time.Second
+	r, err := Run(t.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: hold,
+		Timeout: time.Second, Latency: 300 * time.Millisecond, Duration: 4 * time.Second, Lead: 500 * time.Millisecond, Kill: 1200 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Peak > 3 {
+		t.Errorf("the vendor saw %d concurrent requests, max_in_flight is 3", r.Peak)
+	}
+	if r.Duplicates != 0 {
+		t.Errorf("%d jobs pushed twice", r.Duplicates)
+	}
+	// The dead process's leases: its requests still running at the kill.
+	dead := map[int]Request{}
+	for _, q := range r.Requests {
+		if q.Process == 0 && q.Start.Before(r.Killed) && q.End.After(r.Killed) {
+			dead[q.Slot] = q
+		}
+	}
+	if len(dead) == 0 {
+		t.Fatal("process 0 held no lease when it was killed: the test proves nothing")
+	}
+	for slot, d := range dead {
+		if bound := r.Killed.Add(hold); d.Expires.After(bound) {
+			t.Errorf("slot %d: the dead lease expires at %v, after kill + hold %v", slot, d.Expires, bound)
+		}
+		var reused *Request
+		for _, q := range r.Requests {
+			if q.Process == 0 || q.Slot != slot || q.Start.Before(r.Killed) {
+				continue
+			}
+			if q.Start.Before(d.Expires) {
+				t.Errorf("slot %d: process %d pushed at %v, before the dead lease expired at %v", slot, q.Process, q.Start, d.Expires)
+			}
+			if reused == nil {
+				reused = &q
+			}
+		}
+		if reused == nil {
+			t.Errorf("slot %d: nobody pushed on it after the dead lease expired at %v", slot, d.Expires)
+			continue
+		}
+		t.Logf("slot %d: dead lease expired %v after the kill; reused %v after its expiry", slot,
+			d.Expires.Sub(r.Killed).Round(time.Millisecond), reused.Start.Sub(d.Expires).Round(time.Millisecond))
+	}
+}
+
+// BenchmarkLeaseThroughput is the concurrency benchmark of issue 20: 40
+// pushers in 4 OS processes, max_in_flight 3, a vendor answering in
+// FLEETBUCKET_INFLIGHT_LATENCY (default 250ms), for 10 s. It reports the
+// throughput as a share of max ÷ latency, the steady utilization, the
+// vendor's peak concurrency and the writes per push.
+//
+//	eval "$(scripts/localstack.sh start)"
+//	go test -run '^$' -bench BenchmarkLeaseThroughput -benchtime 1x ./test/inflight/
+func BenchmarkLeaseThroughput(b *testing.B) {
+	latency := 250 * time.Millisecond
+	if v := os.Getenv("FLEETBUCKET_INFLIGHT_LATENCY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		latency = d
+	}
+	// A push times out after 2 s (8 latencies); its lease lasts 5 s, the
+	// crash bound. FLEETBUCKET_INFLIGHT_TIMEOUT=5s measures one write per
+	// push (Timeout = Hold: every pass renews the lease).
+	hold, timeout := 5*time.Second, 2*time.Second
+	if v := os.Getenv("FLEETBUCKET_INFLIGHT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		timeout = d
+	}
+	for b.Loop() {
+		r, err := Run(b.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: hold, Timeout: timeout,
+			Latency: latency, Duration: 10 * time.Second}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pushes, writes, us := 0, int64(0), int64(0)
+		for _, w := range r.Workers {
+			pushes += w.Pushes
+			writes += w.Writes
+			us += w.WriteMicros
+		}
+		b.ReportMetric(float64(us)/float64(writes)/1000, "ms/write")
+		b.ReportMetric(100*r.Throughput/r.Ideal, "%ideal")
+		b.ReportMetric(100*r.Utilization, "%steady")
+		b.ReportMetric(float64(r.Peak), "peak")
+		b.ReportMetric(float64(writes)/float64(pushes), "writes/push")
+		b.ReportMetric(float64(pushes), "pushes")
+		if r.Peak > 3 {
+			b.Errorf("the vendor saw %d concurrent requests", r.Peak)
+		}
+	}
+}
