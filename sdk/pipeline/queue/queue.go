@@ -145,7 +145,7 @@ const referenceKey = "fleetbucket_dead_letter"
 // Reference is what DeadLetter sends for a body over limit bytes: a JSON
 // object that says so and carries the body's size, SHA-256 and as much of
 // its start as fits, with the reason prefixed by the same. No queue takes
-// it back (internal/dlq classifies it unknown), and the rest of the body
+// it back (cmd/fleetbucket/dlq classifies it unknown), and the rest of the body
 // is in the logs' reason only as its digest: the state it rendered is
 // still in the ARI state table.
 func Reference(body, reason string, limit int) (string, string) {

@@ -43,8 +43,8 @@ type Syncer struct {
 	// messages.
 	Token func(env string) string
 	// Credential, if set, is used instead of Token: it returns the token a
-	// credential's reference names (connections.Credential.Ref), or why it
-	// cannot be read now (tokens.Cache.Lookup: Secrets Manager unreachable,
+	// credential's reference names (config.Credential.Ref), or why it
+	// cannot be read now (credentials.Cache.Lookup: Secrets Manager unreachable,
 	// throttled, slow). Such a job is deferred like one whose limiter store
 	// is down, holding its lane, never dead-lettered as unroutable: the
 	// token is there, only not readable at the moment.
