@@ -220,7 +220,7 @@ func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Reservation, 
 		case granted == nil && st.Version != 0 && now-st.Since < ThrottleHold.Microseconds():
 			return st, false, false
 		}
-		return b.Adaptive.Throttled(st, b.Limit, now), true, true
+		return b.Adaptive.Throttled(st, b.Limit, now, micros(until)), true, true
 	})
 }
 
@@ -228,12 +228,17 @@ func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Reservation, 
 // in tokens per second (a RateLimit-Policy quota over its window, say). A
 // rate below the effective one lowers it for the whole fleet at once (and
 // empties the bucket at the new rate, so the lower rate starts with no
-// burst); one above a limit published before lifts that cap, and the rate
-// climbs to it. Anything else, and any call on a bucket that is not
+// burst), but never below the bucket's MinRate; one above a limit
+// published before lifts that cap, and the rate climbs to it. A rate that
+// is NaN, infinite or not above 0 is refused with an *ArgumentError on
+// "rate". Anything else, and any call on a bucket that is not
 // adaptive, costs nothing: the decision is made on the state this process
 // saw, and a write is sent only for a change.
 func (l *Limiter) Publish(ctx context.Context, b Bucket, rate float64) error {
 	if err := b.Validate(); err != nil || b.Adaptive == nil {
+		return err
+	}
+	if err := b.Adaptive.CheckPublished(rate); err != nil {
 		return err
 	}
 	return l.change(ctx, b, time.Time{}, func(st AdaptState, now int64) (AdaptState, bool, bool) {
