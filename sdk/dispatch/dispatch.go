@@ -478,12 +478,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		}
 	}
 	if revoked, err := d.revoked(ctx, j, route); revoked {
-		// A throttle ended the probe the slot was booked in (or the
-		// store cannot say): the vendor's burst is spent and the fleet is
-		// back at the rate that held. Book again rather than earn a 429.
-		d.log().Info("probing slot revoked; re-acquiring", "job_id", j.ID, "slot", j.Slot, "err", err)
+		// A throttle since the slot was booked lowered the rate below the
+		// one it was booked at, or asked for silence past it (or the
+		// store cannot say). Book again rather than earn a 429.
+		d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Slot, "err", err)
 		j.Slot, j.SlotKey = time.Time{}, ""
-		markProbe(&j, nil, 0)
+		markStamp(&j, nil, 0)
 		res, next, err := d.serve(ctx, j, route, d.now())
 		return pre.then(res), next, err
 	}
@@ -532,16 +532,16 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
-	slot, key, probe, err := d.reserveRoute(ctx, route, n, maxDelay)
+	slot, key, stamp, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return Result{}, true, err
 		}
-		slot, key, probe, err = d.reserveRoute(ctx, route, n, maxDelay)
+		slot, key, stamp, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
 		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
-		markProbe(j, probe, slot.Sub(now))
+		markStamp(j, stamp, slot.Sub(now))
 		if route.LocalShare && d.LocalShare != nil {
 			// The fleet spends the limit in the shared bucket again, and
 			// this slot booked the local grants of the outage with it: an
@@ -635,7 +635,7 @@ func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded b
 	// No slot is held: the push goes out now, as the integration did
 	// before fleetbucket.
 	j.Slot, j.SlotKey = now, firstShard(route)
-	markProbe(j, nil, 0)
+	markStamp(j, nil, 0)
 	return res, false, nil
 }
 
@@ -652,7 +652,7 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	delay, ok := d.LocalShare.Reserve(route.buckets(), now, maxWait)
 	if ok {
 		j.Slot, j.SlotKey = now.Add(delay), firstShard(route)
-		markProbe(j, nil, 0)
+		markStamp(j, nil, 0)
 		return Result{StoreError: true, LocalShares: 1}, false, nil
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
@@ -699,9 +699,9 @@ func (d *Dispatcher) pendingLocal(route Route) int {
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,
-// for a sharded route, whose key it returns), and the probe of a slot an
-// adaptive bucket granted while probing (see limiter.Reservation.Probe).
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Probe, error) {
+// for a sharded route, whose key it returns), and the stamp of a slot an
+// adaptive bucket granted (see limiter.Reservation.Stamp).
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Stamp, error) {
 	switch {
 	case route.Sharded != nil:
 		sharder, ok := d.Limiter.(ShardReserver)
@@ -712,7 +712,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
-		return r.Slot, "", probeOf(r.Probe()), err
+		return r.Slot, "", stampOf(r.Stamp()), err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
@@ -780,6 +780,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
+		Stamp: jobStamp(j),
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {

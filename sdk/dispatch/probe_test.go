@@ -16,15 +16,15 @@ type confirmer struct {
 	probes []limiter.Probe
 }
 
-func (c *confirmer) Confirm(_ context.Context, _ limiter.Bucket, p limiter.Probe) (bool, error) {
+func (c *confirmer) Confirm(_ context.Context, _ limiter.Bucket, p limiter.Stamp) (bool, error) {
 	c.probes = append(c.probes, p)
 	return c.good, c.err
 }
 
-// A job whose slot was granted while its bucket probed is confirmed before
-// it is pushed: a revoked slot (or one the store cannot confirm) is booked
-// again, a good one is pushed; a slot that is not probing is never
-// checked.
+// A job whose slot an adaptive bucket granted ahead carries its stamp and
+// is confirmed before it is pushed: a revoked slot (or one the store
+// cannot confirm) is booked again, a good one is pushed; a slot with no
+// stamp is never checked.
 func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -35,8 +35,8 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 		reserves  int
 		pushedNow bool // pushed at the slot it held
 	}{
-		{"a slot outside a probe: no confirm", limiter.Probe{}, false, nil, 0, 0, true},
-		{"a probing slot that stands is pushed", limiter.Probe{Version: 3, Interval: 71_429}, true, nil, 1, 0, true},
+		{"a slot with no stamp: no confirm", limiter.Probe{}, false, nil, 0, 0, true},
+		{"a stamped slot that stands is pushed", limiter.Probe{Version: 3, Interval: 71_429}, true, nil, 1, 0, true},
 		{"a revoked slot is booked again", limiter.Probe{Version: 3, Interval: 71_429}, false, nil, 1, 1, false},
 		{"a slot the store cannot confirm is booked again (fail closed)", limiter.Probe{Version: 3, Interval: 71_429}, false, errors.New("store down"), 1, 1, false},
 	}
@@ -49,7 +49,7 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 			j := testJob(r.clock.Now())
 			held := r.clock.Now()
 			j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, held
-			j.ProbeVersion, j.ProbeInterval = tt.probe.Version, tt.probe.Interval
+			j.GrantVersion, j.GrantInterval = tt.probe.Version, tt.probe.Interval
 			res, err := r.d.HandleJob(context.Background(), j)
 			if err != nil {
 				t.Fatal(err)

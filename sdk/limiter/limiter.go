@@ -710,28 +710,51 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	return l.penalize(ctx, b, until, lim, st)
 }
 
-// penalize empties b until `until` at the effective limit lim: the burst
-// lim allows refills after it.
+// penalize empties b until `until` at the effective limit lim (from the
+// adaptive state st): the burst lim allows refills after it.
+//
+// An adaptive bucket's penalty is conditional on the version of st, like
+// every write of it: the penalty's tat and the TTL both follow from the
+// learned rate, and a process that has not seen it (say, one that just
+// started) would empty the bucket at the configured rate and set a TTL
+// that forgets the learned one early. A failed condition hands back the
+// state, and the penalty is decided again on it.
 func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState) error {
 	now := l.now()
-	penalty := gcra.Penalty(micros(until), lim)
-	if tat, fresh := l.seen.get(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && tat >= penalty {
-		// tat only grows: the bucket is already empty past until. This is
-		// the common case for a drain on a vendor's low remaining count
-		// while the fleet has booked slots ahead, and it costs no call.
-		return nil
+	for attempt := 0; attempt < l.attempts; attempt++ {
+		penalty := gcra.Penalty(micros(until), lim)
+		if tat, fresh := l.seen.get(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && tat >= penalty {
+			// tat only grows: the bucket is already empty past until. This
+			// is the common case for a drain on a vendor's low remaining
+			// count while the fleet has booked slots ahead, and it costs no
+			// call.
+			return nil
+		}
+		// Setting an absolute value is idempotent, so the SDK's own retries
+		// are safe here.
+		in := l.penalizeInput(b.Key, penalty, adaptTTL(b, st, penalty))
+		if b.Adaptive != nil {
+			withVersion(in, st.Version)
+		}
+		_, err := l.updateItem(ctx, in)
+		if err == nil {
+			l.seen.observe(b.Key, penalty, micros(l.now()))
+			return nil
+		}
+		item, failed := conditionFailed(err)
+		if !failed {
+			return contention(b.Key, err)
+		}
+		if err := l.observeItem(b.Key, item); err != nil || b.Adaptive == nil {
+			return err
+		}
+		cur := l.adapt.get(b.Key)
+		if cur.Version == st.Version {
+			return nil // the same state: tat was already past the penalty
+		}
+		st, lim = cur, b.Adaptive.Effective(cur, b.Limit, micros(now))
 	}
-	// Setting an absolute value is idempotent, so the SDK's own retries are
-	// safe here.
-	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, adaptTTL(b, st, penalty)))
-	if err == nil {
-		l.seen.observe(b.Key, penalty, micros(l.now()))
-		return nil
-	}
-	if item, failed := conditionFailed(err); failed {
-		return l.observeItem(b.Key, item)
-	}
-	return contention(b.Key, err)
+	return &ContendedError{Key: b.Key, Writes: l.attempts}
 }
 
 // contention turns a conflicting transaction met by a single write into
