@@ -37,10 +37,13 @@ const (
 )
 
 // ThrottleHold is how long after a change a throttle signal of unknown
-// origin (Throttle with no reservation) is taken as the fleet's reaction
-// still settling rather than as a new signal: a push made on a slot booked
-// before the change and answered after it would otherwise halve a rate
-// already halved for the same overload.
+// origin (Throttle with no stamp: a push paced locally while the store was
+// down, or one sent within ConfirmAfter of its grant) is taken as the
+// fleet's reaction still settling rather than as a new signal: a push made
+// on a slot booked before the change and answered after it would otherwise
+// halve a rate already halved for the same overload. (Since a throttle's
+// change counts from the end of its Retry-After, the hold covers that
+// too.)
 const ThrottleHold = 2 * time.Second
 
 // adaptNames extend an expression's names with the adaptive attributes.

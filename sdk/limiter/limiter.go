@@ -98,21 +98,31 @@
 // shortens T, which the argument above already allows. Clock skew adds
 // r̂·δ as for any bucket.
 //
-// A climb above the rate that held is a probe, and a probe that finds the
-// vendor's limit again ends in a throttle. By then other workers hold
-// slots booked at the probing rate, each of which would earn a 429 of its
-// own (4–5 per probe in the adaptive benchmark). Such slots are marked
-// (Reservation.Probing) and, when booked ConfirmAfter or more ahead,
-// confirmed with one strongly consistent read before they are spent
-// (Confirm; Wait does it itself, the dispatcher for slots that travel with
-// a deferred job): a slot whose version a lowering change replaced is
-// revoked and booked again at the rate that held. Reads happen only during
-// climbs, so a failed probe costs one 429.
+// A throttle finds slots booked ahead at the rate it replaces: a worker
+// booked them before the vendor said no (a probe above the rate that held,
+// or a configured rate the vendor never took), and each would earn a 429
+// of its own and, taken as news, halve the rate again. So every slot an
+// adaptive bucket grants ConfirmAfter or more ahead carries its Stamp (the
+// version and interval it was granted at), and is confirmed with one
+// strongly consistent read before it is spent (Confirm; Wait does it
+// itself, the dispatcher for slots that travel with a deferred job): a
+// slot that lies inside a later throttle's Retry-After, or that a later
+// change slowed below the rate it was granted at, is revoked and booked
+// again at the rate that holds. A throttle reported with the stamp of a
+// slot granted before the latest change leaves the rate alone (that
+// change already answered the same overload). So the rate halves once per
+// overload, and a failed probe costs one 429. The read costs one read unit
+// per push of a slot booked ahead on an adaptive bucket, none for a slot
+// spent within ConfirmAfter of its grant or on any other bucket, and none
+// when this process already saw a change that revokes the slot.
 //
-// A deleted item (TTL) forgets the learned rate; adaptive writes set the TTL
-// no earlier than the end of the climb, so only a bucket idle for longer
-// than that starts again at the configured rate. Multi-bucket calls refuse
-// adaptive buckets: a transaction's answer carries no values to learn from.
+// A deleted item (TTL) forgets the learned rate; every write of an
+// adaptive bucket (grants, changes that keep tat or only raise the cap,
+// and penalties, which are conditional on the version like the others)
+// sets the TTL no earlier than the end of the climb of the state it leaves
+// and never before tat, so only a bucket idle for longer than that starts
+// again at the configured rate. Multi-bucket calls refuse adaptive
+// buckets: a transaction's answer carries no values to learn from.
 //
 // Resets: Reset refills a bucket now. Workers that saw the old tat may deny
 // from it for at most the denial cache age, after which a denial is
@@ -351,11 +361,11 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // ErrNeverGrantable). If ctx ends during the sleep the tokens stay spent (a
 // fleet bucket cannot safely hand tokens back) and ctx's error is returned.
 //
-// A slot an adaptive bucket granted while probing above the rate that held
-// (Reservation.Probing), ConfirmAfter or more ahead, is confirmed with one
-// read when it comes; if a throttle revoked it meanwhile, Wait books again
-// within what is left of maxWait, so the fleet's slots at the probing rate
-// do not each earn a 429 after the first.
+// A slot an adaptive bucket granted ConfirmAfter or more ahead is
+// confirmed with one read when it comes (Confirm); if a throttle revoked
+// it meanwhile, Wait books again within what is left of maxWait, so the
+// fleet's slots booked at a rate the vendor refused do not each earn a
+// 429 after the first.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
 	if err := b.Validate(); err != nil {
 		return Reservation{}, err
@@ -385,7 +395,7 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 		if ok {
 			return g.Reservation, nil
 		}
-		// A throttle ended the probe this slot was booked in: book again
+		// A throttle since the grant revoked this slot: book again
 		// at the rate that held, within what is left of maxWait.
 		if bound, err = l.waitBound(ctx, max(maxWait-l.now().Sub(start), 0)); err != nil {
 			return Reservation{}, err
