@@ -114,3 +114,66 @@ func TestLearnedRateOutlivesItsClimb(t *testing.T) {
 		t.Fatalf("a fresh worker at t0+19s grants at %.3g/s, want 18/s (13 s into the climb from 5/s)", r.Rate)
 	}
 }
+
+// A change that leaves tat where it is now sets the TTL too, and must never
+// set one before tat (a deleted item is a full bucket: a burst too early).
+// Worker W saw tat 2 s ahead; A then books 20 s ahead; W's lower published
+// limit finds the bucket already emptied past its floor (the keep form)
+// but further ahead than W knew: the TTL it first computes fails the
+// condition, and the one it sends again covers the tat the answer showed.
+func TestAdaptiveChangeNeverExpiresBeforeTat(t *testing.T) {
+	db := emulator.DynamoDB(t)
+	table := emulator.NewTable(t, db)
+	clock := newManualClock()
+	ctx := context.Background()
+	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
+		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
+	a, w := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
+	t0 := clock.Now()
+	for range 40 { // 2 s at 20/s
+		if _, err := a.Reserve(ctx, b, 1, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := w.Reserve(ctx, b, 1, 5*time.Second); err != nil || r.Slot.Sub(t0) < 1900*time.Millisecond {
+		t.Fatalf("W's slot %v, %v; want one about 2 s ahead", r.Slot.Sub(t0), err)
+	}
+	for range 360 { // 18 s more
+		if _, err := a.Reserve(ctx, b, 1, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := w.calls.Updates()
+	if err := w.Publish(ctx, b, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.calls.Updates() - before; n != 2 {
+		t.Errorf("W's publish sent %d writes, want 2 (one refused for a tat past its TTL, one that covers it)", n)
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{limiter.KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(name string) int64 {
+		v, _ := out.Item[name].(*types.AttributeValueMemberN)
+		if v == nil {
+			t.Fatalf("item %v has no %s", out.Item, name)
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tat, ttl := time.UnixMicro(num(limiter.TATAttribute)), time.Unix(num(limiter.TTLAttribute), 0)
+	if tat.Sub(t0) < 19*time.Second {
+		t.Fatalf("tat at t0+%v, want about 20 s ahead", tat.Sub(t0))
+	}
+	if ttl.Before(tat) {
+		t.Errorf("the item expires at t0+%v, before its tat at t0+%v", ttl.Sub(t0), tat.Sub(t0))
+	}
+	if st, err := w.State(ctx, b); err != nil || math.Abs(st.Rate-10) > 1e-9 {
+		t.Errorf("after the published 10/s: %+v, %v; want 10/s", st, err)
+	}
+}
