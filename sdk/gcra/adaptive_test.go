@@ -281,7 +281,15 @@ func TestAdaptiveBucketKeepsTheWindowBound(t *testing.T) {
 		t.Fatalf("only %d grants in 40 s: the bucket barely granted", len(times))
 	}
 	for i := range times {
+		// spent is the time the grants of [times[i], times[j]] cost at
+		// the scheduled rates, Σ 1/r(tₖ): a bucket at those rates books
+		// that much from times[i] on, and grants the last one only if it
+		// is booked at most its burst's worth (b/r) past times[j]. A rate
+		// above the schedule (a climb too fast, a halving too mild) books
+		// more than that; the fleet bound alone, b + r̂·W, can hide it.
+		spent := 0.0
 		for j := i; j < len(times); j++ {
+			spent += 1 / scheduled(times[j])
 			top := scheduled(times[j])
 			if times[i] < 3*sec {
 				top = 20 // the window reaches back before the throttle
@@ -289,6 +297,11 @@ func TestAdaptiveBucketKeepsTheWindowBound(t *testing.T) {
 			w := float64(times[j]-times[i]) / 1e6
 			if n := float64(j - i + 1); n > float64(cfg20.Burst)+top*w+1e-9 {
 				t.Fatalf("%v grants in [%d, %d] µs, bound %v at the scheduled %v/s", n, times[i], times[j], float64(cfg20.Burst)+top*w, top)
+			}
+			// Intervals are whole µs, rounded up: up to 1 µs a grant.
+			if slack := float64(j-i+1) * 1e-6; spent > w+float64(cfg20.Burst)/scheduled(times[j])+slack {
+				t.Fatalf("grants in [%d, %d] µs cost %.6f s at the scheduled rates, more than the %.6f s window and a burst at %v/s",
+					times[i], times[j], spent, w, scheduled(times[j]))
 			}
 		}
 	}
