@@ -64,6 +64,11 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 			if pushedNow != tt.pushedNow {
 				t.Fatalf("outcome %s at slot %v (held %v); pushed at the held slot: %v, want %v", res.Outcome, res.Slot, held, pushedNow, tt.pushedNow)
 			}
+			// The push carries the slot's stamp, so that a throttle on it
+			// tells the limiter which rate it was granted at.
+			if pushedNow && tt.probe.Interval != 0 && (len(r.push.stamps) != 1 || r.push.stamps[0] == nil || *r.push.stamps[0] != tt.probe) {
+				t.Fatalf("pushed with stamps %v, want the job's %+v", r.push.stamps, tt.probe)
+			}
 		})
 	}
 }
