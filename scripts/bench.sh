@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite of fleetbucket against the common approach and
-# prints the results as Markdown, which it also writes to docs/benchmarks.md:
+# prints the results as Markdown, which it also writes to docs/bench/report.md
+# (the raw report of one run; docs/benchmarks.md states each figure once):
 #
 #   (a) DynamoDB requests and billed capacity per granted token, 1 and 16
 #       workers on one key, fleetbucket (Wait, Take) vs the common
@@ -12,7 +13,7 @@
 #   (d) Take latency / a bare UpdateItem;
 #   (e) the seed articles' figure: per-worker local limiters vs one shared
 #       bucket at 4 and 40 workers against the mock OTA, drawn to
-#       docs/fleet-vs-local.svg;
+#       docs/bench/fleet-vs-local.svg;
 #   (f) fairness across OS processes: 8 worker processes × 5 pushers push
 #       for 10 s through otapush on one bucket (20/s, burst 40) against a mock
 #       OTA with its own sliding-window check (test/fairness, ~15 s).
@@ -20,7 +21,7 @@
 # scripts/bench.sh -f runs (f) alone and prints its section (~20 s).
 # scripts/bench.sh -a runs (h) alone, the hidden limit at half the configured
 # rate (test/bench/cmd/adaptive, ~4.5 min), prints its section and writes it to
-# docs/adaptive-limit.md, which every full run appends to the report.
+# docs/bench/adaptive-limit.md.
 #
 # It starts the local stack (scripts/localstack.sh) unless one is running,
 # and on exit stops only a stack it started. About 2-3 minutes on 2 cores.
@@ -36,15 +37,15 @@ Runs every benchmark on the local stack and prints a Markdown report.
 
   -d SECONDS   how long each contended fleet and each seed-figure run lasts
                (2..60, default 5)
-  -o FILE      where to write the report (default docs/benchmarks.md;
+  -o FILE      where to write the report (default docs/bench/report.md;
                "-" prints it only)
-  -c FILE      where to draw the seed figure (default docs/fleet-vs-local.svg)
+  -c FILE      where to draw the seed figure (default docs/bench/fleet-vs-local.svg)
   -f           run only the fairness benchmark (f) and print its section;
                no file is written
   -a           run only the adaptive-limit benchmark (h): a hidden limit at
                half the configured rate, then raised back; adaptive vs
                penalize-only vs per-process adaptive (~4.5 min); prints its
-               section and writes docs/adaptive-limit.md
+               section and writes docs/bench/adaptive-limit.md
   -h           this help
 EOF
 }
@@ -59,8 +60,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 duration=5
 fairness_only=0
 adaptive_only=0
-out=$ROOT/docs/benchmarks.md
-chart=$ROOT/docs/fleet-vs-local.svg
+out=$ROOT/docs/bench/report.md
+chart=$ROOT/docs/bench/fleet-vs-local.svg
 
 abspath() { # resolve against the caller's directory, before we cd
 	case $1 in
@@ -173,8 +174,8 @@ if ((adaptive_only)); then
 	}
 	printf '\n' >&2
 	cat "$tmp/adaptive.md"
-	cp "$tmp/adaptive.md" "$ROOT/docs/adaptive-limit.md.tmp" && mv -f "$ROOT/docs/adaptive-limit.md.tmp" "$ROOT/docs/adaptive-limit.md"
-	step "wrote docs/adaptive-limit.md"
+	cp "$tmp/adaptive.md" "$ROOT/docs/bench/adaptive-limit.md.tmp" && mv -f "$ROOT/docs/bench/adaptive-limit.md.tmp" "$ROOT/docs/bench/adaptive-limit.md"
+	step "wrote docs/bench/adaptive-limit.md"
 	exit 0
 fi
 if ((fairness_only)); then
@@ -222,10 +223,6 @@ args=(-bench "$tmp/latency.txt" -bench "$tmp/overload.txt" -bench "$tmp/compare.
 [[ -s $tmp/fairness.json ]] && args+=(-fairness-json "$tmp/fairness.json")
 [[ -s $tmp/fairness.md ]] && args+=(-fairness-md "$tmp/fairness.md")
 "$tmp/benchreport" "${args[@]}" >"$tmp/report.md"
-# The pipeline demo's figures come from scripts/demo.sh runs, kept apart.
-[[ -f $ROOT/docs/pipeline-demo.md ]] && cat "$ROOT/docs/pipeline-demo.md" >>"$tmp/report.md"
-# So do the adaptive-limit figures, from scripts/bench.sh -a (4.5 min more).
-[[ -f $ROOT/docs/adaptive-limit.md ]] && cat "$ROOT/docs/adaptive-limit.md" >>"$tmp/report.md"
 
 printf '\n' >&2
 cat "$tmp/report.md"

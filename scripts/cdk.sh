@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the pinned AWS CDK CLI (.tools/cdk, installed on first use by
 # scripts/install-cdk.sh) from the repository root, where cdk.json runs the
-# Go app (`go run ./infra/app`). All arguments go to `cdk`:
+# Go app (`go run -C infra ./app`). All arguments go to `cdk`:
 #
 #   scripts/cdk.sh synth                           offline, no AWS account needed
 #   scripts/cdk.sh synth -c config=path/to/connections.json -c maxConcurrency=20

@@ -317,6 +317,9 @@ write_env() { # DYNAMODB_PORT SQS_PORT
 		printf 'export AWS_REGION=us-east-1\n'
 		printf 'export AWS_DEFAULT_REGION=us-east-1\n'
 		printf 'export FLEETBUCKET_TABLE=%s\n' "$TABLE"
+		# The interpreter this stack runs on, so that tests starting a
+		# private moto (test/emulator.StartMoto) use the same one.
+		[[ -n $PY ]] && printf 'export FLEETBUCKET_PYTHON=%q\n' "$PY"
 	} >"$tmp"
 	mv -f "$tmp" "$ENV_FILE"
 }

@@ -79,11 +79,16 @@ if [[ -n $unformatted ]]; then
 $unformatted"
 fi
 
-step "go vet ./..."
-go vet ./... || fail "go vet"
-
-step "staticcheck ./..."
-"$TOOLS_BIN/staticcheck" ./... || fail "staticcheck"
+# Three modules: the SDK (the root), the CDK app (infra, its own module so
+# that SDK users do not inherit the CDK's requirements) and the comparison
+# benchmarks (test/benchcompare, which depend on another limiter library).
+MODULES=(. infra test/benchcompare)
+for mod in "${MODULES[@]}"; do
+	step "go vet ./... in $mod"
+	(cd "$mod" && go vet ./...) || fail "go vet in $mod"
+	step "staticcheck ./... in $mod"
+	(cd "$mod" && "$TOOLS_BIN/staticcheck" ./...) || fail "staticcheck in $mod"
+done
 
 # --------------------------------------------------------------- stack ----
 
@@ -137,9 +142,14 @@ for arg in "$@"; do
 	esac
 done
 
-run_go_test() {
-	step "go test -race -count=1 -timeout 20m $*"
-	local go_test=(go test -race -count=1 -timeout 20m "$@")
+run_go_test() { # [-C DIR] ARGS...: go test -race in the module at DIR (default the root)
+	local dir=.
+	if [[ ${1-} == -C ]]; then
+		dir=$2
+		shift 2
+	fi
+	step "go test -race -count=1 -timeout 20m $* (module $dir)"
+	local go_test=(go test -C "$dir" -race -count=1 -timeout 20m "$@")
 	if command -v setsid >/dev/null 2>&1; then
 		setsid "${go_test[@]}" </dev/null &
 	else # macOS: job control puts the background job in its own process group
@@ -161,6 +171,9 @@ if [[ ${pkgs[*]} == ./... ]]; then
 	# CPU on a 2-core machine.
 	mapfile -t others < <(go list ./... | grep -v '/test/integration$')
 	run_go_test "${others[@]}" "$@"
+	run_go_test -C infra ./... "$@"
+	# Benchmarks only: compiled and vetted here, run by scripts/bench.sh.
+	run_go_test -C test/benchcompare ./... "$@"
 	run_go_test ./test/integration/ "$@"
 else
 	run_go_test "${pkgs[@]}" "$@"

@@ -1,7 +1,7 @@
 // Command fleetbucket is the operator CLI of fleetbucket: bucket state,
 // penalties and resets, the connections config, the dead-letter queue and
 // ARI state cells. Run fleetbucket --help; the commands live in
-// internal/cli.
+// cmd/fleetbucket/cli.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fleetbucket/fleetbucket/internal/cli"
+	"github.com/fleetbucket/fleetbucket/cmd/fleetbucket/cli"
 )
 
 func main() {

@@ -12,21 +12,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/deferral"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
-	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/localshare"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
-	"github.com/fleetbucket/fleetbucket/sdk/tokens"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // tokenReadTimeout bounds one Secrets Manager read of a credential's token.
@@ -95,25 +95,25 @@ func readSettings(getenv func(string) string) (settings, error) {
 // newHandler builds everything the function needs and refuses to start on
 // any bad setting: the config is loaded and validated, and every token_env
 // credential's variable must be set. Credentials with a secret_id are read
-// from Secrets Manager at first use (and cached, see sdk/tokens), so that
+// from Secrets Manager at first use (and cached, see sdk/pipeline/credentials), so that
 // no token sits in the function's environment.
 func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler, error) {
 	s, err := readSettings(getenv)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := connections.Load(s.connectionsPath)
+	cfg, err := config.Load(s.connectionsPath)
 	if err != nil {
 		return nil, err
 	}
 	if err := tokensPresent(cfg, getenv); err != nil {
 		return nil, err
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
-	db, queue := dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)
+	db, sqsClient := dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)
 	lim, err := limiter.New(db, limiter.WithTable(s.table), limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second))
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	secrets := tokens.New(secretsmanager.NewFromConfig(awsCfg), tokens.WithGetenv(getenv))
+	secrets := credentials.New(secretsmanager.NewFromConfig(awsCfg), credentials.WithGetenv(getenv))
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Lanes: &lane.Store{DB: db, Table: s.stateTable},
 		Token: secrets.Lookup(tokenReadTimeout, func(ref string, err error) {
 			// The error names the variable or secret, never a token.
@@ -131,8 +131,8 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		Invalidate: secrets.Invalidate}
 	d := &dispatch.Dispatcher{
 		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
-		Queue:      &deferral.Queue{SQS: queue, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
-		LocalShare: localshare.New(maxInstances(cfg, s.maxConcurrency)),
+		Queue:      &queue.Queue{SQS: sqsClient, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+		LocalShare: fallback.New(maxInstances(cfg, s.maxConcurrency)),
 	}
 	if err := d.Validate(); err != nil {
 		return nil, err
@@ -146,12 +146,12 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 // N a local share divides each limit by: the function has two SQS event
 // sources (changes and deferred, infra/stack's EventSources), each capped
 // at the stack's maxConcurrency, so at most 2 × maxConcurrency instances
-// handle jobs. maxConcurrency is connections.Config.MaxConcurrency() unless
+// handle jobs. maxConcurrency is config.Config.MaxConcurrency() unless
 // the stack overrode it (CDK context maxConcurrency), in which case it
 // passes the value in FLEETBUCKET_MAX_CONCURRENCY. An N too small would let
 // the fleet exceed the limit during an outage; one too large only paces it
 // more slowly.
-func maxInstances(cfg *connections.Config, override int) int {
+func maxInstances(cfg *config.Config, override int) int {
 	const eventSources = 2
 	if override > 0 {
 		return eventSources * override
@@ -161,7 +161,7 @@ func maxInstances(cfg *connections.Config, override int) int {
 
 // tokensPresent checks the token_env credentials' variables; secret_id
 // ones are read at first use.
-func tokensPresent(cfg *connections.Config, getenv func(string) string) error {
+func tokensPresent(cfg *config.Config, getenv func(string) string) error {
 	var missing []string
 	for name, ch := range cfg.Channels {
 		for id, cred := range ch.Credentials {

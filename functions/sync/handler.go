@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sort"
@@ -10,10 +12,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
-	"github.com/fleetbucket/fleetbucket/sdk/tokens"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // outcomeMetric names the counter of each outcome.
@@ -25,7 +27,7 @@ var outcomeMetric = map[dispatch.Outcome]string{
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
 var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Expired", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors",
-	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes"}
+	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes", "CredentialRefusals", "SweptLanes"}
 
 // millisMetricNames are likewise written on every flush, in milliseconds.
 var millisMetricNames = []string{"ShadowWait"}
@@ -33,8 +35,8 @@ var millisMetricNames = []string{"ShadowWait"}
 type handler struct {
 	syncer *syncer.Syncer
 	// tokens caches the credentials' tokens; the push path calls
-	// tokens.Invalidate(ref) when an OTA answers 401/403.
-	tokens        *tokens.Cache
+	// credentials.Invalidate(ref) when an OTA answers 401/403.
+	tokens        *credentials.Cache
 	deferredQueue string // messages from it are push jobs; the rest are PMS changes
 	log           *slog.Logger
 	metrics       *emf.Counters
@@ -42,17 +44,61 @@ type handler struct {
 	out           io.Writer
 }
 
-// Handle processes a batch. Its jobs are dispatched together: those of one
-// bucket are booked with one write, and each waits for its own slot
-// concurrently. A record whose handling failed is reported as a batch item
-// failure and comes back; nothing else does.
-func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+// Invoke routes an invocation: an SQS batch from the function's event
+// sources (Handle), or the stack's schedule asking for a sweep (Sweep).
+func (h *handler) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
+	var in struct {
+		Action string `json:"action"`
+	}
+	if json.Unmarshal(raw, &in) == nil && in.Action == syncer.SweepAction {
+		return h.Sweep(ctx)
+	}
+	var ev events.SQSEvent
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.Records == nil {
+		return nil, fmt.Errorf("invocation is neither an SQS batch nor {\"action\": %q}: %.200s", syncer.SweepAction, raw)
+	}
+	return h.Handle(ctx, ev)
+}
+
+// sweepOutput is what a scheduled sweep answers.
+type sweepOutput struct {
+	Items int `json:"items"`
+	Lanes int `json:"lanes"`
+}
+
+// Sweep schedules the lanes left with pending changes and no live job
+// (syncer.Sweep) and counts what became of their jobs like any other.
+// An error fails the invocation, visibly; the next sweep finds what this
+// one left.
+func (h *handler) Sweep(ctx context.Context) (sweepOutput, error) {
+	h.zeroMetrics()
+	rep, err := h.syncer.Sweep(ctx)
+	for _, res := range rep.Results {
+		h.observe(res, "")
+	}
+	h.metrics.Add("SweptLanes", float64(rep.Lanes))
+	h.log.Info("sweep", "items", rep.Items, "lanes", rep.Lanes, "err", err)
+	if ferr := h.metrics.Flush(h.out, h.namespace, time.Now()); ferr != nil {
+		h.log.Warn("metrics not written", "err", ferr)
+	}
+	return sweepOutput{Items: rep.Items, Lanes: rep.Lanes}, err
+}
+
+func (h *handler) zeroMetrics() {
 	for _, name := range metricNames {
 		h.metrics.Add(name, 0)
 	}
 	for _, name := range millisMetricNames {
 		h.metrics.AddMillis(name, 0)
 	}
+}
+
+// Handle processes a batch. Its jobs are dispatched together: those of one
+// bucket are booked with one write, and each waits for its own slot
+// concurrently. A record whose handling failed is reported as a batch item
+// failure and comes back; nothing else does.
+func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	h.zeroMetrics()
 	msgs := make([]syncer.Message, len(ev.Records))
 	for i, rec := range ev.Records {
 		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue),
@@ -114,6 +160,11 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 		h.metrics.AddMillis("ShadowWait", res.ShadowWait)
 	}
 	h.metrics.Add("LocalSharePushes", float64(res.LocalShares))
+	if res.CredentialRefused {
+		// The vendor refuses a credential no new token fixed: its pushes
+		// are paused and its lanes kept; an operator must fix it.
+		h.metrics.Add("CredentialRefusals", 1)
+	}
 	if res.Delayed != 0 || res.Lateness != 0 {
 		// How late the deferred queue delivered: the dispatcher comes back
 		// early by what it sees, and this shows whether that keeps up.

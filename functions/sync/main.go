@@ -1,7 +1,7 @@
 // Command sync is the Lambda function that keeps OTAs in step with the PMS.
 // It consumes two SQS queues: PMS change events (from the EventBridge rule)
 // and deferred push jobs. main only wires dependencies; the work is done by
-// sdk/syncer and sdk/dispatch.
+// sdk/pipeline/syncer and sdk/pipeline/dispatch.
 package main
 
 import (
@@ -22,5 +22,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sync: refusing to start: %v\n", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(h.Invoke)
 }

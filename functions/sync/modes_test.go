@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 )
 
 // A shadow push's would-defer and wait, and a local-share push, reach the
@@ -62,7 +62,7 @@ func flushed(t *testing.T, h *handler) map[string]float64 {
 // The local share divides by both event sources' caps: the config's
 // MaxConcurrency, or the stack's override.
 func TestMaxInstances(t *testing.T) {
-	cfg, err := connections.Load("../../config/connections.example.json")
+	cfg, err := config.Load("../../config/connections.example.json")
 	if err != nil {
 		t.Fatal(err)
 	}

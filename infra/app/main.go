@@ -50,7 +50,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetbucket/fleetbucket/infra/stack"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 )
 
 const (
@@ -178,13 +178,13 @@ type asset struct {
 // deployedCredentials turns every token_env credential of cfg into a
 // secret_id (prefix + token_env) and returns the secret ids, sorted and
 // distinct.
-func deployedCredentials(cfg *connections.Config, prefix string) []string {
+func deployedCredentials(cfg *config.Config, prefix string) []string {
 	seen := map[string]bool{}
 	var ids []string
 	for _, ch := range cfg.Channels {
 		for id, cred := range ch.Credentials {
 			if cred.SecretID == "" {
-				cred = connections.Credential{SecretID: prefix + cred.TokenEnv}
+				cred = config.Credential{SecretID: prefix + cred.TokenEnv}
 				ch.Credentials[id] = cred
 			}
 			if !seen[cred.SecretID] {
@@ -197,13 +197,20 @@ func deployedCredentials(cfg *connections.Config, prefix string) []string {
 	return ids
 }
 
-// quotas lists every bucket of cfg: each channel's credentials × endpoints.
-func quotas(cfg *connections.Config) []stack.Quota {
+// quotas lists every bucket of cfg: each channel's credentials × meters
+// (endpoints that share a meter share its bucket, and its limits: the
+// config refuses them otherwise).
+func quotas(cfg *config.Config) []stack.Quota {
 	var out []stack.Quota
+	seen := map[string]bool{}
 	for chName, ch := range cfg.Channels {
 		for credID := range ch.Credentials {
 			for epName, ep := range ch.Endpoints {
-				out = append(out, stack.Quota{Channel: chName, Credential: credID, Endpoint: epName, Rate: ep.Limit.Rate, Burst: ep.Limit.Burst})
+				q := stack.Quota{Channel: chName, Credential: credID, Meter: ch.MeterOf(epName), Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}
+				if !seen[q.Bucket()] {
+					seen[q.Bucket()] = true
+					out = append(out, q)
+				}
 			}
 		}
 	}
@@ -276,7 +283,7 @@ func resolveConfig(o assetOptions) (*asset, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("connections config %s is not a regular file", cfgPath)
 	}
-	cfg, err := connections.Load(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return nil, fmt.Errorf("connections config %s is invalid: %w", cfgPath, err)
 	}
@@ -287,7 +294,7 @@ func resolveConfig(o assetOptions) (*asset, error) {
 	if a.Config, err = json.MarshalIndent(cfg, "", "  "); err != nil {
 		return nil, fmt.Errorf("connections config: %w", err)
 	}
-	if _, err := connections.Parse(a.Config); err != nil {
+	if _, err := config.Parse(a.Config); err != nil {
 		return nil, fmt.Errorf("connections config %s as deployed (token_env as secret_id %s<token_env>) is invalid: %w", cfgPath, o.SecretPrefix, err)
 	}
 	if o.MaxConcurrency != "" {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/infra/stack"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 )
 
 // These tests never start jsii: prepareAsset runs before any construct.
@@ -68,7 +68,7 @@ func TestInvalidInputsAreRefused(t *testing.T) {
 	bad := write("bad.json", `{"channels": `)
 	good := filepath.Join(root(t), defaultConfig)
 	if _, err := os.Stat(good); err != nil {
-		t.Skipf("the example config %s is not there yet: %v", defaultConfig, err)
+		t.Fatalf("the example config %s is part of the repository and missing: %v", defaultConfig, err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -111,7 +111,7 @@ func TestBuildsTheFunction(t *testing.T) {
 		t.Skipf("%s does not exist yet", functionPackage)
 	}
 	if _, err := os.Stat(filepath.Join(r, defaultConfig)); err != nil {
-		t.Skipf("the example config %s is not there yet: %v", defaultConfig, err)
+		t.Fatalf("the example config %s is part of the repository and missing: %v", defaultConfig, err)
 	}
 	tmp := t.TempDir()
 	a, err := prepareAsset(assetOptions{Root: r, Package: functionPackage, TempDir: tmp, MaxConcurrency: "3"})
@@ -190,9 +190,9 @@ func TestResolveConfig(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := connections.Load(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		t.Fatalf("the test's config is invalid for sdk/connections: %v", err)
+		t.Fatalf("the test's config is invalid for sdk/pipeline/config: %v", err)
 	}
 	a, err := resolveConfig(assetOptions{Root: root(t), ConfigPath: cfgPath, SecretPrefix: "p/"})
 	if err != nil {
@@ -204,7 +204,7 @@ func TestResolveConfig(t *testing.T) {
 	if got := strings.Join(a.TokenSecretIDs, ","); got != "p/OTA_C1,p/OTA_C2" {
 		t.Errorf("TokenSecretIDs = %s, want p/OTA_C1,p/OTA_C2 (token_env deployed as prefix + name)", got)
 	}
-	deployed, err := connections.Parse(a.Config)
+	deployed, err := config.Parse(a.Config)
 	if err != nil {
 		t.Fatalf("the deployed config is invalid: %v", err)
 	}
@@ -223,12 +223,13 @@ func TestResolveConfig(t *testing.T) {
 }
 
 func TestQuotas(t *testing.T) {
-	cfg, err := connections.Parse([]byte(`{
+	cfg, err := config.Parse([]byte(`{
 	  "channels": {
 	    "ota": {
 	      "base_url": "https://ota.example/api",
 	      "endpoints": {
-	        "availability": {"path": "/a", "limit": {"rate": 10, "burst": 20}},
+	        "availability": {"path": "/a", "meter": "ari", "limit": {"rate": 10, "burst": 20}},
+	        "restrictions": {"path": "/s", "meter": "ari", "limit": {"rate": 10, "burst": 20}},
 	        "rates":        {"path": "/r", "limit": {"rate": 5,  "burst": 5}}
 	      },
 	      "credentials": {"c2": {"token_env": "OTA_C2"}, "c1": {"token_env": "OTA_C1"}}
@@ -243,9 +244,11 @@ func TestQuotas(t *testing.T) {
 	for _, q := range quotas(cfg) {
 		got = append(got, fmt.Sprintf("%s %v/%d", q.Bucket(), q.Rate, q.Burst))
 	}
-	want := "ota#c1#availability 10/20,ota#c1#rates 5/5,ota#c2#availability 10/20,ota#c2#rates 5/5"
+	// Two endpoints on the meter "ari": one bucket, keyed as the workers
+	// key it.
+	want := "ota#c1#ari 10/20,ota#c1#rates 5/5,ota#c2#ari 10/20,ota#c2#rates 5/5"
 	if strings.Join(got, ",") != want {
-		t.Errorf("quotas = %v, want every credential × endpoint, sorted: %s", got, want)
+		t.Errorf("quotas = %v, want every credential × meter, sorted: %s", got, want)
 	}
 }
 

@@ -29,6 +29,11 @@ const (
 	MetricCoalesced   = "Coalesced"   // jobs that found their lane already served
 	MetricGrants      = "Grants"      // slots the limiter granted
 	MetricWastedSlots = "WastedSlots" // granted slots left unused (quota lost, never overspent)
+	// MetricCredentialRefusals counts pushes whose credential the vendor
+	// refused (401/403) with no new token to try: the credential's pushes
+	// are paused and its lanes kept until it is fixed.
+	MetricCredentialRefusals = "CredentialRefusals"
+	MetricSweptLanes         = "SweptLanes" // stranded lanes the sweep scheduled again
 	// MetricWaitTime and MetricDeliveryLateness are milliseconds, summed
 	// over the jobs of one invocation (one EMF line per invocation).
 	MetricWaitTime         = "WaitTime"
@@ -263,6 +268,13 @@ func (s *SyncStack) addAlarms(p Props) {
 		fmt.Sprintf("The sync function failed to reach the limiter table (DynamoDB) in each of the last %d minutes; it fails closed, so pushes are stalled. Context storeErrorMinutes.", a.StoreErrorMinutes),
 		emfMetric(MetricLimiterStoreErrors, "Sum", oneMinute),
 		0, a.StoreErrorMinutes})
+
+	// A refused credential stops its pushes (paused, lanes kept) until an
+	// operator fixes it: any refusal pages.
+	add(spec{"CredentialRefusedAlarm",
+		"An OTA refused a credential (401/403) and re-reading its token did not fix it: that credential's pushes are paused and its lanes kept pending. Fix the token (secret or token_env), then `fleetbucket dlq redrive` the lanes dead-lettered meanwhile (the sweep also retries them).",
+		emfMetric(MetricCredentialRefusals, "Sum", fiveMinutes),
+		0, 1})
 
 	add(spec{"SyncFunctionErrorsAlarm",
 		"The sync function failed invocations (errors or timeouts) in the last 5 minutes.",

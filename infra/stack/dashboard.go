@@ -12,27 +12,32 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fleetbucket/fleetbucket/sdk/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 )
 
-// Quota is the limit of one (credential, endpoint) bucket as the
-// connections config gives it ("limit"; further per-minute "limits" may
-// bind tighter and are not shown).
+// Quota is the limit of one (credential, meter) bucket as the connections
+// config gives it ("limit"; further per-minute "limits" may bind tighter
+// and are not shown). Endpoints that share a meter share one bucket, and
+// one Quota.
 type Quota struct {
-	Channel, Credential, Endpoint string
-	Rate                          float64 // requests per second
-	Burst                         int
+	Channel, Credential string
+	// Meter is what the endpoints count against: an endpoint's "meter",
+	// or its own name (config.Channel.MeterOf).
+	Meter string
+	Rate  float64 // requests per second
+	Burst int
 }
 
-// Bucket is the bucket's key, as the function logs it (job.Job.BucketKey).
+// Bucket is the bucket's key, as the function logs it
+// (config.BucketKey).
 func (q Quota) Bucket() string {
-	return job.Job{Channel: q.Channel, Credential: q.Credential, Endpoint: q.Endpoint}.BucketKey()
+	return config.BucketKey(q.Channel, q.Credential, q.Meter)
 }
 
 func (q Quota) validate() error {
-	for _, part := range []string{q.Channel, q.Credential, q.Endpoint} {
+	for _, part := range []string{q.Channel, q.Credential, q.Meter} {
 		if part == "" || strings.ContainsAny(part, "#\"'\\") {
-			return fmt.Errorf("stack: Quotas: bucket %q: channel, credential and endpoint must be non-empty, without # or quotes", q.Bucket())
+			return fmt.Errorf("stack: Quotas: bucket %q: channel, credential and meter must be non-empty, without # or quotes", q.Bucket())
 		}
 	}
 	if !(q.Rate > 0) || math.IsInf(q.Rate, 0) || q.Burst < 1 {

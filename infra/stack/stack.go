@@ -2,8 +2,8 @@
 //
 //	PMS ──► EventBridge bus (source "pms") ──► SQS changes queue ──┐
 //	                                                                ├──► Lambda sync ──► OTAs
-//	                         SQS deferred queue (delayed jobs) ─────┘      │
-//	                                                                       ├─ DynamoDB limiter table (one item per bucket)
+//	                         SQS deferred queue (delayed jobs) ─────┤      │
+//	          EventBridge schedule (sweep, every 5 min) ────────────┘      ├─ DynamoDB limiter table (one item per bucket)
 //	                                                                       ├─ DynamoDB ARI state table
 //	                                                                       └─ SQS dead-letter queue (rejected jobs)
 //
@@ -33,9 +33,10 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // The contract with functions/sync: the environment variables it reads and
@@ -76,7 +77,7 @@ const (
 	// MaxReceiveCount is how often a message is received before SQS moves
 	// it to the dead-letter queue.
 	MaxReceiveCount = 5
-	// The changes queue's batches are sdk/syncer's ChangesBatchSize and
+	// The changes queue's batches are sdk/pipeline/syncer's ChangesBatchSize and
 	// ChangesBatchingWindow: a batch's changes of one property and kind
 	// mark their lanes with one write.
 	ChangesBatchSize      = syncer.ChangesBatchSize
@@ -150,7 +151,7 @@ type Props struct {
 
 	// TokenSecretIDs are the Secrets Manager secrets (names or full ARNs)
 	// of the connections config's credentials (secret_id). The function
-	// reads them at run time (sdk/tokens), so no token is in its
+	// reads them at run time (sdk/pipeline/credentials), so no token is in its
 	// environment or the template; its role may GetSecretValue on exactly
 	// these. A name is granted as arn:…:secret:<name>-?????? (Secrets
 	// Manager appends six random characters to a secret's ARN).
@@ -165,6 +166,7 @@ type SyncStack struct {
 	StateTable      awsdynamodb.Table
 	Bus             awsevents.EventBus
 	Rule            awsevents.Rule
+	SweepRule       awsevents.Rule // {"action": "sweep"} to the function every syncer.SweepInterval
 	ChangesQueue    awssqs.Queue
 	DeferredQueue   awssqs.Queue
 	DeadLetterQueue awssqs.Queue
@@ -297,6 +299,14 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
+	// Sparse: a lane item is in it only while one of its lanes may be
+	// stranded (sdk/pipeline/lane), so the sweep reads those items and no others.
+	s.StateTable.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(lane.SweepIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(lane.SweepAttribute), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(lane.SweepAtAttribute), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
 
 	// ---------------------------------------------------------- queues ----
 
@@ -417,6 +427,18 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		Actions:   jsii.Strings("dynamodb:BatchGetItem"),
 		Resources: &[]*string{s.StateTable.TableArn()},
 	}))
+	// The sweep: one query of the sweep index, then a read of each lane
+	// item it lists.
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SweepIndex"),
+		Actions:   jsii.Strings("dynamodb:Query"),
+		Resources: &[]*string{jsii.String(*s.StateTable.TableArn() + "/index/" + lane.SweepIndex)},
+	}))
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SweepRead"),
+		Actions:   jsii.Strings("dynamodb:GetItem"),
+		Resources: &[]*string{s.StateTable.TableArn()},
+	}))
 	if len(p.TokenSecretIDs) > 0 {
 		var arns []*string
 		for _, id := range p.TokenSecretIDs {
@@ -452,6 +474,19 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 			MaxConcurrency:          jsii.Number(float64(p.MaxConcurrency)),
 		}))
 	}
+
+	// The sweep's schedule, on the default bus (schedules live there). An
+	// invocation that fails is retried by Lambda's asynchronous retries,
+	// and the next one finds whatever it left.
+	s.SweepRule = awsevents.NewRule(stack, jsii.String("LaneSweepSchedule"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("Every %v: push the lanes whose job ended without delivering (fleetbucket sync sweep)", syncer.SweepInterval)),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(syncer.SweepInterval.Minutes()))),
+		Targets: &[]awsevents.IRuleTarget{
+			awseventstargets.NewLambdaFunction(s.Function, &awseventstargets.LambdaFunctionProps{
+				Event: awsevents.RuleTargetInput_FromObject(map[string]interface{}{"action": syncer.SweepAction}),
+			}),
+		},
+	})
 
 	// ------------------------------------------------ alarms, dashboard ----
 

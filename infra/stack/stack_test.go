@@ -23,6 +23,8 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/infra/stack"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 type (
@@ -44,8 +46,8 @@ const (
 )
 
 var testQuotas = []stack.Quota{
-	{Channel: "expedia", Credential: "ex-main", Endpoint: "rates", Rate: 8, Burst: 8},
-	{Channel: "booking_com", Credential: "bk-main", Endpoint: "availability", Rate: 10, Burst: 20},
+	{Channel: "expedia", Credential: "ex-main", Meter: "rates", Rate: 8, Burst: 8},
+	{Channel: "booking_com", Credential: "bk-main", Meter: "availability", Rate: 10, Burst: 20},
 }
 
 // fixture is one synthesized stack (with the cdk-nag AwsSolutions pack
@@ -193,9 +195,20 @@ func TestTables(t *testing.T) {
 			"AttributeDefinitions": arr{
 				obj{"AttributeName": "pk", "AttributeType": "S"},
 				obj{"AttributeName": "sk", "AttributeType": "S"},
+				obj{"AttributeName": lane.SweepAttribute, "AttributeType": "S"},
+				obj{"AttributeName": lane.SweepAtAttribute, "AttributeType": "N"},
 			},
 			"BillingMode":                      "PAY_PER_REQUEST",
 			"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
+			// The sweep finds stranded lanes here, never by a scan.
+			"GlobalSecondaryIndexes": arr{obj{
+				"IndexName": lane.SweepIndex,
+				"KeySchema": arr{
+					obj{"AttributeName": lane.SweepAttribute, "KeyType": "HASH"},
+					obj{"AttributeName": lane.SweepAtAttribute, "KeyType": "RANGE"},
+				},
+				"Projection": obj{"ProjectionType": "KEYS_ONLY"},
+			}},
 		})
 	})
 	check(t, "tables are retained", func() {
@@ -209,7 +222,27 @@ func TestEventBusAndRule(t *testing.T) {
 	check(t, "custom bus", func() {
 		tm.HasResourceProperties(jsii.String("AWS::Events::EventBus"), obj{"Name": stack.DefaultBusName})
 	})
-	check(t, "one rule", func() { tm.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(1)) })
+	check(t, "two rules: PMS changes and the sweep's schedule", func() { tm.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(2)) })
+	check(t, "the sweep's schedule invokes the function every 5 minutes with the sweep action", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Events::Rule"), obj{
+			"ScheduleExpression": "rate(5 minutes)",
+			"State":              "ENABLED",
+			"EventBusName":       assertions.Match_Absent(), // schedules run on the default bus
+			"Targets": arr{obj{
+				"Arn":   getAtt(id(t, s, s.Function), "Arn"),
+				"Id":    assertions.Match_AnyValue(),
+				"Input": `{"action":"` + syncer.SweepAction + `"}`,
+			}},
+		})
+	})
+	check(t, "only the sweep's schedule may invoke the function from EventBridge", func() {
+		tm.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), obj{
+			"Action":       "lambda:InvokeFunction",
+			"FunctionName": getAtt(id(t, s, s.Function), "Arn"),
+			"Principal":    "events.amazonaws.com",
+			"SourceArn":    getAtt(id(t, s, s.SweepRule), "Arn"),
+		})
+	})
 	check(t, "rule: source pms on the bus, to the changes queue, undeliverable to the DLQ", func() {
 		tm.HasResourceProperties(jsii.String("AWS::Events::Rule"), obj{
 			"EventBusName": ref(id(t, s, s.Bus)),
@@ -354,7 +387,8 @@ func TestIAMLeastPrivilege(t *testing.T) {
 	consume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
 	// action -> the set of resources (logical IDs of GetAtt Arn) it may apply to
 	want := map[string][]string{
-		"dynamodb:GetItem":      {lim},
+		"dynamodb:GetItem":      {lim, st}, // st: the sweep reads the lane items its index lists
+		"dynamodb:Query":        {st + "/index/" + lane.SweepIndex},
 		"dynamodb:BatchGetItem": {st}, // a push's render; the limiter never batch-reads
 		"dynamodb:UpdateItem":   {lim, st},
 		"sqs:SendMessage":       {def, dlq},
@@ -410,6 +444,10 @@ func TestIAMLeastPrivilege(t *testing.T) {
 				if strings.Contains(string(b), "*") {
 					t.Errorf("%s: resource %s contains a wildcard", where, b)
 				}
+				if idx, ok := indexARN(r); ok {
+					resIDs = append(resIDs, idx)
+					continue
+				}
 				ga, ok := r.(obj)["Fn::GetAtt"].([]interface{})
 				if !ok || len(ga) != 2 || ga[1] != "Arn" {
 					t.Errorf("%s: resource %s is not a GetAtt Arn", where, b)
@@ -453,6 +491,26 @@ func TestIAMLeastPrivilege(t *testing.T) {
 	})
 }
 
+// indexARN reads a resource that is one of the stack's tables' indexes,
+// {"Fn::Join": ["", [{"Fn::GetAtt": [table, "Arn"]}, "/index/<name>"]]},
+// as "<table>/index/<name>".
+func indexARN(r interface{}) (string, bool) {
+	join, ok := r.(obj)["Fn::Join"].([]interface{})
+	if !ok || len(join) != 2 || join[0] != "" {
+		return "", false
+	}
+	parts, ok := join[1].([]interface{})
+	if !ok || len(parts) != 2 {
+		return "", false
+	}
+	ga, ok := parts[0].(obj)["Fn::GetAtt"].([]interface{})
+	suffix, sok := parts[1].(string)
+	if !ok || !sok || len(ga) != 2 || ga[1] != "Arn" || !strings.HasPrefix(suffix, "/index/") {
+		return "", false
+	}
+	return ga[0].(string) + suffix, true
+}
+
 func TestReservedConcurrency(t *testing.T) {
 	for mc, want := range map[int]int{2: 6, 7: 16, 10: 22, 50: 110, 1000: 2200} {
 		if got := stack.ReservedConcurrencyFor(mc); got != want {
@@ -484,8 +542,8 @@ func TestReservedConcurrency(t *testing.T) {
 func TestAlarms(t *testing.T) {
 	f := getFixture(t)
 	s, tm := f.stack, f.template
-	const alarms = 7
-	check(t, "seven alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(alarms)) })
+	const alarms = 8
+	check(t, "eight alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(alarms)) })
 	if len(s.Alarms) != alarms {
 		t.Errorf("SyncStack.Alarms has %d, want %d", len(s.Alarms), alarms)
 	}
@@ -528,6 +586,10 @@ func TestAlarms(t *testing.T) {
 	alarm("store errors in 3 of 3 consecutive minutes (EMF, no dimensions)", obj{
 		"Namespace": "fleetbucket", "MetricName": "LimiterStoreErrors", "Statistic": "Sum", "Period": 60,
 		"Threshold": 0, "EvaluationPeriods": 3, "DatapointsToAlarm": 3, "Dimensions": assertions.Match_Absent(),
+	})
+	alarm("a credential refused (EMF, any in 5 minutes)", obj{
+		"Namespace": "fleetbucket", "MetricName": stack.MetricCredentialRefusals, "Statistic": "Sum", "Period": 300,
+		"Threshold": 0, "EvaluationPeriods": 1, "Dimensions": assertions.Match_Absent(),
 	})
 	alarm("429 share: above 5 % over one 5-minute period", obj{
 		"Threshold": 5, "EvaluationPeriods": 1, "DatapointsToAlarm": 1,
@@ -1002,8 +1064,8 @@ func TestPropsValidation(t *testing.T) {
 		{"alarm email invalid", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{Email: "Ops <a@example.com>"}}, "not a plain e-mail address"},
 		{"throttle percent 150", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxThrottlePercent: 150}}, "MaxThrottlePercent"},
 		{"queue age 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxQueueAge: 1500 * time.Millisecond}}, "MaxQueueAge"},
-		{"quota bucket with #", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a#b", Credential: "c", Endpoint: "e", Rate: 1, Burst: 1}}}, "without #"},
-		{"quota rate 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a", Credential: "c", Endpoint: "e", Burst: 1}}}, "want rate > 0"},
+		{"quota bucket with #", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a#b", Credential: "c", Meter: "e", Rate: 1, Burst: 1}}}, "without #"},
+		{"quota rate 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a", Credential: "c", Meter: "e", Burst: 1}}}, "want rate > 0"},
 		{"token secret not a secret ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"arn:aws:ssm:eu-west-1:1:parameter/x"}}, "not a Secrets Manager ARN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -342,8 +342,10 @@ func TestWaitDeadlineShorterThanTheWait(t *testing.T) {
 	}
 }
 
-// The denial cache answers locally only while fresh; an older entry's
-// denial is confirmed by a write, which sees a reset.
+// The denial cache answers locally only from a recent tat at the booked
+// horizon, which no Reset lowers; an older entry's denial is confirmed by a
+// write, which sees a deleted item, and so is a denial from a penalty above
+// the booked horizon, however recent, which sees a Reset.
 func TestDenialCacheAgeIsBounded(t *testing.T) {
 	now := time.UnixMicro(1_000_000_000)
 	clock := func() time.Time { return now }
@@ -353,18 +355,53 @@ func TestDenialCacheAgeIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.seen.observe("k", now.UnixMicro()+600_000_000, now.UnixMicro()) // penalized 10 min
+	l.seen.book("k", now.UnixMicro()+600_000_000, now.UnixMicro()) // booked 10 min ahead
 	if _, err := l.Take(context.Background(), b, 1); !errors.Is(err, ErrExhausted) || len(s.sent) != 0 {
 		t.Fatalf("fresh entry: %v after %d writes, want a local denial", err, len(s.sent))
 	}
 	now = now.Add(time.Second + time.Microsecond)
 	s.steps = append(s.steps, failWith(item(0, "")), func(_ context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		if isBusy(in) {
-			t.Fatal("after learning the bucket was reset, the busy form again")
+			t.Fatal("after learning the item was deleted, the busy form again")
 		}
 		return &dynamodb.UpdateItemOutput{Attributes: item(mustInt(t, value(in, ":next")), value(in, ":cid"))}, nil
 	})
 	if r, err := l.Take(context.Background(), b, 1); err != nil || len(s.sent) != 2 || !r.Slot.Equal(now) {
-		t.Fatalf("stale entry after a reset: %+v %v after %d writes, want granted now in 2", r, err, len(s.sent))
+		t.Fatalf("stale entry after a deletion: %+v %v after %d writes, want granted now in 2", r, err, len(s.sent))
+	}
+
+	// Penalized for 10 min just now (tat far above the booked horizon);
+	// a Reset lowered tat back to the horizon, which the write sees.
+	l.seen.observe("k", now.UnixMicro()+600_000_000, now.UnixMicro())
+	horizon := now.UnixMicro() + 100_000 // the grant above
+	s.steps = append(s.steps, failWith(item(horizon, "")), func(_ context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{Attributes: item(horizon+100_000, value(in, ":cid"))}, nil
+	})
+	if r, err := l.Take(context.Background(), b, 1); err != nil || len(s.sent) != 4 || !r.Slot.Equal(now) {
+		t.Fatalf("fresh penalty after a reset: %+v %v after %d writes, want granted now in 2 more", r, err, len(s.sent))
+	}
+}
+
+// Penalize skips its write only where booked slots already empty the
+// bucket past until, which no Reset undoes; a penalty it saw before may
+// have been reset since, so a new one is written.
+func TestPenaltySkippedOnlyWhenBookedSlotsCoverIt(t *testing.T) {
+	now := time.UnixMicro(1_000_000_000)
+	b := Bucket{Key: "k", Limit: PerSecond(10, 2)} // burst·T = 200 ms
+	s := &scripted{unreachable: unreachable{t}}
+	l, err := New(s, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.seen.book("k", now.UnixMicro()+10_000_000, now.UnixMicro()) // booked 10 s ahead
+	if err := l.Penalize(context.Background(), b, now.Add(5*time.Second)); err != nil || len(s.sent) != 0 {
+		t.Fatalf("penalty within the booked slots: %v after %d writes, want none", err, len(s.sent))
+	}
+	l.seen.observe("k", now.UnixMicro()+60_200_000, now.UnixMicro()) // a 60 s penalty seen just now
+	s.steps = append(s.steps, func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{}, nil
+	})
+	if err := l.Penalize(context.Background(), b, now.Add(30*time.Second)); err != nil || len(s.sent) != 1 {
+		t.Fatalf("penalty under one seen before: %v after %d writes, want 1 (a Reset may have dropped the old one)", err, len(s.sent))
 	}
 }

@@ -27,8 +27,8 @@
 // proves a denial or picks the right write for a second attempt, never a
 // separate read. A call keeps the now it read first across failed
 // conditions, so it decides in at most two writes unless the item is reset
-// or deleted between them. Denials against a tat seen within the denial
-// cache age (WithDenialCacheAge, default 1s) are answered locally.
+// or deleted between them. Denials against booked slots seen within the
+// denial cache age (WithDenialCacheAge, default 1s) are answered locally.
 //
 // Contention is not exhaustion. A call that ends without a decision (every
 // write lost a race to a reset, or to a transaction holding the item)
@@ -102,19 +102,21 @@
 // booked them before the vendor said no (a probe above the rate that held,
 // or a configured rate the vendor never took), and each would earn a 429
 // of its own and, taken as news, halve the rate again. So every slot an
-// adaptive bucket grants ConfirmAfter or more ahead carries its Stamp (the
-// version and interval it was granted at), and is confirmed with one
-// strongly consistent read before it is spent (Confirm; Wait does it
-// itself, the dispatcher for slots that travel with a deferred job): a
-// slot that lies inside a later throttle's Retry-After, or that a later
-// change slowed below the rate it was granted at, is revoked and booked
-// again at the rate that holds. A throttle reported with the stamp of a
-// slot granted before the latest change leaves the rate alone (that
-// change already answered the same overload). So the rate halves once per
-// overload, and a failed probe costs one 429. The read costs one read unit
-// per push of a slot booked ahead on an adaptive bucket, none for a slot
-// spent within ConfirmAfter of its grant or on any other bucket, and none
-// when this process already saw a change that revokes the slot.
+// adaptive bucket grants carries its Stamp (the version and interval it
+// was granted at). A throttle reported with the stamp of a slot granted
+// before the latest change leaves the rate alone (that change already
+// answered the same overload), so the rate halves once per overload. A
+// slot that travels with a deferred job (booked up to the dispatcher's
+// MaxReserve ahead) is confirmed with one strongly consistent read just
+// before it comes (Confirm): one that lies inside a later throttle's
+// Retry-After, or that a later change slowed below the rate it was
+// granted at, is revoked and booked again at the rate that holds, so a
+// failed probe or an overestimated configured rate costs one 429. Wait
+// confirms only the slots it granted while probing (see Wait). The read
+// costs one read unit per push of a slot an adaptive bucket granted
+// ConfirmAfter or more ahead in the dispatcher, none for a slot spent
+// within ConfirmAfter of its grant or on any other bucket, and none when
+// this process already saw a change that revokes the slot.
 //
 // A deleted item (TTL) forgets the learned rate; every write of an
 // adaptive bucket (grants, changes that keep tat or only raise the cap,
@@ -124,10 +126,30 @@
 // again at the configured rate. Multi-bucket calls refuse adaptive
 // buckets: a transaction's answer carries no values to learn from.
 //
-// Resets: Reset refills a bucket now. Workers that saw the old tat may deny
-// from it for at most the denial cache age, after which a denial is
-// confirmed by a write that sees the reset (as it sees an item an operator
-// deleted).
+// Resets: Reset drops a bucket's penalties and keeps its booked slots. The
+// item keeps the booked horizon (bk), the tat the last grant left; every
+// grant raises it with tat, penalties and an adaptive bucket's emptying
+// raise only tat, and Reset lowers tat to bk, never below. Why that keeps
+// the fleet invariant across a Reset: a grant of n tokens that left tat g
+// owns the span [g − n·T, g), and is spent at its slot s = max(g − τ, now),
+// τ = b·T. While tat never falls below a tat a grant left, each grant's
+// span starts where the last one ended or later, so spans never overlap.
+// A grant spent in a window [t1, t2] has g ≤ s + τ ≤ t2 + τ, and
+// g − n·T ≥ t1 (if s = now, g − n·T = max(tat, now) ≥ now ≥ t1; otherwise
+// s = g − τ ≥ t1 and n·T ≤ τ), so its span lies in [t1, t2 + τ]: the spans
+// of all of them fit there without overlapping, Σ n·T ≤ W + τ, and they
+// number at most b + r·W. Removing tat instead (a full bucket) let new
+// spans overlap the spans of slots already held, up to the max delay
+// ahead: burst + every held slot could go out in one window. So a bucket
+// booked ahead grants again one interval after its last booked slot,
+// and one with nothing booked ahead is full at once. Workers learn of a
+// Reset on their next call: the denial cache answers only from the booked
+// horizon, which a Reset keeps, and confirms a denial from a penalty with a
+// write that sees the Reset. An adaptive bucket keeps its learned state
+// (a Reset is no undo of a learned rate); the argument above holds for one
+// interval T, and where slots were booked at a higher rate than the one in
+// force, the spans' bound reads b·T′/T + r·W, T′ the longer interval, as it
+// does after a lowering that finds tat past its floor.
 package limiter
 
 import (
@@ -259,7 +281,8 @@ const DefaultAttemptTimeout = 5 * time.Second
 
 // DefaultDenialCacheAge is how long a tat this process saw answers denials
 // with no call, unless WithDenialCacheAge says otherwise; it bounds how long
-// a Reset takes to reach a warm worker.
+// an item an operator deleted takes to reach a warm worker, and how much
+// later than a Reset a short denial may send its caller back.
 const DefaultDenialCacheAge = time.Second
 
 // MaxPenalty is how far ahead of now Penalize accepts `until`.
@@ -286,16 +309,20 @@ func WithMaxAttempts(n int) Option { return func(l *Limiter) { l.attempts = n } 
 // breaker. d must be > 0.
 func WithAttemptTimeout(d time.Duration) Option { return func(l *Limiter) { l.attemptTimeout = d } }
 
-// WithDenialCacheAge sets how long a tat this process saw may answer a
-// denial with no store call (default DefaultDenialCacheAge). A denial
-// predicted from an older observation is confirmed by a write first, so a
-// Reset (or an operator deleting the item) reaches every warm worker within
-// d. 0 confirms every denial with a write. d must be ≥ 0.
+// WithDenialCacheAge sets how long a tat this process saw at the booked
+// horizon may answer a denial with no store call (default
+// DefaultDenialCacheAge); denials for no longer than d are answered
+// locally too. A denial predicted from an older observation, or from a
+// penalty (which a Reset may have dropped), is confirmed by a write first,
+// so a Reset reaches every warm worker on its next call, and an operator
+// deleting the item within d. 0 confirms every denial with a write. d must
+// be ≥ 0.
 func WithDenialCacheAge(d time.Duration) Option { return func(l *Limiter) { l.cacheAge = d } }
 
 // WithCircuitBreaker stops calling DynamoDB for cooldown after `failures`
-// consecutive store failures (including attempts that time out); calls
-// meanwhile fail at once with ErrUnavailable (wrapping breaker.ErrOpen,
+// consecutive store failures (including attempts that time out); every
+// call that would reach the store (grants, Penalize, Throttle, Reset,
+// State, Confirm, First) meanwhile fails at once with ErrUnavailable (wrapping breaker.ErrOpen,
 // whose RetryAfter says how long). Callers then defer work exactly as for
 // any store outage. Contention (a conflicting transaction) is not a failure.
 func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
@@ -361,11 +388,11 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // ErrNeverGrantable). If ctx ends during the sleep the tokens stay spent (a
 // fleet bucket cannot safely hand tokens back) and ctx's error is returned.
 //
-// A slot an adaptive bucket granted ConfirmAfter or more ahead is
-// confirmed with one read when it comes (Confirm); if a throttle revoked
-// it meanwhile, Wait books again within what is left of maxWait, so the
-// fleet's slots booked at a rate the vendor refused do not each earn a
-// 429 after the first.
+// A slot an adaptive bucket granted while probing above the rate that held
+// (Reservation.Probing), ConfirmAfter or more ahead, is confirmed with one
+// read when it comes (Confirm); if a throttle revoked it meanwhile, Wait
+// books again within what is left of maxWait, so the fleet's slots at the
+// probing rate do not each earn a 429 after the first.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
 	if err := b.Validate(); err != nil {
 		return Reservation{}, err
@@ -476,7 +503,8 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 	delay := maxDelay.Microseconds()
 	call := newCallTag()
 	now := micros(l.now())
-	tat, fresh := l.seen.get(b.Key, now, l.cacheAge.Microseconds())
+	tat, booked, fresh := l.seen.lookup(b.Key, now, l.cacheAge.Microseconds())
+	current := false // tat is what the store handed back to this call
 	var (
 		writes    []sent
 		lastErr   error // the last store error, if the last write had one
@@ -489,18 +517,12 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 		T, tau := lim.Interval(), lim.Tolerance()
 		n := size(tat, now, lim)
 		d := gcra.Decide(tat, now, lim, n, delay)
-		if !d.Allowed && (fresh || tat <= now || d.RetryAfter <= l.cacheAge.Microseconds()) {
-			// tat only grows (but for a reset, which a fresh entry has
-			// seen), so a denial against what this call or a recent one
-			// saw is final; so is one that even a full bucket would give
-			// (a Wait whose deadline is nearer than n tokens' refill). A
-			// denial for no longer than the cache age is answered locally
-			// too: the caller is back within the bound a reset promises.
+		if !d.Allowed && l.final(tat, booked, now, d.RetryAfter, fresh, current) {
 			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0)}
 		}
-		// A denial predicted from an old entry is confirmed by a write: the
-		// busy form below cannot pass unless tat went backwards (a reset),
-		// and its failed condition hands back the current item.
+		// Any other denial is confirmed by a write: the busy form below
+		// cannot pass unless tat went backwards (a reset), and its failed
+		// condition hands back the current item.
 		if len(writes) == l.attempts {
 			if lastErr != nil {
 				return grant{}, lastErr
@@ -531,7 +553,8 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 				// An earlier write of this call landed and its answer was
 				// lost; its lane says what tat it left.
 				if cur, err := itemTAT(item); err == nil {
-					l.seen.set(b.Key, cur, micros(l.now()))
+					bk, _ := itemBooked(item)
+					l.seen.set(b.Key, cur, bk, micros(l.now()))
 				}
 				w := writes[i]
 				return l.grantedTAT(b, w.lim, w.st, w.n, w.now, left), nil
@@ -539,7 +562,7 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 			if tat, err = l.learnItem(b.Key, item); err != nil {
 				return grant{}, err
 			}
-			fresh, lastErr = true, nil
+			current, lastErr = true, nil
 			continue
 		}
 		lastErr, contended = err, nil
@@ -563,6 +586,30 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 	}
 }
 
+// final reports whether a denial decided on tat (with the booked horizon
+// booked, both as this process saw them, fresh if within the cache age) at
+// now, with the given wait, is the answer, with no write to confirm it:
+//   - when the store handed tat back to this call, the denial is exact;
+//   - when even a full bucket denies (a Wait whose deadline is nearer than n
+//     tokens' refill), nothing can change it;
+//   - a denial for no longer than the cache age: the caller is back within
+//     the bound a Reset promises;
+//   - a recent tat at the booked horizon: only deleting the item lowers
+//     that, never a Reset, so the denial and its wait stand.
+//
+// Any other denial comes from a tat a penalty raised above the booked
+// horizon, or from an old entry. A Reset may have dropped that penalty
+// since (it lowers tat to the booked horizon), and a denial carrying the
+// penalty's wait would hold the caller (a dispatcher deferring a job) for
+// a wait the bucket no longer has: confirm it with a write.
+func (l *Limiter) final(tat, booked, now, wait int64, fresh, current bool) bool {
+	switch {
+	case current, tat <= now, wait <= l.cacheAge.Microseconds():
+		return true
+	}
+	return fresh && tat <= booked
+}
+
 // retryAfter turns a denial's wait, exact at the call's now, into a wait
 // from the moment the caller gets it: after writes, the store's latency has
 // passed since now, and a worker that slept the whole wait from its return
@@ -580,7 +627,7 @@ func (l *Limiter) granted(b Bucket, lim Limit, st AdaptState, n int, now int64, 
 		return grant{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
 			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
 	}
-	l.seen.observe(b.Key, tat, micros(l.now()))
+	l.seen.book(b.Key, tat, micros(l.now()))
 	return l.grantedTAT(b, lim, st, n, now, tat), nil
 }
 
@@ -594,10 +641,15 @@ func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat
 	return grant{Reservation: r, tat: tat, now: now, lim: lim}
 }
 
-// learnItem reads the tat of the item a failed condition returned (0 for
-// no item) and remembers it as the store's current value.
+// learnItem reads the tat of the item a failed condition (or a Reset)
+// returned (0 for no item) and remembers it, with the booked horizon and
+// the adaptive state, as the store's current values.
 func (l *Limiter) learnItem(key string, item map[string]types.AttributeValue) (int64, error) {
 	tat, err := itemTAT(item)
+	if err != nil {
+		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
+	booked, err := itemBooked(item)
 	if err != nil {
 		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
 	}
@@ -605,7 +657,7 @@ func (l *Limiter) learnItem(key string, item map[string]types.AttributeValue) (i
 	if err != nil {
 		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
 	}
-	l.seen.set(key, tat, micros(l.now()))
+	l.seen.set(key, tat, booked, micros(l.now()))
 	l.adapt.set(key, st)
 	return tat, nil
 }
@@ -616,25 +668,48 @@ func (l *Limiter) observeItem(key string, item map[string]types.AttributeValue) 
 	return err
 }
 
-// updateItem sends one write through the circuit breaker, bounded by the
-// per-attempt timeout. A failed condition comes back as the SDK's error, for
-// the caller to read ALL_OLD; every other failure comes back classified as
-// a *StoreError.
+// updateItem sends one write through the gateway. A failed condition comes
+// back as the SDK's error, for the caller to read ALL_OLD; every other
+// failure comes back classified as a *StoreError.
 func (l *Limiter) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	const op = "UpdateItem"
+	var out *dynamodb.UpdateItemOutput
+	err := l.gateway(ctx, "UpdateItem", func(ctx context.Context) (err error) {
+		out, err = l.db.UpdateItem(ctx, in, optFns...)
+		return err
+	})
+	return out, err
+}
+
+// gateway is the one way to DynamoDB: every call the limiter makes (grants,
+// penalties, resets, reads, fences, transactions) goes through it, so an
+// open circuit breaker stops them all and every outcome feeds it. send
+// makes the call, bounded by the per-attempt timeout. An error that is the
+// store's answer (a failed condition, a cancelled transaction) comes back
+// as it is and counts as a success: the store was reached. Every other
+// failure comes back classified as a *StoreError.
+func (l *Limiter) gateway(ctx context.Context, op string, send func(ctx context.Context) error) error {
 	if l.breaker != nil {
 		if err := l.breaker.Allow(l.now()); err != nil {
-			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
+			return &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
 	defer cancel()
-	out, err := l.db.UpdateItem(actx, in, optFns...)
-	if _, failed := conditionFailed(err); err == nil || failed {
+	err := send(actx)
+	if err == nil || answered(err) {
 		l.recordStore(true)
-		return out, err
+		return err
 	}
-	return nil, l.storeFailure(ctx, actx, op, err)
+	return l.storeFailure(ctx, actx, op, err)
+}
+
+// answered reports an error that is the store's answer to a well-formed
+// call: a failed condition, or a transaction cancelled (for a failed
+// condition, a conflict or throttling, which its reasons tell apart).
+func answered(err error) bool {
+	var canceled *types.TransactionCanceledException
+	_, failed := conditionFailed(err)
+	return failed || errors.As(err, &canceled)
 }
 
 // storeFailure classifies a failed call and tells the breaker: a conflicting
@@ -733,11 +808,13 @@ func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim L
 	now := l.now()
 	for attempt := 0; attempt < l.attempts; attempt++ {
 		penalty := gcra.Penalty(micros(until), lim)
-		if tat, fresh := l.seen.get(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && tat >= penalty {
-			// tat only grows: the bucket is already empty past until. This
-			// is the common case for a drain on a vendor's low remaining
-			// count while the fleet has booked slots ahead, and it costs no
-			// call.
+		if _, booked, fresh := l.seen.lookup(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && booked >= penalty {
+			// Slots are booked past until: the bucket is already empty
+			// past it, and no Reset changes that (it keeps booked slots).
+			// This is the common case for a drain on a vendor's low
+			// remaining count while the fleet has booked slots ahead, and
+			// it costs no call. A penalty seen before proves nothing: a
+			// Reset may have dropped it.
 			return nil
 		}
 		// Setting an absolute value is idempotent, so the SDK's own retries
@@ -776,21 +853,32 @@ func contention(key string, err error) error {
 	return err
 }
 
-// Reset refills bucket b now, for every worker: an operator's undo of a
-// Penalize, or of a limit that drained it. Workers that remember the old
-// tat keep answering denials from it for at most the denial cache age
-// (WithDenialCacheAge, DefaultDenialCacheAge: 1s); their next write after
-// that sees the reset. Reset is idempotent.
+// Reset empties bucket b of every penalty, for every worker: an operator's
+// undo of a Penalize (or of an adaptive bucket's emptying after a lowered
+// rate). It lowers tat to the booked horizon, the tat the last grant left,
+// and no further: slots already handed out (up to the max delay ahead)
+// keep counting, so the fleet's bound, burst + rate·W in any window W,
+// holds across a Reset (see Resets in the package documentation). A bucket
+// with nothing booked ahead is full at once; one booked ahead grants again
+// one interval after its last booked slot, as if no penalty had come. The
+// adaptive state (a learned rate) is kept. Reset is idempotent.
+//
+// Every worker sees it on its next call: a denial this process answers
+// without a call comes only from the booked horizon, which a Reset keeps
+// (see final), or is no longer than the denial cache age.
 func (l *Limiter) Reset(ctx context.Context, b Bucket) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	now := micros(l.now())
-	if _, err := l.updateItem(ctx, l.resetInput(b.Key, ttlSeconds(now))); err != nil {
-		return contention(b.Key, err)
+	out, err := l.updateItem(ctx, l.resetInput(b.Key))
+	if err == nil {
+		return l.observeItem(b.Key, out.Attributes)
 	}
-	l.seen.set(b.Key, 0, now)
-	return nil
+	if item, failed := conditionFailed(err); failed {
+		// Nothing above the booked horizon (or no item): nothing to drop.
+		return l.observeItem(b.Key, item)
+	}
+	return contention(b.Key, err)
 }
 
 // State reads bucket b with a strongly consistent read. It is for operators

@@ -192,12 +192,19 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 	now := micros(l.now())
 	tats := make([]int64, len(buckets))  // what the decision uses
 	forms := make([]int64, len(buckets)) // what picks each item's form
+	// unsure marks the tats a denial may not be answered from with no
+	// write (see final): old entries, and tats a penalty raised above the
+	// booked horizon, which a Reset may have lowered since.
+	unsure := make([]bool, len(buckets))
 	stale := false
 	for i, k := range keys {
-		var fresh bool
-		forms[i], fresh = l.seen.get(k, now, l.cacheAge.Microseconds())
-		if tats[i] = forms[i]; !fresh && forms[i] > now {
-			stale = true
+		var (
+			booked int64
+			fresh  bool
+		)
+		forms[i], booked, fresh = l.seen.lookup(k, now, l.cacheAge.Microseconds())
+		if tats[i] = forms[i]; forms[i] > now && (!fresh || forms[i] > booked) {
+			unsure[i], stale = true, true
 		}
 	}
 	type sentMulti struct {
@@ -213,10 +220,10 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 	for {
 		d := gcra.DecideMulti(tats, now, limits, n, delay)
 		if !d.Allowed && stale && d.RetryAfter > l.cacheAge.Microseconds() {
-			// Confirm a denial predicted from old entries with a write:
+			// Confirm a denial predicted from unsure entries with a write:
 			// decide as if they were unknown, keep them for the forms.
-			for i, k := range keys {
-				if _, fresh := l.seen.get(k, now, l.cacheAge.Microseconds()); !fresh && writes == nil {
+			for i := range keys {
+				if unsure[i] && writes == nil {
 					tats[i] = 0
 				}
 			}
@@ -224,8 +231,8 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 			continue
 		}
 		if !d.Allowed {
-			// Every tat seen is a lower bound of the stored one, so a
-			// denial against them is final.
+			// Every tat seen is a lower bound of the stored one, and none
+			// is unsure, so a denial against them is final.
 			return MultiReservation{}, &ExhaustedError{Key: keys[d.Binding], N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
 		}
 		if len(writes) == attempts {
@@ -296,7 +303,7 @@ func (l *Limiter) grantedMulti(keys []string, limits []Limit, n int, now int64, 
 	for i, lim := range limits {
 		// The idle form set tat to exactly now + n·T; the busy form added
 		// n·T to a tat ≥ the one seen. Both are lower bounds.
-		l.seen.observe(keys[i], max(tats[i], now)+int64(n)*lim.Interval(), at)
+		l.seen.book(keys[i], max(tats[i], now)+int64(n)*lim.Interval(), at)
 	}
 	return MultiReservation{Keys: keys, Tokens: n, Slot: time.UnixMicro(d.Slot), Binding: keys[d.Binding]}
 }
@@ -312,34 +319,28 @@ func landedMulti(call callTag, reasons []types.CancellationReason) (int, bool) {
 	return 0, false
 }
 
-// transact sends one transaction through the circuit breaker, with no SDK
+// transact sends one transaction through the gateway, with no SDK
 // retry (a resent write would carry a stale now). A cancelled transaction
 // comes back as its reasons, one per item, with a nil error; every other
 // failure as a classified *StoreError.
 func (l *Limiter) transact(ctx context.Context, tx TransactAPI, in *dynamodb.TransactWriteItemsInput) ([]types.CancellationReason, error) {
 	const op = "TransactWriteItems"
-	if l.breaker != nil {
-		if err := l.breaker.Allow(l.now()); err != nil {
-			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
-		}
-	}
-	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-	defer cancel()
-	_, err := tx.TransactWriteItems(actx, in, noSDKRetry)
+	err := l.gateway(ctx, op, func(ctx context.Context) error {
+		_, err := tx.TransactWriteItems(ctx, in, noSDKRetry)
+		return err
+	})
 	var canceled *types.TransactionCanceledException
 	switch {
 	case err == nil:
-		l.recordStore(true)
 		return nil, nil
 	case errors.As(err, &canceled):
-		l.recordStore(true)
 		if len(canceled.CancellationReasons) != len(in.TransactItems) {
 			return nil, &StoreError{Table: l.table, Op: op, kind: ErrUnavailable,
 				Err: fmt.Errorf("transaction canceled with %d reasons for %d items: %w", len(canceled.CancellationReasons), len(in.TransactItems), err)}
 		}
 		return canceled.CancellationReasons, nil
 	}
-	return nil, l.storeFailure(ctx, actx, op, err)
+	return nil, err
 }
 
 // learnCancellation reads each item's reason: a failed condition hands back

@@ -21,26 +21,27 @@ func onceKey(key string) string { return "once" + ShardSeparator + key }
 //
 // The write carries the call's own tag, so the SDK's retry of a write whose
 // answer was lost finds its own tag and still reports true: the first
-// caller never loses its turn to its own retry.
+// caller never loses its turn to its own retry. Like every store call it
+// passes the limiter's circuit breaker: while it is open, First answers
+// false with an ErrUnavailable error (fail closed: the job waits rather
+// than risk a second push).
 func (l *Limiter) First(ctx context.Context, key string, until time.Time) (bool, error) {
-	actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-	defer cancel()
-	_, err := l.db.UpdateItem(actx, &dynamodb.UpdateItemInput{
-		TableName:                &l.table,
-		Key:                      map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: onceKey(key)}},
-		UpdateExpression:         aws.String("SET #ttl = :ttl, #who = :me"),
-		ConditionExpression:      aws.String("attribute_not_exists(#ttl) OR #who = :me"),
-		ExpressionAttributeNames: map[string]string{"#ttl": TTLAttribute, "#who": "who"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ttl": num(ttlSeconds(until.UnixMicro())),
-			":me":  str(newCallTag().id),
-		},
+	err := l.gateway(ctx, "UpdateItem", func(ctx context.Context) error {
+		_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                &l.table,
+			Key:                      map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: onceKey(key)}},
+			UpdateExpression:         aws.String("SET #ttl = :ttl, #who = :me"),
+			ConditionExpression:      aws.String("attribute_not_exists(#ttl) OR #who = :me"),
+			ExpressionAttributeNames: map[string]string{"#ttl": TTLAttribute, "#who": "who"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":ttl": num(ttlSeconds(until.UnixMicro())),
+				":me":  str(newCallTag().id),
+			},
+		})
+		return err
 	})
 	if _, failed := conditionFailed(err); failed {
 		return false, nil
 	}
-	if err != nil {
-		return false, l.storeFailure(ctx, actx, "UpdateItem", err)
-	}
-	return true, nil
+	return err == nil, err
 }

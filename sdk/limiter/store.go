@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The item layout. One item per bucket: {pk: key, tat: µs, ttl: epoch s,
-// and up to CallLanes pairs c<i>: the tag of the last grant written through
-// lane i, t<i>: the tat that grant left}.
+// The item layout. One item per bucket: {pk: key, tat: µs, bk: µs, ttl:
+// epoch s, and up to CallLanes pairs c<i>: the tag of the last grant
+// written through lane i, t<i>: the tat that grant left}.
 // The names are exported so the CDK stack and operators use the same ones.
 const (
 	// KeyAttribute is the table's partition key (type S).
@@ -23,6 +23,11 @@ const (
 	TATAttribute = "tat"
 	// TTLAttribute holds the item's expiry in Unix seconds; enable TTL on it.
 	TTLAttribute = "ttl"
+	// BookedAttribute holds the booked horizon in Unix microseconds: the
+	// tat the last grant left. Slots handed out lie before it (each at
+	// most burst·T before the tat its grant left); tat above it is a
+	// penalty no slot is booked behind, which is all a Reset takes away.
+	BookedAttribute = "bk"
 )
 
 // CallLanes is the number of call-tag lanes an item carries. Each call
@@ -58,11 +63,15 @@ const (
 // reserved word.
 var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
 
+// resetNames are the reset expression's: DynamoDB refuses names an
+// expression does not use.
+var resetNames = map[string]string{"#tat": TATAttribute, "#bk": BookedAttribute}
+
 // laneNames are the expression names of a grant written through lane i.
 var laneNames = func() []map[string]string {
 	out := make([]map[string]string, CallLanes)
 	for i := range out {
-		out[i] = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute,
+		out[i] = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#bk": BookedAttribute,
 			"#cid": "c" + strconv.Itoa(i), "#lt": "t" + strconv.Itoa(i)}
 	}
 	return out
@@ -118,6 +127,8 @@ func num(v int64) types.AttributeValue {
 
 // takeInput builds write number i of call for f. limitTAT is the highest
 // tat the busy form may find and still grant: now + τ − n·T + maxDelay.
+// Both forms move the booked horizon (bk) to the tat they leave: every
+// grant's slot lies before it.
 func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, call callTag, i int) *dynamodb.UpdateItemInput {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
@@ -127,14 +138,14 @@ func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, ca
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if f == idle {
-		in.UpdateExpression = aws.String("SET #tat = :next, #ttl = :ttl, #cid = :cid, #lt = :next")
+		in.UpdateExpression = aws.String("SET #tat = :next, #bk = :next, #ttl = :ttl, #cid = :cid, #lt = :next")
 		in.ConditionExpression = aws.String("(attribute_not_exists(#tat) OR #tat <= :now) AND NOT begins_with(#cid, :call)")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{
 			":next": num(now + nT), ":now": num(now), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(call.id),
 		}
 		return in
 	}
-	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #ttl = :ttl, #cid = :cid, #lt = #tat + :nT")
+	in.UpdateExpression = aws.String("SET #tat = #tat + :nT, #bk = #tat + :nT, #ttl = :ttl, #cid = :cid, #lt = #tat + :nT")
 	in.ConditionExpression = aws.String("#tat > :now AND #tat <= :limit AND NOT begins_with(#cid, :call)")
 	in.ExpressionAttributeValues = map[string]types.AttributeValue{
 		":nT": num(nT), ":now": num(now), ":limit": num(limitTAT), ":ttl": num(ttl), ":cid": str(call.write(i)), ":call": str(call.id),
@@ -155,30 +166,45 @@ func (l *Limiter) penalizeInput(key string, penalty, ttl int64) *dynamodb.Update
 	}
 }
 
-// resetInput makes the bucket full: an item with no tat is a full bucket to
-// both forms. It lets the item expire at once (nothing is lost when it
-// does); the lanes stay, and a grant recognised from them after a reset
-// was charged before it, so it stands.
-func (l *Limiter) resetInput(key string, ttl int64) *dynamodb.UpdateItemInput {
+// resetInput lowers tat to the booked horizon (see Reset): what lies above
+// it is a penalty no slot is booked behind. An item with no booked horizon
+// (never granted since bk was introduced) is made full (tat 0). A bucket
+// already at its horizon, or with no tat (full), is left alone: the
+// condition fails and ALL_OLD shows it as it is. The TTL stays: it already
+// covers a tat at least as high. The lanes stay too, and a grant recognised
+// from them after a reset was charged before it, so it stands.
+func (l *Limiter) resetInput(key string) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
-		TableName:                 &l.table,
-		Key:                       map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ExpressionAttributeNames:  names,
-		UpdateExpression:          aws.String("REMOVE #tat SET #ttl = :ttl"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ttl": num(ttl)},
+		TableName:                           &l.table,
+		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
+		ExpressionAttributeNames:            resetNames,
+		UpdateExpression:                    aws.String("SET #tat = if_not_exists(#bk, :zero)"),
+		ConditionExpression:                 aws.String("attribute_exists(#tat) AND (attribute_not_exists(#bk) OR #tat > #bk)"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":zero": num(0)},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
 // itemTAT reads tat from an item; a missing item or attribute is a full
 // bucket, tat 0.
 func itemTAT(item map[string]types.AttributeValue) (int64, error) {
-	v, ok := item[TATAttribute]
+	return itemMicros(item, TATAttribute)
+}
+
+// itemBooked reads the booked horizon from an item; none is 0.
+func itemBooked(item map[string]types.AttributeValue) (int64, error) {
+	return itemMicros(item, BookedAttribute)
+}
+
+func itemMicros(item map[string]types.AttributeValue, name string) (int64, error) {
+	v, ok := item[name]
 	if !ok {
 		return 0, nil
 	}
 	n, ok := v.(*types.AttributeValueMemberN)
 	if !ok {
-		return 0, errors.New("attribute tat is not a number")
+		return 0, errors.New("attribute " + name + " is not a number")
 	}
 	return strconv.ParseInt(n.Value, 10, 64)
 }

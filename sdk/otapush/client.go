@@ -1,6 +1,7 @@
 // Package otapush sends one push to an OTA endpoint the way a well-behaved
-// fleet member must: a token from the shared bucket before every request,
-// retries included; a throttle (429, or the statuses the endpoint's Signals
+// fleet member must: its cost from the shared bucket before every request,
+// retries included (one token, or Request.Tokens for a body metered by
+// items); a throttle (429, or the statuses the endpoint's Signals
 // name, such as Hotelbeds' 403) empties the bucket for the whole fleet until
 // the vendor's Retry-After and, for an adaptive bucket, lowers its rate; a
 // low remaining count or percentage drains it, and a published limit lower
@@ -128,6 +129,12 @@ func WithSignals(lookup func(bucketKey string) (Signals, bool)) Option {
 	return func(c *Client) { c.signals = lookup }
 }
 
+// WithSleep replaces the pause between attempts (tests move a fake clock
+// with it); it must return ctx's error if ctx ends first.
+func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
+	return func(c *Client) { c.sleep = f }
+}
+
 // WithJitter replaces the random draw in [0, max) used for backoff.
 func WithJitter(f func(max time.Duration) time.Duration) Option {
 	return func(c *Client) { c.jitter = f }
@@ -198,6 +205,30 @@ type Request struct {
 	// Signals, if set, say how this vendor throttles; otherwise the
 	// client's WithSignals lookup, or DefaultSignals.
 	Signals *Signals
+	// Reserve is the part of the meter's burst that Bucket leaves to
+	// urgent pushes (a normal push on a meter with an urgent_reserve,
+	// whose Bucket's burst is the normal share). A throttle or a drain
+	// empties the meter's whole burst: the vendor said nothing is left,
+	// urgent tokens included.
+	Reserve int
+	// Horizon, if positive, is the furthest ahead a retry books (a normal
+	// push's, whose share must never run ahead of now by more than its
+	// burst): a retry whose token lies further sleeps until it is near
+	// and asks again, within the push's budget.
+	Horizon time.Duration
+	// Tokens is what one attempt costs in the bucket (0 counts as 1): on
+	// an endpoint metered by items, the items the body carries times
+	// their weight. The vendor meters every attempt, so a retry resends,
+	// and pays for, the whole body again.
+	Tokens int
+}
+
+// meter is the bucket as the vendor meters it: Bucket with the urgent
+// reserve it leaves out (Reserve) back in its burst.
+func (req Request) meter() limiter.Bucket {
+	b := req.Bucket
+	b.Limit.Burst += req.Reserve
+	return b
 }
 
 // Response is what a push came to; Push returns it with its error too.
@@ -262,7 +293,11 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*limiter.Reservation, error) {
 	for {
 		left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
-		r, err := c.wait(ctx, req, left)
+		ahead := left
+		if req.Horizon > 0 {
+			ahead = min(left, req.Horizon)
+		}
+		r, err := c.wait(ctx, req, ahead)
 		if err == nil {
 			return r, nil
 		}
@@ -281,7 +316,23 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 			}
 			continue
 		}
-		if wait, denied := limiter.RetryAfter(err); denied {
+		wait, denied := limiter.RetryAfter(err)
+		switch {
+		case denied && req.Horizon > 0:
+			// The share is booked past the horizon: booking further
+			// ahead would take the urgent reserve. Sleep until the next
+			// token is near (Wait's RetryAfter counts from the end of its
+			// max wait), plus a jitter so that retries denied together do
+			// not all ask at once, and contend for it afresh.
+			pause := wait + c.contendedPause(req.Bucket)
+			if c.now().Sub(start)+pause >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(pause)) {
+				return nil, &DeferError{After: pause, Cause: err}
+			}
+			if err := c.sleep(ctx, pause); err != nil {
+				return nil, err
+			}
+			continue
+		case denied:
 			// A real exhaustion: the slot lies beyond the budget. Wait's
 			// RetryAfter counts from the end of its max wait.
 			return nil, &DeferError{After: wait + left, Cause: err}
@@ -291,18 +342,20 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 	}
 }
 
-// wait asks the limiter for one token of every bucket of req, at most left
-// ahead, and returns the reservation of a single bucket.
+// wait asks the limiter for what one attempt of req costs (Request.Tokens)
+// in every bucket of req, at most left ahead, and returns the reservation
+// of a single bucket.
 func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (*limiter.Reservation, error) {
+	n := max(req.Tokens, 1)
 	if len(req.Also) == 0 {
-		r, err := c.limiter.Wait(ctx, req.Bucket, 1, left)
+		r, err := c.limiter.Wait(ctx, req.Bucket, n, left)
 		if err != nil {
 			return nil, err
 		}
 		return &r, nil
 	}
 	if multi, ok := c.limiter.(MultiWaiter); ok {
-		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), 1, left)
+		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), n, left)
 		return nil, err
 	}
 	return nil, fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
@@ -428,7 +481,7 @@ func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Res
 		s, _ := granted.Stamp()
 		stamp = &s
 	}
-	if err := a.Throttle(ctx, req.Bucket, stamp, until); err != nil {
+	if err := a.Throttle(ctx, req.meter(), stamp, until); err != nil {
 		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
 	}
 	for _, b := range req.Siblings {
@@ -440,7 +493,7 @@ func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Res
 
 // penalize empties the request's bucket, and its sibling shards, until.
 func (c *Client) penalize(ctx context.Context, req Request, until time.Time, failure string) {
-	for _, b := range append([]limiter.Bucket{req.Bucket}, req.Siblings...) {
+	for _, b := range append([]limiter.Bucket{req.meter()}, req.Siblings...) {
 		if err := c.limiter.Penalize(ctx, b, until); err != nil {
 			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
 		}

@@ -2,7 +2,7 @@
 // number it reports is a ratio taken within one run, so it means the same
 // on a fast laptop and a loaded CI machine. scripts/bench.sh runs these and
 // the comparison with the common approach (test/benchcompare) and writes
-// docs/benchmarks.md; by hand, with the local stack up:
+// docs/bench/report.md; by hand, with the local stack up:
 //
 //	go test -run '^$' -bench 'TakeUncontended' -benchtime 300x ./test/bench/
 //	go test -run '^$' -bench 'Contended16|Overload' -benchtime 1x ./test/bench/
@@ -76,7 +76,7 @@ func bareUpdate(ctx context.Context, db *dynamodb.Client, table string, i int) e
 	return err
 }
 
-// contendedLimit is DESIGN.md's measuring limit: rate 20/s, burst 40.
+// contendedLimit is the measuring limit of docs/benchmarks.md: rate 20/s, burst 40.
 var contendedLimit = limiter.PerSecond(20, 40)
 
 // BenchmarkContended16 runs 16 workers, each its own client and Limiter, on

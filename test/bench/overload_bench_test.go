@@ -17,11 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/fleetbucket/fleetbucket/sdk/deferral"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/test/bench/benchkit"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -42,8 +43,8 @@ var overloadLimit = limiter.PerSecond(6, 6)
 // BenchmarkOverloadDeferral compares two ways of turning "no token yet"
 // into a delayed SQS message:
 //
-//   - reserve-defer: fleetbucket's dispatcher (sdk/dispatch with
-//     sdk/deferral, wired as test/integration/pipeline_test.go wires it):
+//   - reserve-defer: fleetbucket's dispatcher (sdk/pipeline/dispatch with
+//     sdk/pipeline/queue, wired as test/integration/pipeline_test.go wires it):
 //     reserve a slot, and if it is more than a second away defer the job
 //     carrying the slot, so it comes back owning its token;
 //   - take-or-defer: Take, and on a denial defer the job with DelaySeconds =
@@ -129,7 +130,7 @@ func (r *overloadRun) worker(mode string) handleFunc {
 	if err != nil {
 		r.b.Fatal(err)
 	}
-	q := &deferral.Queue{SQS: countingSQS{sqs.NewFromConfig(cfg), &r.sends}, DeferredURL: r.deferredURL, DeadURL: r.dlqURL}
+	q := &queue.Queue{SQS: countingSQS{sqs.NewFromConfig(cfg), &r.sends}, DeferredURL: r.deferredURL, DeadURL: r.dlqURL}
 	if mode == "take-or-defer" {
 		return takeOrDefer{routes: r, lim: lim, push: push, queue: q}.handle
 	}
@@ -149,7 +150,7 @@ func (r *overloadRun) Route(j job.Job) (dispatch.Route, error) {
 		return dispatch.Route{}, fmt.Errorf("no route for %s/%s", j.Channel, j.Endpoint)
 	}
 	return dispatch.Route{
-		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: overloadLimit},
+		Bucket: limiter.Bucket{Key: config.BucketKey(j.Channel, j.Credential, j.Endpoint), Limit: overloadLimit},
 		URL:    r.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
 	}, nil
@@ -162,7 +163,7 @@ type takeOrDefer struct {
 	routes dispatch.Router
 	lim    *limiter.Limiter
 	push   *otapush.Client
-	queue  *deferral.Queue
+	queue  *queue.Queue
 }
 
 func (t takeOrDefer) handle(ctx context.Context, body string) (string, dispatch.Outcome, error) {
@@ -176,7 +177,7 @@ func (t takeOrDefer) handle(ctx context.Context, body string) (string, dispatch.
 	}
 	_, err = t.lim.Take(ctx, route.Bucket, 1)
 	if wait, denied := limiter.RetryAfter(err); denied {
-		// deferral.Delay rounds up: DelaySeconds = ceil(RetryAfter).
+		// queue.Delay rounds up: DelaySeconds = ceil(RetryAfter).
 		return j.ID, dispatch.Deferred, t.queue.Defer(ctx, j, wait)
 	}
 	if err != nil { // store trouble: fail closed, come back later

@@ -4,7 +4,7 @@
 //   - the common DynamoDB token bucket, read-then-conditional-write, as
 //     github.com/mennanov/limiters implements it (compare_bench_test.go);
 //   - per-worker local limiters, golang.org/x/time/rate, against a vendor's
-//     quota (cmd/seedfigure, which draws docs/fleet-vs-local.svg).
+//     quota (cmd/seedfigure, which draws docs/bench/fleet-vs-local.svg).
 //
 // It is a module of its own so that those libraries never enter the SDK's
 // go.mod. scripts/bench.sh runs it; by hand, with the local stack up:

@@ -19,7 +19,7 @@ var (
 	soloDuration  = flag.Duration("solo.duration", 2*time.Second, "how long each uncontended worker runs")
 )
 
-// contendedLimit is DESIGN.md's measuring limit: rate 20/s, burst 40.
+// contendedLimit is the measuring limit of docs/benchmarks.md: rate 20/s, burst 40.
 var contendedLimit = limiter.PerSecond(20, 40)
 
 // soloLimit never runs dry: every call of an uncontended worker is a grant,

@@ -130,7 +130,7 @@ func StartMoto(tb testing.TB) *Moto {
 	tb.Helper()
 	Config(tb) // skip or fail the same way as every emulator test
 	portFile := filepath.Join(tb.TempDir(), "port")
-	cmd := exec.Command("python3", filepath.Join(RepoRoot(tb), "scripts", "moto_server.py"),
+	cmd := exec.Command(Python(tb), filepath.Join(RepoRoot(tb), "scripts", "moto_server.py"),
 		"--port", "0", "--single-threaded", "--port-file", portFile)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -150,6 +150,24 @@ func StartMoto(tb testing.TB) *Moto {
 	}
 	tb.Fatal("moto did not report its port within 30s")
 	return nil
+}
+
+// Python is the interpreter that runs moto, by scripts/localstack.sh's rule:
+// FLEETBUCKET_PYTHON (which the script exports with the stack's
+// environment), else the first of python3 and .tools/venv/bin/python that
+// can import moto.
+func Python(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("FLEETBUCKET_PYTHON"); p != "" {
+		return p
+	}
+	for _, p := range []string{"python3", filepath.Join(RepoRoot(tb), ".tools", "venv", "bin", "python")} {
+		if exec.Command(p, "-c", "import moto, flask, werkzeug").Run() == nil {
+			return p
+		}
+	}
+	tb.Fatal("no Python with moto: run scripts/localstack.sh start (it installs moto into .tools/venv) or set FLEETBUCKET_PYTHON")
+	return ""
 }
 
 // Stop kills the server by its PID and waits for it to exit.

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Markdown renders r as the fairness section of docs/benchmarks.md. env
+// Markdown renders r as the fairness section of docs/bench/report.md. env
 // describes the machine ("" leaves it out).
 func (r *Result) Markdown(env string) string {
 	var b strings.Builder

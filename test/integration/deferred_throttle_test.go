@@ -13,11 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/fleetbucket/fleetbucket/sdk/deferral"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -73,24 +74,24 @@ func TestDeferredSlotsAfterAThrottleHalveOnce(t *testing.T) {
 		}
 	}
 	seen := map[string]bool{}
-	queue := takeDeferred(t, p, deferred, seen)
+	pending := takeDeferred(t, p, deferred, seen)
 	if n := p.depth(p.deferredURL); n != 0 {
 		t.Fatalf("%d more jobs on the deferred queue than the %d deferred", n, deferred)
 	}
-	if last := latestSlot(queue); last.Sub(t0) < 14*time.Second {
+	if last := latestSlot(pending); last.Sub(t0) < 14*time.Second {
 		t.Fatalf("the last slot booked is t0+%v, want about 15 s ahead", last.Sub(t0))
 	}
 
 	// The queue hands each job back at its slot, earliest first.
 	deliveries := 0
 	history := map[string][]string{} // what each delivery of a job came to
-	for ; len(queue) > 0; deliveries++ {
+	for ; len(pending) > 0; deliveries++ {
 		if deliveries > 20*jobs {
-			t.Fatalf("%d jobs still queued after %d deliveries", len(queue), deliveries)
+			t.Fatalf("%d jobs still queued after %d deliveries", len(pending), deliveries)
 		}
-		sort.SliceStable(queue, func(i, j int) bool { return deliverAt(queue[i]).Before(deliverAt(queue[j])) })
-		j := queue[0]
-		queue = queue[1:]
+		sort.SliceStable(pending, func(i, j int) bool { return deliverAt(pending[i]).Before(deliverAt(pending[j])) })
+		j := pending[0]
+		pending = pending[1:]
 		if at := deliverAt(j); at.After(clock.Now()) {
 			clock.Set(at)
 		}
@@ -100,12 +101,12 @@ func TestDeferredSlotsAfterAThrottleHalveOnce(t *testing.T) {
 		}
 		history[j.ID] = append(history[j.ID], fmt.Sprintf("at t0+%v (slot t0+%v, due t0+%v): %s %q slot t0+%v", clock.Now().Sub(t0), j.Slot.Sub(t0), j.Due.Sub(t0), res.Outcome, res.Reason, res.Slot.Sub(t0)))
 		if res.Outcome == dispatch.Deferred {
-			queue = append(queue, takeDeferred(t, p, 1, seen)...)
+			pending = append(pending, takeDeferred(t, p, 1, seen)...)
 		}
 		// A send the SDK retried after a lost answer is a second message:
 		// take it too, or the message it stood in for waits in the queue.
 		if n := visible(t, p); n > 0 {
-			queue = append(queue, takeDeferred(t, p, n, seen)...)
+			pending = append(pending, takeDeferred(t, p, n, seen)...)
 		}
 	}
 
@@ -125,7 +126,7 @@ func TestDeferredSlotsAfterAThrottleHalveOnce(t *testing.T) {
 	if err := window.Check(accepted, window.Limit{Rate: 10, Burst: 2}); err != nil {
 		t.Error(err)
 	}
-	st, err := newWorker(t, p.table, limiter.WithClock(clock.Now)).State(ctx, limiter.Bucket{Key: all[0].BucketKey(), Limit: p.limit, Adaptive: p.adaptive})
+	st, err := newWorker(t, p.table, limiter.WithClock(clock.Now)).State(ctx, limiter.Bucket{Key: config.BucketKey("booking_com", "cred-1", "rates"), Limit: p.limit, Adaptive: p.adaptive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func manualDispatcher(t *testing.T, p *pipeline, clock *manualClock, db limiter.
 	d := &dispatch.Dispatcher{
 		Routes: p, Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lim,
 		Sleep: func(_ context.Context, w time.Duration) error { clock.Set(clock.Now().Add(w)); return nil },
-		Queue: &deferral.Queue{SQS: undelayed{emulator.SQS(t)}, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: clock.Now},
+		Queue: &queue.Queue{SQS: undelayed{emulator.SQS(t)}, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: clock.Now},
 	}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)

@@ -207,8 +207,12 @@ func TestLostResponsesAreNotChargedTwice(t *testing.T) {
 }
 
 // An operator's Reset reaches a warm worker, whose cache had the bucket
-// penalized for 10 minutes, within the denial cache age; so does deleting
-// the item by hand.
+// penalized for 10 minutes, at once: a denial from a penalty above the
+// booked horizon is confirmed by a write, and the write sees the Reset; so
+// does deleting the item by hand. A denial from booked slots, which a
+// Reset keeps, is answered from the cache, and only a deletion by hand
+// (which drops the booked slots) takes up to the denial cache age to reach
+// it.
 func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 	for _, how := range []string{"Reset", "DeleteItem"} {
 		t.Run(how, func(t *testing.T) {
@@ -222,33 +226,35 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 			if err := op.Penalize(ctx, b, clock.Now().Add(10*time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) {
-				t.Fatalf("Take after the penalty = %v, want denied", err)
-			}
-			before := warm.calls.Updates()
-			if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Updates() != before {
-				t.Fatalf("warm Take = %v after %d writes, want a denial from the cache", err, warm.calls.Updates()-before)
-			}
-			if how == "Reset" {
-				if err := op.Reset(ctx, b); err != nil {
-					t.Fatal(err)
+			for i := range 2 {
+				before := warm.calls.Updates()
+				if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Updates()-before != 1 {
+					t.Fatalf("warm Take %d after the penalty = %v after %d writes, want denied by one write", i, err, warm.calls.Updates()-before)
 				}
-			} else {
+			}
+			undo := func() {
+				t.Helper()
+				if how == "Reset" {
+					if err := op.Reset(ctx, b); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
 				_, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
 					Key: map[string]types.AttributeValue{limiter.KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}}})
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
+			undo()
 			// The operator's own limiter sees it at once.
 			if _, err := op.Take(ctx, b, 1); how == "Reset" && err != nil {
 				t.Fatalf("the resetting worker's Take = %v, want granted", err)
 			}
-			clock.Set(clock.Now().Add(limiter.DefaultDenialCacheAge + time.Microsecond))
-			before = warm.calls.Updates()
+			before := warm.calls.Updates()
 			r, err := warm.Reserve(ctx, b, 1, 15*time.Minute)
 			if err != nil || r.Delay(clock.Now()) > 0 {
-				t.Fatalf("warm Reserve %v after the %s = %+v, %v; want granted now", limiter.DefaultDenialCacheAge, how, r, err)
+				t.Fatalf("warm Reserve right after the %s = %+v, %v; want granted now", how, r, err)
 			}
 			if w := warm.calls.Updates() - before; w > 2 {
 				t.Fatalf("the warm worker's grant cost %d writes, want at most 2", w)
@@ -256,6 +262,28 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 			r, err = warm.Take(ctx, b, 1)
 			if err != nil || !r.Slot.Equal(clock.Now()) {
 				t.Fatalf("next warm Take = %+v, %v; want granted now", r, err)
+			}
+			if how == "Reset" {
+				return
+			}
+
+			// Booked 5.5 s ahead: the denial comes from the cache, before
+			// and after the item is deleted, until the cache age passes.
+			if _, err := warm.ReserveBatch(ctx, b, limiter.BatchRequest{N: 55, MaxDelay: 5 * time.Second, Partial: true}); err != nil {
+				t.Fatal(err)
+			}
+			for _, when := range []string{"before", "after"} {
+				if when == "after" {
+					undo()
+				}
+				before = warm.calls.Updates()
+				if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Updates() != before {
+					t.Fatalf("warm Take on booked slots %s the deletion = %v after %d writes, want a denial from the cache", when, err, warm.calls.Updates()-before)
+				}
+			}
+			clock.Set(clock.Now().Add(limiter.DefaultDenialCacheAge + time.Microsecond))
+			if r, err := warm.Take(ctx, b, 1); err != nil || !r.Slot.Equal(clock.Now()) {
+				t.Fatalf("warm Take %v after the deletion = %+v, %v; want granted now", limiter.DefaultDenialCacheAge, r, err)
 			}
 		})
 	}

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
@@ -24,7 +24,7 @@ import (
 func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
 	lim := limiter.PerSecond(20, 20)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
-	cfg, err := connections.Parse([]byte(fmt.Sprintf(`{
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
   "channels": {"booking_com": {
     "base_url": %q, "allow_http": true,
     "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": 20, "burst": 20},

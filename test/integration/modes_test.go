@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/localshare"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
@@ -33,7 +33,7 @@ func TestLocalShareKeepsPushingThroughALimiterOutage(t *testing.T) {
 	r.downTable = r.table
 	// Each worker is one process of the fleet: 2 × perQueue of them, the N
 	// each local share divides by.
-	r.tune = func(d *dispatch.Dispatcher) { d.LocalShare = localshare.New(2 * perQueue) }
+	r.tune = func(d *dispatch.Dispatcher) { d.LocalShare = fallback.New(2 * perQueue) }
 	r.linger = 100 * time.Millisecond
 	// Eight hotels on one credential: sixteen lanes want more than the
 	// bucket's 4/s, so the limit, not the changes, sets the pace.

@@ -15,11 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/fleetbucket/fleetbucket/sdk/deferral"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -83,7 +84,7 @@ func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no endpoint %q", j.Channel, j.Endpoint)
 	}
 	return dispatch.Route{
-		Bucket: limiter.Bucket{Key: j.BucketKey(), Limit: p.limit, Adaptive: p.adaptive},
+		Bucket: limiter.Bucket{Key: config.BucketKey(j.Channel, j.Credential, j.Endpoint), Limit: p.limit, Adaptive: p.adaptive},
 		URL:    p.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
 	}, nil
@@ -102,7 +103,7 @@ func (c countingSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, 
 
 type workerOpts struct {
 	db     limiter.DynamoDBAPI // default: a fresh emulator client
-	sqs    deferral.SQSAPI     // default: a counting emulator client
+	sqs    queue.SQSAPI        // default: a counting emulator client
 	now    func() time.Time
 	policy dispatch.Policy
 }
@@ -139,7 +140,7 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 	}
 	d := &dispatch.Dispatcher{
 		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim,
-		Queue: &deferral.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
+		Queue: &queue.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
 	}
 	if err := d.Validate(); err != nil {
 		p.t.Fatal(err)
@@ -350,7 +351,7 @@ func (p *pipeline) receiveDLQ() map[string]string {
 			return got
 		}
 		for _, m := range out.Messages {
-			got[aws.ToString(m.Body)] = aws.ToString(m.MessageAttributes[deferral.ReasonAttribute].StringValue)
+			got[aws.ToString(m.Body)] = aws.ToString(m.MessageAttributes[queue.ReasonAttribute].StringValue)
 			_, _ = p.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &p.dlqURL, ReceiptHandle: m.ReceiptHandle})
 		}
 	}

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
@@ -43,7 +43,7 @@ func changeEvent(id string, seq int64, kind, from, to string, values map[string]
 
 func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
 	t.Helper()
-	cfg, err := connections.Parse([]byte(connectionsJSON(p.ota.URL(), lim)))
+	cfg, err := config.Parse([]byte(connectionsJSON(p.ota.URL(), lim)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,9 @@ type Config struct {
 	// EnforceWindow or EnforceNone. HiddenLimit needs EnforceGCRA.
 	Enforce Enforcement
 
-	// Credentials are the accepted bearer tokens. Empty accepts any
-	// non-empty token, for tests that do not care about authentication.
+	// Credentials are the accepted bearer tokens (with Wire: usernames).
+	// Empty accepts any non-empty one, for tests that do not care about
+	// authentication.
 	Credentials []string
 
 	// Now is the vendor's clock, read once per request. Tests inject a
@@ -64,6 +65,10 @@ type Config struct {
 	// OmitRateLimitHeaders drops X-RateLimit-Limit and
 	// X-RateLimit-Remaining, for clients that must cope without them.
 	OmitRateLimitHeaders bool
+
+	// Wire, when set, makes the mock take a vendor's own message format
+	// (see Wire) instead of fleetbucket's JSON body, which is the default.
+	Wire *Wire
 
 	// Port is the port to listen on at 127.0.0.1; 0 picks a free one,
 	// which is what tests running in parallel need.
@@ -105,6 +110,9 @@ func (c Config) validate() error {
 	}
 	if c.Latency < 0 {
 		return fmt.Errorf("mockota: Latency %v, want ≥ 0", c.Latency)
+	}
+	if err := c.Wire.validate(); err != nil {
+		return err
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("mockota: Port %d, want 0..65535", c.Port)

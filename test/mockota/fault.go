@@ -30,11 +30,45 @@ func (s *Server) FailNext(jobID string, status int, times int) {
 	}
 }
 
-// injected pops the next injected failure for jobID, or 0. The caller holds
-// s.mu.
-func (s *Server) injected(jobID string) int {
+// FailMatching makes every request that passes the rate limit and that
+// match accepts answer status (400–599) until stop is called: a vendor
+// that refuses any push carrying one bad item, or is down for longer than
+// any retry budget, whatever job ids the pushes carry. Injected as
+// FailNext's failures are (charged a token, no Retry-After); a FailNext
+// queued for the request's job id comes first. match runs under the
+// server's lock and must not call the Server.
+func (s *Server) FailMatching(status int, match func(Request) bool) (stop func()) {
+	if status < 400 || status > 599 {
+		panic(fmt.Sprintf("mockota: FailMatching status %d, want 400–599", status))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := &matchFailure{status: status, match: match}
+	s.matching = append(s.matching, f)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		f.stopped = true
+	}
+}
+
+type matchFailure struct {
+	status  int
+	match   func(Request) bool
+	stopped bool
+}
+
+// injected pops the next injected failure for rec's job id, or answers
+// the first FailMatching that matches rec, or 0. The caller holds s.mu.
+func (s *Server) injected(rec Request) int {
+	jobID := rec.JobID
 	q := s.failures[jobID]
 	if len(q) == 0 {
+		for _, f := range s.matching {
+			if !f.stopped && f.match(rec) {
+				return f.status
+			}
+		}
 		return 0
 	}
 	if len(q) == 1 {

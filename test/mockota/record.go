@@ -27,10 +27,18 @@ type Request struct {
 	// (accepted, refused with 429, or failed on purpose by FailNext): one
 	// the vendor counts.
 	Metered bool
+	// Refused says the vendor answered with an error in the body (a
+	// Config.Wire format's 200 with Errors): not applied, whatever the
+	// status.
+	Refused bool
 	Body    []byte
 }
 
 func accepted(status int) bool { return status >= 200 && status < 300 }
+
+// applied reports whether the vendor applied r: a 2xx that carried no
+// error in its body.
+func (r Request) applied() bool { return accepted(r.Status) && !r.Refused }
 
 // Requests returns every request received, in the order the limiter decided
 // them (arrival order), including malformed and refused ones.
@@ -38,10 +46,10 @@ func (s *Server) Requests() []Request {
 	return s.filter(func(Request) bool { return true })
 }
 
-// Accepted returns the requests answered 2xx, in arrival order: what the
-// vendor actually applied.
+// Accepted returns the requests answered 2xx without an error in the body,
+// in arrival order: what the vendor actually applied.
 func (s *Server) Accepted() []Request {
-	return s.filter(func(r Request) bool { return accepted(r.Status) })
+	return s.filter(func(r Request) bool { return r.applied() })
 }
 
 // Count429 is the number of requests answered 429, injected ones included:
@@ -65,7 +73,7 @@ func (s *Server) AcceptedByJob() map[string]int {
 	defer s.mu.Unlock()
 	m := make(map[string]int)
 	for _, r := range s.log {
-		if accepted(r.Status) {
+		if r.applied() {
 			m[r.JobID]++
 		}
 	}
@@ -80,7 +88,7 @@ func (s *Server) AcceptedTimes(credential, endpoint string) []time.Time {
 	defer s.mu.Unlock()
 	var ts []time.Time
 	for _, r := range s.log {
-		if accepted(r.Status) && r.Credential == credential && r.Endpoint == endpoint {
+		if r.applied() && r.Credential == credential && r.Endpoint == endpoint {
 			ts = append(ts, r.At)
 		}
 	}
@@ -142,7 +150,7 @@ func (s *Server) CheckWindows() error {
 	s.mu.Lock()
 	byBucket := map[bucketKey][]time.Time{}
 	for _, r := range s.log {
-		if accepted(r.Status) && r.Metered {
+		if r.applied() && r.Metered {
 			k := bucketKey{r.Credential, r.Endpoint}
 			byBucket[k] = append(byBucket[k], r.At)
 		}

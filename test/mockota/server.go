@@ -32,6 +32,7 @@ type Server struct {
 	buckets  map[bucketKey]tats
 	windows  map[bucketKey]*window.Log
 	failures map[string][]int
+	matching []*matchFailure
 	log      []Request
 	// hiddenWindow is the limit SetHiddenWindow set (nil: none), and
 	// hiddenLogs its arrivals per bucket.
@@ -94,7 +95,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := Request{JobID: r.Header.Get("X-Job-Id")}
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	rec.Body = body
-	status, msg := s.check(r, &rec, body, readErr)
+	var wire *wireRequest
+	var status int
+	var msg string
+	if s.cfg.Wire != nil {
+		wire = s.checkWire(r, &rec, body, readErr)
+		status, msg = wire.status, wire.msg
+	} else {
+		status, msg = s.check(r, &rec, body, readErr)
+	}
 
 	var v verdict
 	limited := false
@@ -112,10 +121,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case !v.allowed:
 			status, msg = http.StatusTooManyRequests, "rate limit exceeded"
 		default:
-			if status = s.injected(rec.JobID); status != 0 {
+			if status = s.injected(rec); status != 0 {
 				msg = "injected failure"
 			} else {
 				status = http.StatusOK
+				if wire != nil && wire.refusal != nil {
+					// Refused in the body: charged, answered, not applied.
+					status, rec.Refused = wire.refusal.Status, true
+				}
 			}
 		}
 	}
@@ -148,6 +161,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Allow", http.MethodPost)
 	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer realm="mockota"`)
+	}
+	if wire != nil {
+		h.Set("Content-Type", "text/xml")
+		w.WriteHeader(status)
+		_, _ = w.Write(wire.answer(status, msg))
+		return
 	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(answer{OK: accepted(status), JobID: rec.JobID, Error: msg})

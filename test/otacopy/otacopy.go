@@ -2,7 +2,9 @@
 // accepted, in arrival order: the value and sequence of every (hotel,
 // kind, room type, rate plan, date), and when each sequence first arrived.
 // Tests and the pipeline demo check the pipeline against it: it decodes
-// the wire format itself and shares no code with sdk/syncer.
+// the wire format itself and shares no code with sdk/pipeline/syncer;
+// BuildWire reads the vendors' XML formats with test/otaformat, which
+// shares none with sdk/pipeline/format.
 package otacopy
 
 import (

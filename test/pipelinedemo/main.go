@@ -1,6 +1,6 @@
 // Command pipelinedemo runs the whole sync pipeline on the local stack: a
 // stream of PMS change events on the changes queue, a fleet of sync
-// workers (the function's own code, sdk/syncer, fed by pollers that play
+// workers (the function's own code, sdk/pipeline/syncer, fed by pollers that play
 // the SQS event source mappings), the deferred and dead-letter queues, and
 // mock OTAs that enforce their published limits. It prints progress, then
 // a report per channel endpoint.

@@ -17,16 +17,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/fleetbucket/fleetbucket/sdk/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
-	"github.com/fleetbucket/fleetbucket/sdk/deferral"
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
-	"github.com/fleetbucket/fleetbucket/sdk/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	"github.com/fleetbucket/fleetbucket/sdk/syncer"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
@@ -140,7 +140,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer srv.Close()
 		otas[ch.name] = srv
 	}
-	cfg, err := connections.Parse([]byte(connectionsJSON(otas, lim)))
+	cfg, err := config.Parse([]byte(connectionsJSON(otas, lim)))
 	if err != nil {
 		return err
 	}
@@ -190,6 +190,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		wg.Go(func() { pl.Run(runCtx) })
 	}
+	// As the stack's schedule does every syncer.SweepInterval, a sweeper
+	// pushes the lanes whose job ended undelivered; a demo lasts minutes,
+	// so it sweeps more often.
+	sweeper, err := newWorker(st, cfg, t, o.fillQuota)
+	if err != nil {
+		return err
+	}
+	wg.Go(func() { sweepEvery(runCtx, sweeper, demoSweepInterval, t) })
 	start := time.Now()
 	sent := make(chan int, 1)
 	go func() { sent <- produce(runCtx, st, o, tr) }()
@@ -215,7 +223,29 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	return report(out, o, lim, otas, t, tr, time.Since(start))
 }
 
-func newWorker(st *stack, cfg *connections.Config, t *tally, fillQuota bool) (*syncer.Syncer, error) {
+// demoSweepInterval is the demo's stand-in for syncer.SweepInterval.
+const demoSweepInterval = 30 * time.Second
+
+// sweepEvery calls Sweep every interval until ctx ends, counting what
+// became of the jobs it scheduled.
+func sweepEvery(ctx context.Context, sy *syncer.Syncer, interval time.Duration, t *tally) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rep, err := sy.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "pipelinedemo: sweep: %v\n", err)
+		}
+		t.add([]syncer.MessageResult{{Jobs: rep.Results}})
+	}
+}
+
+func newWorker(st *stack, cfg *config.Config, t *tally, fillQuota bool) (*syncer.Syncer, error) {
 	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg, emulator.ForEmulator), limiterTable: st.table, t: t}
 	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
@@ -229,7 +259,7 @@ func newWorker(st *stack, cfg *connections.Config, t *tally, fillQuota bool) (*s
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Lanes: &lane.Store{DB: db, Table: st.stateTable},
 		Token: func(env string) string { return "token-" + env }, FillQuota: fillQuota}
 	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
-		Queue: &deferral.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
+		Queue: &queue.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
 	if t.trace != nil {
 		sy.Dispatcher.Limiter = tracedLimiter{Limiter: lim, t: t.trace}
 		sy.Dispatcher.Pusher = tracedPusher{Pusher: push, t: t.trace}

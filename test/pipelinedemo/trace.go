@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/job"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // tracer writes one line per event a worker sees (-trace), for finding

@@ -38,10 +38,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
-	"github.com/fleetbucket/fleetbucket/sdk/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/test/bench/benchkit"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -49,7 +49,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-type config struct {
+type benchConfig struct {
 	Workers      int           `json:"workers"`
 	Rate         float64       `json:"configured_rate"`
 	Burst        int           `json:"configured_burst"`
@@ -70,7 +70,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := config{Workers: 8, Rate: 20, Burst: 20, HiddenBurst: 5, Hidden: 60 * time.Second, Raised: 60 * time.Second,
+	c := benchConfig{Workers: 8, Rate: 20, Burst: 20, HiddenBurst: 5, Hidden: 60 * time.Second, Raised: 60 * time.Second,
 		Settle: 10 * time.Second, ProcessFloor: 0.5}
 	var jsonOut, env string
 	var quietSeconds float64
@@ -95,8 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The bucket the connections file would give an endpoint with
 	// "adaptive": {} and this limit, or the flags' overrides.
-	spec := connections.AdaptiveSpec{QuietSeconds: quietSeconds, Increase: c.Increase}
-	ad := connections.Endpoint{Limit: connections.LimitSpec{Rate: c.Rate, Burst: c.Burst}, Adaptive: &spec}.AdaptiveLimit()
+	spec := config.AdaptiveSpec{QuietSeconds: quietSeconds, Increase: c.Increase}
+	ad := config.Endpoint{Limit: config.LimitSpec{Rate: c.Rate, Burst: c.Burst}, Adaptive: &spec}.AdaptiveLimit()
 	c.Quiet, c.Increase, c.MinRate = ad.Quiet, ad.Increase, ad.MinRate
 	res, err := bench(ctx, c, ad, stderr)
 	if err != nil {
@@ -126,7 +126,7 @@ type fleet struct {
 	work  func(ctx context.Context, i int)
 }
 
-func bench(ctx context.Context, c config, ad *limiter.Adaptive, log io.Writer) ([]result, error) {
+func bench(ctx context.Context, c benchConfig, ad *limiter.Adaptive, log io.Writer) ([]result, error) {
 	awsCfg, err := benchkit.Config(ctx)
 	if err != nil {
 		return nil, err
@@ -302,7 +302,7 @@ type result struct {
 	Throttled    []int   `json:"throttled_per_5s"`
 }
 
-func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls, reads int64) result {
+func analyze(name string, reqs []mockota.Request, t0 time.Time, c benchConfig, calls, reads int64) result {
 	r := result{Name: name, Last429First: -1, FoundAfter: -1, CallsPerPush: -1, ReadsPerPush: -1}
 	hidden, total := c.Hidden.Seconds(), (c.Hidden + c.Raised).Seconds()
 	settle := c.Settle.Seconds()
@@ -361,7 +361,7 @@ func analyze(name string, reqs []mockota.Request, t0 time.Time, c config, calls,
 	return r
 }
 
-func markdown(c config, res []result, env string) string {
+func markdown(c benchConfig, res []result, env string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## (h) Hidden limit at half the configured rate, then raised back (`scripts/bench.sh -a`)\n\n")
 	if env != "" {

@@ -1,5 +1,5 @@
 // Command benchreport turns the output of the benchmark suite into the
-// Markdown report docs/benchmarks.md: a summary table, then the details of
+// Markdown report docs/bench/report.md: a summary table, then the details of
 // each comparison. scripts/bench.sh runs the benchmarks and then this:
 //
 //	benchreport -bench bench.txt -bench benchcompare.txt \

@@ -105,7 +105,7 @@ func report(r results, seed *seedResults, seedTable, chart, env string, fair *fa
 
 	p("\n## (c) Deferral at 10× overload\n\n")
 	p("60 push jobs enqueued at once on a bucket of rate 6/s (burst 6), 4 workers, moto SQS (short polls), the mock OTA ")
-	p("enforcing the same limit. *reserve-defer* is `sdk/dispatch` with `sdk/deferral` as the pipeline wires them: ")
+	p("enforcing the same limit. *reserve-defer* is `sdk/pipeline/dispatch` with `sdk/pipeline/queue` as the pipeline wires them: ")
 	p("reserve a slot, and if it is more than a second away defer the job holding it. *take-or-defer*: `Take`; ")
 	p("when denied, defer the job with `DelaySeconds = ceil(RetryAfter)` and `Take` again on redelivery. ")
 	p("A re-deferral is a deferral of a job beyond its first.\n\n")
@@ -156,7 +156,7 @@ func report(r results, seed *seedResults, seedTable, chart, env string, fair *fa
 	p("consistent GetItem, then a PutItem that, with its race check on, is guarded by the item's version (its first write ")
 	p("to a missing item carries no condition). The library wants a distributed lock around the two (etcd, Consul, ")
 	p("ZooKeeper, Redis, PostgreSQL or memcached), none of which a DynamoDB-only fleet has, so it runs with its no-op ")
-	p("lock (`LockNoop`): the mode DESIGN.md measured. *No race check* is the same with an unconditional PutItem. It is a ")
+	p("lock (`LockNoop`): the mode docs/design.md warns against. *No race check* is the same with an unconditional PutItem. It is a ")
 	p("dependency of `test/benchcompare` only, a module of its own.\n")
 	p("- moto serves one DynamoDB request at a time (about 250–300 a second here): a fleet that spends 20+ requests per ")
 	p("grant saturates it, which is why the guarded common bucket grants fewer tokens than the limit allows at 16 workers. ")

@@ -13,7 +13,7 @@
 // sent per second and the 429s. It prints a Markdown table, writes the chart
 // as SVG (-out) and the numbers as JSON (-json). With the local stack up:
 //
-//	cd test/benchcompare && go run ./cmd/seedfigure -out ../../docs/fleet-vs-local.svg
+//	cd test/benchcompare && go run ./cmd/seedfigure -out ../../docs/bench/fleet-vs-local.svg
 //
 // scripts/bench.sh runs it with the rest of the benchmarks.
 package main
@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 20, "the vendor's quota, requests per second per credential (> 0)")
 	fs.IntVar(&o.burst, "burst", 20, "the vendor's burst (≥ 1)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long each run sends (≥ 2s: the first second is the burst)")
-	fs.StringVar(&o.out, "out", "", "write the chart here as SVG (e.g. docs/fleet-vs-local.svg)")
+	fs.StringVar(&o.out, "out", "", "write the chart here as SVG (e.g. docs/bench/fleet-vs-local.svg)")
 	fs.StringVar(&o.jsonOut, "json", "", "write the numbers here as JSON")
 	fs.StringVar(&o.from, "from", "", "measure nothing: read the numbers from this -json file and print and draw them")
 	if err := fs.Parse(args); err != nil {

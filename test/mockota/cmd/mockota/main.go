@@ -73,8 +73,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	var (
-		o     options
-		creds string
+		o            options
+		creds, rooms string
+		wire         string
 	)
 	fs.Float64Var(&o.cfg.Limit.Rate, "rate", 10, "published limit: tokens per second, > 0")
 	fs.IntVar(&o.cfg.Limit.Burst, "burst", 20, "published limit: bucket size, ≥ 1")
@@ -83,6 +84,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&hidden.Burst, "hidden-burst", 0, "unpublished stricter limit: bucket size (0 = none; set with -hidden-rate)")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the server's URL to this file once listening (removed on exit)")
 	fs.StringVar(&creds, "credentials", "", "comma-separated accepted bearer credentials (empty = any)")
+	fs.StringVar(&wire, "format", "json", "message format taken: json (fleetbucket's body), opentravel (Booking.com B.XML) or expedia-ar")
+	fs.StringVar(&rooms, "mapped-rooms", "", "with -format opentravel or expedia-ar: comma-separated room types the vendor has mapped (empty = all); others are refused in a 200")
 	fs.IntVar(&o.cfg.Port, "port", 0, "port on 127.0.0.1 (0 = any free port)")
 	fs.DurationVar(&o.cfg.Latency, "latency", 0, "delay before every answer, e.g. 20ms")
 	fs.BoolVar(&o.cfg.RetryAfterHTTPDate, "retry-after-date", false, "send Retry-After as an HTTP-date instead of seconds")
@@ -123,6 +126,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			}
 			o.cfg.Credentials = append(o.cfg.Credentials, c)
 		}
+	}
+	switch wire {
+	case "json":
+		if rooms != "" {
+			return usage("-mapped-rooms needs -format opentravel or expedia-ar")
+		}
+	case mockota.WireOpenTravel, mockota.WireExpediaAR:
+		o.cfg.Wire = &mockota.Wire{Format: wire}
+		for r := range strings.SplitSeq(rooms, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				o.cfg.Wire.MappedRooms = append(o.cfg.Wire.MappedRooms, r)
+			}
+		}
+	default:
+		return usage("-format %q, want json, opentravel or expedia-ar", wire)
 	}
 	if o.cfg.Port < 0 || o.cfg.Port > 65535 {
 		return usage("-port %d, want 0..65535", o.cfg.Port)

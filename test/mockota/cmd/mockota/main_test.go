@@ -38,6 +38,10 @@ func TestParseFlags(t *testing.T) {
 		{"window enforcement", []string{"-enforce", "window"}, ""},
 		{"unknown enforcement", []string{"-enforce", "strict"}, "-enforce"},
 		{"hidden limit needs gcra", []string{"-enforce", "window", "-hidden-rate", "5", "-hidden-burst", "10"}, "need -enforce gcra"},
+		{"opentravel", []string{"-format", "opentravel", "-mapped-rooms", "DBL, SGL"}, ""},
+		{"expedia-ar", []string{"-format", "expedia-ar"}, ""},
+		{"unknown format", []string{"-format", "edifact"}, `-format "edifact"`},
+		{"mapped rooms need an XML format", []string{"-mapped-rooms", "DBL"}, "-mapped-rooms needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -59,6 +63,16 @@ func TestParseFlags(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("format", func(t *testing.T) {
+		o, err := parseFlags([]string{"-format", "opentravel", "-mapped-rooms", "DBL, SGL"}, &bytes.Buffer{})
+		if err != nil || o.cfg.Wire == nil || o.cfg.Wire.Format != "opentravel" || strings.Join(o.cfg.Wire.MappedRooms, "|") != "DBL|SGL" {
+			t.Fatalf("parseFlags = %+v, %v", o.cfg.Wire, err)
+		}
+		if o, _ := parseFlags(nil, &bytes.Buffer{}); o.cfg.Wire != nil {
+			t.Fatalf("json by default, got %+v", o.cfg.Wire)
+		}
+	})
 
 	t.Run("values", func(t *testing.T) {
 		o, err := parseFlags([]string{"-rate", "20", "-burst", "40", "-hidden-rate", "5", "-hidden-burst", "10", "-credentials", "a, b"}, &bytes.Buffer{})

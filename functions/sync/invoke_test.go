@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/sdk/emf"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+)
+
+// An invocation that is neither an SQS batch nor the schedule's sweep is
+// refused with what it was, rather than handled as an empty batch.
+func TestInvokeRefusesWhatItCannotRoute(t *testing.T) {
+	h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: &emf.Counters{}}
+	for _, raw := range []string{`{"action":"sweep-all"}`, `{"source":"aws.events"}`, `[1]`} {
+		if _, err := h.Invoke(context.Background(), json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), "neither an SQS batch") {
+			t.Errorf("Invoke(%s) = %v, want it refused", raw, err)
+		}
+	}
+}
+
+// A credential refusal is counted for its alarm.
+func TestCredentialRefusalIsCounted(t *testing.T) {
+	h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: &emf.Counters{}}
+	h.observe(dispatch.Result{Outcome: dispatch.Deferred, CredentialRefused: true}, "")
+	h.observe(dispatch.Result{Outcome: dispatch.Pushed, Pushes: 1}, "")
+	if got := flushed(t, h); got["CredentialRefusals"] != 1 {
+		t.Errorf("CredentialRefusals = %v, want 1", got["CredentialRefusals"])
+	}
+}

@@ -1,0 +1,53 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
+)
+
+// FormatName is the channel's message format: its "format", or "json".
+func (ch Channel) FormatName() string {
+	if ch.Format == "" {
+		return format.JSON
+	}
+	return ch.Format
+}
+
+// MessageFormat is the channel's registered format.
+func (ch Channel) MessageFormat() (format.Format, error) {
+	f, ok := format.Lookup(ch.FormatName())
+	if !ok {
+		return nil, fmt.Errorf("format %q is not registered, want one of %s (a Go program may format.Register its own before loading the config)",
+			ch.FormatName(), strings.Join(format.Names(), ", "))
+	}
+	return f, nil
+}
+
+// Shape is what one request to the endpoint may hold, for format.Encode:
+// max_items and max_bytes (defaults applied), split_by and
+// kinds_per_message.
+func (e Endpoint) Shape() format.Shape {
+	maxItems, maxBytes := e.RequestLimits()
+	return format.Shape{MaxItems: maxItems, MaxBytes: maxBytes, SplitBy: e.SplitBy, KindsPerMessage: max(e.KindsPerMessage, 1)}
+}
+
+// validateFormat checks a channel's format and its endpoints' shaping keys;
+// at is the channel's place in the file.
+func validateFormat(at string, ch Channel) []error {
+	var errs []error
+	if _, err := ch.MessageFormat(); err != nil {
+		errs = append(errs, fmt.Errorf("%s.format: %v", at, err))
+	}
+	for _, name := range sortedKeys(ch.Endpoints) {
+		ep := ch.Endpoints[name]
+		if s := ep.SplitBy; s != "" && s != format.SplitMonth && s != format.SplitNone {
+			errs = append(errs, fmt.Errorf("%s.endpoints.%s.split_by: %q, want %q or %q (default: the format's own)", at, name, s, format.SplitMonth, format.SplitNone))
+		}
+		if k := ep.KindsPerMessage; k < 0 || k > len(Kinds) {
+			errs = append(errs, fmt.Errorf("%s.endpoints.%s.kinds_per_message: %d, want 1 (the default) to %d", at, name, k, len(Kinds)))
+		}
+	}
+	return errs
+}

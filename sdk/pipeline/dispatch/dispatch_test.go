@@ -1,0 +1,443 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// clock is a fake clock that sleeping advances.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Sleep(_ context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return nil
+}
+
+// reserver hands out slots T apart from now, after failing with the
+// scripted errors.
+type reserver struct {
+	clock *clock
+	fail  []error
+	calls int
+	next  time.Time
+	T     time.Duration
+}
+
+func (r *reserver) Reserve(_ context.Context, b limiter.Bucket, _ int, _ time.Duration) (limiter.Reservation, error) {
+	r.calls++
+	if len(r.fail) > 0 {
+		err := r.fail[0]
+		r.fail = r.fail[1:]
+		return limiter.Reservation{}, err
+	}
+	slot := r.clock.Now()
+	if r.next.After(slot) {
+		slot = r.next
+	}
+	r.next = slot.Add(r.T)
+	return limiter.Reservation{Key: b.Key, Tokens: 1, Slot: slot}, nil
+}
+
+type pusher struct {
+	bodies []string
+	stamps []*limiter.Stamp // each push's Request.Stamp
+	err    error
+}
+
+func (p *pusher) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
+	p.bodies = append(p.bodies, string(req.Body))
+	p.stamps = append(p.stamps, req.Stamp)
+	return otapush.Response{Attempts: 1}, p.err
+}
+
+type deferred struct {
+	j    job.Job
+	wait time.Duration
+}
+
+type fakeQueue struct {
+	deferred []deferred
+	dead     []string
+}
+
+func (q *fakeQueue) Defer(_ context.Context, j job.Job, wait time.Duration) error {
+	q.deferred = append(q.deferred, deferred{j, wait})
+	return nil
+}
+
+func (q *fakeQueue) DeadLetter(_ context.Context, body, reason string) error {
+	q.dead = append(q.dead, reason)
+	return nil
+}
+
+type router struct{ rotated *bool }
+
+// RefreshCredential reports a rotated token when the test says so.
+func (r router) RefreshCredential(job.Job) bool { return r.rotated != nil && *r.rotated }
+
+func (router) Route(job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{}}, nil
+}
+
+// work is a scripted Work: Begin returns beginErr or a body; Done hands
+// back `more` further jobs, each not before linger after the last.
+type work struct {
+	clock    *clock
+	beginErr error
+	more     int
+	linger   time.Duration
+	holds    int
+	done     int
+}
+
+func (w *work) Begin(_ context.Context, j job.Job) (job.Job, Payload, error) {
+	if w.beginErr != nil {
+		return j, Payload{}, w.beginErr
+	}
+	return j, Payload{Body: []byte("state of " + j.ID), Items: 2}, nil
+}
+
+func (w *work) Done(_ context.Context, j job.Job, _ Payload) (*job.Job, error) {
+	w.done++
+	if w.more == 0 {
+		return nil, nil
+	}
+	w.more--
+	next := j
+	next.ID = j.ID + "+"
+	next.Slot = time.Time{}
+	next.NotBefore = w.clock.Now().Add(w.linger)
+	return &next, nil
+}
+
+func (w *work) Hold(context.Context, job.Job, time.Time) error {
+	w.holds++
+	return nil
+}
+
+type rig struct {
+	clock *clock
+	lim   *reserver
+	push  *pusher
+	queue *fakeQueue
+	work  *work
+	d     *Dispatcher
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	r := &rig{clock: c, lim: &reserver{clock: c, T: 250 * time.Millisecond}, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
+	r.d = &Dispatcher{Routes: router{}, Limiter: r.lim, Pusher: r.push, Queue: r.queue, Work: r.work, Policy: DefaultPolicy,
+		Now: c.Now, Sleep: c.Sleep}
+	if err := r.d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func testJob(now time.Time) job.Job {
+	return job.Job{ID: "lane@tok", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: now}
+}
+
+func TestHandleJob(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(r *rig)
+		check func(t *testing.T, r *rig, res Result)
+	}{
+		{"contention is retried at once, never deferred", func(r *rig) {
+			r.lim.fail = []error{fmt.Errorf("lost every race: %w", limiter.ErrContended), fmt.Errorf("again: %w", limiter.ErrContended)}
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Pushed || len(r.queue.deferred) != 0 || r.lim.calls != 3 {
+				t.Fatalf("result %+v after %d reservations and %d deferrals; want pushed after 3, none deferred", res, r.lim.calls, len(r.queue.deferred))
+			}
+		}},
+		{"a lane with more pending pushes again in the same call", func(r *rig) {
+			r.work.more, r.work.linger = 2, 300*time.Millisecond
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Pushed || res.Pushes != 3 || res.Items != 6 || len(r.push.bodies) != 3 {
+				t.Fatalf("result %+v with %d pushes; want 3 pushes of 2 items", res, len(r.push.bodies))
+			}
+		}},
+		{"past MaxHold the next job is deferred, its hold renewed", func(r *rig) {
+			r.work.more, r.work.linger = 5, 900*time.Millisecond
+			r.d.Policy.MaxHold = 1500 * time.Millisecond
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Deferred || res.Pushes != 2 || len(r.queue.deferred) != 1 || r.work.holds != 1 {
+				t.Fatalf("result %+v, deferrals %d, holds %d; want 2 pushes then one deferral after Hold", res, len(r.queue.deferred), r.work.holds)
+			}
+		}},
+		{"a duplicate pushes nothing and wastes nothing", func(r *rig) {
+			r.work.beginErr = ErrNothingToPush
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Coalesced || res.WastedSlots != 0 || len(r.push.bodies) != 0 {
+				t.Fatalf("result %+v; want coalesced, no push, no wasted slot", res)
+			}
+		}},
+		{"work found idle leaves its slot unused", func(r *rig) {
+			r.work.beginErr = ErrIdle
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Coalesced || res.WastedSlots != 1 {
+				t.Fatalf("result %+v; want coalesced with one wasted slot", res)
+			}
+		}},
+		{"a vendor refusal dead-letters the job and never settles the work", func(r *rig) {
+			r.push.err = &otapush.PermanentError{Status: 400}
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != DeadLettered || len(r.queue.dead) != 1 || r.work.done != 0 || res.WastedSlots != 0 {
+				t.Fatalf("result %+v, dead %d, done %d; want the job dead-lettered, Done not called, no slot wasted", res, len(r.queue.dead), r.work.done)
+			}
+		}},
+		{"a store that fails the read defers the job, fail closed", func(r *rig) {
+			r.work.beginErr = errors.New("dynamodb down")
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Deferred || !res.StoreError || r.queue.deferred[0].wait != DefaultPolicy.StoreCooldown {
+				t.Fatalf("result %+v; want deferred by the store cooldown", res)
+			}
+		}},
+		{"a malformed job is dead-lettered", func(r *rig) {
+			r.work.beginErr = job.ErrMalformed
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != DeadLettered || len(r.queue.dead) != 1 {
+				t.Fatalf("result %+v; want dead-lettered", res)
+			}
+		}},
+		{"a recheck comes back at its time, holding no slot", func(r *rig) {
+			r.work.beginErr = &RecheckError{At: r.clock.Now().Add(2 * time.Minute), Reason: "owned"}
+		}, func(t *testing.T, r *rig, res Result) {
+			if res.Outcome != Deferred || r.queue.deferred[0].wait != 2*time.Minute {
+				t.Fatalf("result %+v, deferrals %+v; want one deferral of 2m", res, r.queue.deferred)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			tt.setup(r)
+			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, r, res)
+		})
+	}
+}
+
+// fence remembers the keys it was asked for.
+type fence map[string]bool
+
+func (f fence) First(_ context.Context, key string, _ time.Time) (bool, error) {
+	if f[key] {
+		return false, nil
+	}
+	f[key] = true
+	return true, nil
+}
+
+// A payload job the deferred queue delivers twice pushes once: the second
+// copy finds the fence taken.
+func TestFenceStopsASecondDelivery(t *testing.T) {
+	r := newRig(t)
+	r.d.Work, r.d.Fence = nil, fence{}
+	j := testJob(r.clock.Now())
+	j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, r.clock.Now()
+	first, err := r.d.HandleJob(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.d.HandleJob(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Outcome != Pushed || second.Outcome != Coalesced || len(r.push.bodies) != 1 {
+		t.Fatalf("two deliveries: %s then %s, %d pushes; want pushed, coalesced, 1 push", first.Outcome, second.Outcome, len(r.push.bodies))
+	}
+}
+
+// The fence names a job's try, not its slot: a retry after a failed push
+// (or after a push the limiter store failed during) pushes again, while a
+// copy of the delivery whose push failed stays fenced out.
+func TestFenceLetsARetryThrough(t *testing.T) {
+	failures := map[string]error{
+		"vendor 503":        &otapush.DeferError{After: time.Second, Status: 503, Cause: errors.New("vendor answered 503")},
+		"store unavailable": &otapush.DeferError{After: time.Second, Cause: fmt.Errorf("retry's wait: %w", limiter.ErrUnavailable)},
+	}
+	for name, failure := range failures {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t)
+			r.d.Work, r.d.Fence = nil, fence{}
+			r.push.err = failure
+			original := testJob(r.clock.Now())
+			original.Payload = []byte(`{"n":1}`)
+			if res, err := r.d.HandleJob(context.Background(), original); err != nil || res.Outcome != Deferred {
+				t.Fatalf("failed push: %+v, %v; want deferred", res, err)
+			}
+			retry := r.queue.deferred[0].j
+			r.push.err = nil
+			r.clock.now = r.clock.now.Add(r.queue.deferred[0].wait)
+			if res, err := r.d.HandleJob(context.Background(), retry); err != nil || res.Outcome != Pushed {
+				t.Fatalf("retry: %+v, %v; want pushed", res, err)
+			}
+			if res, err := r.d.HandleJob(context.Background(), original); err != nil || res.Outcome != Coalesced {
+				t.Fatalf("a second copy of the original delivery: %+v, %v; want coalesced", res, err)
+			}
+			if len(r.push.bodies) != 2 {
+				t.Errorf("%d pushes, want 2 (the failed one and its retry)", len(r.push.bodies))
+			}
+		})
+	}
+}
+
+// A push refused with 401/403 is tried again at once when the credential's
+// token turns out to have been rotated. When it has not, the route's bucket
+// pauses and the job waits out its backoff with its work, flagged for the
+// alarm; past MaxFailures it is dead-lettered, its work never settled.
+func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
+	for _, tt := range []struct {
+		rotated  bool
+		failures int
+	}{{true, 0}, {false, 0}, {false, 2}, {false, DefaultPolicy.MaxFailures}} {
+		r := newRig(t)
+		pz := &penalizer{reserver: r.lim}
+		r.d.Routes, r.d.Limiter = router{rotated: &tt.rotated}, pz
+		r.push.err = &otapush.PermanentError{Status: 401, Summary: "401 Unauthorized"}
+		j := testJob(r.clock.Now())
+		j.Failures = tt.failures
+		res, err := r.d.HandleJob(context.Background(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		backoff := DefaultPolicy.FailureBackoff << tt.failures
+		switch {
+		case tt.rotated && (res.Outcome != Deferred || r.queue.deferred[0].wait != 0 || r.queue.deferred[0].j.Failures != 1):
+			t.Errorf("rotated token: %+v, want deferred at once, counted as a failure", res)
+		case !tt.rotated && tt.failures < DefaultPolicy.MaxFailures &&
+			(res.Outcome != Deferred || !res.CredentialRefused || r.queue.deferred[0].wait != backoff ||
+				len(pz.until) != 1 || !pz.until[0].Equal(r.clock.Now().Add(backoff)) || r.work.done != 0):
+			t.Errorf("same token after %d failures: %+v, paused until %v; want deferred %v with the bucket paused as long, flagged", tt.failures, res, pz.until, backoff)
+		case !tt.rotated && tt.failures >= DefaultPolicy.MaxFailures && (res.Outcome != DeadLettered || !res.CredentialRefused || r.work.done != 0):
+			t.Errorf("same token after %d failures: %+v, done %d; want dead-lettered, flagged, the work not settled", tt.failures, res, r.work.done)
+		}
+	}
+}
+
+// penalizer records the pauses of the rig's reserver.
+type penalizer struct {
+	*reserver
+	until []time.Time
+}
+
+func (p *penalizer) Penalize(_ context.Context, _ limiter.Bucket, until time.Time) error {
+	p.until = append(p.until, until)
+	return nil
+}
+
+// A vendor that keeps failing is asked less and less often, and past
+// MaxFailures the job is dead-lettered with the reason and its work is
+// never settled as if delivered.
+func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
+	tests := []struct {
+		failures int
+		want     Outcome
+		wait     time.Duration
+	}{
+		{0, Deferred, 2 * time.Second},
+		{1, Deferred, 4 * time.Second},
+		{3, Deferred, 16 * time.Second},
+		{7, Deferred, 256 * time.Second},
+		{8, DeadLettered, 0},
+	}
+	for _, tt := range tests {
+		r := newRig(t)
+		r.push.err = &otapush.DeferError{After: time.Second, Status: 503, Cause: errors.New("vendor answered 503")}
+		j := testJob(r.clock.Now())
+		j.Failures = tt.failures
+		res, err := r.d.HandleJob(context.Background(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != tt.want {
+			t.Fatalf("after %d failures: %+v, want %s", tt.failures, res, tt.want)
+		}
+		switch tt.want {
+		case Deferred:
+			if d := r.queue.deferred[0]; d.wait != tt.wait || d.j.Failures != tt.failures+1 {
+				t.Errorf("after %d failures: deferred %v with failures %d, want %v and %d", tt.failures, d.wait, d.j.Failures, tt.wait, tt.failures+1)
+			}
+		case DeadLettered:
+			if len(r.queue.dead) != 1 || r.work.done != 0 {
+				t.Errorf("after %d failures: dead %v, done %d; want the job dead-lettered and the work not settled", tt.failures, r.queue.dead, r.work.done)
+			}
+		}
+	}
+}
+
+// A deferred job comes back early by the lateness the queue showed, in
+// proportion to its wait, and keeps its slot.
+func TestDeferralLeadFollowsObservedLateness(t *testing.T) {
+	r := newRig(t)
+	now := r.clock.Now()
+	// It was deferred for 20 s and came back 2 s late: 10% of the delay.
+	j := testJob(now)
+	j.DeferredAt, j.Due = now.Add(-22*time.Second), now.Add(-2*time.Second)
+	j.Slot = now.Add(40 * time.Second)
+	res, err := r.d.HandleJob(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Lateness != 2*time.Second || res.Delayed != 20*time.Second {
+		t.Fatalf("lateness %v of %v, want 2s of 20s", res.Lateness, res.Delayed)
+	}
+	// 1.25 × 10% of 40 s = 5 s early, more than the BlockThreshold.
+	if len(r.queue.deferred) != 1 || r.queue.deferred[0].wait != 35*time.Second || !r.queue.deferred[0].j.Slot.Equal(j.Slot) {
+		t.Fatalf("deferred %+v, want 35 s with the slot kept", r.queue.deferred)
+	}
+}
+
+func TestLatenessLead(t *testing.T) {
+	tests := []struct {
+		name  string
+		seen  [][2]time.Duration // (late, delayed)
+		wait  time.Duration
+		floor float64
+		want  time.Duration
+	}{
+		{"nothing seen: the floor", nil, 30 * time.Second, 0.1, 3 * time.Second},
+		{"6% late on 30 s waits", [][2]time.Duration{{1800 * time.Millisecond, 30 * time.Second}}, 60 * time.Second, 0.05, 4500 * time.Millisecond},
+		{"early arrivals teach nothing", [][2]time.Duration{{-time.Second, 10 * time.Second}}, 10 * time.Second, 0.1, time.Second},
+		{"late short delays teach nothing", [][2]time.Duration{{2 * time.Second, 2 * time.Second}}, 10 * time.Second, 0.1, time.Second},
+		{"a wild lateness is capped", [][2]time.Duration{{60 * time.Second, 10 * time.Second}}, 10 * time.Second, 0, 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l lateness
+			for _, s := range tt.seen {
+				l.observe(s[0], s[1])
+			}
+			if got := l.lead(tt.wait, tt.floor); got != tt.want {
+				t.Fatalf("lead(%v) = %v, want %v", tt.wait, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,196 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+)
+
+// itemsWork is a lane with an endless backlog of one-item changes: each
+// push renders up to items of them, and can carry fewer.
+type itemsWork struct{ items int }
+
+func (w itemsWork) Begin(_ context.Context, j job.Job) (job.Job, Payload, error) {
+	return j, Payload{Body: []byte("items:" + strconv.Itoa(w.items)), Items: w.items}, nil
+}
+
+func (itemsWork) Shrink(_ context.Context, _ job.Job, _ Payload, items int) (Payload, error) {
+	if items < 1 {
+		return Payload{}, &TooBigError{Items: 1}
+	}
+	return Payload{Body: []byte("items:" + strconv.Itoa(items)), Items: items}, nil
+}
+
+func (itemsWork) Done(context.Context, job.Job, Payload) (*job.Job, error) { return nil, nil }
+func (itemsWork) Hold(context.Context, job.Job, time.Time) error           { return nil }
+
+// itemsVendor records each push as the vendor meters it: one arrival per
+// item the body carries, read from the body (not from what the dispatcher
+// says it paid), and the tokens each request would cost a retry.
+type itemsVendor struct {
+	clock  *clock
+	at     []time.Time
+	items  []int
+	tokens []int
+}
+
+func (v *itemsVendor) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(string(req.Body), "items:"))
+	if err != nil {
+		return otapush.Response{}, fmt.Errorf("body %q: %v", req.Body, err)
+	}
+	for range n {
+		v.at = append(v.at, v.clock.Now())
+	}
+	v.items, v.tokens = append(v.items, n), append(v.tokens, req.Tokens)
+	return otapush.Response{Status: 200, Attempts: 1}, nil
+}
+
+// downStore is a limiter store that cannot be reached.
+type downStore struct{ calls int }
+
+func (s *downStore) Reserve(context.Context, limiter.Bucket, int, time.Duration) (limiter.Reservation, error) {
+	s.calls++
+	return limiter.Reservation{}, storeDown()
+}
+
+func (s *downStore) ReserveBatch(context.Context, limiter.Bucket, limiter.BatchRequest) (limiter.Batch, error) {
+	s.calls++
+	return limiter.Batch{}, storeDown()
+}
+
+// itemsRoute is an endpoint metered by items, 40 items/s with a burst of
+// 20, one token an item, paced locally while the store is down.
+var itemsRoute = Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.PerSecond(40, 20)}, URL: "http://ota.invalid",
+	Header: http.Header{}, ItemWeight: 1, LocalShare: true}
+
+// Issue 17, item 2: with the store down, a local-share push on an endpoint
+// metered by items took one local token and counted a stale j.Tokens from
+// an earlier slot as held, so 8 items went out on one token. Each process
+// of 2 has a share of 20 items/s, burst 10: the items it sends, counted
+// by the vendor's own window check, stay within it.
+func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
+	for _, items := range []int{8, 30} {
+		t.Run(fmt.Sprintf("%d items pending", items), func(t *testing.T) {
+			c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+			vendor := &itemsVendor{clock: c}
+			d := &Dispatcher{Routes: fixedRoute(itemsRoute), Limiter: &downStore{}, Pusher: vendor, Queue: &fakeQueue{},
+				Policy: DefaultPolicy, Work: itemsWork{items: items}, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}
+			start := c.Now()
+			for c.Now().Sub(start) < 10*time.Second {
+				// A job back from an earlier slot: it still says the 20
+				// tokens that slot held.
+				j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: items, Tokens: 20}
+				res, err := d.HandleJob(t.Context(), j)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Outcome == Deferred {
+					_ = c.Sleep(t.Context(), max(res.Wait, time.Millisecond))
+				}
+			}
+			if len(vendor.at) == 0 {
+				t.Fatal("nothing was pushed under the local share")
+			}
+			share := window.Limit{Rate: 20, Burst: 10}
+			if err := window.Check(vendor.at, share); err != nil {
+				t.Fatalf("one process's items under its local share: %v", err)
+			}
+			// A retry resends the whole body: each attempt pays for it
+			// (item 1).
+			if fmt.Sprint(vendor.tokens) != fmt.Sprint(vendor.items) {
+				t.Fatalf("tokens a retry would pay %v, want the items each push carried %v", vendor.tokens, vendor.items)
+			}
+			w, _ := window.Fullest(vendor.at, share)
+			t.Logf("%d items in %d pushes over 10 s; fullest window %v", len(vendor.at), len(vendor.tokens), w)
+		})
+	}
+}
+
+// outageBucket is memBucket behind a store that may be down.
+type outageBucket struct {
+	*memBucket
+	down bool
+}
+
+func (b *outageBucket) Reserve(ctx context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	if b.down {
+		return limiter.Reservation{}, storeDown()
+	}
+	return b.memBucket.Reserve(ctx, bk, n, maxDelay)
+}
+
+func (b *outageBucket) ReserveBatch(ctx context.Context, bk limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
+	if b.down {
+		return limiter.Batch{}, storeDown()
+	}
+	return b.memBucket.ReserveBatch(ctx, bk, req)
+}
+
+// Issue 17, item 3: the first booking after an outage must book the
+// pushes the local share let through, as a single reservation does
+// (pendingLocal); a batch booked them not, so the shared bucket, full
+// again, granted its whole burst on top of them. The vendor sees the
+// local pushes when they went out and the batch's jobs at their slots;
+// its own window check (4/s, burst 8) must hold over both.
+func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
+	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+	route := plain
+	route.LocalShare = true
+	b := &outageBucket{memBucket: &memBucket{clock: c}, down: true}
+	vendor := &timedPusher{clock: c, t0: c.Now()}
+	pacer := fallback.New(1)
+	d := &Dispatcher{Routes: fixedRoute(route), Limiter: b, Pusher: vendor, Queue: &fakeQueue{}, Policy: DefaultPolicy,
+		LocalShare: pacer, Now: c.Now, Sleep: c.Sleep}
+	for c.Now().Sub(vendor.t0) < 3*time.Second {
+		res, err := d.HandleJob(t.Context(), testJob(c.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome == Deferred {
+			_ = c.Sleep(t.Context(), res.Wait)
+		}
+	}
+	local := len(vendor.at)
+	if local < 8 {
+		t.Fatalf("%d local pushes in the outage, want the share's pace (4/s)", local)
+	}
+	b.down = false // the store is back, full: it never saw the local pushes
+	jobs := make([]job.Job, 8)
+	idx := make([]int, len(jobs))
+	for i := range jobs {
+		jobs[i] = testJob(c.Now())
+		jobs[i].ID, idx[i] = fmt.Sprintf("job-%d", i), i
+	}
+	d.prebook(t.Context(), b, jobs, idx)
+	var at []time.Time
+	for _, dt := range vendor.at {
+		at = append(at, vendor.t0.Add(dt))
+	}
+	booked := 0
+	for _, j := range jobs {
+		if !j.Slot.IsZero() {
+			at, booked = append(at, j.Slot), booked+1
+		}
+	}
+	if booked != len(jobs) {
+		t.Fatalf("the batch gave %d of %d jobs a slot, want all (15 min ahead are free)", booked, len(jobs))
+	}
+	lim := window.Limit{Rate: 4, Burst: 8}
+	if err := window.Check(at, lim); err != nil {
+		t.Fatalf("%d local pushes, then a batch of %d: %v", local, len(jobs), err)
+	}
+	if p := pacer.Pending(route.Bucket); p != 0 {
+		t.Fatalf("%d local grants still pending after the batch booked them", p)
+	}
+}

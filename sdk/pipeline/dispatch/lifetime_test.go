@@ -1,0 +1,256 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// lifeRouter routes every job to one bucket of 4/s, burst 8, with the
+// given lifetime bounds (zero: the policy's).
+type lifeRouter struct {
+	maxAge       time.Duration
+	maxDeferrals int
+}
+
+func (l lifeRouter) Route(job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{},
+		MaxAge: l.maxAge, MaxDeferrals: l.maxDeferrals}, nil
+}
+
+// boundedReserver refuses a slot further away than maxDelay, as the
+// limiter does, without booking it, and records each maxDelay asked for.
+type boundedReserver struct {
+	*reserver
+	maxDelays []time.Duration
+}
+
+func (r *boundedReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	r.maxDelays = append(r.maxDelays, maxDelay)
+	now := r.clock.Now()
+	if wait := r.next.Sub(now); wait > maxDelay {
+		return limiter.Reservation{}, &limiter.ExhaustedError{Key: b.Key, N: n, RetryAfter: wait - maxDelay}
+	}
+	return r.reserver.Reserve(ctx, b, n, maxDelay)
+}
+
+// abandoning is the rig's work that also gives a dead-lettered job's claim
+// up, answering err.
+type abandoning struct {
+	*work
+	abandoned []string
+	err       error
+}
+
+func (a *abandoning) Abandon(_ context.Context, j job.Job) error {
+	a.abandoned = append(a.abandoned, j.ID)
+	return a.err
+}
+
+func TestJobLifetime(t *testing.T) {
+	day := DefaultPolicy.MaxAge
+	maxDef := DefaultPolicy.MaxDeferrals
+	tests := []struct {
+		name  string
+		route lifeRouter
+		// setup shapes the job and the rig; now is the rig's clock.
+		setup func(r *rig, w *abandoning, j *job.Job, now time.Time)
+		want  Outcome
+		// reason is a substring of the dead-letter reason or result reason.
+		reason    string
+		pushes    int
+		deferrals int
+		abandoned int
+		wasted    int
+		// maxDelay, if set, is the bound the one reservation asked for.
+		maxDelay   time.Duration
+		storeError bool
+	}{
+		{name: "first seen max_age ago: expired at receipt, no slot booked",
+			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-day) },
+			want:  Expired, reason: "expired: first seen", abandoned: 1},
+		{name: "a second before max_age with a slot now: pushed, its reservation bounded by the second",
+			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-day + time.Second) },
+			want:  Pushed, pushes: 1, maxDelay: time.Second},
+		{name: "the route's max_age, not the policy's", route: lifeRouter{maxAge: time.Hour},
+			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-time.Hour) },
+			want:  Expired, reason: "max_age 1h0m0s", abandoned: 1},
+		{name: "no slot before max_age ends: expired, no token spent",
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.FirstSeen, r.lim.next = now.Add(-day+10*time.Second), now.Add(30*time.Second)
+			},
+			want: Expired, reason: "no slot before its max_age", abandoned: 1, maxDelay: 10 * time.Second},
+		{name: "max_deferrals reached and its slot far: expired instead of deferred, slot wasted",
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.Deferrals, r.lim.next = maxDef, now.Add(5*time.Second)
+			},
+			want: Expired, reason: "expired: 200 deferrals, max_deferrals 200 (was to be deferred: waiting for its reserved slot)", abandoned: 1, wasted: 1},
+		{name: "one deferral left: deferred",
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.Deferrals, r.lim.next = maxDef-1, now.Add(5*time.Second)
+			},
+			want: Deferred, deferrals: 1},
+		{name: "max_deferrals reached but its slot is now: pushed",
+			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef },
+			want:  Pushed, pushes: 1},
+		{name: "the route's max_deferrals, not the policy's", route: lifeRouter{maxDeferrals: 10},
+			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.Deferrals, r.lim.next = 10, now.Add(5*time.Second)
+			},
+			want: Expired, reason: "10 deferrals, max_deferrals 10", abandoned: 1, wasted: 1},
+		{name: "a deferral that would come back past max_age: expired now",
+			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) {
+				j.FirstSeen, j.NotBefore = now.Add(-day+30*time.Second), now.Add(time.Minute)
+			},
+			want: Expired, reason: "past its max_age", abandoned: 1},
+		{name: "store down at max_deferrals: expired, not deferred for the cooldown again",
+			setup: func(r *rig, _ *abandoning, j *job.Job, _ time.Time) {
+				j.Deferrals, r.lim.fail = maxDef, []error{storeDown()}
+			},
+			want: Expired, reason: "(was to be deferred: limiter store unavailable)", abandoned: 1, storeError: true},
+		{name: "a duplicate whose work moved on: dropped, not dead-lettered",
+			setup: func(_ *rig, w *abandoning, j *job.Job, now time.Time) {
+				j.FirstSeen, w.err = now.Add(-day), ErrNothingToPush
+			},
+			want: Coalesced, reason: "not expired", abandoned: 1},
+		{name: "giving the work up fails: dead-lettered all the same",
+			setup: func(_ *rig, w *abandoning, j *job.Job, now time.Time) {
+				j.FirstSeen, w.err = now.Add(-day), errors.New("dynamodb down")
+			},
+			want: Expired, reason: "expired: first seen", abandoned: 1, storeError: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			lim := &boundedReserver{reserver: r.lim}
+			w := &abandoning{work: r.work}
+			r.d.Routes, r.d.Limiter, r.d.Work = tt.route, lim, w
+			j := testJob(r.clock.Now())
+			tt.setup(r, w, &j, r.clock.Now())
+			res, err := r.d.HandleJob(t.Context(), j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reasons := strings.Join(append(r.queue.dead, res.Reason), " | ")
+			if res.Outcome != tt.want || !strings.Contains(reasons, tt.reason) {
+				t.Fatalf("result %+v, dead-letter reasons %q; want %s mentioning %q", res, r.queue.dead, tt.want, tt.reason)
+			}
+			dead := 0
+			if tt.want == Expired {
+				dead = 1
+			}
+			if len(r.queue.dead) != dead || len(r.push.bodies) != tt.pushes || len(r.queue.deferred) != tt.deferrals || len(w.abandoned) != tt.abandoned {
+				t.Fatalf("%d dead-lettered, %d pushes, %d deferrals, %d abandoned; want %d, %d, %d, %d",
+					len(r.queue.dead), len(r.push.bodies), len(r.queue.deferred), len(w.abandoned), dead, tt.pushes, tt.deferrals, tt.abandoned)
+			}
+			if res.WastedSlots != tt.wasted || res.StoreError != tt.storeError {
+				t.Fatalf("wasted %d, store error %v; want %d, %v", res.WastedSlots, res.StoreError, tt.wasted, tt.storeError)
+			}
+			if tt.maxDelay != 0 && (len(lim.maxDelays) != 1 || lim.maxDelays[0] != tt.maxDelay) {
+				t.Fatalf("reservations asked for maxDelay %v, want one of %v", lim.maxDelays, tt.maxDelay)
+			}
+		})
+	}
+}
+
+// A payload job (no Work) expires the same way, its own body going to the
+// dead-letter queue.
+func TestPayloadJobExpires(t *testing.T) {
+	r := newRig(t)
+	r.d.Work = nil
+	j := testJob(r.clock.Now().Add(-DefaultPolicy.MaxAge))
+	j.Payload = []byte(`{"n":1}`)
+	res, err := r.d.HandleJob(t.Context(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Expired || len(r.queue.dead) != 1 || len(r.push.bodies) != 0 || r.lim.calls != 0 {
+		t.Fatalf("result %+v, %d reservations; want expired, nothing reserved or pushed", res, r.lim.calls)
+	}
+}
+
+// downReserver is a limiter whose store never answers.
+type downReserver struct{}
+
+func (downReserver) Reserve(context.Context, limiter.Bucket, int, time.Duration) (limiter.Reservation, error) {
+	return limiter.Reservation{}, storeDown()
+}
+
+// Whatever keeps a job coming back, it ends: each case runs a job through
+// the deferred queue (the clock moved on by each wait, Deferrals counted
+// as deferral.Queue counts them) until it stops coming back.
+func TestNothingLoopsForever(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(r *rig, w *abandoning)
+		want  Outcome
+		// deferrals is how many trips the job made before it ended, and
+		// lived how long after it was first seen.
+		deferrals int
+		lived     time.Duration
+	}{
+		// 200 trips of the 10 s store cooldown, each handled at once.
+		{"the limiter's store never comes back", func(r *rig, _ *abandoning) { r.d.Limiter = downReserver{} },
+			Expired, 200, 200 * 10 * time.Second},
+		// Rechecked every 15 minutes: the 96th trip would be back at 24h.
+		{"its lane is rechecked every 15 minutes forever", func(r *rig, w *abandoning) {
+			w.beginErr = &RecheckError{Reason: "owned by a worker that never finishes"}
+		}, Expired, 95, 95 * 15 * time.Minute},
+		// The issue's vendor that answers 500 forever: MaxFailures ends it,
+		// backing off 2 s·2^k: 2+4+…+256 s.
+		{"the vendor answers 500 forever", func(r *rig, _ *abandoning) {
+			r.push.err = &otapush.DeferError{After: time.Second, Status: 500, Cause: errors.New("vendor answered 500")}
+		}, DeadLettered, 8, 510 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			w := &abandoning{work: r.work}
+			r.d.Work = w
+			tt.setup(r, w)
+			start := r.clock.Now()
+			j := testJob(start)
+			var res Result
+			for trip := 0; ; trip++ {
+				if trip > 100_000 {
+					t.Fatalf("still coming back after %d trips (%v)", trip, r.clock.Now().Sub(start))
+				}
+				if re, ok := w.beginErr.(*RecheckError); ok {
+					re.At = r.clock.Now().Add(15 * time.Minute)
+				}
+				var err error
+				if res, err = r.d.HandleJob(t.Context(), j); err != nil {
+					t.Fatal(err)
+				}
+				if res.Outcome != Deferred {
+					break
+				}
+				d := r.queue.deferred[len(r.queue.deferred)-1]
+				j = d.j
+				j.Deferrals++
+				_ = r.clock.Sleep(t.Context(), d.wait)
+			}
+			if res.Outcome != tt.want || len(r.queue.deferred) != tt.deferrals || r.clock.Now().Sub(start) != tt.lived {
+				t.Fatalf("ended %s (%s) after %d deferrals and %v; want %s after %d and %v",
+					res.Outcome, res.Reason, len(r.queue.deferred), r.clock.Now().Sub(start), tt.want, tt.deferrals, tt.lived)
+			}
+		})
+	}
+}
+
+func TestPolicyRefusesUnboundedLifetime(t *testing.T) {
+	for _, p := range []func(*Policy){func(p *Policy) { p.MaxAge = 0 }, func(p *Policy) { p.MaxDeferrals = 0 }} {
+		pol := DefaultPolicy
+		p(&pol)
+		if err := pol.Validate(); err == nil {
+			t.Errorf("policy %+v accepted, want it refused", pol)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// modeRouter routes every job to one bucket of 4/s, burst 8, in the given
+// modes.
+type modeRouter struct{ shadow, localShare bool }
+
+func (m modeRouter) Route(job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{},
+		Shadow: m.shadow, LocalShare: m.localShare}, nil
+}
+
+func storeDown() error {
+	return fmt.Errorf("reserve: %w: connection refused", limiter.ErrUnavailable)
+}
+
+// A shadow route books its slot but pushes at once, and says enforcement
+// would have deferred it (slot beyond blocking distance) and for how long.
+func TestShadowPushesAtOnceAndReportsWouldDefer(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes = modeRouter{shadow: true}
+	start := r.clock.Now()
+	r.lim.next = start.Add(5 * time.Second) // the bucket is booked 5 s ahead
+	res, err := r.d.HandleJob(t.Context(), testJob(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Pushed || len(r.push.bodies) != 1 || len(r.queue.deferred) != 0 {
+		t.Fatalf("result %+v, %d pushes, %d deferrals; want pushed, not deferred", res, len(r.push.bodies), len(r.queue.deferred))
+	}
+	if slept := r.clock.Now().Sub(start); slept != 0 {
+		t.Fatalf("shadow push slept %v for its slot, want 0", slept)
+	}
+	if !res.ShadowWouldDefer || res.ShadowWouldShed || res.ShadowWait != 5*time.Second {
+		t.Fatalf("shadow record: would defer %v, would shed %v, wait %v; want defer, no shed, 5s", res.ShadowWouldDefer, res.ShadowWouldShed, res.ShadowWait)
+	}
+	if r.lim.calls != 1 {
+		t.Fatalf("%d reservations, want 1 (the bucket shows what enforcement would do)", r.lim.calls)
+	}
+}
+
+// A slot within blocking distance: enforcement would have slept, not
+// deferred; the shadow push still goes at once and reports the wait.
+func TestShadowShortWaitIsNotWouldDefer(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes = modeRouter{shadow: true}
+	start := r.clock.Now()
+	r.lim.next = start.Add(300 * time.Millisecond)
+	res, err := r.d.HandleJob(t.Context(), testJob(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Pushed || res.ShadowWouldDefer || res.ShadowWait != 300*time.Millisecond || r.clock.Now() != start {
+		t.Fatalf("result %+v after %v; want pushed at once, wait 300ms, not would-defer", res, r.clock.Now().Sub(start))
+	}
+}
+
+// No slot before the job's deadline: enforcement would shed it; shadow
+// pushes it and says so.
+func TestShadowReportsWouldShed(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes = modeRouter{shadow: true}
+	start := r.clock.Now()
+	r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 40 * time.Second}}
+	j := testJob(start)
+	j.Deadline = start.Add(30 * time.Second)
+	res, err := r.d.HandleJob(t.Context(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Pushed || !res.ShadowWouldShed || res.ShadowWouldDefer || res.ShadowWait != 40*time.Second || len(r.queue.dead) != 0 {
+		t.Fatalf("result %+v, dead %v; want pushed, would shed, wait 40s", res, r.queue.dead)
+	}
+}
+
+// Enforce (the default) with the same booked bucket defers: the shadow
+// tests above are not passing because nothing would wait.
+func TestEnforceDefersWhereShadowPushes(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes = modeRouter{}
+	start := r.clock.Now()
+	r.lim.next = start.Add(5 * time.Second)
+	res, err := r.d.HandleJob(t.Context(), testJob(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Deferred || len(r.push.bodies) != 0 || res.ShadowWouldDefer {
+		t.Fatalf("result %+v, %d pushes; want deferred, no push, no shadow record", res, len(r.push.bodies))
+	}
+}
+
+// With the store down, a local-share route pushes within this process's
+// share (rate and burst ÷ instances), sleeps for a token that comes within
+// BlockThreshold, and defers until the share has one when it comes later.
+func TestLocalSharePacesWhileStoreDown(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes = modeRouter{localShare: true}
+	r.d.LocalShare = fallback.New(4) // 4/s burst 8 → 1/s burst 2 here
+	start := r.clock.Now()
+	handle := func() Result {
+		t.Helper()
+		r.lim.fail = []error{storeDown()}
+		res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.StoreError {
+			t.Fatalf("result %+v does not report the store error", res)
+		}
+		return res
+	}
+	// The share starts empty (the shared bucket may have just spent its
+	// burst): each of the first two jobs sleeps 1 s for its token.
+	for i := 1; i <= 2; i++ {
+		if res := handle(); res.Outcome != Pushed || res.LocalShares != 1 || r.clock.Now().Sub(start) != time.Duration(i)*time.Second {
+			t.Fatalf("job %d: %+v after %v; want pushed under the local share after %ds", i, res, r.clock.Now().Sub(start), i)
+		}
+	}
+	r.d.Policy.BlockThreshold = 500 * time.Millisecond
+	if res := handle(); res.Outcome != Deferred || r.queue.deferred[0].wait != time.Second || len(r.push.bodies) != 2 {
+		t.Fatalf("third job: %+v, deferrals %+v; want deferred 1s (until the share has a token), not the store cooldown", res, r.queue.deferred)
+	}
+	_ = r.clock.Sleep(t.Context(), time.Second)
+	if res := handle(); res.Outcome != Pushed || len(r.push.bodies) != 3 {
+		t.Fatalf("a second later: %+v; want pushed", res)
+	}
+}
+
+// The same outage on a closed route (the default) defers every job for the
+// store cooldown and pushes nothing; so does a local-share route with no
+// pacer configured.
+func TestClosedDefersWhileStoreDown(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		route modeRouter
+		pacer *fallback.Pacer
+	}{
+		{"closed", modeRouter{}, fallback.New(4)},
+		{"local-share without a pacer", modeRouter{localShare: true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.d.Routes, r.d.LocalShare = tc.route, tc.pacer
+			r.lim.fail = []error{storeDown()}
+			res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != Deferred || len(r.push.bodies) != 0 || r.queue.deferred[0].wait != DefaultPolicy.StoreCooldown || res.LocalShares != 0 {
+				t.Fatalf("result %+v, %d pushes; want deferred for the store cooldown", res, len(r.push.bodies))
+			}
+		})
+	}
+}
+
+// A local-share route still fails closed on a denial: the local share is
+// only for an unreachable store.
+func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes, r.d.LocalShare = modeRouter{localShare: true}, fallback.New(1)
+	r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: time.Minute}}
+	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Deferred || len(r.push.bodies) != 0 || res.LocalShares != 0 {
+		t.Fatalf("result %+v; want deferred by the denial, no local push", res)
+	}
+}
+
+// A local-share push whose retry finds the store down (otapush's acquire
+// Waits on the shared bucket) is deferred for the store cooldown as
+// before: retries are not paced locally, so they must not flood.
+func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
+	r := newRig(t)
+	r.d.Routes, r.d.LocalShare = modeRouter{localShare: true}, fallback.New(1)
+	r.lim.fail = []error{storeDown()}
+	r.push.err = &otapush.DeferError{Status: 500, Cause: storeDown()}
+	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Deferred || r.queue.deferred[0].wait != DefaultPolicy.StoreCooldown || r.queue.deferred[0].j.Failures != 0 {
+		t.Fatalf("result %+v, deferrals %+v; want deferred for the store cooldown, not counted as a failure", res, r.queue.deferred)
+	}
+}
+
+// nReserver records the tokens each reservation asks for.
+type nReserver struct {
+	*reserver
+	ns []int
+}
+
+func (r *nReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	r.ns = append(r.ns, n)
+	return r.reserver.Reserve(ctx, b, n, maxDelay)
+}
+
+// When the store comes back, the first reservation books the pushes the
+// local share let through, so that the shared bucket, full again, does not
+// grant its burst on top of them; the next ones ask for one token again.
+func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
+	r := newRig(t)
+	lim := &nReserver{reserver: r.lim}
+	r.d.Limiter, r.d.Routes, r.d.LocalShare = lim, modeRouter{localShare: true}, fallback.New(1) // 4/s burst 8
+	for i := 0; i < 3; i++ {
+		r.lim.fail = []error{storeDown()}
+		if res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil || res.LocalShares != 1 {
+			t.Fatalf("outage job %d: %+v, %v; want a local push", i, res, err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// During the outage each attempt asks for the pushes pending so far
+	// (and fails); the first after it books all 3 with its own token.
+	if want := []int{1, 2, 3, 4, 1}; fmt.Sprint(lim.ns) != fmt.Sprint(want) {
+		t.Fatalf("tokens asked per reservation: %v, want %v (the 3 local pushes booked with the first one after the outage)", lim.ns, want)
+	}
+}

@@ -1,0 +1,222 @@
+package format
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net/http"
+)
+
+// ExpediaARNamespace is the namespace of the Expedia Availability and
+// Rates (EQC AR) messages the expedia-ar format sends.
+const ExpediaARNamespace = "http://www.expediaconnect.com/EQC/AR/2011/06"
+
+// ExpediaARMaxUpdates is Expedia AR's cap on the updates of one message;
+// fleetbucket counts one per room type × rate plan × date, which is never
+// fewer than Expedia counts.
+const ExpediaARMaxUpdates = 5000
+
+// expediaAR is Expedia's AvailRateUpdateRQ: the credential in the body
+// (Authentication username/password, from a "username:password" secret),
+// the hotel id, and one AvailRateUpdate per range of equal values.
+//
+// Values: availability without a rate plan available → Inventory
+// totalInventoryAvailable, closed → RoomType closed; availability with a
+// rate plan closed → RatePlan closed (inventory is per room type);
+// rates amount + currency (required) → Rate currency / PerDay rate (no
+// occupancy: guests is refused); restrictions (rate plan required)
+// closed → RatePlan closed, min_los, max_los, closed_to_arrival,
+// closed_to_departure → Restrictions minLOS, maxLOS, closedToArrival,
+// closedToDeparture.
+//
+// Expedia processes nothing of a message that holds one error, and says so
+// in a 200: an <Error> is Refused, for the whole message (Isolate then
+// halves it), except code 3210 (connection refused: retry), Transient.
+type expediaAR struct{}
+
+func (expediaAR) Traits() Traits {
+	return Traits{MaxItems: ExpediaARMaxUpdates, SplitBy: SplitNone, Credential: CredentialUserPassword}
+}
+
+type arRQ struct {
+	XMLName xml.Name   `xml:"http://www.expediaconnect.com/EQC/AR/2011/06 AvailRateUpdateRQ"`
+	Auth    arAuth     `xml:"Authentication"`
+	Hotel   arID       `xml:"Hotel"`
+	Updates []arUpdate `xml:"AvailRateUpdate"`
+}
+
+type arAuth struct {
+	Username string `xml:"username,attr"`
+	Password string `xml:"password,attr"`
+}
+
+type arID struct {
+	ID string `xml:"id,attr"`
+}
+
+type arUpdate struct {
+	DateRange arDateRange `xml:"DateRange"`
+	RoomType  arRoomType  `xml:"RoomType"`
+}
+
+type arDateRange struct {
+	From string `xml:"from,attr"`
+	To   string `xml:"to,attr"`
+}
+
+type arRoomType struct {
+	ID        string       `xml:"id,attr"`
+	Closed    *bool        `xml:"closed,attr,omitempty"`
+	Inventory *arInventory `xml:"Inventory,omitempty"`
+	RatePlan  *arRatePlan  `xml:"RatePlan,omitempty"`
+}
+
+type arInventory struct {
+	Total int `xml:"totalInventoryAvailable,attr"`
+}
+
+type arRatePlan struct {
+	ID           string          `xml:"id,attr"`
+	Closed       *bool           `xml:"closed,attr,omitempty"`
+	Rate         *arRate         `xml:"Rate,omitempty"`
+	Restrictions *arRestrictions `xml:"Restrictions,omitempty"`
+}
+
+type arRate struct {
+	Currency string   `xml:"currency,attr"`
+	PerDay   arPerDay `xml:"PerDay"`
+}
+
+type arPerDay struct {
+	Rate string `xml:"rate,attr"`
+}
+
+type arRestrictions struct {
+	MinLOS            *int  `xml:"minLOS,attr,omitempty"`
+	MaxLOS            *int  `xml:"maxLOS,attr,omitempty"`
+	ClosedToArrival   *bool `xml:"closedToArrival,attr,omitempty"`
+	ClosedToDeparture *bool `xml:"closedToDeparture,attr,omitempty"`
+}
+
+func (expediaAR) Encode(w Work) (Request, error) {
+	if w.HotelRef == "" {
+		return Request{}, fmt.Errorf("format %s: no hotel_ref", ExpediaAR)
+	}
+	if n := w.Items(); n > ExpediaARMaxUpdates {
+		return Request{}, fmt.Errorf("format %s: %d updates in one message, more than the %d allowed (format.Encode splits them)", ExpediaAR, n, ExpediaARMaxUpdates)
+	}
+	user, pw, err := w.Secret.UserPassword()
+	if err != nil {
+		return Request{}, fmt.Errorf("format %s: %w", ExpediaAR, err)
+	}
+	rs, err := runs(ExpediaAR, w)
+	if err != nil {
+		return Request{}, err
+	}
+	rq := arRQ{Auth: arAuth{Username: user, Password: pw}, Hotel: arID{ID: w.HotelRef}}
+	for _, r := range rs {
+		u, err := arUpdateOf(w, r)
+		if err != nil {
+			return Request{}, err
+		}
+		rq.Updates = append(rq.Updates, u)
+	}
+	body, err := marshalXML(rq, nil)
+	if err != nil {
+		return Request{}, fmt.Errorf("format %s: %w", ExpediaAR, err)
+	}
+	return Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"text/xml"}}, Body: body, Work: w}, nil
+}
+
+func arUpdateOf(w Work, r run) (arUpdate, error) {
+	c, v := w.Cells[r.cell], r.values
+	u := arUpdate{DateRange: arDateRange{From: r.from, To: r.to}, RoomType: arRoomType{ID: c.RoomType}}
+	bad := func(reason string) (arUpdate, error) { return arUpdate{}, unexpressible(ExpediaAR, w, r, reason) }
+	plan := &arRatePlan{ID: c.RatePlan}
+	switch w.kindOf(c) {
+	case "availability":
+		if c.RatePlan == "" {
+			u.RoomType.Closed = v.Closed
+			if v.Available != nil {
+				u.RoomType.Inventory = &arInventory{Total: *v.Available}
+			}
+			return u, nil
+		}
+		if v.Available != nil {
+			return bad("Expedia AR counts inventory per room type; send available without a rate plan")
+		}
+		plan.Closed = v.Closed
+	case "rates":
+		switch {
+		case c.RatePlan == "":
+			return bad("a rate needs a rate plan")
+		case v.Currency == "":
+			return bad("Expedia AR needs the rate's currency")
+		case v.Guests != 0:
+			return bad("the format sends per-day rates; guests (occupancy pricing) is not supported")
+		}
+		plan.Rate = &arRate{Currency: v.Currency, PerDay: arPerDay{Rate: v.Amount}}
+	case "restrictions":
+		if c.RatePlan == "" {
+			return bad("Expedia AR restrictions belong to a rate plan")
+		}
+		plan.Closed = v.Closed
+		if v.MinLOS != nil || v.MaxLOS != nil || v.ClosedToArrival != nil || v.ClosedToDeparture != nil {
+			plan.Restrictions = &arRestrictions{MinLOS: v.MinLOS, MaxLOS: v.MaxLOS, ClosedToArrival: v.ClosedToArrival, ClosedToDeparture: v.ClosedToDeparture}
+		}
+	}
+	u.RoomType.RatePlan = plan
+	return u, nil
+}
+
+// arRS is AvailRateUpdateRS: <Success/> with optional <Warning>s, or
+// <Error code="…">text</Error>s.
+type arRS struct {
+	XMLName  xml.Name
+	Success  *struct{} `xml:"Success"`
+	Warnings []issue   `xml:"Warning"`
+	Errors   []issue   `xml:"Error"`
+}
+
+// arRetry is Expedia AR's "connection refused: enter retry mode".
+const arRetry = "3210"
+
+func (expediaAR) Decode(_ Request, resp Response) Outcome {
+	if o, ok := byStatus(resp); ok {
+		return o
+	}
+	if o, ok := authRefused(resp); ok {
+		return o
+	}
+	ok2xx := resp.Status >= 200 && resp.Status < 300
+	var rs arRS
+	if err := xml.Unmarshal(resp.Body, &rs); err != nil || rs.XMLName.Local != "AvailRateUpdateRS" {
+		if ok2xx {
+			return Outcome{Verdict: Transient, Reason: fmt.Sprintf("HTTP %d with no AvailRateUpdateRS: %s", resp.Status, snippet(resp.Body))}
+		}
+		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
+	}
+	if len(rs.Errors) > 0 {
+		for _, e := range rs.Errors {
+			if e.code() == arRetry {
+				return Outcome{Verdict: Transient, Reason: joinIssues(rs.Errors)}
+			}
+		}
+		// Nothing in the message was processed, and Expedia does not say
+		// which update failed: the whole message is refused.
+		return Outcome{Verdict: Refused, Reason: joinIssues(rs.Errors)}
+	}
+	if rs.Success == nil || !ok2xx {
+		if ok2xx {
+			return Outcome{Verdict: Transient, Reason: "AvailRateUpdateRS holds neither Success nor Error"}
+		}
+		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
+	}
+	if len(rs.Warnings) > 0 {
+		ws := make([]string, len(rs.Warnings))
+		for i, w := range rs.Warnings {
+			ws[i] = w.String()
+		}
+		return Outcome{Verdict: AcceptedWithWarnings, Warnings: ws}
+	}
+	return Outcome{Verdict: Accepted}
+}

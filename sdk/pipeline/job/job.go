@@ -1,0 +1,179 @@
+// Package job is the unit of work a sync worker pushes to one OTA endpoint,
+// and its wire form on the deferred queue.
+//
+// A job carries its own scheduling state: the slot it reserved in the fleet
+// bucket, its deadline, and for waits beyond SQS's 15-minute delay the time
+// it is really due. A redelivered job therefore needs no lookup to know
+// whether it may push now.
+package job
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Version is the wire format's version; Decode refuses others, so a
+// deployment never misreads a message written by a newer one.
+const Version = 1
+
+// Job is one push of one change to one channel endpoint.
+type Job struct {
+	V int `json:"v"`
+	// ID is stable across redeliveries, and names the push: the vendor's
+	// idempotency key (X-Job-Id), e.g.
+	// "<event id>#booking_com#<credential>#availability". Duplicates are
+	// told apart by Identity, which adds what else the push carries: jobs
+	// that share an ID but not a credential, endpoint or payload are two
+	// pushes.
+	ID         string `json:"id"`
+	Channel    string `json:"channel"`    // e.g. "booking_com"
+	Credential string `json:"credential"` // the credential's id, never its secret
+	Endpoint   string `json:"endpoint"`   // e.g. "availability"
+	// Payload is what the push sends (or, for state-backed pushes, what
+	// range of state to read at push time).
+	Payload json.RawMessage `json:"payload,omitempty"`
+
+	FirstSeen time.Time `json:"first_seen"`
+	// Deadline, if set, is when pushing this job stops being useful; past
+	// it the job is shed to the dead-letter queue without spending a token.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Slot is the start of the token this job reserved; zero if it holds
+	// none. A job run within slot + grace pushes without a second acquire.
+	Slot time.Time `json:"slot,omitzero"`
+	// SlotKey is the bucket the slot was booked in when it is not the
+	// route's own: one shard of a sharded bucket.
+	SlotKey string `json:"slot_key,omitempty"`
+	// Tokens is how many tokens the slot holds, on an endpoint metered by
+	// items; 0 means one.
+	Tokens int `json:"tokens,omitempty"`
+	// GrantVersion and GrantInterval are the stamp of a slot an adaptive
+	// bucket granted ahead (limiter.Stamp): the slot is confirmed before it
+	// is spent, since a throttle may have revoked it, and a throttle on
+	// its push is known to come from a slot granted at that version.
+	// Zero for any other slot. The wire names are those of the probing
+	// slots that first carried them, so that messages in flight across a
+	// deployment read the same either way.
+	GrantVersion  int64 `json:"probe_version,omitempty"`
+	GrantInterval int64 `json:"probe_interval_us,omitempty"`
+	// Items is how many items the job expects its push to carry, on an
+	// endpoint metered by items: its slot books their tokens.
+	Items int `json:"items,omitempty"`
+	// NotBefore is when a job deferred for longer than SQS allows is due;
+	// redelivered earlier, it is deferred again for the remainder.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// Linger says NotBefore is work collecting before its push (a lane's
+	// linger), not a bound: the push may go earlier, when its bucket
+	// would otherwise fill up meanwhile and lose the tokens it accrues.
+	Linger bool `json:"linger,omitempty"`
+	// Deferrals counts trips through the deferred queue.
+	Deferrals int `json:"deferrals"`
+	// Failures counts the pushes of this job in a row that failed
+	// transiently (5xx, network, 429s past the retry budget): each trip
+	// backs off longer, and past the dispatcher's MaxFailures the job is
+	// dead-lettered rather than retried forever.
+	Failures int `json:"failures,omitempty"`
+	// Tries counts the pushes of this job that began (the dispatcher's
+	// fence let them through): copies of one delivery share it, so only
+	// one of them pushes, and a retry after a failed push asks under the
+	// next number. It survives Restarted, so a redriven job is not
+	// fenced out by its own last push.
+	Tries int `json:"tries,omitempty"`
+	// DeferredAt and Due are when the job was last deferred and when the
+	// queue should hand it back (DeferredAt plus its whole-second delay):
+	// the delivery's lateness is the arrival minus Due.
+	DeferredAt time.Time `json:"deferred_at,omitzero"`
+	Due        time.Time `json:"due,omitzero"`
+}
+
+// Identity names the push a job makes, whatever copy of it a queue
+// delivers: its ID and a digest of its channel, credential, endpoint and
+// payload. Copies of one job (a redelivery, a send retried after its answer
+// was lost, a deferral) share it; jobs that merely share an ID do not. The
+// payload is digested in the form Encode writes it (compact, HTML-escaped),
+// so a hand-written body and its re-encoded copy agree.
+func (j Job) Identity() string {
+	h := sha256.New()
+	for _, part := range []string{j.Channel, j.Credential, j.Endpoint} {
+		h.Write([]byte(part))
+		h.Write([]byte{0}) // '#' is refused in these fields, NUL is not: length-safe either way
+	}
+	var compact, escaped bytes.Buffer
+	if json.Compact(&compact, j.Payload) == nil {
+		json.HTMLEscape(&escaped, compact.Bytes())
+		h.Write(escaped.Bytes())
+	} else {
+		h.Write(j.Payload) // invalid JSON: Validate refuses it before any push
+	}
+	return j.ID + "#" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// Restarted is j as if first seen at now, for a job moved back from the
+// dead-letter queue after a fix: its lifetime (first seen, deferrals,
+// failures) starts over, or a job dead-lettered as expired would expire
+// again on arrival; and the slot and times of its last trip, long past,
+// are dropped. Its id, payload and deadline stay.
+func (j Job) Restarted(now time.Time) Job {
+	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
+	j.Slot, j.SlotKey, j.NotBefore, j.DeferredAt, j.Due = time.Time{}, "", time.Time{}, time.Time{}, time.Time{}
+	j.GrantVersion, j.GrantInterval = 0, 0
+	return j
+}
+
+// Validate reports the first missing or inconsistent field.
+func (j Job) Validate() error {
+	var problems []string
+	for _, f := range []struct{ name, v string }{{"id", j.ID}, {"channel", j.Channel}, {"credential", j.Credential}, {"endpoint", j.Endpoint}} {
+		if strings.TrimSpace(f.v) == "" {
+			problems = append(problems, f.name+" is empty")
+		} else if strings.Contains(f.v, "#") && f.name != "id" {
+			problems = append(problems, f.name+" contains '#', the bucket key separator")
+		}
+	}
+	if j.FirstSeen.IsZero() {
+		problems = append(problems, "first_seen is missing")
+	}
+	if len(j.Payload) > 0 && !json.Valid(j.Payload) {
+		problems = append(problems, "payload is not valid JSON")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid job %q: %s", j.ID, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ErrMalformed is matched by every error Decode returns: the message can
+// never be processed and belongs in the dead-letter queue.
+var ErrMalformed = errors.New("malformed job message")
+
+// Encode returns the message body for j.
+func Encode(j Job) (string, error) {
+	j.V = Version
+	if err := j.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(j)
+	return string(b), err
+}
+
+// Decode parses and validates a message body.
+func Decode(body string) (Job, error) {
+	var j Job
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return Job{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if j.V != Version {
+		return Job{}, fmt.Errorf("%w: version %d, this worker reads version %d", ErrMalformed, j.V, Version)
+	}
+	if err := j.Validate(); err != nil {
+		return Job{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return j, nil
+}

@@ -1,0 +1,129 @@
+package job
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func valid() Job {
+	return Job{ID: "evt-1#booking_com#availability", Channel: "booking_com", Credential: "cred-1", Endpoint: "availability",
+		Payload: []byte(`{"rooms":1}`), FirstSeen: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+}
+
+func TestRoundTrip(t *testing.T) {
+	j := valid()
+	j.Slot = j.FirstSeen.Add(3 * time.Second)
+	j.Deadline = j.FirstSeen.Add(time.Hour)
+	j.Deferrals = 2
+	body, err := Encode(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.V = Version
+	if !got.Slot.Equal(j.Slot) || !got.Deadline.Equal(j.Deadline) || got.ID != j.ID || got.Deferrals != 2 || string(got.Payload) != string(j.Payload) {
+		t.Fatalf("round trip: got %+v, want %+v", got, j)
+	}
+	if strings.Contains(body, "not_before") {
+		t.Errorf("zero NotBefore was encoded: %s", body)
+	}
+}
+
+// Copies of one job share its Identity, whatever their trip through the
+// queue changed; jobs that share only an ID do not.
+func TestIdentity(t *testing.T) {
+	j := valid()
+	copies := map[string]func(Job) Job{
+		"deferred with a slot": func(c Job) Job {
+			c.Slot, c.Deferrals, c.Failures, c.Tries = c.FirstSeen.Add(time.Minute), 3, 1, 1
+			return c
+		},
+		"re-encoded payload": func(c Job) Job { c.Payload = []byte(`{ "rooms" : 1 }`); return c },
+		"restarted":          func(c Job) Job { return c.Restarted(c.FirstSeen.Add(time.Hour)) },
+	}
+	for name, f := range copies {
+		if got := f(j).Identity(); got != j.Identity() {
+			t.Errorf("%s: identity %q, want the original's %q", name, got, j.Identity())
+		}
+	}
+	body, err := Encode(Job{ID: "e", Channel: "c", Credential: "k", Endpoint: "x", Payload: []byte(`{"a": "<b>"}`), FirstSeen: j.FirstSeen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := Job{ID: "e", Channel: "c", Credential: "k", Endpoint: "x", Payload: []byte(`{"a": "<b>"}`)}
+	if decoded.Identity() != hand.Identity() {
+		t.Errorf("a hand-written payload and its encoded copy differ: %q, %q", hand.Identity(), decoded.Identity())
+	}
+	others := map[string]func(Job) Job{
+		"another credential": func(c Job) Job { c.Credential = "cred-2"; return c },
+		"another endpoint":   func(c Job) Job { c.Endpoint = "rates"; return c },
+		"another channel":    func(c Job) Job { c.Channel = "expedia"; return c },
+		"another payload":    func(c Job) Job { c.Payload = []byte(`{"rooms":2}`); return c },
+		"another id":         func(c Job) Job { c.ID = "evt-2"; return c },
+	}
+	for name, f := range others {
+		if got := f(j).Identity(); got == j.Identity() {
+			t.Errorf("%s: identity %q, the same as the original's", name, got)
+		}
+	}
+	if !strings.HasPrefix(j.Identity(), j.ID+"#") {
+		t.Errorf("identity %q does not start with the job's ID, which logs and keys read", j.Identity())
+	}
+}
+
+func TestDecodeRefusesMalformed(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"not JSON", `{"v":1,`, "unexpected EOF"},
+		{"wrong version", `{"v":9,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "version 9"},
+		{"unknown field", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z","x":1}`, "unknown field"},
+		{"missing channel", `{"v":1,"id":"a","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "channel is empty"},
+		{"missing first_seen", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e"}`, "first_seen is missing"},
+		{"separator in credential", `{"v":1,"id":"a","channel":"c","credential":"k#2","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "credential contains"},
+		{"bad slot", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z","slot":"soon"}`, "cannot parse"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(tt.body)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Decode = %v, want ErrMalformed mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEncodeRefusesInvalid(t *testing.T) {
+	j := valid()
+	j.Endpoint = ""
+	if _, err := Encode(j); err == nil || !strings.Contains(err.Error(), "endpoint is empty") {
+		t.Fatalf("Encode = %v, want an error naming the endpoint", err)
+	}
+}
+
+// A restarted job keeps what it is and starts its life over.
+func TestRestarted(t *testing.T) {
+	j := valid()
+	j.Deadline = j.FirstSeen.Add(48 * time.Hour)
+	j.Deferrals, j.Failures, j.SlotKey = 200, 3, "k#1"
+	j.Slot, j.NotBefore, j.DeferredAt, j.Due = j.FirstSeen.Add(time.Hour), j.FirstSeen.Add(2*time.Hour), j.FirstSeen, j.FirstSeen.Add(time.Minute)
+	now := j.FirstSeen.Add(30 * time.Hour)
+	got := j.Restarted(now)
+	want := Job{ID: j.ID, Channel: j.Channel, Credential: j.Credential, Endpoint: j.Endpoint, Payload: j.Payload, FirstSeen: now, Deadline: j.Deadline}
+	if got.ID != want.ID || string(got.Payload) != string(want.Payload) || !got.FirstSeen.Equal(now) || !got.Deadline.Equal(want.Deadline) ||
+		got.Deferrals != 0 || got.Failures != 0 || got.SlotKey != "" || !got.Slot.IsZero() || !got.NotBefore.IsZero() || !got.DeferredAt.IsZero() || !got.Due.IsZero() {
+		t.Fatalf("Restarted = %+v, want %+v", got, want)
+	}
+	if j.Deferrals != 200 {
+		t.Fatal("Restarted changed the job it was called on")
+	}
+}

@@ -1,0 +1,523 @@
+// Package lane keeps, per lane, what is waiting to be pushed and who is
+// pushing it, so that a lane has at most one push pending however many
+// changes it receives.
+//
+// A lane is one stream of pushes: a property's changes of one kind
+// (availability, rates, restrictions) to one connection of it (channel,
+// credential, hotel_ref). A change marks its lanes dirty with one element
+// each (the cell, date range and sequence it wrote). The first change to
+// find a lane without an owner becomes its owner and schedules one push;
+// the others only add their elements. At its slot the owner claims the
+// lane, which also reads it, pushes the current state of the pending
+// elements, and then either finishes the lane (clears what it pushed and
+// releases it, in one write, if nothing else is pending) or schedules its
+// next push, whose claim clears what this one pushed. Whatever arrived
+// meanwhile stays. So a lane's requests follow the bucket's slot rate, not
+// the change rate; every push carries all that is pending; and a lane
+// under steady load costs one lane write per push.
+//
+// Elements are unique per change (they carry its sequence), so clearing
+// what was pushed can never drop a change that arrived during the push.
+//
+// # Ownership and leases
+//
+// The owner is a token. A claim moves it from the token a job carries to a
+// fresh one, conditional on the carried token, so a job delivered twice
+// pushes once: the second copy finds another owner. Every owner holds a
+// lease; an owner that dies (a crashed worker) loses the lane when its
+// lease runs out, and the next change or a redelivered job takes over.
+// Owners renew the lease on every write and before every deferral.
+//
+// # Layout
+//
+// All lanes of one property and kind share one item in the ARI state table
+// (pk = property#kind, sk = "lanes"), so one write marks every connection
+// a change fans out to. Per lane, keyed by channel#credential#hotel_ref:
+//
+//	d:<lane> (SS) pending elements, room#rate plan#from#to#sequence
+//	o:<lane> (S)  the owner's token
+//	l:<lane> (N)  the owner's lease, Unix µs
+//	w:<lane> (N)  set while the lane may be stranded (see Sweeping)
+//	f:<lane> (N)  how many times in a row its jobs ended undelivered
+//
+// # Sweeping
+//
+// A lane whose job ends without delivering (expired, shed, dead-lettered,
+// a push given up) keeps its pending elements, and its owner ends the
+// lease (EndLease). Nothing else would come back for those elements until
+// the lane's next change, which a quiet hotel may never send. So EndLease
+// also records when the lane was stranded (w:<lane>) and lists the item in
+// a sparse global secondary index (SweepIndex) through attributes an item
+// carries only while one of its lanes may be stranded:
+//
+//	sweep    (S) SweepPartition, the index's partition key
+//	sweep_at (N) when the sweep should look at the item next, Unix µs
+//	sweep_n  (N) a count of strandings: the sweep takes the item out of
+//	             the index only if no lane was stranded since it read it
+//
+// The sweep (Due, then Sweep per item) takes each stranded lane over with
+// a fresh owner, as a change would, and the caller schedules its push. A
+// lane stranded again and again is due later each time (SweepBackoff), so
+// a lane that keeps failing costs a push per backoff, not per sweep. The
+// claim of the next push removes w:<lane>; a push that gets through
+// removes f:<lane>.
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// SortKey is the sort key of a lane item in the ARI state table.
+const SortKey = "lanes"
+
+// DefaultLease is how long an owner holds a lane without renewing it.
+const DefaultLease = 2 * time.Minute
+
+// ID names a lane.
+type ID struct {
+	Property, Kind                string
+	Channel, Credential, HotelRef string
+}
+
+// suffix keys the lane's attributes within its item.
+func (id ID) suffix() string { return id.Channel + "#" + id.Credential + "#" + id.HotelRef }
+
+// String is the lane's name in logs and job ids.
+func (id ID) String() string { return id.Property + "#" + id.Kind + "#" + id.suffix() }
+
+// Element is one change's range of one cell: what a push must send.
+type Element struct {
+	RoomType, RatePlan string
+	From, To           string
+	Sequence           int64
+}
+
+func (e Element) String() string {
+	return e.RoomType + "#" + e.RatePlan + "#" + e.From + "#" + e.To + "#" + strconv.FormatInt(e.Sequence, 10)
+}
+
+// ParseElement reads an element back from its String form.
+func ParseElement(s string) (Element, error) {
+	f := strings.Split(s, "#")
+	if len(f) != 5 {
+		return Element{}, fmt.Errorf("lane element %q: want 5 fields", s)
+	}
+	seq, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil {
+		return Element{}, fmt.Errorf("lane element %q: %w", s, err)
+	}
+	return Element{RoomType: f[0], RatePlan: f[1], From: f[2], To: f[3], Sequence: seq}, nil
+}
+
+// DynamoDBAPI is the part of *dynamodb.Client the lane store uses: the
+// sweep reads items (GetItem) it finds in the sweep index (Query).
+type DynamoDBAPI interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Store reads and writes lanes in the ARI state table.
+type Store struct {
+	DB    DynamoDBAPI
+	Table string
+	// Lease is how long an owner holds a lane between writes; DefaultLease
+	// if zero.
+	Lease time.Duration
+	Now   func() time.Time
+}
+
+// Pending is a lane's state as one write left it.
+type Pending struct {
+	// Elements are the lane's pending elements, oldest change first.
+	Elements []Element
+	// Owner and LeaseUntil say who holds the lane; empty if nobody.
+	Owner      string
+	LeaseUntil time.Time
+}
+
+// Mark is what marking did to one lane.
+type Mark struct {
+	Lane ID
+	// Claimed: this change became the lane's owner (with the token it
+	// offered) and must schedule its push. Otherwise an owner is already
+	// on its way and will push this change's element too.
+	Claimed bool
+	Pending Pending
+}
+
+// Mark adds els to every lane of one property and kind, in one write, and
+// makes token(lane) the owner of each lane that had none (or whose owner's
+// lease ran out, which costs a second write). tokens should be
+// deterministic per change and lane, so that a redelivered change finds
+// itself the owner again and schedules the push its first delivery may
+// not have.
+func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(ID) string) ([]Mark, error) {
+	if len(lanes) == 0 || len(els) == 0 {
+		return nil, nil
+	}
+	now := s.now()
+	lease := now.Add(s.lease())
+	names := map[string]string{}
+	vals := map[string]types.AttributeValue{
+		":e": elementSet(uniqueElements(els)),
+		":l": micros(lease),
+	}
+	var adds, sets []string
+	for i, id := range lanes {
+		d, o, l := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i)
+		vals[fmt.Sprintf(":t%d", i)] = &types.AttributeValueMemberS{Value: token(id)}
+		adds = append(adds, d+" :e")
+		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, :t%d), %s = if_not_exists(%s, :l)", o, o, i, l, l))
+	}
+	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.Table,
+		Key:                       key(lanes[0]),
+		UpdateExpression:          strPtr("ADD " + strings.Join(adds, ", ") + " SET " + strings.Join(sets, ", ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark lanes of %s#%s: %w", lanes[0].Property, lanes[0].Kind, err)
+	}
+	marks := make([]Mark, len(lanes))
+	for i, id := range lanes {
+		p, err := pendingOf(out.Attributes, id)
+		if err != nil {
+			return nil, err
+		}
+		marks[i] = Mark{Lane: id, Claimed: p.Owner == token(id), Pending: p}
+		if !marks[i].Claimed && p.Owner != "" && p.LeaseUntil.Before(now) {
+			// The owner's lease ran out: it died between its writes.
+			if marks[i].Pending, marks[i].Claimed, err = s.takeOver(ctx, id, p, token(id), lease); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return marks, nil
+}
+
+func (s *Store) takeOver(ctx context.Context, id ID, was Pending, token string, lease time.Time) (Pending, bool, error) {
+	names := map[string]string{}
+	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.Table,
+		Key:                                 key(id),
+		UpdateExpression:                    strPtr(fmt.Sprintf("SET %s = :t, %s = :l", o, l)),
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :old AND %s = :oldl", o, l)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": str(token), ":l": micros(lease), ":old": str(was.Owner), ":oldl": micros(was.LeaseUntil)},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		p, err := pendingOf(item, id) // someone else took it first, or renewed
+		return p, false, err
+	}
+	if err != nil {
+		return Pending{}, false, fmt.Errorf("take over lane %s: %w", id, err)
+	}
+	p, err := pendingOf(out.Attributes, id)
+	return p, err == nil, err
+}
+
+// NotOwnerError is a claim refused because the lane has another owner (or
+// none): the job was a duplicate, or its lease ran out and another took
+// over. Pending says who holds the lane now.
+type NotOwnerError struct {
+	Lane    ID
+	Pending Pending
+}
+
+func (e *NotOwnerError) Error() string {
+	if e.Pending.Owner == "" {
+		return fmt.Sprintf("lane %s has no owner", e.Lane)
+	}
+	return fmt.Sprintf("lane %s is owned by %s until %s", e.Lane, e.Pending.Owner, e.Pending.LeaseUntil.Format(time.RFC3339Nano))
+}
+
+// Claim makes next the owner of the lane if token owns it (or its owner's
+// lease has run out), removes done (what token's previous push carried)
+// and returns what is pending, in one write. Anything else fails with a
+// *NotOwnerError.
+func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Element) (Pending, error) {
+	now := s.now()
+	names := map[string]string{}
+	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	update := fmt.Sprintf("SET %s = :next, %s = :l", o, l)
+	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
+	// A claim takes the lane up: it is no longer stranded. done is what
+	// the previous push delivered, so the lane is no longer failing.
+	remove := " REMOVE " + attr(names, "w", id, 0)
+	if len(done) > 0 {
+		update += " DELETE " + attr(names, "d", id, 0) + " :done"
+		vals[":done"] = elementSet(done)
+		remove += ", " + attr(names, "f", id, 0)
+	}
+	update += remove
+	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.Table,
+		Key:                                 key(id),
+		UpdateExpression:                    &update,
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :t OR %s < :now", o, l)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		_, err := refused(item, id, "")
+		return Pending{}, err
+	}
+	if err != nil {
+		return Pending{}, fmt.Errorf("claim lane %s: %w", id, err)
+	}
+	return pendingOf(out.Attributes, id)
+}
+
+// Finish clears done and releases the lane, in one write, if done is all
+// that is pending. released is false, with nothing changed, when more is
+// pending (new changes arrived during the push): owner keeps the lane, its
+// next push's Claim clears done, and pending is the lane as the refused
+// write found it (done included). A lane owner lost meanwhile fails with a
+// *NotOwnerError.
+func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element) (released bool, pending Pending, err error) {
+	if len(done) == 0 {
+		p, err := s.Release(ctx, id, owner)
+		return err == nil && len(p.Elements) == 0, p, err
+	}
+	names := map[string]string{}
+	d, o, l, f := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "f", id, 0)
+	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.Table,
+		Key:              key(id),
+		UpdateExpression: strPtr(fmt.Sprintf("DELETE %s :done REMOVE %s, %s, %s", d, o, l, f)),
+		// Only the owner removes elements and done were all pending when
+		// the push read them, so a set of done's size is exactly done.
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND size(%s) = :n", o, d)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":done": elementSet(done), ":o": str(owner), ":n": &types.AttributeValueMemberN{Value: strconv.Itoa(len(done))}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		p, err := refused(item, id, owner)
+		return false, p, err
+	}
+	if err != nil {
+		return false, Pending{}, fmt.Errorf("finish lane %s: %w", id, err)
+	}
+	return true, Pending{}, nil
+}
+
+// uniqueElements drops repeats, which a string set refuses.
+func uniqueElements(els []Element) []Element {
+	seen := make(map[Element]bool, len(els))
+	out := els[:0:0]
+	for _, e := range els {
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func elementSet(els []Element) types.AttributeValue {
+	set := make([]string, len(els))
+	for i, e := range els {
+		set[i] = e.String()
+	}
+	return &types.AttributeValueMemberSS{Value: set}
+}
+
+// Release gives the lane up if nothing is pending. A change that arrived
+// since found the lane owned and did not schedule a push, so then the
+// owner keeps the lane and Release returns what is pending.
+func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, error) {
+	names := map[string]string{}
+	d, o, l := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.Table,
+		Key:                                 key(id),
+		UpdateExpression:                    strPtr(fmt.Sprintf("REMOVE %s, %s", o, l)),
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND attribute_not_exists(%s)", o, d)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		return refused(item, id, owner)
+	}
+	if err != nil {
+		return Pending{}, fmt.Errorf("release lane %s: %w", id, err)
+	}
+	return Pending{}, nil
+}
+
+// Renew extends owner's lease to until, as before a deferral that outlasts
+// the lease. A lane owner lost meanwhile fails with a *NotOwnerError.
+func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time) error {
+	names := map[string]string{}
+	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.Table,
+		Key:                                 key(id),
+		UpdateExpression:                    strPtr(fmt.Sprintf("SET %s = :l", l)),
+		ConditionExpression:                 strPtr(o + " = :o"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner), ":l": micros(until)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		_, err := refused(item, id, "")
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("renew lane %s: %w", id, err)
+	}
+	return nil
+}
+
+// EndLease ends owner's lease now, in one write, leaving the lane's owner
+// and pending elements in place: the next change takes the lane over as
+// from an owner that died (Mark), and a job still carrying owner's token
+// (redriven from the dead-letter queue) may claim it again. The same write
+// marks the lane stranded and lists its item in the sweep index (see
+// Sweeping), so that the pending elements are pushed again without waiting
+// for a change. A lane that another owns, or whose lease owner already
+// ended (a second delivery of the same job), fails with a *NotOwnerError.
+func (s *Store) EndLease(ctx context.Context, id ID, owner string) error {
+	now := s.now()
+	names := map[string]string{"#sweep": SweepAttribute, "#sweepAt": SweepAtAttribute, "#sweepN": sweepCountAttribute}
+	o, l, w, f := attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "w", id, 0), attr(names, "f", id, 0)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.Table,
+		Key:       key(id),
+		// sweep_at is set to now even if the item was listed for later
+		// (another lane backing off): the sweep reads it once more and
+		// sets the earliest time again, which a write cannot compute.
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s = :now, #sweep = :part, #sweepAt = :now ADD %s :one, #sweepN :one", l, w, f)),
+		// The Unix epoch: over for every process, whatever its clock.
+		ConditionExpression:      strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
+		ExpressionAttributeNames: names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0)),
+			":now": micros(now), ":part": str(SweepPartition), ":one": &types.AttributeValueMemberN{Value: "1"}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		_, err := refused(item, id, "")
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("end the lease on lane %s: %w", id, err)
+	}
+	return nil
+}
+
+// LeaseFor is the lease an owner needs to be back by slot: the slot plus a
+// whole lease, so that late delivery and the push itself fit.
+func (s *Store) LeaseFor(slot time.Time) time.Time { return slot.Add(s.lease()) }
+
+// LeaseLength is how long an owner holds a lane between writes.
+func (s *Store) LeaseLength() time.Duration { return s.lease() }
+
+func (s *Store) lease() time.Duration {
+	if s.Lease > 0 {
+		return s.Lease
+	}
+	return DefaultLease
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func key(id ID) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": str(id.Property + "#" + id.Kind),
+		"sk": str(SortKey),
+	}
+}
+
+// attr registers the name of one of the lane's attributes (kind d, o or
+// l) as #<kind><i>; DynamoDB refuses names an expression does not use, so
+// each write registers only its own.
+func attr(names map[string]string, kind string, id ID, i int) string {
+	n := fmt.Sprintf("#%s%d", kind, i)
+	names[n] = kind + ":" + id.suffix()
+	return n
+}
+
+func pendingOf(item map[string]types.AttributeValue, id ID) (Pending, error) {
+	var p Pending
+	if set, ok := item["d:"+id.suffix()].(*types.AttributeValueMemberSS); ok {
+		for _, s := range set.Value {
+			e, err := ParseElement(s)
+			if err != nil {
+				return Pending{}, err
+			}
+			p.Elements = append(p.Elements, e)
+		}
+	}
+	sort.Slice(p.Elements, func(i, j int) bool {
+		a, b := p.Elements[i], p.Elements[j]
+		if a.Sequence != b.Sequence {
+			return a.Sequence < b.Sequence
+		}
+		return a.String() < b.String()
+	})
+	if o, ok := item["o:"+id.suffix()].(*types.AttributeValueMemberS); ok {
+		p.Owner = o.Value
+	}
+	if l, ok := item["l:"+id.suffix()].(*types.AttributeValueMemberN); ok {
+		us, err := strconv.ParseInt(l.Value, 10, 64)
+		if err != nil {
+			return Pending{}, fmt.Errorf("lane %s: lease %q: %w", id, l.Value, err)
+		}
+		p.LeaseUntil = time.UnixMicro(us)
+	}
+	return p, nil
+}
+
+// refused reads the lane from the item a failed condition handed back. It
+// is a *NotOwnerError unless owner still holds the lane (owner "": always,
+// for writes whose condition failing means the lane is someone else's).
+func refused(item map[string]types.AttributeValue, id ID, owner string) (Pending, error) {
+	p, err := pendingOf(item, id)
+	if err != nil {
+		return Pending{}, err
+	}
+	if owner == "" || p.Owner != owner {
+		return p, &NotOwnerError{Lane: id, Pending: p}
+	}
+	return p, nil
+}
+
+func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item, true
+	}
+	return nil, false
+}
+
+func micros(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMicro(), 10)}
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func strPtr(s string) *string { return &s }

@@ -1,0 +1,48 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// Abandon gives up a dead-lettered lane job's lane (expired, shed,
+// unroutable, its push refused or given up): it ends the owner's lease
+// now, in one write, and leaves everything pending in the lane item,
+// marked stranded. The sweep (Sweep) then takes the lane over and
+// schedules a push of all that is pending, this job's elements included,
+// without waiting for a change; a change that comes first takes it over
+// itself (lane.Store.Mark).
+//
+// The lease is ended rather than the lane released: lane.Store.Release
+// refuses while anything is pending, and an expired job always leaves
+// something; and a job redriven from the dead-letter queue after a fix
+// still holds the owner token, so its claim succeeds and it pushes at once
+// instead of finding no owner and ending.
+//
+// It is the dispatcher's Abandoner. A job that no longer owns its lane (a
+// second delivery of the same job, or one whose lane another job took
+// over) gets dispatch.ErrNothingToPush, so one job is dead-lettered once;
+// a recheck job, which owns nothing, has nothing to give up.
+func (s *Syncer) Abandon(ctx context.Context, j job.Job) error {
+	id, ref, _, err := laneOf(j)
+	if err != nil || ref.SeenOwner != "" {
+		return nil
+	}
+	err = s.Lanes.EndLease(ctx, id, ref.Token)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) {
+		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+	}
+	if err == nil {
+		s.owned.leased(ref.Token, time.UnixMicro(0))
+	}
+	return err
+}
+
+var _ dispatch.Abandoner = (*Syncer)(nil)

@@ -1,0 +1,561 @@
+package syncer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// laneRef is a lane job's payload: which lane, and the owner token the job
+// pushes under.
+type laneRef struct {
+	PropertyID string `json:"property_id"`
+	HotelRef   string `json:"hotel_ref"`
+	Token      string `json:"token"`
+	// SeenOwner is set on a job that found another owner holding the lane
+	// and comes back to see whether that owner is still alive.
+	SeenOwner string `json:"seen_owner,omitempty"`
+	// Pushed are the elements the owner's previous push carried, which
+	// its next claim clears.
+	Pushed []string `json:"pushed,omitempty"`
+	// Part says that the oldest pending change was too large for one push
+	// on an endpoint metered by items, and that its dates before From
+	// went out already: the lane's pushes carry the rest, then clear it.
+	Part *partRef `json:"part,omitempty"`
+}
+
+// partRef is a pending element pushed in parts: its dates from From on
+// are still to go.
+type partRef struct {
+	Element string `json:"element"`
+	From    string `json:"from"`
+}
+
+// Push is the body sent to an OTA: the current state of everything a lane
+// has pending, one entry per room type and rate plan.
+type Push struct {
+	HotelRef string     `json:"hotel_ref"`
+	Kind     string     `json:"kind"`
+	Items    []PushCell `json:"items"`
+}
+
+// PushCell is the pending dates of one room type and rate plan.
+type PushCell struct {
+	RoomType string    `json:"room_type"`
+	RatePlan string    `json:"rate_plan,omitempty"`
+	Days     []ari.Day `json:"days"`
+}
+
+// laneJob is the job that pushes lane id under ref.Token.
+func (s *Syncer) laneJob(id lane.ID, ref laneRef) job.Job {
+	ref.PropertyID, ref.HotelRef = id.Property, id.HotelRef
+	payload, _ := json.Marshal(ref)
+	return job.Job{
+		ID:      id.String() + "@" + ref.Token,
+		Channel: id.Channel, Credential: id.Credential, Endpoint: id.Kind,
+		Payload: payload, FirstSeen: s.now(),
+	}
+}
+
+// rebased is j under ref: the same job (slot, deferrals, timing) pushing
+// under another owner token.
+func (s *Syncer) rebased(j job.Job, id lane.ID, ref laneRef) job.Job {
+	next := s.laneJob(id, ref)
+	j.ID, j.Payload = next.ID, next.Payload
+	return j
+}
+
+func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
+	var ref laneRef
+	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
+		return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q is not a lane job (payload %s)", job.ErrMalformed, j.ID, j.Payload)
+	}
+	if p := ref.Part; p != nil {
+		if _, err := lane.ParseElement(p.Element); err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part: %v", job.ErrMalformed, j.ID, err)
+		}
+		if _, err := time.Parse(ari.DateLayout, p.From); err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part from %q: %v", job.ErrMalformed, j.ID, p.From, err)
+		}
+	}
+	done := make([]lane.Element, len(ref.Pushed))
+	for i, s := range ref.Pushed {
+		e, err := lane.ParseElement(s)
+		if err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: %v", job.ErrMalformed, j.ID, err)
+		}
+		done[i] = e
+	}
+	return lane.ID{Property: ref.PropertyID, Kind: j.Endpoint, Channel: j.Channel, Credential: j.Credential, HotelRef: ref.HotelRef}, ref, done, nil
+}
+
+// pushed is what a push carried, for Done to clear.
+type pushed struct {
+	lane     lane.ID
+	owner    string
+	elements []lane.Element
+	// more: the push left pending elements out (max_items, max_bytes).
+	more bool
+	// at is when the push began.
+	at time.Time
+	// rest is what the claim found pending that the push left out, and
+	// state what the push read, for Shrink.
+	rest  []lane.Element
+	state map[string][]ari.Day
+	// whole maps an element whose earlier dates went out already (its
+	// pending rest, which the push's elements and rest hold) to the
+	// element as the lane holds it, which is what a push clears.
+	whole map[lane.Element]lane.Element
+	// part is set when the push carries only the first dates of its
+	// oldest element, which stays pending with the rest.
+	part *partRef
+}
+
+// held is e as the lane holds it.
+func (p pushed) held(e lane.Element) lane.Element {
+	if w, ok := p.whole[e]; ok {
+		return w
+	}
+	return e
+}
+
+// next is the part the lane's next push resumes: the one this push made,
+// or the one it resumed and did not finish (Shrink left it out).
+func (p pushed) next() *partRef {
+	if p.part != nil {
+		return p.part
+	}
+	for cut, whole := range p.whole {
+		if !slices.Contains(p.elements, cut) {
+			return &partRef{Element: whole.String(), From: cut.From}
+		}
+	}
+	return nil
+}
+
+// cleared is what the push carried in full, as the lane holds it.
+func (p pushed) cleared() []lane.Element {
+	out := make([]lane.Element, len(p.elements))
+	for i, e := range p.elements {
+		out[i] = p.held(e)
+	}
+	return out
+}
+
+// Begin claims the lane for the job's push, which also clears what the
+// owner's previous push carried and fences off a second delivery of the
+// same job, and renders what is pending.
+func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payload, error) {
+	start := s.now()
+	id, ref, done, err := laneOf(j)
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	next := newToken()
+	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
+	var other *lane.NotOwnerError
+	switch {
+	case errors.As(err, &other) && other.Pending.Owner == next:
+		// The claim landed and its answer was lost; the SDK's retry then
+		// found the lane already ours, and what it saw is what is pending.
+		p, err = other.Pending, nil
+	case errors.As(err, &other):
+		return s.notOwner(j, id, ref, other)
+	}
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	s.owned.leased(next, p.LeaseUntil)
+	// The part survives a push that does not go out (deferred to book its
+	// tokens, or failed): the next one resumes it.
+	j = s.rebased(j, id, laneRef{Token: next, Part: ref.Part})
+	if len(p.Elements) == 0 {
+		// Another owner's push carried the last of it: ours took the lane
+		// over after its lease ran out.
+		if _, err := s.Lanes.Release(ctx, id, next); err != nil {
+			return j, dispatch.Payload{}, err
+		}
+		return j, dispatch.Payload{}, dispatch.ErrIdle
+	}
+	pending, whole := resume(p.Elements, ref.Part)
+	body, items, els, state, err := s.render(ctx, id, pending)
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els,
+		more: len(els) < len(pending), at: start, rest: pending[len(els):], state: state, whole: whole}}, nil
+}
+
+// resume is pending with the element part names (if still pending) cut to
+// its dates from part.From on, and the map from the cut element to the
+// lane's.
+func resume(pending []lane.Element, part *partRef) ([]lane.Element, map[lane.Element]lane.Element) {
+	if part == nil {
+		return pending, nil
+	}
+	for i, e := range pending {
+		if e.String() != part.Element || part.From <= e.From || part.From > e.To {
+			continue
+		}
+		cut := e
+		cut.From = part.From
+		out := append(append(append([]lane.Element(nil), pending[:i]...), cut), pending[i+1:]...)
+		return out, map[lane.Element]lane.Element{cut: e}
+	}
+	return pending, nil
+}
+
+// Shrink renders a push again with the oldest pending changes that fit in
+// items items, for an endpoint metered by items whose bucket had fewer
+// tokens free than the push had items. The changes it leaves out stay
+// pending for the lane's next push.
+func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, items int) (dispatch.Payload, error) {
+	st, ok := p.State.(pushed)
+	if !ok {
+		return p, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
+	}
+	els, left := fitWhole(st.elements, items)
+	if len(els) == 0 {
+		return s.split(j, st, items)
+	}
+	_, maxBytes := s.requestLimits(st.lane)
+	body, n, fit, err := fitBytes(st.lane, els, st.state, maxBytes)
+	if err != nil {
+		return p, err
+	}
+	st.rest = append(append(append([]lane.Element(nil), els[len(fit):]...), left...), st.rest...)
+	st.elements, st.more = fit, true
+	return dispatch.Payload{Body: body, Items: n, State: st}, nil
+}
+
+// split pushes the first items dates of the oldest pending element, which
+// alone has more items than the push's tokens pay for (a 30-day rate
+// change on a burst of 20): it could otherwise never go out. The element
+// stays pending; the lane's next push carries its dates from the first one
+// left out (laneRef.Part), and clears it when they have all gone. Each
+// date goes out with the newest state at its push, so none is left stale.
+func (s *Syncer) split(j job.Job, st pushed, items int) (dispatch.Payload, error) {
+	first := st.elements[0]
+	dates := (ari.Change{From: first.From, To: first.To}).Dates()
+	if items < 1 || items >= len(dates) {
+		return dispatch.Payload{}, &dispatch.TooBigError{Items: min(len(dates), 1)}
+	}
+	head, tail := first, first
+	head.To, tail.From = dates[items-1], dates[items]
+	_, maxBytes := s.requestLimits(st.lane)
+	body, n, err := encodePush(st.lane, []lane.Element{head}, st.state)
+	if err != nil {
+		return dispatch.Payload{}, err
+	}
+	if len(body) > maxBytes {
+		return dispatch.Payload{}, fmt.Errorf("job %q: the first %d dates of %s are %d bytes, over max_bytes %d", j.ID, items, first, len(body), maxBytes)
+	}
+	whole := st.held(first)
+	st.part = &partRef{Element: whole.String(), From: tail.From}
+	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
+	st.whole = map[lane.Element]lane.Element{tail: whole}
+	st.elements, st.more = nil, true
+	return dispatch.Payload{Body: body, Items: n, State: st}, nil
+}
+
+// expectedItems is what a push of pending would carry, for the slot of an
+// endpoint metered by items to book its tokens; 0 (unused) elsewhere, so
+// request-metered lanes do not count items on every mark and push.
+func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
+	if s.Config.Channels[id.Channel].Endpoints[id.Kind].ItemCost() == 0 {
+		return 0
+	}
+	maxItems, _ := s.requestLimits(id)
+	return min(countItems(pending()), maxItems)
+}
+
+// Rechecks reports whether j only comes back to see whether the owner it
+// found holding its lane is still alive (dispatch.Rechecker): it books a
+// slot only once it has taken the lane over.
+func (s *Syncer) Rechecks(j job.Job) bool {
+	_, ref, _, err := laneOf(j)
+	return err == nil && ref.SeenOwner != ""
+}
+
+// notOwner decides what becomes of a job whose lane has another owner. If
+// the lane moved on since the job last looked, the job was a duplicate (or
+// outlived its lease) and ends. Otherwise the owner may have died holding
+// the lane: the job comes back when its lease runs out, to take over then.
+func (s *Syncer) notOwner(j job.Job, id lane.ID, ref laneRef, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
+	owner := other.Pending.Owner
+	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) {
+		return j, dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+	}
+	ref.SeenOwner = owner
+	j = s.rebased(j, id, ref)
+	j.Slot, j.SlotKey = time.Time{}, "" // the slot is the owner's to use
+	return j, dispatch.Payload{}, &dispatch.RecheckError{
+		At: other.Pending.LeaseUntil.Add(time.Second), Reason: other.Error(),
+	}
+}
+
+// Done settles a push: it finishes the lane if what the push carried was
+// all that was pending, and otherwise returns the lane's next job, whose
+// claim clears what this push carried. A push that left elements out
+// (over max_items) knows more is pending and does not try.
+func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.Job, error) {
+	st, ok := p.State.(pushed)
+	if !ok {
+		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
+	}
+	rest := func() []lane.Element { return st.rest }
+	if !st.more {
+		released, seen, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.cleared())
+		var other *lane.NotOwnerError
+		if errors.As(err, &other) {
+			// Our lease ran out mid-push and another took the lane over:
+			// what we pushed stays pending and goes out again with its
+			// pushes.
+			return nil, nil
+		}
+		if err != nil || released {
+			return nil, err
+		}
+		rest = func() []lane.Element { return without(seen.Elements, st.cleared()) }
+	}
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements)), Part: st.next()}
+	for i, e := range st.cleared() {
+		ref.Pushed[i] = e.String()
+	}
+	next := s.laneJob(st.lane, ref)
+	next.Items = s.expectedItems(st.lane, rest)
+	// A lane that is still dirty has a backlog: it takes the next slot
+	// the bucket has, collecting for only a quarter of the linger, so that
+	// the quota is used in full while there is work.
+	next.NotBefore, next.Linger = st.at.Add(s.lingerOf(st.lane)/4), s.lingerYields(st.lane)
+	return &next, nil
+}
+
+// Hold renews the job's lease to cover a deferral until until, when the
+// lease it holds would not.
+func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
+	id, ref, _, err := laneOf(j)
+	if err != nil || ref.SeenOwner != "" {
+		return nil // not an owner: nothing to hold
+	}
+	need := s.Lanes.LeaseFor(until)
+	lease, known := s.owned.lease(ref.Token)
+	switch {
+	case known && !lease.Before(need.Add(-s.Lanes.LeaseLength()/2)):
+		return nil
+	case !known && until.Sub(s.now()) < s.Lanes.LeaseLength()/2:
+		// Deferred again before this process claimed it: its owner's
+		// last write covered this deferral.
+		return nil
+	}
+	err = s.Lanes.Renew(ctx, id, ref.Token, need)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) {
+		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+	}
+	if err == nil {
+		s.owned.leased(ref.Token, need)
+	}
+	return err
+}
+
+// render reads the state of the oldest pending elements that fit the
+// endpoint's max_items, in one call, and encodes them (see fitBytes). It
+// returns the body, its item count, the elements it carries and the state
+// it read.
+func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
+	maxItems, maxBytes := s.requestLimits(id)
+	els := fitItems(pending, maxItems)
+	ranges := make([]ari.Range, len(els))
+	for i, e := range els {
+		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
+	}
+	state, err := s.State.Read(ctx, ranges)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	body, items, els, err := fitBytes(id, els, state, maxBytes)
+	return body, items, els, state, err
+}
+
+// fitBytes encodes els; if the body is over maxBytes it drops the newest
+// elements until it fits (one element always goes: max_items admits any
+// one change, and a body the vendor still refuses is dead-lettered with
+// its reason).
+func fitBytes(id lane.ID, els []lane.Element, state map[string][]ari.Day, maxBytes int) ([]byte, int, []lane.Element, error) {
+	for {
+		body, items, err := encodePush(id, els, state)
+		if err != nil || len(body) <= maxBytes || len(els) == 1 {
+			return body, items, els, err
+		}
+		els = els[:len(els)/2]
+	}
+}
+
+func (s *Syncer) requestLimits(id lane.ID) (int, int) {
+	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
+	return ep.RequestLimits()
+}
+
+func cellOf(id lane.ID, e lane.Element) string {
+	return ari.Change{PropertyID: id.Property, Kind: id.Kind, RoomType: e.RoomType, RatePlan: e.RatePlan}.Cell()
+}
+
+// fitItems is the longest prefix of pending (oldest first) whose distinct
+// (cell, date) items number at most maxItems; at least one element.
+func fitItems(pending []lane.Element, maxItems int) []lane.Element {
+	seen := map[string]bool{}
+	for i, e := range pending {
+		added := 0
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			if k := e.RoomType + "#" + e.RatePlan + "#" + d; !seen[k] {
+				seen[k] = true
+				added++
+			}
+		}
+		if len(seen) > maxItems && i > 0 {
+			return pending[:i]
+		}
+	}
+	return pending
+}
+
+// fitWhole picks the pending elements, oldest first, that fit together in
+// maxItems distinct (cell, date) items, skipping any that would not fit
+// so that the tokens a push holds are spent; rest is the others, in
+// order. picked is empty when none fits.
+func fitWhole(els []lane.Element, maxItems int) (picked, rest []lane.Element) {
+	seen := map[string]bool{}
+	for _, e := range els {
+		var added []string
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			if k := e.RoomType + "#" + e.RatePlan + "#" + d; !seen[k] {
+				added = append(added, k)
+			}
+		}
+		if len(seen)+len(added) > maxItems {
+			rest = append(rest, e)
+			continue
+		}
+		for _, k := range added {
+			seen[k] = true
+		}
+		picked = append(picked, e)
+	}
+	return picked, rest
+}
+
+// countItems is the distinct (cell, date) items of els.
+func countItems(els []lane.Element) int {
+	seen := map[string]bool{}
+	for _, e := range els {
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			seen[e.RoomType+"#"+e.RatePlan+"#"+d] = true
+		}
+	}
+	return len(seen)
+}
+
+// without is pending less done.
+func without(pending, done []lane.Element) []lane.Element {
+	gone := make(map[lane.Element]bool, len(done))
+	for _, e := range done {
+		gone[e] = true
+	}
+	var out []lane.Element
+	for _, e := range pending {
+		if !gone[e] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// encodePush renders the elements' dates from state, each (cell, date)
+// once, in a stable order.
+func encodePush(id lane.ID, els []lane.Element, state map[string][]ari.Day) ([]byte, int, error) {
+	type cellKey struct{ room, plan string }
+	want := map[cellKey]map[string]bool{}
+	for _, e := range els {
+		k := cellKey{e.RoomType, e.RatePlan}
+		if want[k] == nil {
+			want[k] = map[string]bool{}
+		}
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			want[k][d] = true
+		}
+	}
+	keys := make([]cellKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].room != keys[j].room {
+			return keys[i].room < keys[j].room
+		}
+		return keys[i].plan < keys[j].plan
+	})
+	push := Push{HotelRef: id.HotelRef, Kind: id.Kind}
+	items := 0
+	for _, k := range keys {
+		cell := PushCell{RoomType: k.room, RatePlan: k.plan}
+		for _, d := range state[cellOf(id, lane.Element{RoomType: k.room, RatePlan: k.plan})] {
+			if want[k][d.Date] {
+				cell.Days = append(cell.Days, d)
+			}
+		}
+		if len(cell.Days) > 0 {
+			push.Items = append(push.Items, cell)
+			items += len(cell.Days)
+		}
+	}
+	body, err := json.Marshal(push)
+	return body, items, err
+}
+
+func newToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "t-" + hex.EncodeToString(b)
+}
+
+// ownership is what this process knows of the lanes it owns: the lease of
+// each owner token it wrote.
+type ownership struct {
+	mu     sync.Mutex
+	leases map[string]time.Time
+}
+
+func (o *ownership) leased(token string, until time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.leases == nil || len(o.leases) > 10_000 {
+		o.leases = map[string]time.Time{} // tokens of long-gone jobs; renewing costs one write
+	}
+	o.leases[token] = until
+}
+
+func (o *ownership) lease(token string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, ok := o.leases[token]
+	return t, ok
+}
+
+var (
+	_ dispatch.Work      = (*Syncer)(nil)
+	_ dispatch.Shrinker  = (*Syncer)(nil)
+	_ dispatch.Rechecker = (*Syncer)(nil)
+)

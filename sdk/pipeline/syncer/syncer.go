@@ -1,0 +1,438 @@
+// Package syncer is what the sync function does with each message.
+//
+// A PMS change is written into ARI state (sdk/pipeline/ari) and marks the lanes it
+// fans out to dirty (sdk/pipeline/lane): one lane per connection of the property
+// and kind. A lane with no push scheduled gets exactly one: a job that
+// reserves a slot and then pushes or is deferred (sdk/pipeline/dispatch). At its
+// slot, the job pushes the current state of everything pending in the
+// lane, up to the endpoint's max_items and max_bytes, clears what it
+// pushed, and, if more arrived meanwhile, books the lane's next slot. So a
+// lane's requests follow the slot rate however many changes it receives,
+// and every push carries all that is pending.
+package syncer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// Syncer handles both of the sync function's queues. It is the
+// dispatcher's Router and Work.
+type Syncer struct {
+	Config     *config.Config
+	State      *ari.Store
+	Lanes      *lane.Store
+	Dispatcher *dispatch.Dispatcher
+	// Token returns a credential's API token from its token_env; default
+	// os.Getenv. Tokens go into request headers only, never into logs or
+	// messages.
+	Token func(env string) string
+	// Invalidate, if set, drops a cached token (by its reference) so that
+	// Token reads it afresh: called when the vendor refuses a token.
+	Invalidate func(ref string)
+	Now        func() time.Time
+	// Linger is how long a lane collects changes before a push: its first
+	// push after it was idle waits this long after the change that woke
+	// it (changes that arrive meanwhile ride in the same request), and
+	// while it stays dirty its pushes start at least a quarter of it
+	// apart. DefaultLinger if zero; negative for none.
+	Linger time.Duration
+	// FillQuota makes every lane's linger yield to its bucket (per
+	// endpoint: config.Endpoint.FillQuota): a lane
+	// that lingers pushes early, at the moment its bucket would fill up,
+	// rather than let the bucket lose the tokens it accrues while changes
+	// wait (dispatch: job.Linger). Normal lanes on a meter with an urgent
+	// reserve always do: the target for a backlog behind urgent
+	// pushes is the whole quota. Elsewhere, by default, a linger runs its
+	// course: its merging saves requests and store calls per change while
+	// the quota has room.
+	FillQuota bool
+
+	owned ownership
+}
+
+// DefaultLinger is the default Syncer.Linger: a second of latency saves a
+// request for every change that lands in it (channel managers batch every
+// few seconds; SiteMinder asks for updates within two minutes). The changes
+// queue's batching window (ChangesBatchingWindow) comes before it, so an
+// idle lane's first push goes out about two seconds after its change.
+const DefaultLinger = time.Second
+
+// ChangesBatchSize and ChangesBatchingWindow are the batches the changes
+// queue's event source should hand a Syncer: under load a batch gathers up
+// to 100 changes for at most a second, and HandleBatch marks the lanes of
+// all of a batch's changes of one property and kind with one write, so a
+// busy fleet pays well under one lane write per change. At light load the
+// window is part of a change's wait before its push, with the Linger.
+const (
+	ChangesBatchSize      = 100
+	ChangesBatchingWindow = time.Second
+)
+
+// lingerYields reports whether a lane's linger ends early when its bucket
+// would fill up (FillQuota).
+func (s *Syncer) lingerYields(id lane.ID) bool {
+	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
+	return s.FillQuota || ep.FillQuota || (ep.UrgentReserve > 0 && !ep.Urgent())
+}
+
+// lingerOf is the linger of a lane: none for an urgent endpoint's, whose
+// pushes must not wait to merge.
+func (s *Syncer) lingerOf(id lane.ID) time.Duration {
+	if s.Config.Channels[id.Channel].Endpoints[id.Kind].Urgent() {
+		return 0
+	}
+	return s.linger()
+}
+
+func (s *Syncer) linger() time.Duration {
+	switch {
+	case s.Linger < 0:
+		return 0
+	case s.Linger == 0:
+		return DefaultLinger
+	}
+	return s.Linger
+}
+
+// ChangeReport is what became of one change event.
+type ChangeReport struct {
+	EventID string
+	Applied int // dates whose state changed
+	// Lanes counts the lanes the change marked, and Scheduled those it
+	// found with no push pending, which it scheduled.
+	Lanes, Scheduled int
+	Results          []dispatch.Result
+	Invalid          string // set when the event was dead-lettered
+}
+
+// HandleChange processes one changes-queue message. Malformed events and
+// events for unknown properties are dead-lettered with the reason. A
+// non-nil error means the message must stay on its queue; processing it
+// again is safe (state writes are sequence-guarded, pushes send state).
+func (s *Syncer) HandleChange(ctx context.Context, body string) (ChangeReport, error) {
+	out := s.HandleBatch(ctx, []Message{{ID: "1", Body: body}})[0]
+	return out.Change, out.Err
+}
+
+// Message is one SQS record of a batch.
+type Message struct {
+	ID, Body string
+	// Deferred says it came from the deferred queue (a push job) rather
+	// than the changes queue (a PMS change event).
+	Deferred bool
+	// Redelivered says the queue handed the message out before (its
+	// ApproximateReceiveCount is above 1): the worker that had it may have
+	// died between marking a lane and scheduling its push.
+	Redelivered bool
+}
+
+// MessageResult is what became of one message. Err non-nil means it must
+// stay on its queue (a batch item failure).
+type MessageResult struct {
+	ID     string
+	Err    error
+	Change ChangeReport      // for a change event
+	Jobs   []dispatch.Result // every job the message produced or carried
+}
+
+// prepareConcurrency bounds the state writes one batch has in flight: a
+// batch of 100 changes sent at once would queue every push's store calls
+// behind them (a single-threaded emulator shows it most), and ten keep a
+// batch's writes flowing without starving the lanes' calls.
+const prepareConcurrency = 10
+
+// HandleBatch processes a Lambda batch from either queue. Changes are
+// applied to state and fanned out, deferred jobs decoded; then all the
+// jobs are dispatched together, so the jobs of one bucket are booked with
+// one write (dispatch.HandleJobs).
+func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
+	out := make([]MessageResult, len(msgs))
+	jobsOf := make([][]job.Job, len(msgs))
+	changes := make([]*ari.Change, len(msgs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, prepareConcurrency)
+	for i, m := range msgs {
+		out[i].ID = m.ID
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			jobsOf[i], changes[i], out[i].Change, out[i].Err = s.prepare(ctx, m)
+		})
+	}
+	wg.Wait()
+	s.markAll(ctx, msgs, changes, jobsOf, out)
+	var all []job.Job
+	var owner []int
+	for i, js := range jobsOf {
+		for _, j := range js {
+			all, owner = append(all, j), append(owner, i)
+		}
+	}
+	if len(msgs) > 0 && !msgs[0].Deferred {
+		// A change batch only wakes lanes: a push whose slot is not now
+		// goes to the deferred queue, so that this worker is back for the
+		// next changes at once rather than busy with one lane's backlog.
+		ctx = dispatch.WithHold(ctx, s.now())
+	}
+	results, errs := s.Dispatcher.HandleJobs(ctx, all)
+	for n, res := range results {
+		i := owner[n]
+		if errs[n] != nil {
+			out[i].Err = errors.Join(out[i].Err, errs[n])
+			continue
+		}
+		out[i].Jobs = append(out[i].Jobs, res)
+		if !msgs[i].Deferred {
+			out[i].Change.Results = append(out[i].Change.Results, res)
+		}
+	}
+	return out
+}
+
+// prepare turns a message into the jobs to dispatch, or, for a change, the
+// change to mark once applied; it dead-letters what can never be
+// processed.
+func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change, ChangeReport, error) {
+	if m.Deferred {
+		j, err := job.Decode(m.Body)
+		if err != nil {
+			rep, err := s.reject(ctx, "", m.Body, err.Error())
+			return nil, nil, rep, err
+		}
+		return []job.Job{j}, nil, ChangeReport{}, nil
+	}
+	c, err := ari.Parse(m.Body, s.Config.MaxRangeDays)
+	if err != nil {
+		rep, err := s.reject(ctx, "", m.Body, err.Error())
+		return nil, nil, rep, err
+	}
+	if _, ok := s.Config.Targets(c.PropertyID, c.Kind); !ok {
+		rep, err := s.reject(ctx, c.EventID, m.Body, fmt.Sprintf("unknown property %q: not in the connections config", c.PropertyID))
+		return nil, nil, rep, err
+	}
+	applied, err := s.State.Apply(ctx, c)
+	if errors.Is(err, ari.ErrRejected) {
+		rep, err := s.reject(ctx, c.EventID, m.Body, err.Error())
+		return nil, nil, rep, err
+	}
+	if err != nil {
+		return nil, nil, ChangeReport{}, err
+	}
+	rep := ChangeReport{EventID: c.EventID, Applied: applied.Changed}
+	if applied.Current == 0 {
+		// Newer changes hold every date; each marks its own lanes after
+		// writing, so there is nothing for this one to push.
+		return nil, nil, rep, nil
+	}
+	return nil, &c, rep, nil
+}
+
+// markAll marks the lanes of a batch's applied changes: one write per
+// property and kind, however many of the batch's changes share it. The
+// jobs of the lanes it wakes go to the first message of each group.
+func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Change, jobsOf [][]job.Job, out []MessageResult) {
+	groups := map[[2]string][]int{}
+	var order [][2]string
+	for i, c := range changes {
+		if c == nil {
+			continue
+		}
+		k := [2]string{c.PropertyID, c.Kind}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	var wg sync.WaitGroup
+	for _, k := range order {
+		idx := groups[k]
+		wg.Go(func() {
+			redelivered := false
+			cs := make([]ari.Change, len(idx))
+			for n, i := range idx {
+				cs[n], redelivered = *changes[i], redelivered || msgs[i].Redelivered
+			}
+			jobs, lanes, scheduled, err := s.mark(ctx, cs, redelivered)
+			for _, i := range idx {
+				out[i].Change.Lanes = lanes
+				out[i].Err = errors.Join(out[i].Err, err)
+			}
+			out[idx[0]].Change.Scheduled = scheduled
+			jobsOf[idx[0]] = append(jobsOf[idx[0]], jobs...)
+		})
+	}
+	wg.Wait()
+}
+
+// mark marks the lanes of changes (one property and kind) dirty with one
+// write and returns a job for each lane it found idle. For a redelivered
+// change it also returns a recheck job for each lane it found owned: that
+// owner may be the worker that died with this very message, and the job
+// takes the lane over if its lease runs out unrenewed.
+func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([]job.Job, int, int, error) {
+	targets, _ := s.Config.Targets(cs[0].PropertyID, cs[0].Kind)
+	if len(targets) == 0 {
+		return nil, 0, 0, nil
+	}
+	ids := make([]lane.ID, len(targets))
+	for i, t := range targets {
+		ids[i] = lane.ID{Property: cs[0].PropertyID, Kind: cs[0].Kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
+	}
+	els := make([]lane.Element, len(cs))
+	seed := ""
+	for i, c := range cs {
+		els[i] = lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence}
+		seed += c.EventID + "\x00" + els[i].String() + "\x00"
+	}
+	// The token is the same for every delivery of the same changes, so a
+	// batch redelivered whole after a crash finds itself the owner and
+	// schedules the push its first delivery may not have.
+	token := func(id lane.ID) string { return markToken(seed, id) }
+	marks, err := s.Lanes.Mark(ctx, ids, els, token)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var jobs []job.Job
+	scheduled := 0
+	for _, m := range marks {
+		switch {
+		case m.Claimed:
+			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
+			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
+			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
+			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
+			jobs, scheduled = append(jobs, j), scheduled+1
+		case redelivered && m.Pending.Owner != "":
+			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
+			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, len(marks), scheduled, nil
+}
+
+func markToken(seed string, id lane.ID) string {
+	h := sha256.Sum256([]byte(seed + id.String()))
+	return "m-" + hex.EncodeToString(h[:12])
+}
+
+func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeReport, error) {
+	if err := s.Dispatcher.Queue.DeadLetter(ctx, body, reason); err != nil {
+		return ChangeReport{}, err
+	}
+	return ChangeReport{EventID: id, Invalid: reason}, nil
+}
+
+// HandleDeferred processes one deferred-queue message.
+func (s *Syncer) HandleDeferred(ctx context.Context, body string) (dispatch.Result, error) {
+	return s.Dispatcher.Handle(ctx, body)
+}
+
+// Route resolves a job against the connections config; it is the
+// dispatcher's Router.
+func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
+	url, _, err := s.Config.Endpoint(j.Channel, j.Endpoint)
+	if err != nil {
+		return dispatch.Route{}, err
+	}
+	limits, err := s.Config.Limits(j.Channel, j.Endpoint)
+	if err != nil {
+		return dispatch.Route{}, err
+	}
+	var ref laneRef
+	if limits.PropertyShare != nil {
+		if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" {
+			return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
+		}
+	}
+	key := s.Config.BucketKey(j.Channel, j.Credential, j.Endpoint)
+	buckets := limits.Buckets(key, ref.PropertyID)
+	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
+	if !ok {
+		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
+	}
+	token := s.token(cred.Ref())
+	if token == "" {
+		return dispatch.Route{}, fmt.Errorf("credential %q: %s is not set", j.Credential, cred.Ref())
+	}
+	var sharded *limiter.ShardedBucket
+	if limits.Shards > 1 {
+		// The config refuses shards together with extra windows or shares.
+		s := limits.Sharded(key)
+		sharded = &s
+	}
+	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
+	maxAge, maxDeferrals := ep.Lifetime()
+	var horizon time.Duration
+	reserve := 0
+	if r := ep.UrgentReserve; r > 0 && !ep.Urgent() {
+		// Normal pushes take only tokens free now, from all but r of the
+		// burst, their retries too: the bucket's tat never runs ahead of
+		// now by more than burst − r tokens, so r urgent pushes find a
+		// token at once however long the normal backlog. The config
+		// allows a reserve only on a single bucket.
+		buckets[0].Limit.Burst -= r
+		horizon, reserve = time.Millisecond, r
+	}
+	return dispatch.Route{
+		Bucket:     buckets[0],
+		Also:       buckets[1:],
+		Sharded:    sharded,
+		URL:        url,
+		Header:     http.Header{"Authorization": {"Bearer " + token}},
+		Shadow:     ep.Shadow(),
+		LocalShare: ep.LocalShare(),
+		ItemWeight: ep.ItemCost(),
+		Horizon:    horizon,
+		Reserve:    reserve,
+		// Zero where the file sets none: the dispatcher's defaults.
+		MaxAge:       maxAge,
+		MaxDeferrals: maxDeferrals,
+	}, nil
+}
+
+// RefreshCredential drops the job's cached credential token and reports
+// whether a new one replaced it (a rotation): it is the dispatcher's
+// CredentialRefresher, so a push refused with 401/403 is retried with the
+// new token rather than dead-lettered.
+func (s *Syncer) RefreshCredential(j job.Job) bool {
+	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
+	if !ok || s.Invalidate == nil {
+		return false
+	}
+	ref := cred.Ref()
+	before := s.token(ref)
+	s.Invalidate(ref)
+	after := s.token(ref)
+	return after != "" && after != before
+}
+
+func (s *Syncer) token(env string) string {
+	if s.Token != nil {
+		return s.Token(env)
+	}
+	return os.Getenv(env)
+}
+
+func (s *Syncer) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

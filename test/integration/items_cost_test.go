@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+)
+
+// clockedWaiter is a real limiter whose Wait moves the test's clock to the
+// slot it booked instead of sleeping until it, as limiter.Wait's sleep
+// would: the vendor then sees each attempt exactly at its slot, and its
+// window check needs no slack for send jitter.
+type clockedWaiter struct {
+	*limiter.Limiter
+	clock *manualClock
+}
+
+func (w clockedWaiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
+	r, err := w.Reserve(ctx, b, n, maxWait)
+	if err == nil && r.Slot.After(w.clock.Now()) {
+		w.clock.Set(r.Slot)
+	}
+	return r, err
+}
+
+// itemsBody is a push body of n dates of one cell, in the lane push's shape.
+func itemsBody(n int) []byte {
+	days := make([]map[string]any, n)
+	for i := range days {
+		days[i] = map[string]any{"date": time.Date(2027, 1, 1+i, 0, 0, 0, 0, time.UTC).Format("2006-01-02"), "rate": 100 + i}
+	}
+	body, _ := json.Marshal(map[string]any{"hotel_ref": "BK-1", "kind": "rates", "items": []any{map[string]any{"room_type": "DBL", "days": days}}})
+	return body
+}
+
+// itemArrivals is every item of every request the vendor metered (answered
+// 2xx, 429 or a failure), each at its request's arrival: the vendor's item
+// counter, for the window check (package window, not sdk/gcra).
+func itemArrivals(t *testing.T, ota *mockota.Server) []time.Time {
+	t.Helper()
+	var at []time.Time
+	for _, r := range ota.Requests() {
+		if !r.Metered {
+			continue
+		}
+		for range itemsIn(t, r.Body) {
+			at = append(at, r.At)
+		}
+	}
+	return at
+}
+
+// Issue 17, item 1: a retry on an endpoint metered by items resends the
+// whole body, and the vendor counts its items again; it must pay for them
+// again. Burst 20 at 40/s: a 20-item push answered 503 and retried on one
+// token put 40 items on the vendor within 25 ms, against a bound of 21.
+// The clock is the test's, shared by the limiter and the vendor, so the
+// vendor's item windows are checked exactly against burst + rate·W.
+func TestItemsRetryPaysForTheWholeBody(t *testing.T) {
+	const rate, burst = 40.0, 20
+	clock := newManualClock()
+	lim, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(emulator.NewTable(t, emulator.DynamoDB(t))), limiter.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ota, err := mockota.Start(mockota.Config{Limit: limiter.PerSecond(1000, 1000), Enforce: mockota.EnforceNone, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ota.Close)
+	client, err := otapush.New(nil, clockedWaiter{lim, clock}, otapush.DefaultPolicy,
+		otapush.WithClock(clock.Now), otapush.WithJitter(func(time.Duration) time.Duration { return time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := limiter.Bucket{Key: "bk#cred-1#rates", Limit: limiter.PerSecond(rate, burst)}
+	ctx := context.Background()
+	for i, items := range []int{burst, burst, 12} {
+		id := "push-" + string(rune('a'+i))
+		// The dispatcher books the first attempt's tokens at the slot.
+		r, err := clockedWaiter{lim, clock}.Wait(ctx, bucket, items, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ota.FailNext(id, 503, 1)
+		resp, err := client.Push(ctx, otapush.Request{Bucket: bucket, URL: ota.URL() + "/v1/rates", JobID: id,
+			Header: map[string][]string{"Authorization": {"Bearer cred-1"}}, Body: itemsBody(items), Reserved: true, Slot: r.Slot, Tokens: items})
+		if err != nil || resp.Attempts != 2 {
+			t.Fatalf("push %s: %+v, %v; want accepted on its second attempt", id, resp, err)
+		}
+	}
+	at := itemArrivals(t, ota)
+	if want := 2 * (burst + burst + 12); len(at) != want {
+		t.Fatalf("the vendor metered %d items, want %d (three pushes, each sent twice)", len(at), want)
+	}
+	if err := window.Check(at, window.Limit{Rate: rate, Burst: burst}); err != nil {
+		var b strings.Builder
+		for _, r := range ota.Requests() {
+			b.WriteString("\n  " + r.At.Format("15:04:05.000000") + " " + r.JobID + " " + strconv.Itoa(r.Status) + " " + strconv.Itoa(itemsIn(t, r.Body)) + " items")
+		}
+		t.Fatalf("the vendor's item counter: %v%s", err, b.String())
+	}
+}
+
+// Issue 17, item 5: on an endpoint metered by items, a change with more
+// items than the burst pays for (a 30-day rate change on a burst of 20)
+// could never be pushed: a push carried whole changes only, so the job
+// was deferred to book a burst again, wasting it, until it expired. The
+// change is split by date at push time: every date arrives with its
+// newest value, no push carries more than the burst, and no slot is
+// wasted.
+func TestItemsChangeLargerThanBurstArrives(t *testing.T) {
+	const rate, burst = 40.0, 20
+	itemLimit := limiter.PerSecond(rate, burst)
+	r := newLaneRig(t, itemLimit, mockota.Config{Limit: limiter.PerSecond(1000, 1000)},
+		oneHotelConfig(itemLimit, `, "cost": "items", "max_deferrals": 20`))
+	r.linger = 200 * time.Millisecond
+	src := newPMS("hotel-aurora")
+	src.change("rates", "DBL", "2027-03-01", "2027-03-30", 1) // 30 items
+	src.change("rates", "TWN", "2027-05-01", "2027-05-31", 2) // 31 items
+	src.change("rates", "DBL", "2027-03-10", "2027-03-12", 3) // newer values for 3 of them
+	r.enqueueBodies(src.bodies)
+	r.run(2, time.Minute, 30*time.Second)
+
+	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
+	sum := 0
+	for i, req := range r.ota.Accepted() {
+		n := itemsIn(t, req.Body)
+		if n > burst {
+			t.Errorf("push %d carried %d items, more than the burst of %d", i, n, burst)
+		}
+		sum += n
+	}
+	wasted := 0
+	for _, res := range r.results {
+		wasted += res.WastedSlots
+		if res.Outcome == dispatch.Expired || res.Outcome == dispatch.DeadLettered {
+			t.Errorf("job %s %s: %s", res.JobID, res.Outcome, res.Reason)
+		}
+	}
+	if wasted != 0 {
+		t.Errorf("%d slots wasted, want 0: each round books what its push carries", wasted)
+	}
+	// 61 distinct items (the newer 3 may go again): 4 pushes at 20 a
+	// push, and one more for the newer change if it arrived late.
+	if n := len(r.ota.Accepted()); n > 5 || sum < 61 {
+		t.Errorf("%d pushes carried %d items, want at most 5 pushes carrying each of the 61 items", n, sum)
+	}
+	t.Logf("%d pushes, %d items", len(r.ota.Accepted()), sum)
+}

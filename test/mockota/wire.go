@@ -1,0 +1,151 @@
+package mockota
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/fleetbucket/fleetbucket/test/otaformat"
+)
+
+// Wire formats a mock can take (Config.Wire.Format).
+const (
+	WireOpenTravel = "opentravel"
+	WireExpediaAR  = "expedia-ar"
+)
+
+// Wire makes the mock a vendor with its own message format, read by
+// test/otaformat's decoders (which share no code with fleetbucket's
+// encoders):
+//
+//   - "opentravel" (Booking.com B.XML): HTTP basic auth, whose username is
+//     the credential the mock meters by; OTA_HotelAvailNotifRQ on the
+//     availability and restrictions endpoints, OTA_HotelRateAmountNotifRQ on
+//     rates. A request it cannot read (wrong namespace, no hotel, more than
+//     one month) is answered 400 with <Errors> and not charged, like any
+//     malformed request; one naming an unmapped room type is charged and
+//     answered 200 with <Errors> whose RecordIDs name those parts, and
+//     nothing of it is applied.
+//   - "expedia-ar": the username in the body's Authentication is the
+//     credential; every error (wrong namespace, no hotel, over 5,000
+//     updates, an unmapped room type) is charged and answered 200 with an
+//     <Error code>, nothing applied, as Expedia does.
+//
+// Throttles and injected failures are answered with the format's error
+// body. Refused requests are recorded with Request.Refused and never count
+// as accepted.
+type Wire struct {
+	Format string
+	// MappedRooms are the room types the vendor has mapped; empty maps all.
+	MappedRooms []string
+}
+
+func (w *Wire) validate() error {
+	if w == nil {
+		return nil
+	}
+	if w.Format != WireOpenTravel && w.Format != WireExpediaAR {
+		return fmt.Errorf("mockota: Wire.Format %q, want %q or %q", w.Format, WireOpenTravel, WireExpediaAR)
+	}
+	return nil
+}
+
+func (w *Wire) rules() otaformat.Rules {
+	if len(w.MappedRooms) == 0 {
+		return otaformat.Rules{}
+	}
+	m := map[string]bool{}
+	for _, r := range w.MappedRooms {
+		m[r] = true
+	}
+	return otaformat.Rules{MappedRooms: m}
+}
+
+// wireRequest is what checkWire learnt of a request.
+type wireRequest struct {
+	format, kind string
+	// status and msg: non-zero for a request refused before the limiter.
+	status int
+	msg    string
+	// refusal: the vendor's refusal of a well-formed, charged request.
+	refusal *otaformat.Refusal
+	// early: the refusal answered before the limiter (status 400).
+	early *otaformat.Refusal
+}
+
+// checkWire is check for a Config.Wire format.
+func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr error) *wireRequest {
+	wr := &wireRequest{format: s.cfg.Wire.Format}
+	fail := func(status int, msg string) *wireRequest {
+		wr.status, wr.msg = status, msg
+		return wr
+	}
+	if r.Method != http.MethodPost {
+		return fail(http.StatusMethodNotAllowed, "method not allowed, want POST")
+	}
+	ep, ok := strings.CutPrefix(r.URL.Path, "/v1/")
+	if !ok || ep == "" || strings.Contains(ep, "/") {
+		return fail(http.StatusNotFound, "no such endpoint, want /v1/{endpoint}")
+	}
+	rec.Endpoint, wr.kind = ep, ep
+	if rec.JobID == "" {
+		return fail(http.StatusBadRequest, "missing X-Job-Id header")
+	}
+	if readErr != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](readErr); ok {
+			return fail(http.StatusRequestEntityTooLarge, "body too large")
+		}
+		return fail(http.StatusBadRequest, "unreadable body")
+	}
+	var err error
+	switch wr.format {
+	case WireOpenTravel:
+		user, pw, ok := r.BasicAuth()
+		if !ok || user == "" || pw == "" {
+			return fail(http.StatusUnauthorized, "missing basic auth credential")
+		}
+		rec.Credential = user
+		_, err = otaformat.DecodeOpenTravel(body, ep, s.cfg.Wire.rules())
+	case WireExpediaAR:
+		var m otaformat.Message
+		m, err = otaformat.DecodeExpediaAR(body, ep, s.cfg.Wire.rules())
+		if m.User == "" {
+			return fail(http.StatusUnauthorized, "missing Authentication username")
+		}
+		rec.Credential = m.User
+	}
+	if len(s.creds) > 0 && !s.creds[rec.Credential] {
+		return fail(http.StatusUnauthorized, "unknown credential")
+	}
+	var refusal *otaformat.Refusal
+	if errors.As(err, &refusal) {
+		if refusal.Status != http.StatusOK {
+			wr.early = refusal
+			return fail(refusal.Status, refusal.Error())
+		}
+		wr.refusal = refusal
+	} else if err != nil {
+		return fail(http.StatusBadRequest, err.Error())
+	}
+	return wr
+}
+
+// answer is the body for status: the format's success, its refusal, or an
+// error naming the status.
+func (wr *wireRequest) answer(status int, msg string) []byte {
+	refusal := wr.early
+	switch {
+	case status == http.StatusOK && wr.refusal != nil:
+		refusal = wr.refusal
+	case accepted(status):
+		refusal = nil
+	case refusal == nil:
+		refusal = &otaformat.Refusal{Status: status, Code: strconv.Itoa(status), Text: msg}
+	}
+	if wr.format == WireExpediaAR {
+		return otaformat.AnswerExpediaAR(refusal)
+	}
+	return otaformat.AnswerOpenTravel(wr.kind, refusal)
+}
