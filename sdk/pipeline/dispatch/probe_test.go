@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
@@ -14,10 +15,12 @@ type confirmer struct {
 	good   bool
 	err    error
 	probes []limiter.Probe
+	at     []time.Time // when each Confirm was asked
 }
 
 func (c *confirmer) Confirm(_ context.Context, _ limiter.Bucket, p limiter.Stamp) (bool, error) {
 	c.probes = append(c.probes, p)
+	c.at = append(c.at, c.clock.Now())
 	return c.good, c.err
 }
 
@@ -70,5 +73,28 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 				t.Fatalf("pushed with stamps %v, want the job's %+v", r.push.stamps, tt.probe)
 			}
 		})
+	}
+}
+
+// A stamped slot is confirmed ConfirmAfter before it comes, and pushed at
+// it: the read's latency must not make the push late (late pushes bunch at
+// the vendor).
+func TestStampedSlotIsConfirmedBeforeItComes(t *testing.T) {
+	r := newRig(t)
+	c := &confirmer{reserver: r.lim, good: true}
+	r.d.Limiter, r.d.Work = c, nil
+	j := testJob(r.clock.Now())
+	slot := r.clock.Now().Add(600 * time.Millisecond) // within BlockThreshold: slept for
+	j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, slot
+	j.GrantVersion, j.GrantInterval = 2, 100_000
+	res, err := r.d.HandleJob(context.Background(), j)
+	if err != nil || res.Outcome != Pushed {
+		t.Fatalf("HandleJob = %+v, %v; want pushed", res, err)
+	}
+	if len(c.at) != 1 || !c.at[0].Equal(slot.Add(-limiter.ConfirmAfter)) {
+		t.Fatalf("confirmed at %v, want once at the slot less ConfirmAfter (%v)", c.at, slot.Add(-limiter.ConfirmAfter))
+	}
+	if !r.clock.Now().Equal(slot) {
+		t.Fatalf("pushed at %v, want at the slot %v", r.clock.Now(), slot)
 	}
 }
