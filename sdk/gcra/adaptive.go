@@ -110,19 +110,27 @@ func (a Adaptive) Effective(s AdaptState, l Limit, now int64) Limit {
 	return IntervalLimit(a.Interval(s, l, now), l.Burst)
 }
 
-// Throttled is the state after a throttle signal at now. It always changes
-// (a throttle restarts the quiet period even at the floor):
+// Throttled is the state after a throttle signal at now whose Retry-After
+// ends at until (µs; at or before now for none). It always changes (a
+// throttle restarts the quiet period even at the floor):
 //   - a rate climbing above a Base that held for its quiet period returns
 //     to Base, and the next quiet period is twice as long (Probes);
 //   - otherwise the effective rate halves, but not below MinRate.
+//
+// The quiet period counts from the end of Retry-After (Since is the later
+// of now and until): the fleet sends nothing before then, so a quiet period
+// counted from the 429 would be spent, in part or whole, on silence, and
+// the climb would start before the lower rate was ever tried. Since is
+// therefore also when the penalty ends, which Confirm uses to revoke slots
+// booked before the throttle that lie inside it.
 //
 // Halving on every throttle (plain AIMD) saws between the vendor's limit and
 // half of it, 75% on average. Returning to the rate that held keeps the
 // fleet at the limit it found, and a probe above it costs one episode of
 // throttling, ever less often.
-func (a Adaptive) Throttled(s AdaptState, l Limit, now int64) AdaptState {
+func (a Adaptive) Throttled(s AdaptState, l Limit, now, until int64) AdaptState {
 	cur := a.Interval(s, l, now)
-	next := AdaptState{Since: now, Ceiling: s.Ceiling, Version: s.Version + 1}
+	next := AdaptState{Since: max(now, until), Ceiling: s.Ceiling, Version: s.Version + 1}
 	if s.Base != 0 && now-s.Since >= a.quiet(s) && cur < s.Base {
 		next.Base, next.Probes = s.Base, min(s.Probes+1, MaxProbeBackoff)
 		return next
@@ -136,21 +144,37 @@ func (a Adaptive) Throttled(s AdaptState, l Limit, now int64) AdaptState {
 // limit of 100/60s should not flap against a configured 1.6667/s.
 const publishedSlack = 0.01
 
+// CheckPublished reports, as an *ArgumentError on "rate", a published
+// rate that is no rate at all: NaN, infinite, or not above 0. Anything
+// else is a rate Published can act on (floored at MinRate).
+func (a Adaptive) CheckPublished(rate float64) error {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return argErr("rate", "%v, want a finite number of tokens/s > 0", rate)
+	}
+	return nil
+}
+
 // Published is the state after the vendor published a limit of rate
 // tokens/s at now, and whether that changed anything:
 //   - a rate lower than the effective one lowers it at once to the
-//     published rate and caps the climb there (lower reports true: the
-//     store must also empty the bucket, see package limiter);
+//     published rate, but never below MinRate, and caps the climb there
+//     (lower reports true: the store must also empty the bucket, see
+//     package limiter);
 //   - a rate higher than a cap set before raises the cap, and the climb
 //     resumes at once from the effective rate, so the fleet finds a raised
 //     limit in (new − current)/Increase;
-//   - anything else changes nothing.
+//   - anything else, and a rate CheckPublished refuses, changes nothing.
+//
+// The floor is what Throttled keeps too: a vendor that announces a tiny
+// limit (a misread header, a window of days) must not stop the fleet for
+// good, nor make an interval whose tolerance (burst × interval)
+// overflows.
 func (a Adaptive) Published(s AdaptState, l Limit, rate float64, now int64) (next AdaptState, changed, lower bool) {
-	if !(rate > 0) || math.IsInf(rate, 0) {
+	if a.CheckPublished(rate) != nil {
 		return s, false, false
 	}
 	cur := a.Interval(s, l, now)
-	pub := max(intervalOf(rate), l.Interval())
+	pub := max(intervalOf(max(rate, a.MinRate)), l.Interval())
 	switch {
 	case float64(pub) > float64(cur)*(1+publishedSlack):
 		return AdaptState{Base: pub, Since: now, Ceiling: pub, Version: s.Version + 1}, true, true

@@ -2,6 +2,7 @@ package gcra
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -131,7 +132,7 @@ func TestAdaptiveThrottled(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ad.Throttled(tt.s, cfg20, tt.now); got != tt.want {
+			if got := ad.Throttled(tt.s, cfg20, tt.now, 0); got != tt.want {
 				t.Errorf("Throttled = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -152,9 +153,9 @@ func TestAdaptivePublished(t *testing.T) {
 		{"the configured rate published: nothing", AdaptState{}, 20, sec, AdaptState{}, false, false},
 		{"a higher rate published: nothing (the configured rate is the ceiling)", AdaptState{}, 50, sec, AdaptState{}, false, false},
 		{"within 1%: nothing", AdaptState{}, 19.9, sec, AdaptState{}, false, false},
-		{"100 per minute under 20/s lowers and caps",
-			AdaptState{}, 100.0 / 60, sec,
-			AdaptState{Base: 600_000, Since: sec, Ceiling: 600_000, Version: 1}, true, true},
+		{"180 per minute under 20/s lowers and caps",
+			AdaptState{}, 180.0 / 60, sec,
+			AdaptState{Base: 333_334, Since: sec, Ceiling: 333_334, Version: 1}, true, true},
 		{"a lower limit than the halved rate lowers it",
 			halved, 5, 51 * sec,
 			AdaptState{Base: 200_000, Since: 51 * sec, Ceiling: 200_000, Version: 2}, true, true},
@@ -236,19 +237,33 @@ func TestIntervalLimitRoundTrips(t *testing.T) {
 
 // TestAdaptiveBucketKeepsTheWindowBound drives a bucket through a throttle,
 // the quiet period and the climb, taking every token the effective limit
-// allows at each instant, and counts the grants of every window with its own
-// loop: at most burst + r̂·W, r̂ the highest effective rate in the window.
+// allows at each instant, and checks every window of the grants against a
+// bound the test computes itself from the schedule it set, sharing nothing
+// with Adaptive: the configured 20/s burst 20 halved to 10/s at 3 s, held
+// for the 10 s quiet period, then 1/s more every second until 20/s again at
+// 23 s. The highest rate in force over [t1, t2] is that schedule's at t2
+// (it never falls after 3 s), and k grants in the window may be at most
+// burst + that rate × (t2 − t1).
 func TestAdaptiveBucketKeepsTheWindowBound(t *testing.T) {
 	const step = 7_000 // µs between attempts
+	// scheduled is the rate the test set for instant at (µs).
+	scheduled := func(at int64) float64 {
+		switch {
+		case at < 3*sec:
+			return 20
+		case at <= 13*sec:
+			return 10
+		}
+		return min(10+float64(at-13*sec)/1e6, 20)
+	}
 	var (
 		tat   int64
 		s     AdaptState
 		times []int64
-		rates []float64 // the effective rate in force at each grant
 	)
 	for now := int64(0); now < 40*sec; now += step {
 		if now >= 3*sec && s.Version == 0 {
-			s = ad.Throttled(s, cfg20, now)
+			s = ad.Throttled(s, cfg20, now, now)
 			// The store empties the bucket at the new rate with the change.
 			tat = max(tat, now+ad.Effective(s, cfg20, now).Tolerance())
 		}
@@ -259,31 +274,136 @@ func TestAdaptiveBucketKeepsTheWindowBound(t *testing.T) {
 				break
 			}
 			tat = d.TAT
-			times, rates = append(times, now), append(rates, l.Rate)
+			times = append(times, now)
 		}
 	}
 	if len(times) < 400 {
 		t.Fatalf("only %d grants in 40 s: the bucket barely granted", len(times))
 	}
 	for i := range times {
-		top := 0.0
+		// spent is the time the grants of [times[i], times[j]] cost at
+		// the scheduled rates, Σ 1/r(tₖ): a bucket at those rates books
+		// that much from times[i] on, and grants the last one only if it
+		// is booked at most its burst's worth (b/r) past times[j]. A rate
+		// above the schedule (a climb too fast, a halving too mild) books
+		// more than that; the fleet bound alone, b + r̂·W, can hide it.
+		spent := 0.0
 		for j := i; j < len(times); j++ {
-			top = max(top, rates[j])
+			spent += 1 / scheduled(times[j])
+			top := scheduled(times[j])
+			if times[i] < 3*sec {
+				top = 20 // the window reaches back before the throttle
+			}
 			w := float64(times[j]-times[i]) / 1e6
 			if n := float64(j - i + 1); n > float64(cfg20.Burst)+top*w+1e-9 {
-				t.Fatalf("%v grants in [%d, %d] µs, bound %v", n, times[i], times[j], float64(cfg20.Burst)+top*w)
+				t.Fatalf("%v grants in [%d, %d] µs, bound %v at the scheduled %v/s", n, times[i], times[j], float64(cfg20.Burst)+top*w, top)
+			}
+			// Intervals are whole µs, rounded up: up to 1 µs a grant.
+			if slack := float64(j-i+1) * 1e-6; spent > w+float64(cfg20.Burst)/scheduled(times[j])+slack {
+				t.Fatalf("grants in [%d, %d] µs cost %.6f s at the scheduled rates, more than the %.6f s window and a burst at %v/s",
+					times[i], times[j], spent, w, scheduled(times[j]))
 			}
 		}
 	}
-	// Lower bound: the climb got back to the configured rate in the last
-	// 10 s (throttle at 3 s, quiet to 13 s, climb 10 s to 23 s).
-	last := 0
-	for _, at := range times {
-		if at >= 30*sec {
-			last++
+	// Lower bounds, from the same schedule: the quiet period granted at
+	// 10/s (within a burst), and the climb got back to 20/s in the last 10 s.
+	count := func(from, to int64) int {
+		n := 0
+		for _, at := range times {
+			if at >= from && at < to {
+				n++
+			}
 		}
+		return n
 	}
-	if last < 195 || last > 201 {
-		t.Errorf("%d grants in the last 10 s, want about 200 (20/s)", last)
+	if n := count(4*sec, 13*sec); n < 89 || n > 91 {
+		t.Errorf("%d grants from 4 s to 13 s, want about 90 (10/s held through the quiet period)", n)
+	}
+	if n := count(30*sec, 40*sec); n < 195 || n > 201 {
+		t.Errorf("%d grants in the last 10 s, want about 200 (20/s)", n)
+	}
+}
+
+// A throttle's quiet period starts when its Retry-After ends: the fleet
+// sends nothing before then, and a quiet period counted from the 429 would
+// be spent in silence, the climb starting before the lower rate was ever
+// tried. Throttled at 50 s with a Retry-After of 30 s (quiet 10 s, 1/s per
+// second): 10/s held until 90 s, then 11/s at 91 s, 20/s at 100 s.
+func TestQuietPeriodCountsFromTheEndOfRetryAfter(t *testing.T) {
+	tests := []struct {
+		name       string
+		now, until int64 // the throttle's
+		at         int64 // when the interval is read
+		want       int64 // µs
+	}{
+		{"inside the Retry-After: the halved rate", 50 * sec, 80 * sec, 70 * sec, 100_000},
+		{"after Retry-After, within the quiet period counted from its end", 50 * sec, 80 * sec, 85 * sec, 100_000},
+		{"the quiet period's last instant", 50 * sec, 80 * sec, 90 * sec, 100_000},
+		{"1 s into the climb: 11/s", 50 * sec, 80 * sec, 91 * sec, 90_910},
+		{"10 s into the climb: 20/s", 50 * sec, 80 * sec, 100 * sec, 50_000},
+		{"no Retry-After: counted from the throttle", 50 * sec, 0, 61 * sec, 90_910},
+		{"a Retry-After already over: counted from the throttle", 50 * sec, 49 * sec, 61 * sec, 90_910},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ad.Throttled(AdaptState{}, cfg20, tt.now, tt.until)
+			if got := ad.Interval(s, cfg20, tt.at); got != tt.want {
+				t.Errorf("interval at %d s = %d µs, want %d (state %v)", tt.at/sec, got, tt.want, s)
+			}
+		})
+	}
+	// The state is kept until the climb ends: 80 s + 10 s + 10 s.
+	if got := ad.Settled(ad.Throttled(AdaptState{}, cfg20, 50*sec, 80*sec), cfg20); got != 100*sec {
+		t.Errorf("Settled = %d µs, want %d", got, 100*sec)
+	}
+}
+
+// A published rate is floored at MinRate, like every decrease: a tiny one
+// (a misread header, a window of days) must neither stop the fleet nor make
+// a tolerance (burst × interval) that overflows int64 µs. What is no rate
+// at all is refused by CheckPublished and changes nothing.
+func TestPublishedRateIsFlooredAndChecked(t *testing.T) {
+	const floorIV = 500_000 // ad.MinRate, 2/s
+	tests := []struct {
+		name    string
+		rate    float64
+		refused bool
+		want    int64 // the interval published; 0: nothing changes
+	}{
+		{"1/s, below the 2/s floor: floored", 1, false, floorIV},
+		{"1e-12/s: floored, no overflow", 1e-12, false, floorIV},
+		{"the smallest float: floored", math.SmallestNonzeroFloat64, false, floorIV},
+		{"5/s: taken as published", 5, false, 200_000},
+		{"zero: refused", 0, true, 0},
+		{"negative: refused", -4, true, 0},
+		{"NaN: refused", math.NaN(), true, 0},
+		{"+Inf: refused", math.Inf(1), true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ad.CheckPublished(tt.rate)
+			var ae *ArgumentError
+			if tt.refused != (err != nil) || err != nil && (!errors.As(err, &ae) || ae.Field != "rate") {
+				t.Fatalf("CheckPublished(%v) = %v, want refused %v on field rate", tt.rate, err, tt.refused)
+			}
+			next, changed, lower := ad.Published(AdaptState{}, cfg20, tt.rate, sec)
+			if tt.want == 0 {
+				if changed || next != (AdaptState{}) {
+					t.Fatalf("Published(%v) = %+v, %v; want nothing changed", tt.rate, next, changed)
+				}
+				return
+			}
+			if !changed || !lower || next.Base != tt.want || next.Ceiling != tt.want {
+				t.Fatalf("Published(%v) = %+v, changed %v, lower %v; want base and ceiling %d µs, lowered", tt.rate, next, changed, lower, tt.want)
+			}
+			if tol := ad.Effective(next, cfg20, sec).Tolerance(); tol != int64(cfg20.Burst)*tt.want {
+				t.Fatalf("tolerance %d µs, want burst × %d = %d", tol, tt.want, int64(cfg20.Burst)*tt.want)
+			}
+		})
+	}
+	// At the floor already, a tinier rate changes nothing.
+	atFloor := AdaptState{Base: floorIV, Since: sec, Ceiling: floorIV, Version: 1}
+	if next, changed, _ := ad.Published(atFloor, cfg20, 1e-9, 2*sec); changed {
+		t.Errorf("Published at the floor = %+v, want nothing changed", next)
 	}
 }

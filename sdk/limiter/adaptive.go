@@ -37,10 +37,13 @@ const (
 )
 
 // ThrottleHold is how long after a change a throttle signal of unknown
-// origin (Throttle with no reservation) is taken as the fleet's reaction
-// still settling rather than as a new signal: a push made on a slot booked
-// before the change and answered after it would otherwise halve a rate
-// already halved for the same overload.
+// origin (Throttle with no stamp: a push paced locally while the store was
+// down, or one sent within ConfirmAfter of its grant) is taken as the
+// fleet's reaction still settling rather than as a new signal: a push made
+// on a slot booked before the change and answered after it would otherwise
+// halve a rate already halved for the same overload. (Since a throttle's
+// change counts from the end of its Retry-After, the hold covers that
+// too.)
 const ThrottleHold = 2 * time.Second
 
 // adaptNames extend an expression's names with the adaptive attributes.
@@ -82,30 +85,38 @@ func withVersion(in *dynamodb.UpdateItemInput, version int64) {
 // floor if lower: push; or left as it is if already at or past it: keep),
 // which a lower rate needs (see the package documentation); floor 0 only
 // changes the state (a raise, which needs no emptying).
+//
+// Every form sets the TTL to ttl (s), so that the item outlives the climb
+// of the state it now holds: a keep or a raise that left the TTL alone
+// would let an idle bucket forget a rate it learned before the climb back
+// ends. A TTL must never undercut tat either (an item deleted while tat is
+// ahead is a full bucket, a burst too early), so the keep and raise forms,
+// which leave tat where it is, are also conditional on tat ≤ ttl: a tat
+// further ahead than this process saw fails the condition, and the retry
+// computes ttl from the tat the answer hands back.
 func (l *Limiter) adaptInput(key string, next AdaptState, seen int64, floor int64, f form, ttl int64) *dynamodb.UpdateItemInput {
 	vals := map[string]types.AttributeValue{
 		":iv": num(next.Base), ":ad": num(next.Since), ":cl": num(next.Ceiling), ":pf": num(next.Probes), ":av1": num(next.Version),
+		":ttl": num(ttl),
 	}
 	cond := versionCondition(vals, seen)
-	set := "SET #iv = :iv, #ad = :ad, #cl = :cl, #pf = :pf, #av = :av1"
-	// DynamoDB refuses names an expression does not use: each form names
-	// only the attributes it touches.
-	used := map[string]string{}
+	set := "SET #iv = :iv, #ad = :ad, #cl = :cl, #pf = :pf, #av = :av1, #ttl = :ttl"
 	switch {
 	case floor > 0 && f == idle: // push: tat below the floor, or no item
-		set += ", #tat = :p, #ttl = :ttl"
+		set += ", #tat = :p"
 		cond = "(attribute_not_exists(#tat) OR #tat < :p) AND " + cond
-		vals[":p"], vals[":ttl"] = num(floor), num(ttl)
-		used = names
-	case floor > 0: // keep: tat already at or past the floor; its ttl covers it
-		cond = "#tat >= :p AND " + cond
 		vals[":p"] = num(floor)
-		used = map[string]string{"#tat": TATAttribute}
+	case floor > 0: // keep: tat already at or past the floor
+		cond = "#tat >= :p AND #tat <= :tt AND " + cond
+		vals[":p"], vals[":tt"] = num(floor), num(ttl*1_000_000)
+	default: // raise: tat as it is, or no item
+		cond = "(attribute_not_exists(#tat) OR #tat <= :tt) AND " + cond
+		vals[":tt"] = num(ttl * 1_000_000)
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ExpressionAttributeNames:            adaptNames(used),
+		ExpressionAttributeNames:            adaptNames(names),
 		UpdateExpression:                    aws.String(set),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeValues:           vals,
@@ -201,26 +212,28 @@ func adaptTTL(b Bucket, st AdaptState, maxTAT int64) int64 {
 // that throttles with it) for bucket b: the bucket is emptied until `until`
 // for every worker, as Penalize does, and, for an adaptive bucket, its
 // effective rate drops (gcra.Adaptive.Throttled) in the same conditional
-// write. granted is the reservation the throttled request was sent on:
-// when the fleet's rate changed since it was granted, the change already
-// answered this overload and the rate is left alone. With granted nil (a
-// slot booked in another process), a change younger than ThrottleHold is
-// taken as that answer.
+// write. granted is the stamp of the slot the throttled request was sent
+// on (Reservation.Stamp, or the one a deferred job carried): when the
+// fleet's rate changed since it was granted, the change already answered
+// this overload and the rate is left alone, however long ago it was
+// made. With granted nil (a slot whose grant is unknown: one paced
+// locally while the store was down), a change younger than ThrottleHold
+// is taken as that answer.
 //
 // A bucket that is not adaptive is only penalized. until is bounded as
 // for Penalize.
-func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Reservation, until time.Time) error {
+func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Stamp, until time.Time) error {
 	if b.Adaptive == nil {
 		return l.Penalize(ctx, b, until)
 	}
 	return l.change(ctx, b, until, func(st AdaptState, now int64) (AdaptState, bool, bool) {
 		switch {
-		case granted != nil && granted.adaptive && granted.version != st.Version:
+		case granted != nil && granted.Version != st.Version:
 			return st, false, false
 		case granted == nil && st.Version != 0 && now-st.Since < ThrottleHold.Microseconds():
 			return st, false, false
 		}
-		return b.Adaptive.Throttled(st, b.Limit, now), true, true
+		return b.Adaptive.Throttled(st, b.Limit, now, micros(until)), true, true
 	})
 }
 
@@ -228,12 +241,17 @@ func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Reservation, 
 // in tokens per second (a RateLimit-Policy quota over its window, say). A
 // rate below the effective one lowers it for the whole fleet at once (and
 // empties the bucket at the new rate, so the lower rate starts with no
-// burst); one above a limit published before lifts that cap, and the rate
-// climbs to it. Anything else, and any call on a bucket that is not
+// burst), but never below the bucket's MinRate; one above a limit
+// published before lifts that cap, and the rate climbs to it. A rate that
+// is NaN, infinite or not above 0 is refused with an *ArgumentError on
+// "rate". Anything else, and any call on a bucket that is not
 // adaptive, costs nothing: the decision is made on the state this process
 // saw, and a write is sent only for a change.
 func (l *Limiter) Publish(ctx context.Context, b Bucket, rate float64) error {
 	if err := b.Validate(); err != nil || b.Adaptive == nil {
+		return err
+	}
+	if err := b.Adaptive.CheckPublished(rate); err != nil {
 		return err
 	}
 	return l.change(ctx, b, time.Time{}, func(st AdaptState, now int64) (AdaptState, bool, bool) {
@@ -277,7 +295,7 @@ func (l *Limiter) change(ctx context.Context, b Bucket, until time.Time, decide 
 		if floor > 0 && tat < floor {
 			f = idle
 		}
-		out, err := l.updateItem(ctx, l.adaptInput(b.Key, next, st.Version, floor, f, adaptTTL(b, next, floor)))
+		out, err := l.updateItem(ctx, l.adaptInput(b.Key, next, st.Version, floor, f, adaptTTL(b, next, max(floor, tat))))
 		if err == nil {
 			if cur, err := itemTAT(out.Attributes); err == nil {
 				l.seen.observe(b.Key, cur, micros(l.now()))

@@ -35,14 +35,18 @@ type Batch struct {
 	// Requested is the N asked for; Requested − len(Slots) were not booked.
 	Requested int
 
-	probe   Probe // the one write's, as for a Reservation
-	probing bool
+	stamp    Stamp // the one write's, as for a Reservation
+	adaptive bool
+	probing  bool
 }
 
-// Probe is the probe of the batch's slots, all booked by one write, and
-// whether they were booked while the bucket probed (see
-// Reservation.Probe).
-func (b Batch) Probe() (Probe, bool) { return b.probe, b.probing }
+// Stamp is the stamp of the batch's slots, all booked by one write, and
+// whether an adaptive bucket booked them (see Reservation.Stamp).
+func (b Batch) Stamp() (Stamp, bool) { return b.stamp, b.adaptive }
+
+// Probe is the stamp of the batch's slots and whether they were booked
+// while the bucket probed (see Reservation.Probe).
+func (b Batch) Probe() (Probe, bool) { return b.stamp, b.probing }
 
 // ReserveBatch books up to req.N slots of bucket b with one DynamoDB write:
 // the write advances tat by k·T, which is exactly what k single
@@ -91,7 +95,8 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	}
 	slots := gcra.Slots(g.tat, g.now, g.lim, g.Tokens)
 	out := Batch{Key: b.Key, Requested: req.N, Slots: make([]time.Time, len(slots))}
-	out.probe, out.probing = g.Probe()
+	out.stamp, out.adaptive = g.Stamp()
+	out.probing = g.probing
 	for i, s := range slots {
 		out.Slots[i] = time.UnixMicro(s)
 	}

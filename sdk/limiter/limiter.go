@@ -98,21 +98,33 @@
 // shortens T, which the argument above already allows. Clock skew adds
 // r̂·δ as for any bucket.
 //
-// A climb above the rate that held is a probe, and a probe that finds the
-// vendor's limit again ends in a throttle. By then other workers hold
-// slots booked at the probing rate, each of which would earn a 429 of its
-// own (4–5 per probe in the adaptive benchmark). Such slots are marked
-// (Reservation.Probing) and, when booked ConfirmAfter or more ahead,
-// confirmed with one strongly consistent read before they are spent
-// (Confirm; Wait does it itself, the dispatcher for slots that travel with
-// a deferred job): a slot whose version a lowering change replaced is
-// revoked and booked again at the rate that held. Reads happen only during
-// climbs, so a failed probe costs one 429.
+// A throttle finds slots booked ahead at the rate it replaces: a worker
+// booked them before the vendor said no (a probe above the rate that held,
+// or a configured rate the vendor never took), and each would earn a 429
+// of its own and, taken as news, halve the rate again. So every slot an
+// adaptive bucket grants carries its Stamp (the version and interval it
+// was granted at). A throttle reported with the stamp of a slot granted
+// before the latest change leaves the rate alone (that change already
+// answered the same overload), so the rate halves once per overload. A
+// slot that travels with a deferred job (booked up to the dispatcher's
+// MaxReserve ahead) is confirmed with one strongly consistent read just
+// before it comes (Confirm): one that lies inside a later throttle's
+// Retry-After, or that a later change slowed below the rate it was
+// granted at, is revoked and booked again at the rate that holds, so a
+// failed probe or an overestimated configured rate costs one 429. Wait
+// confirms only the slots it granted while probing (see Wait). The read
+// costs one read unit per push of a slot an adaptive bucket granted
+// ConfirmAfter or more ahead in the dispatcher, none for a slot spent
+// within ConfirmAfter of its grant or on any other bucket, and none when
+// this process already saw a change that revokes the slot.
 //
-// A deleted item (TTL) forgets the learned rate; adaptive writes set the TTL
-// no earlier than the end of the climb, so only a bucket idle for longer
-// than that starts again at the configured rate. Multi-bucket calls refuse
-// adaptive buckets: a transaction's answer carries no values to learn from.
+// A deleted item (TTL) forgets the learned rate; every write of an
+// adaptive bucket (grants, changes that keep tat or only raise the cap,
+// and penalties, which are conditional on the version like the others)
+// sets the TTL no earlier than the end of the climb of the state it leaves
+// and never before tat, so only a bucket idle for longer than that starts
+// again at the configured rate. Multi-bucket calls refuse adaptive
+// buckets: a transaction's answer carries no values to learn from.
 //
 // Resets: Reset drops a bucket's penalties and keeps its booked slots. The
 // item keeps the booked horizon (bk), the tat the last grant left; every
@@ -378,9 +390,9 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 //
 // A slot an adaptive bucket granted while probing above the rate that held
 // (Reservation.Probing), ConfirmAfter or more ahead, is confirmed with one
-// read when it comes; if a throttle revoked it meanwhile, Wait books again
-// within what is left of maxWait, so the fleet's slots at the probing rate
-// do not each earn a 429 after the first.
+// read when it comes (Confirm); if a throttle revoked it meanwhile, Wait
+// books again within what is left of maxWait, so the fleet's slots at the
+// probing rate do not each earn a 429 after the first.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
 	if err := b.Validate(); err != nil {
 		return Reservation{}, err
@@ -410,7 +422,7 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 		if ok {
 			return g.Reservation, nil
 		}
-		// A throttle ended the probe this slot was booked in: book again
+		// A throttle since the grant revoked this slot: book again
 		// at the rate that held, within what is left of maxWait.
 		if bound, err = l.waitBound(ctx, max(maxWait-l.now().Sub(start), 0)); err != nil {
 			return Reservation{}, err
@@ -783,30 +795,53 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	return l.penalize(ctx, b, until, lim, st)
 }
 
-// penalize empties b until `until` at the effective limit lim: the burst
-// lim allows refills after it.
+// penalize empties b until `until` at the effective limit lim (from the
+// adaptive state st): the burst lim allows refills after it.
+//
+// An adaptive bucket's penalty is conditional on the version of st, like
+// every write of it: the penalty's tat and the TTL both follow from the
+// learned rate, and a process that has not seen it (say, one that just
+// started) would empty the bucket at the configured rate and set a TTL
+// that forgets the learned one early. A failed condition hands back the
+// state, and the penalty is decided again on it.
 func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState) error {
 	now := l.now()
-	penalty := gcra.Penalty(micros(until), lim)
-	if _, booked, fresh := l.seen.lookup(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && booked >= penalty {
-		// Slots are booked past until: the bucket is already empty past
-		// it, and no Reset changes that (it keeps booked slots). This is
-		// the common case for a drain on a vendor's low remaining count
-		// while the fleet has booked slots ahead, and it costs no call. A
-		// penalty seen before proves nothing: a Reset may have dropped it.
-		return nil
+	for attempt := 0; attempt < l.attempts; attempt++ {
+		penalty := gcra.Penalty(micros(until), lim)
+		if _, booked, fresh := l.seen.lookup(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && booked >= penalty {
+			// Slots are booked past until: the bucket is already empty
+			// past it, and no Reset changes that (it keeps booked slots).
+			// This is the common case for a drain on a vendor's low
+			// remaining count while the fleet has booked slots ahead, and
+			// it costs no call. A penalty seen before proves nothing: a
+			// Reset may have dropped it.
+			return nil
+		}
+		// Setting an absolute value is idempotent, so the SDK's own retries
+		// are safe here.
+		in := l.penalizeInput(b.Key, penalty, adaptTTL(b, st, penalty))
+		if b.Adaptive != nil {
+			withVersion(in, st.Version)
+		}
+		_, err := l.updateItem(ctx, in)
+		if err == nil {
+			l.seen.observe(b.Key, penalty, micros(l.now()))
+			return nil
+		}
+		item, failed := conditionFailed(err)
+		if !failed {
+			return contention(b.Key, err)
+		}
+		if err := l.observeItem(b.Key, item); err != nil || b.Adaptive == nil {
+			return err
+		}
+		cur := l.adapt.get(b.Key)
+		if cur.Version == st.Version {
+			return nil // the same state: tat was already past the penalty
+		}
+		st, lim = cur, b.Adaptive.Effective(cur, b.Limit, micros(now))
 	}
-	// Setting an absolute value is idempotent, so the SDK's own retries are
-	// safe here.
-	_, err := l.updateItem(ctx, l.penalizeInput(b.Key, penalty, adaptTTL(b, st, penalty)))
-	if err == nil {
-		l.seen.observe(b.Key, penalty, micros(l.now()))
-		return nil
-	}
-	if item, failed := conditionFailed(err); failed {
-		return l.observeItem(b.Key, item)
-	}
-	return contention(b.Key, err)
+	return &ContendedError{Key: b.Key, Writes: l.attempts}
 }
 
 // contention turns a conflicting transaction met by a single write into

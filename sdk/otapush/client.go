@@ -46,7 +46,7 @@ type Limiter interface {
 // Adapter is the part of *limiter.Limiter that lets a vendor's signals
 // move an adaptive bucket's rate. A Limiter without it is only penalized.
 type Adapter interface {
-	Throttle(ctx context.Context, b limiter.Bucket, granted *limiter.Reservation, until time.Time) error
+	Throttle(ctx context.Context, b limiter.Bucket, granted *limiter.Stamp, until time.Time) error
 	Publish(ctx context.Context, b limiter.Bucket, rate float64) error
 }
 
@@ -194,6 +194,10 @@ type Request struct {
 	// vendor meters the push when it arrives, up to the claim, render and
 	// request latency after it.
 	Slot time.Time
+	// Stamp is the held token's grant on an adaptive bucket (with
+	// Reserved; nil if unknown): a throttle on the first attempt tells the
+	// limiter which rate it was granted at.
+	Stamp *limiter.Stamp
 	// Siblings are the other shards of a sharded bucket (Bucket is the
 	// shard the slot came from): the vendor meters them as one, so a 429
 	// or a low remaining count empties them all.
@@ -472,7 +476,12 @@ func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Res
 		c.penalize(ctx, req, until, failure)
 		return
 	}
-	if err := a.Throttle(ctx, req.meter(), granted, until); err != nil {
+	stamp := req.Stamp // the held token's, for the first attempt
+	if granted != nil {
+		s, _ := granted.Stamp()
+		stamp = &s
+	}
+	if err := a.Throttle(ctx, req.meter(), stamp, until); err != nil {
 		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
 	}
 	for _, b := range req.Siblings {

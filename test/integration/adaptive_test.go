@@ -53,7 +53,7 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 	// The vendor throttles A's request: the rate halves and the bucket is
 	// empty at the new rate (tat = t0 + 4 × 100 ms), in one write.
 	before := a.calls.Updates()
-	if err := a.Throttle(ctx, b, &ra, t0); err != nil {
+	if err := a.Throttle(ctx, b, stampOf(ra), t0); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.calls.Updates() - before; n != 1 {
@@ -104,7 +104,7 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 
 	// A throttle on B's request from before the change is the same overload
 	// the change answered: the rate is left alone.
-	if err := w.Throttle(ctx, b, &rb, clock.Now()); err != nil {
+	if err := w.Throttle(ctx, b, stampOf(rb), clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	st, err := w.State(ctx, b)
@@ -203,7 +203,7 @@ func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
 
 	// The configured rate is too high: a throttle halves it to 10/s.
 	r0 := reserve(a, 0)
-	if err := a.Throttle(ctx, b, &r0, t0); err != nil {
+	if err := a.Throttle(ctx, b, stampOf(r0), t0); err != nil {
 		t.Fatal(err)
 	}
 	// At 10/s nothing probes: a slot booked ahead needs no read.
@@ -226,7 +226,7 @@ func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
 		t.Fatalf("Confirm before any throttle: %v after %d calls, want true after 1", ok, calls)
 	}
 	// A's probing request is throttled: the fleet returns to 10/s.
-	if err := a.Throttle(ctx, b, &ra, clock.Now().Add(time.Second)); err != nil {
+	if err := a.Throttle(ctx, b, stampOf(ra), clock.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	// B never wrote since; its read finds the probe ended and the slot
@@ -266,7 +266,7 @@ func TestWaitBooksAgainWhenAThrottleRevokesItsProbingSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Throttle(ctx, b, &r0, now()); err != nil {
+	if err := a.Throttle(ctx, b, stampOf(r0), now()); err != nil {
 		t.Fatal(err)
 	}
 	shift.Store(0)
@@ -292,7 +292,7 @@ func TestWaitBooksAgainWhenAThrottleRevokesItsProbingSlot(t *testing.T) {
 	// request is throttled: back to 10/s, the bucket empty for 2 s.
 	<-granted
 	throttledAt := now()
-	if err := a.Throttle(ctx, b, &held, throttledAt.Add(2*time.Second)); err != nil {
+	if err := a.Throttle(ctx, b, stampOf(held), throttledAt.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	got := <-out

@@ -97,3 +97,9 @@ func stampede(t *testing.T, n int, take func(i int) error) (granted, denied int6
 	wg.Wait()
 	return g.Load(), d.Load()
 }
+
+// stampOf is r's stamp, as Throttle takes it.
+func stampOf(r limiter.Reservation) *limiter.Stamp {
+	s, _ := r.Stamp()
+	return &s
+}

@@ -38,7 +38,7 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Throttle(ctx, b.Bucket, &r0, t0); err != nil {
+	if err := other.Throttle(ctx, b.Bucket, stampOf(r0), t0); err != nil {
 		t.Fatal(err)
 	}
 	// 4 s into the climb (14/s) another worker has booked the next 40
@@ -70,7 +70,7 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	sort.Slice(batch, func(i, j int) bool { return batch[i].Slot.Before(batch[j].Slot) })
 	deferred = append(deferred, batch...)
 	for _, j := range deferred {
-		if j.ProbeVersion == 0 || j.ProbeInterval == 0 {
+		if j.GrantInterval == 0 {
 			t.Fatalf("deferred job %s carries no probe: %+v", j.ID, j)
 		}
 	}
@@ -83,7 +83,7 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	}
 	// Then the vendor throttles another worker's probing push: back to
 	// 10/s, and the bucket empty for 5 s (its Retry-After).
-	if err := other.Throttle(ctx, b.Bucket, &held, clock.Now().Add(5*time.Second)); err != nil {
+	if err := other.Throttle(ctx, b.Bucket, stampOf(held), clock.Now().Add(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	// The batch's slots were revoked: each job is booked again after the
@@ -95,8 +95,8 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 			t.Fatalf("%s at its revoked slot: %+v, %v; want deferred to a later slot", j.ID, res, err)
 		}
 		again := p.receiveDeferred(t, 1)[0]
-		if again.ProbeVersion != 0 {
-			t.Fatalf("the slot booked at the rate that held is marked probing: %+v", again)
+		if again.GrantVersion != 2 {
+			t.Fatalf("the slot booked again carries stamp version %d, want 2 (after the two throttles): %+v", again.GrantVersion, again)
 		}
 	}
 	if n := len(p.ota.Requests()); n != 1 {

@@ -89,10 +89,10 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 			return
 		}
 		d.drainLocal(route, now)
-		probe := probeOf(batch.Probe())
+		stamp := stampOf(batch.Stamp())
 		for n, slot := range batch.Slots[local:] {
 			jobs[idx[n]].Slot = slot
-			markProbe(&jobs[idx[n]], probe, slot.Sub(now))
+			markStamp(&jobs[idx[n]], stamp, slot.Sub(now))
 		}
 	})
 }
@@ -170,7 +170,7 @@ func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs [
 		for n, i := range idx {
 			if n < len(batch.Slots) {
 				jobs[i].Slot, jobs[i].SlotKey, jobs[i].Tokens, jobs[i].NotBefore = batch.Slots[n], "", 1, time.Time{}
-				markProbe(&jobs[i], nil, 0)
+				markStamp(&jobs[i], nil, 0)
 			}
 			jobs[i].Linger = false // asked; lingerSlot does not ask again
 		}

@@ -505,20 +505,32 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		res.WastedSlots += wasted
 		return res, nil, err
 	}
-	if wait > 0 {
-		if err := d.sleep(ctx, wait); err != nil {
+	// A stamped slot is confirmed ConfirmAfter before it comes, so that the
+	// read's latency does not delay the push past its slot: late pushes
+	// bunch at the vendor.
+	early := time.Duration(0)
+	if jobStamp(j) != nil {
+		early = limiter.ConfirmAfter
+	}
+	if wait > early {
+		if err := d.sleep(ctx, wait-early); err != nil {
 			return Result{}, nil, err
 		}
 	}
 	if revoked, err := d.revoked(ctx, j, route); revoked {
-		// A throttle ended the probe the slot was booked in (or the
-		// store cannot say): the vendor's burst is spent and the fleet is
-		// back at the rate that held. Book again rather than earn a 429.
-		d.log().Info("probing slot revoked; re-acquiring", "job_id", j.ID, "slot", j.Slot, "err", err)
+		// A throttle since the slot was booked lowered the rate below the
+		// one it was booked at, or asked for silence past it (or the
+		// store cannot say). Book again rather than earn a 429.
+		d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Slot, "err", err)
 		j.Slot, j.SlotKey = time.Time{}, ""
-		markProbe(&j, nil, 0)
+		markStamp(&j, nil, 0)
 		res, next, err := d.serve(ctx, j, route, d.now())
 		return pre.then(res), next, err
+	}
+	if rest := j.Slot.Sub(d.now()); rest > 0 {
+		if err := d.sleep(ctx, rest); err != nil {
+			return Result{}, nil, err
+		}
 	}
 	res, next, err := d.push(ctx, j, route)
 	res = pre.then(res)
@@ -571,16 +583,16 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
-	slot, key, probe, err := d.reserveRoute(ctx, route, n, maxDelay)
+	slot, key, stamp, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return Result{}, true, err
 		}
-		slot, key, probe, err = d.reserveRoute(ctx, route, n, maxDelay)
+		slot, key, stamp, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
 		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
-		markProbe(j, probe, slot.Sub(now))
+		markStamp(j, stamp, slot.Sub(now))
 		d.drainLocal(route, now)
 		return Result{}, false, nil
 	}
@@ -673,7 +685,7 @@ func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded b
 	// No slot is held: the push goes out now, as the integration did
 	// before fleetbucket.
 	j.Slot, j.SlotKey = now, firstShard(route)
-	markProbe(j, nil, 0)
+	markStamp(j, nil, 0)
 	return res, false, nil
 }
 
@@ -693,7 +705,7 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	delay, ok := d.LocalShare.ReserveN(route.buckets(), n, now, maxWait)
 	if ok {
 		j.Slot, j.SlotKey, j.Tokens = now.Add(delay), firstShard(route), n
-		markProbe(j, nil, 0)
+		markStamp(j, nil, 0)
 		return Result{StoreError: true, LocalShares: 1}, false, nil
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
@@ -763,9 +775,9 @@ func (d *Dispatcher) drainLocal(route Route, now time.Time) {
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,
-// for a sharded route, whose key it returns), and the probe of a slot an
-// adaptive bucket granted while probing (see limiter.Reservation.Probe).
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Probe, error) {
+// for a sharded route, whose key it returns), and the stamp of a slot an
+// adaptive bucket granted (see limiter.Reservation.Stamp).
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Stamp, error) {
 	switch {
 	case route.Sharded != nil:
 		sharder, ok := d.Limiter.(ShardReserver)
@@ -776,7 +788,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
-		return r.Slot, "", probeOf(r.Probe()), err
+		return r.Slot, "", stampOf(r.Stamp()), err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
@@ -833,6 +845,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
+		Stamp: jobStamp(j),
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {

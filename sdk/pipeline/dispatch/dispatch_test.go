@@ -60,11 +60,13 @@ func (r *reserver) Reserve(_ context.Context, b limiter.Bucket, _ int, _ time.Du
 
 type pusher struct {
 	bodies []string
+	stamps []*limiter.Stamp // each push's Request.Stamp
 	err    error
 }
 
 func (p *pusher) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
 	p.bodies = append(p.bodies, string(req.Body))
+	p.stamps = append(p.stamps, req.Stamp)
 	return otapush.Response{Attempts: 1}, p.err
 }
 

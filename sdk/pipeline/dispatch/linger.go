@@ -32,7 +32,7 @@ func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, no
 		return false
 	}
 	j.Slot, j.SlotKey, j.Tokens, j.NotBefore = r.Slot, "", 1, time.Time{}
-	markProbe(j, nil, 0) // lingerReach leaves adaptive buckets out: never probing
+	markStamp(j, nil, 0) // lingerReach leaves adaptive buckets out: no stamp
 	return true
 }
 

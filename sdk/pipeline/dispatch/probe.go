@@ -8,41 +8,55 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// Confirmer is the part of *limiter.Limiter that checks a slot granted
-// while an adaptive bucket probed above the rate that held.
+// Confirmer is the part of *limiter.Limiter that checks that a slot an
+// adaptive bucket granted still stands after what changed since.
 type Confirmer interface {
-	Confirm(ctx context.Context, b limiter.Bucket, p limiter.Probe) (bool, error)
+	Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error)
 }
 
-// probeOf is a slot's probe as markProbe takes it: nil unless probing.
-func probeOf(p limiter.Probe, probing bool) *limiter.Probe {
-	if !probing {
+// stampOf is a slot's stamp as markStamp takes it: nil unless an adaptive
+// bucket granted it.
+func stampOf(s limiter.Stamp, adaptive bool) *limiter.Stamp {
+	if !adaptive {
 		return nil
 	}
-	return &p
+	return &s
 }
 
-// markProbe records on j the probe of the slot it was just given, ahead
-// by lead: only a slot far enough ahead for a throttle to land before it
-// is confirmed (limiter.ConfirmAfter).
-func markProbe(j *job.Job, p *limiter.Probe, lead time.Duration) {
-	j.ProbeVersion, j.ProbeInterval = 0, 0
-	if p != nil && lead >= limiter.ConfirmAfter {
-		j.ProbeVersion, j.ProbeInterval = p.Version, p.Interval
+// markStamp records on j the stamp of the slot it was just given, ahead
+// by lead. Only a slot far enough ahead for a throttle to land before it
+// carries one (limiter.ConfirmAfter), and is confirmed at its slot: a slot
+// pushed right after its grant costs no read, and a throttle on it is
+// told apart by limiter.ThrottleHold instead.
+func markStamp(j *job.Job, s *limiter.Stamp, lead time.Duration) {
+	j.GrantVersion, j.GrantInterval = 0, 0
+	if s != nil && lead >= limiter.ConfirmAfter {
+		j.GrantVersion, j.GrantInterval = s.Version, s.Interval
 	}
 }
 
-// revoked reports whether j's probing slot may not be spent: a throttle
-// revoked it, or the store could not confirm it (fail closed; the error
-// says which). A slot that is not probing costs no call.
+// jobStamp is the stamp j's slot carries, nil for none.
+func jobStamp(j job.Job) *limiter.Stamp {
+	if j.GrantInterval == 0 || j.Slot.IsZero() {
+		return nil
+	}
+	return &limiter.Stamp{Version: j.GrantVersion, Interval: j.GrantInterval}
+}
+
+// revoked reports whether j's slot may not be spent: a change since its
+// grant revoked it, or the store could not confirm it (fail closed; the
+// error says which). It costs one read for a slot an adaptive bucket
+// granted ConfirmAfter or more ahead (a deferred or batch-booked job), and
+// none for any other.
 func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool, error) {
-	if j.ProbeInterval == 0 || j.Slot.IsZero() {
+	s := jobStamp(j)
+	if s == nil {
 		return false, nil
 	}
 	c, ok := d.Limiter.(Confirmer)
 	if !ok {
 		return false, nil
 	}
-	good, err := c.Confirm(ctx, route.Bucket, limiter.Probe{Version: j.ProbeVersion, Interval: j.ProbeInterval})
+	good, err := c.Confirm(ctx, route.Bucket, *s)
 	return !good, err
 }

@@ -52,12 +52,15 @@ type Job struct {
 	// Tokens is how many tokens the slot holds, on an endpoint metered by
 	// items; 0 means one.
 	Tokens int `json:"tokens,omitempty"`
-	// ProbeVersion and ProbeInterval mark a slot an adaptive bucket granted
-	// while probing above the rate that held (limiter.Probe): the slot is
-	// confirmed before it is spent, since a throttle may have revoked it.
-	// Zero for any other slot.
-	ProbeVersion  int64 `json:"probe_version,omitempty"`
-	ProbeInterval int64 `json:"probe_interval_us,omitempty"`
+	// GrantVersion and GrantInterval are the stamp of a slot an adaptive
+	// bucket granted ahead (limiter.Stamp): the slot is confirmed before it
+	// is spent, since a throttle may have revoked it, and a throttle on
+	// its push is known to come from a slot granted at that version.
+	// Zero for any other slot. The wire names are those of the probing
+	// slots that first carried them, so that messages in flight across a
+	// deployment read the same either way.
+	GrantVersion  int64 `json:"probe_version,omitempty"`
+	GrantInterval int64 `json:"probe_interval_us,omitempty"`
 	// Items is how many items the job expects its push to carry, on an
 	// endpoint metered by items: its slot books their tokens.
 	Items int `json:"items,omitempty"`
@@ -118,7 +121,7 @@ func (j Job) Identity() string {
 func (j Job) Restarted(now time.Time) Job {
 	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
 	j.Slot, j.SlotKey, j.NotBefore, j.DeferredAt, j.Due = time.Time{}, "", time.Time{}, time.Time{}, time.Time{}
-	j.ProbeVersion, j.ProbeInterval = 0, 0
+	j.GrantVersion, j.GrantInterval = 0, 0
 	return j
 }
 
