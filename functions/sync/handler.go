@@ -27,7 +27,8 @@ var outcomeMetric = map[dispatch.Outcome]string{
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
 var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Expired", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors",
-	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes", "CredentialRefusals", "SweptLanes"}
+	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes", "CredentialRefusals", "SweptLanes",
+	"VendorWarnings", "RefusedChanges", "IsolationRequests"}
 
 // millisMetricNames are likewise written on every flush, in milliseconds.
 var millisMetricNames = []string{"ShadowWait"}
@@ -133,7 +134,7 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 		"pushes", res.Pushes, "items", res.Items, "wait_ms", res.Wait.Milliseconds(), "late_ms", res.Lateness.Milliseconds(),
 		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled, "wasted_slots", res.WastedSlots,
 		"shadow_would_defer", res.ShadowWouldDefer, "shadow_would_shed", res.ShadowWouldShed, "shadow_wait_ms", res.ShadowWait.Milliseconds(),
-		"local_shares", res.LocalShares)
+		"local_shares", res.LocalShares, "vendor_warnings", res.Warnings, "refused_changes", res.Refused, "isolation_requests", res.Isolation)
 	if res.Outcome != dispatch.Pushed {
 		h.metrics.Add(outcomeMetric[res.Outcome], 1)
 	}
@@ -160,6 +161,11 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 		h.metrics.AddMillis("ShadowWait", res.ShadowWait)
 	}
 	h.metrics.Add("LocalSharePushes", float64(res.LocalShares))
+	// A vendor's warnings on applied requests, the changes it refused
+	// (each dead-lettered alone) and the requests spent finding them.
+	h.metrics.Add("VendorWarnings", float64(res.Warnings))
+	h.metrics.Add("RefusedChanges", float64(res.Refused))
+	h.metrics.Add("IsolationRequests", float64(res.Isolation))
 	if res.CredentialRefused {
 		// The vendor refuses a credential no new token fixed: its pushes
 		// are paused and its lanes kept; an operator must fix it.

@@ -221,6 +221,39 @@ type Request struct {
 	// their weight. The vendor meters every attempt, so a retry resends,
 	// and pays for, the whole body again.
 	Tokens int
+	// Method is the HTTP method; "" is POST. Header may set the
+	// Content-Type (JSON when it does not).
+	Method string
+	// Judge, if set, reads each answer in the request's message format:
+	// a vendor that answers 200 with an error in its body refused the
+	// request, whatever the status says. Without it, the status decides.
+	Judge Judge
+}
+
+// Judge reads a vendor's answer (its status, headers and the start of its
+// body) in the request's message format.
+type Judge func(status int, header http.Header, body []byte) Judgement
+
+// Judgement is how a message format reads an answer; the zero Judgement
+// is an accepted request.
+type Judgement struct {
+	// Refused: the vendor will not apply the request as sent (Push
+	// returns a *PermanentError carrying Status, Reason and Detail).
+	Refused bool
+	// Throttled: over the vendor's limit; the throttle path, as a 429.
+	Throttled bool
+	// Transient: the vendor failed; retried with backoff, as a 5xx.
+	Transient bool
+	// Reason is the vendor's error text (Refused, Transient).
+	Reason string
+	// RetryAfter is the vendor's wait (Throttled); 0: its Retry-After
+	// header, or the policy's default.
+	RetryAfter time.Duration
+	// Warnings are an accepted request's warnings (Response.Warnings).
+	Warnings []string
+	// Detail is the format's own reading (for instance the items the
+	// vendor named as refused), handed back on PermanentError.Detail.
+	Detail any
 }
 
 // meter is the bucket as the vendor meters it: Bucket with the urgent
@@ -236,8 +269,11 @@ type Response struct {
 	Status   int // the last status received (0 if none)
 	Attempts int // requests sent
 	// Throttled is how many of them the vendor answered with a throttle
-	// status (429, or one of the endpoint's Signals.Statuses).
+	// status (429, or one of the endpoint's Signals.Statuses), or a
+	// throttle its Judge read in the body.
 	Throttled int
+	// Warnings are the vendor's warnings on the accepted request (Judge).
+	Warnings []string
 }
 
 // Push sends req, retrying within the policy. It returns a *DeferError when
@@ -259,12 +295,13 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 			}
 			granted = r
 		}
-		status, retryIn, err := c.send(ctx, req, sig, granted, attempt, start)
-		resp.Status, resp.Attempts = status, attempt
-		if sig.Throttles(status) {
+		a, retryIn, err := c.send(ctx, req, sig, granted, attempt, start)
+		resp.Status, resp.Attempts = a.status, attempt
+		if a.throttled {
 			resp.Throttled++
 		}
 		if err == nil {
+			resp.Warnings = a.warnings
 			return resp, nil
 		}
 		var perm *PermanentError
@@ -273,7 +310,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 		}
 		elapsed := c.now().Sub(start)
 		if attempt >= c.policy.MaxAttempts || elapsed+retryIn >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(retryIn)) {
-			return resp, &DeferError{After: retryIn, Status: status, Cause: err}
+			return resp, &DeferError{After: retryIn, Status: a.status, Cause: err}
 		}
 		if err := c.sleep(ctx, retryIn); err != nil {
 			return resp, err
@@ -388,50 +425,95 @@ func (c *Client) contendedPause(b limiter.Bucket) time.Duration {
 	return max(c.jitter(ceiling), time.Millisecond)
 }
 
+// answer is what send learnt of one attempt.
+type answer struct {
+	status    int
+	throttled bool
+	warnings  []string
+}
+
+// maxJudgedBody is how much of an answer a Judge reads: a vendor's XML
+// error list runs longer than the summary a status-only answer keeps.
+const maxJudgedBody = 64 << 10
+
 // send makes one request, bounded by what is left of the push's budget. On
 // failure it returns how long to wait before the next attempt.
-func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *limiter.Reservation, attempt int, start time.Time) (int, time.Duration, error) {
+func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *limiter.Reservation, attempt int, start time.Time) (answer, time.Duration, error) {
 	left := c.policy.MaxElapsed - c.now().Sub(start)
 	if left <= 0 {
-		return 0, 0, fmt.Errorf("no time left of the push's %v budget for attempt %d", c.policy.MaxElapsed, attempt)
+		return answer{}, 0, fmt.Errorf("no time left of the push's %v budget for attempt %d", c.policy.MaxElapsed, attempt)
 	}
 	actx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, req.URL, bytes.NewReader(req.Body))
+	method := req.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	hreq, err := http.NewRequestWithContext(actx, method, req.URL, bytes.NewReader(req.Body))
 	if err != nil {
-		return 0, 0, &PermanentError{Summary: "bad request: " + err.Error()}
+		return answer{}, 0, &PermanentError{Summary: "bad request: " + err.Error()}
 	}
 	for k, vs := range req.Header {
 		hreq.Header[k] = vs
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	if hreq.Header.Get("Content-Type") == "" {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	hreq.Header.Set("X-Job-Id", req.JobID)
 	resp, err := c.http.Do(hreq)
 	if err != nil {
 		if ctx.Err() == nil && actx.Err() != nil {
 			// The vendor may have applied it: X-Job-Id lets it drop a repeat.
-			return 0, c.backoff(attempt), fmt.Errorf("no answer within the %v left of the push's budget (attempt %d): %w", left.Round(time.Millisecond), attempt, err)
+			return answer{}, c.backoff(attempt), fmt.Errorf("no answer within the %v left of the push's budget (attempt %d): %w", left.Round(time.Millisecond), attempt, err)
 		}
-		return 0, c.backoff(attempt), fmt.Errorf("network: %w", err)
+		return answer{}, c.backoff(attempt), fmt.Errorf("network: %w", err)
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	limit := int64(4096)
+	if req.Judge != nil {
+		limit = maxJudgedBody
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	resp.Body.Close()
-	throttled := sig.Throttles(resp.StatusCode)
-	c.readSignals(ctx, req, sig, resp.Header, throttled)
-	switch s := resp.StatusCode; {
-	case s >= 200 && s < 300:
-		return s, 0, nil
-	case throttled:
-		wait := c.retryAfter(req, resp.Header.Get("Retry-After"))
+	s := resp.StatusCode
+	a := answer{status: s, throttled: sig.Throttles(s)}
+	j := c.judge(req, s, resp.Status, resp.Header, body)
+	a.throttled = a.throttled || j.Throttled
+	c.readSignals(ctx, req, sig, resp.Header, a.throttled)
+	switch {
+	case a.throttled:
+		wait := j.RetryAfter
+		if wait <= 0 || wait > c.policy.MaxRetryAfter {
+			wait = c.retryAfter(req, resp.Header.Get("Retry-After"))
+		}
 		until := c.now().Add(wait)
 		c.throttle(ctx, req, granted, until)
 		// The backoff's jitter may add to Retry-After, never undercut it.
-		return s, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered %d (throttled), retry after %v", s, wait)
-	case s >= 500:
-		return s, c.backoff(attempt), fmt.Errorf("vendor answered %d", s)
-	default:
-		return s, 0, &PermanentError{Status: s, Summary: summarize(resp.Status, body)}
+		return a, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered %d (throttled), retry after %v", s, wait)
+	case j.Transient:
+		return a, c.backoff(attempt), fmt.Errorf("vendor answered %d: %s", s, j.Reason)
+	case j.Refused:
+		return a, 0, &PermanentError{Status: s, Summary: j.Reason, Detail: j.Detail}
 	}
+	a.warnings = j.Warnings
+	for _, w := range j.Warnings {
+		c.log.Warn("vendor accepted the push with a warning", "job_id", req.JobID, "bucket", req.Bucket.Key, "warning", w)
+	}
+	return a, 0, nil
+}
+
+// judge reads an answer: with the request's Judge, or by its status (2xx
+// accepted, 5xx transient, any other refused; throttles are the Signals').
+func (c *Client) judge(req Request, status int, statusText string, h http.Header, body []byte) Judgement {
+	if req.Judge != nil {
+		return req.Judge(status, h, body)
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return Judgement{}
+	case status >= 500:
+		return Judgement{Transient: true}
+	}
+	return Judgement{Refused: true, Reason: summarize(statusText, body)}
 }
 
 // retryAfter turns the header into a wait, logging what it had to repair.

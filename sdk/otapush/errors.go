@@ -16,11 +16,14 @@ var (
 	ErrDefer = errors.New("push deferred")
 )
 
-// PermanentError is a 4xx other than 429, with enough of the response to
-// act on from the dead-letter queue.
+// PermanentError is a refusal: a 4xx other than 429, or an answer the
+// request's Judge read as refused (a 200 whose body carries an error), with
+// enough of the response to act on from the dead-letter queue.
 type PermanentError struct {
 	Status  int
-	Summary string // status text and the start of the body
+	Summary string // status text and the start of the body, or the Judge's reason
+	// Detail is the Judge's Judgement.Detail (nil without a Judge).
+	Detail any
 }
 
 func (e *PermanentError) Error() string {

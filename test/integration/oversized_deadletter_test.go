@@ -38,9 +38,10 @@ func (p *pipeline) shrinkDLQ(t *testing.T) {
 func TestOversizedRefusedPushIsDeadLettered(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
 	t.Run("lane push", func(t *testing.T) {
-		// The vendor refuses every push (400): the lane's job is
-		// dead-lettered, naming the lane, and its changes stay pending for
-		// the sweep.
+		// The vendor refuses every push (400): the merged push is taken
+		// apart until each change is alone, and each change is
+		// dead-lettered once, as a job naming the lane and the change
+		// (not its body), and leaves the lane.
 		r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, ""))
 		r.ota.FailMatching(http.StatusBadRequest, func(mockota.Request) bool { return true })
 		r.linger, r.lease = 2*time.Second, 5*time.Second // one push carries all three changes
@@ -53,7 +54,23 @@ func TestOversizedRefusedPushIsDeadLettered(t *testing.T) {
 			r.enqueueBodies([]string{replaceRoom(body, room)})
 		}
 		r.run(1, 45*time.Second, 5*time.Second)
-		assertDeadLetteredOnce(t, r.pipeline, http.StatusBadRequest)
+		dlq := r.receiveDLQ()
+		if len(dlq) != 3 {
+			t.Fatalf("%d dead letters (%v), want each of the 3 refused changes once", len(dlq), reasons(dlq))
+		}
+		for body, reason := range dlq {
+			if len(body) > dlqBytes || !strings.Contains(reason, "400") {
+				t.Errorf("dead letter of %d bytes (the queue holds %d) with reason %q; want it within the queue, naming the refusal", len(body), dlqBytes, reason)
+			}
+		}
+		// One merged push, then halves until each change is alone:
+		// 2·⌈log₂ 3⌉ = 4 more at most.
+		if n := len(r.ota.Requests()); n > 5 {
+			t.Errorf("the vendor got %d requests, want at most 5", n)
+		}
+		if n := pendingIn(t, r, "hotel-aurora#rates", "booking_com#cred-1#BK-1001"); n != 0 {
+			t.Errorf("the lane keeps %d refused changes pending, want none (they are dead-lettered)", n)
+		}
 	})
 	t.Run("payload job", func(t *testing.T) {
 		// A payload job of 400 KB, which its queue held, refused (400):

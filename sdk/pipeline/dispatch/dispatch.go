@@ -318,6 +318,11 @@ type Result struct {
 	// the job kept (or, past MaxFailures, dead-lettered with its work
 	// kept pending). An operator must fix the credential.
 	CredentialRefused bool
+	// Warnings counts the warnings vendors sent with accepted requests
+	// (Message.Judge), Refused the changes the vendor refused and that
+	// were dead-lettered alone, and Isolation the extra requests spent
+	// taking refused messages apart to find them (Isolator).
+	Warnings, Refused, Isolation int
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
@@ -416,6 +421,9 @@ func (r Result) then(next Result) Result {
 	next.ShadowWait = max(next.ShadowWait, r.ShadowWait)
 	next.LocalShares += r.LocalShares
 	next.CredentialRefused = next.CredentialRefused || r.CredentialRefused
+	next.Warnings += r.Warnings
+	next.Refused += r.Refused
+	next.Isolation += r.Isolation
 	next.Lateness, next.Delayed = r.Lateness, r.Delayed
 	if next.JobID == "" {
 		next.JobID = r.JobID
@@ -841,6 +849,9 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 			}
 			return d.workFailed(ctx, j, route, res, err)
 		}
+	}
+	if len(p.Messages) > 0 {
+		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,

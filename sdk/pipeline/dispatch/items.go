@@ -75,6 +75,10 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	w := route.ItemWeight
 	held := max(j.Tokens, 1)
 	need := tokensFor(p.Items, w)
+	if len(p.Messages) > 0 {
+		// The slot pays for the first message; the others book their own.
+		need = tokensFor(p.Messages[0].Items, w)
+	}
 	// One push reaches the vendor at one instant: it may take at most the
 	// burst, however many tokens have come free since its slot.
 	want := min(need, bucket.Limit.Burst)

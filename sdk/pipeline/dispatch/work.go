@@ -61,6 +61,11 @@ type Payload struct {
 	Items int
 	// State is the work's own, handed back to Done.
 	State any
+	// Messages, if set, are the push's requests in the work's message
+	// format, sent in order, each paying its own tokens (see Message);
+	// Body and Items then describe the first and the whole. Done sees
+	// which were accepted.
+	Messages []Message
 }
 
 // ErrNothingToPush says a job has nothing to send; see Work.

@@ -34,6 +34,9 @@ type laneRef struct {
 	// on an endpoint metered by items, and that its dates before From
 	// went out already: the lane's pushes carry the rest, then clear it.
 	Part *partRef `json:"part,omitempty"`
+	// Refused is set on the dead letter of a change the vendor refused
+	// (refusedLetter): the job, redriven, marks the lane with it again.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // partRef is a pending element pushed in parts: its dates from From on
@@ -121,6 +124,8 @@ type pushed struct {
 	// part is set when the push carries only the first dates of its
 	// oldest element, which stays pending with the rest.
 	part *partRef
+	// settled is what the vendor refused of the push's messages.
+	settled *settlement
 }
 
 // held is e as the lane holds it.
@@ -163,6 +168,9 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
+	if len(ref.Refused) > 0 {
+		return j, dispatch.Payload{}, fmt.Errorf("%w: job %q is a refused change's dead letter, which HandleBatch marks again", dispatch.ErrNothingToPush, j.ID)
+	}
 	next := newToken()
 	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
 	var other *lane.NotOwnerError
@@ -198,8 +206,45 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
-	return j, dispatch.Payload{Body: body, Items: items, State: pushed{lane: id, owner: next, elements: els,
-		more: len(els) < len(pending), at: start, rest: pending[len(els):], state: state, whole: whole}}, nil
+	st := pushed{lane: id, owner: next, elements: els, more: len(els) < len(pending), at: start,
+		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement()}
+	pay, err := s.payload(ctx, st, body, items)
+	if err != nil {
+		return j, dispatch.Payload{}, err
+	}
+	if len(pay.Messages) == 0 {
+		// Every change it carried was unexpressible, and dead-lettered:
+		// they leave the lane, and the lane its owner for the next change
+		// or the sweep.
+		if _, _, err := s.Lanes.Finish(ctx, id, next, st.cleared()); err != nil {
+			return j, dispatch.Payload{}, err
+		}
+		if err := s.Lanes.EndLease(ctx, id, next); err != nil {
+			var other *lane.NotOwnerError
+			if !errors.As(err, &other) {
+				return j, dispatch.Payload{}, err
+			}
+		}
+		return j, dispatch.Payload{}, dispatch.ErrIdle
+	}
+	return j, pay, nil
+}
+
+// payload is st's push in its channel's message format; body and items
+// are its JSON body (fitBytes), which the json format renders alike.
+func (s *Syncer) payload(ctx context.Context, st pushed, body []byte, items int) (dispatch.Payload, error) {
+	msgs, err := s.messages(ctx, st.lane, st.elements, st)
+	if err != nil {
+		return dispatch.Payload{}, err
+	}
+	p := dispatch.Payload{Body: body, Items: items, State: st, Messages: msgs}
+	if len(msgs) > 0 {
+		p.Body, p.Items = msgs[0].Body, 0
+		for _, m := range msgs {
+			p.Items += m.Items
+		}
+	}
+	return p, nil
 }
 
 // resume is pending with the element part names (if still pending) cut to
@@ -232,7 +277,7 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 	}
 	els, left := fitWhole(st.elements, items)
 	if len(els) == 0 {
-		return s.split(j, st, items)
+		return s.split(ctx, j, st, items)
 	}
 	_, maxBytes := s.requestLimits(st.lane)
 	body, n, fit, err := fitBytes(st.lane, els, st.state, maxBytes)
@@ -241,7 +286,7 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 	}
 	st.rest = append(append(append([]lane.Element(nil), els[len(fit):]...), left...), st.rest...)
 	st.elements, st.more = fit, true
-	return dispatch.Payload{Body: body, Items: n, State: st}, nil
+	return s.payload(ctx, st, body, n)
 }
 
 // split pushes the first items dates of the oldest pending element, which
@@ -250,7 +295,7 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 // stays pending; the lane's next push carries its dates from the first one
 // left out (laneRef.Part), and clears it when they have all gone. Each
 // date goes out with the newest state at its push, so none is left stale.
-func (s *Syncer) split(j job.Job, st pushed, items int) (dispatch.Payload, error) {
+func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (dispatch.Payload, error) {
 	first := st.elements[0]
 	dates := (ari.Change{From: first.From, To: first.To}).Dates()
 	if items < 1 || items >= len(dates) {
@@ -271,7 +316,9 @@ func (s *Syncer) split(j job.Job, st pushed, items int) (dispatch.Payload, error
 	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
 	st.whole = map[lane.Element]lane.Element{tail: whole}
 	st.elements, st.more = nil, true
-	return dispatch.Payload{Body: body, Items: n, State: st}, nil
+	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled}, body, n)
+	pay.State = st
+	return pay, err
 }
 
 // expectedItems is what a push of pending would carry, for the slot of an
@@ -318,6 +365,13 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	st, ok := p.State.(pushed)
 	if !ok {
 		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
+	}
+	if acc := st.accepted(p.Messages); len(acc) < len(st.elements) {
+		// Some of its messages did not go (a later one failed): the
+		// lane's next push carries them with a slot of its own.
+		left := without(st.elements, acc)
+		st.rest = append(append([]lane.Element(nil), left...), st.rest...)
+		st.elements, st.more = acc, true
 	}
 	rest := func() []lane.Element { return st.rest }
 	if !st.more {
@@ -490,6 +544,18 @@ func without(pending, done []lane.Element) []lane.Element {
 // encodePush renders the elements' dates from state, each (cell, date)
 // once, in a stable order.
 func encodePush(id lane.ID, els []lane.Element, state map[string][]ari.Day) ([]byte, int, error) {
+	push := Push{HotelRef: id.HotelRef, Kind: id.Kind, Items: cellsOf(id, els, state)}
+	items := 0
+	for _, c := range push.Items {
+		items += len(c.Days)
+	}
+	body, err := json.Marshal(push)
+	return body, items, err
+}
+
+// cellsOf is the elements' dates with their values in state, each (cell,
+// date) once, cells in a stable order.
+func cellsOf(id lane.ID, els []lane.Element, state map[string][]ari.Day) []PushCell {
 	type cellKey struct{ room, plan string }
 	want := map[cellKey]map[string]bool{}
 	for _, e := range els {
@@ -511,8 +577,7 @@ func encodePush(id lane.ID, els []lane.Element, state map[string][]ari.Day) ([]b
 		}
 		return keys[i].plan < keys[j].plan
 	})
-	push := Push{HotelRef: id.HotelRef, Kind: id.Kind}
-	items := 0
+	var out []PushCell
 	for _, k := range keys {
 		cell := PushCell{RoomType: k.room, RatePlan: k.plan}
 		for _, d := range state[cellOf(id, lane.Element{RoomType: k.room, RatePlan: k.plan})] {
@@ -521,12 +586,10 @@ func encodePush(id lane.ID, els []lane.Element, state map[string][]ari.Day) ([]b
 			}
 		}
 		if len(cell.Days) > 0 {
-			push.Items = append(push.Items, cell)
-			items += len(cell.Days)
+			out = append(out, cell)
 		}
 	}
-	body, err := json.Marshal(push)
-	return body, items, err
+	return out
 }
 
 func newToken() string {

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
@@ -222,6 +223,11 @@ func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change
 		if err != nil {
 			rep, err := s.reject(ctx, "", m.Body, err.Error())
 			return nil, nil, rep, err
+		}
+		if _, ref, _, err := laneOf(j); err == nil && len(ref.Refused) > 0 {
+			// A refused change redriven from the dead-letter queue.
+			jobs, err := s.remark(ctx, j, ref)
+			return jobs, nil, ChangeReport{}, err
 		}
 		return []job.Job{j}, nil, ChangeReport{}, nil
 	}
@@ -459,7 +465,9 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if err != nil {
 		return dispatch.Route{}, fmt.Errorf("credential %q: %w", j.Credential, err)
 	}
-	route.Header = http.Header{"Authorization": {"Bearer " + token}}
+	if f, err := s.Config.Channels[j.Channel].MessageFormat(); err == nil && f.Traits().Credential == format.CredentialToken {
+		route.Header = http.Header{"Authorization": {"Bearer " + token}}
+	}
 	return route, nil
 }
 

@@ -1,0 +1,130 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// Message is one request of a push in the work's message format (a
+// channel's sdk/pipeline/format): a lane's push may become several, split
+// by month, items or bytes, and each pays its own tokens. The first goes
+// on the job's slot; each later one books its own token as it goes
+// (otapush.Request without Reserved), within the push's budget.
+type Message struct {
+	Method string
+	// Path is appended to the route's URL.
+	Path string
+	// Header is set over the route's (a format's credential header).
+	Header http.Header
+	Body   []byte
+	// Items counts the items the message carries: its tokens on an
+	// endpoint metered by items.
+	Items int
+	// Judge reads the vendor's answer in the message's format.
+	Judge otapush.Judge
+	// State is the work's own: what the message carries.
+	State any
+	// Accepted is set by the dispatcher once the vendor applied it.
+	Accepted bool
+}
+
+// Isolator is Work that takes a refused message of several changes apart
+// (format.PlanFor): the vendor refused something in it, and every other
+// change must still reach it.
+type Isolator interface {
+	// Refused is told that message i of p was refused for good (a data
+	// refusal, never a credential's). It returns the messages to send in
+	// its place, each paying its own tokens, and the dead letters of the
+	// changes now known refused (alone, or named by the vendor), which
+	// the dispatcher sends. It may update p.State.
+	Refused(ctx context.Context, j job.Job, p *Payload, i int, perm *otapush.PermanentError) (parts []Message, dead []Letter, err error)
+}
+
+// Letter is one dead letter: a body a redrive can resend, and why.
+type Letter struct{ Body, Reason string }
+
+// pushMessages sends p's messages in order. A refused one goes to the
+// Isolator, whose parts are sent after; the first message's other
+// failures take the single push's path (pushFailed). A later message that
+// fails ends the push: what was accepted is settled, and the work's next
+// job carries the rest with a slot of its own.
+func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
+	iso, _ := d.Work.(Isolator)
+	settled := false // something was accepted or dead-lettered
+	for i := 0; i < len(p.Messages); i++ {
+		m := p.Messages[i]
+		req := otapush.Request{
+			Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL + m.Path, Header: mergeHeader(route.Header, m.Header),
+			JobID: messageID(j.ID, i), Body: m.Body, Method: m.Method, Judge: m.Judge,
+			Tokens: attemptTokens(route, Payload{Items: m.Items}), Reserve: route.Reserve, Horizon: route.Horizon,
+		}
+		if i == 0 {
+			req.Reserved, req.Slot, req.Stamp = true, j.Slot, jobStamp(j)
+		}
+		resp, err := d.Pusher.Push(ctx, req)
+		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
+		var perm *otapush.PermanentError
+		switch {
+		case err == nil:
+			p.Messages[i].Accepted, settled = true, true
+			res.Pushes, res.Items, res.Warnings = res.Pushes+1, res.Items+m.Items, res.Warnings+len(resp.Warnings)
+			continue
+		case errors.As(err, &perm) && !credentialRefused(perm.Status) && iso != nil:
+			parts, dead, ierr := iso.Refused(ctx, j, &p, i, perm)
+			if ierr != nil {
+				d.log().Warn("taking a refused message apart failed; its changes stay pending", "job_id", j.ID, "err", ierr)
+				break
+			}
+			for _, l := range dead {
+				if err := d.Queue.DeadLetter(ctx, l.Body, l.Reason); err != nil {
+					return Result{}, nil, err
+				}
+				d.log().Warn("refused change dead-lettered", "job_id", j.ID, "reason", l.Reason)
+			}
+			settled = settled || len(dead) > 0
+			res.Refused, res.Isolation = res.Refused+len(dead), res.Isolation+len(parts)
+			p.Messages = append(p.Messages, parts...)
+			continue
+		case i == 0:
+			return d.pushFailed(ctx, j, route, p, res, err)
+		default:
+			d.log().Info("a later message of the push failed; the lane's next push carries it", "job_id", j.ID, "message", i, "err", err)
+		}
+		break
+	}
+	if !settled {
+		// Nothing went: the job comes back as a push that failed would.
+		return d.pushFailed(ctx, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
+	}
+	res.Outcome = Pushed
+	return d.done(ctx, j, route, p, res)
+}
+
+// messageID is the X-Job-Id of message i of a push: the vendor's
+// idempotency key, distinct per message so that a vendor dropping repeats
+// keeps each of them.
+func messageID(id string, i int) string {
+	if i == 0 {
+		return id
+	}
+	return fmt.Sprintf("%s#%d", id, i)
+}
+
+func mergeHeader(route, m http.Header) http.Header {
+	if len(m) == 0 {
+		return route
+	}
+	h := maps.Clone(route)
+	if h == nil {
+		h = http.Header{}
+	}
+	maps.Copy(h, m)
+	return h
+}

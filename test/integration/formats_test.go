@@ -1,0 +1,243 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/otacopy"
+)
+
+// wireRig is a pipeline whose one channel speaks a vendor's format to a
+// mock OTA that maps only the room type "DBL".
+type wireRig struct {
+	p      *pipeline
+	sy     *syncer.Syncer
+	format string
+	// plan is the rate plan availability changes name: none for Expedia
+	// AR, which counts inventory per room type.
+	plan string
+}
+
+func newWireRig(t *testing.T, format string) *wireRig {
+	t.Helper()
+	lim := limiter.PerSecond(50, 20)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim, Wire: &mockota.Wire{Format: format, MappedRooms: []string{"DBL"}}})
+	cfg, err := config.Parse(fmt.Appendf(nil, `{
+  "max_range_days": 62,
+  "channels": {"ota": {
+    "base_url": %q, "allow_http": true, "format": %q,
+    "endpoints": {
+      "availability": {"path": "/v1/availability", "limit": {"rate": 50, "burst": 20}},
+      "rates": {"path": "/v1/rates", "limit": {"rate": 50, "burst": 20}}
+    },
+    "credentials": {"cred-1": {"token_env": "TEST_OTA_LOGIN"}}
+  }},
+  "properties": {"hotel-aurora": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-1001"}]}
+}`, p.ota.URL(), format))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := emulator.DynamoDB(t)
+	stateTable := "state-" + p.table
+	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
+		t.Fatal(err)
+	}
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
+		Token: func(string) string { return "fleet-user:s3cret-pw" }, Linger: -1}
+	d := p.dispatcher(workerOpts{})
+	d.Routes, d.Work = sy, sy
+	sy.Dispatcher = d
+	plan := "BAR"
+	if format == mockota.WireExpediaAR {
+		plan = ""
+	}
+	return &wireRig{p: p, sy: sy, format: format, plan: plan}
+}
+
+// availability is a change of one room type's availability over from..to.
+func (r *wireRig) availability(seq int64, room, from, to string, n int) string {
+	detail, _ := json.Marshal(ari.Change{EventID: fmt.Sprintf("ev-%d", seq), PropertyID: "hotel-aurora", Sequence: seq, Kind: "availability",
+		RoomType: room, RatePlan: r.plan, From: from, To: to, Values: map[string]any{"available": n}})
+	return fmt.Sprintf(`{"version":"0","id":"ev-%d","detail-type":"ARI change","source":"pms","time":"2026-11-30T12:00:00Z","detail":%s}`, seq, detail)
+}
+
+// batch hands the changes to the syncer in one batch, so that they merge
+// into one push of the lane, and returns the push's results.
+func (r *wireRig) batch(t *testing.T, changes ...string) []dispatch.Result {
+	t.Helper()
+	msgs := make([]syncer.Message, len(changes))
+	for i, c := range changes {
+		msgs[i] = syncer.Message{ID: fmt.Sprint(i), Body: c}
+	}
+	var out []dispatch.Result
+	for _, m := range r.sy.HandleBatch(context.Background(), msgs) {
+		if m.Err != nil || m.Change.Invalid != "" {
+			t.Fatalf("message %s: %v %s", m.ID, m.Err, m.Change.Invalid)
+		}
+		out = append(out, m.Jobs...)
+	}
+	return out
+}
+
+func total(rs []dispatch.Result) (sum dispatch.Result) {
+	for _, r := range rs {
+		sum.Pushes += r.Pushes
+		sum.Refused += r.Refused
+		sum.Isolation += r.Isolation
+		sum.Attempts += r.Attempts
+	}
+	return sum
+}
+
+// refusedLetters are the dead letters of refused changes: element → reason.
+func (r *wireRig) refusedLetters(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for body, reason := range r.p.receiveDLQ() {
+		j, err := job.Decode(body)
+		if err != nil {
+			t.Fatalf("dead letter %q is not a job: %v", body, err)
+		}
+		var ref struct {
+			Refused []string `json:"refused"`
+		}
+		if err := json.Unmarshal(j.Payload, &ref); err != nil || len(ref.Refused) != 1 {
+			t.Fatalf("dead letter %s (%s) does not carry one refused change", body, reason)
+		}
+		if strings.Contains(body, "s3cret-pw") || strings.Contains(reason, "s3cret-pw") {
+			t.Fatalf("dead letter carries the credential in clear: %s %s", body, reason)
+		}
+		out[ref.Refused[0]] = reason
+	}
+	return out
+}
+
+func (r *wireRig) copy(t *testing.T) *otacopy.Copy {
+	t.Helper()
+	c, err := otacopy.BuildWire(r.p.ota.Accepted(), r.format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// An OpenTravel vendor answers 200 with <Errors> for a room type it has
+// not mapped: the change is refused, not delivered. It is dead-lettered
+// with the vendor's error, and the OTA holds nothing of it.
+func TestTwoHundredWithErrorIsARefusal(t *testing.T) {
+	r := newWireRig(t, mockota.WireOpenTravel)
+	res := total(r.batch(t, r.availability(1, "SUI", "2026-12-01", "2026-12-03", 4)))
+	if res.Pushes != 0 || res.Refused != 1 {
+		t.Fatalf("push of an unmapped room type: %d delivered, %d refused; want 0 delivered, 1 refused", res.Pushes, res.Refused)
+	}
+	if n := len(r.p.ota.Accepted()); n != 0 {
+		t.Fatalf("the OTA applied %d requests, want 0", n)
+	}
+	letters := r.refusedLetters(t)
+	if len(letters) != 1 {
+		t.Fatalf("dead letters %v, want the one refused change", letters)
+	}
+	for el, reason := range letters {
+		if !strings.HasPrefix(el, "SUI#BAR#2026-12-01#2026-12-03#") || !strings.Contains(reason, "Room ID is not valid") {
+			t.Fatalf("dead letter %s: %q, want the SUI change with the vendor's error", el, reason)
+		}
+	}
+}
+
+// isolationOfOneBadChange merges eleven changes into one push, one of them
+// for an unmapped room type: the ten others reach the OTA (read with the
+// independent decoder), exactly the bad one is dead-lettered with the
+// vendor's error, and isolating it costs at most 2·⌈log₂ 11⌉ requests.
+func isolationOfOneBadChange(t *testing.T, format, vendorError string) {
+	r := newWireRig(t, format)
+	var changes []string
+	for i := range 11 {
+		room := "DBL"
+		if i == 6 {
+			room = "SUI"
+		}
+		date := fmt.Sprintf("2026-12-%02d", i+1)
+		changes = append(changes, r.availability(int64(i+1), room, date, date, i+1))
+	}
+	res := total(r.batch(t, changes...))
+	if res.Refused != 1 {
+		t.Fatalf("refused %d changes, want 1 (%+v)", res.Refused, res)
+	}
+	bound := 2 * int(math.Ceil(math.Log2(11)))
+	if extra := len(r.p.ota.Requests()) - 1; extra > bound || res.Isolation > bound {
+		t.Fatalf("%d extra requests (%d isolation parts) to isolate one bad change of 11, want at most %d", extra, res.Isolation, bound)
+	}
+	letters := r.refusedLetters(t)
+	if len(letters) != 1 {
+		t.Fatalf("dead letters %v, want exactly the bad change", letters)
+	}
+	for el, reason := range letters {
+		if !strings.HasPrefix(el, "SUI#"+r.plan+"#2026-12-07#2026-12-07#") || !strings.Contains(reason, vendorError) {
+			t.Fatalf("dead letter %s: %q, want the SUI change with the vendor's error %q", el, reason, vendorError)
+		}
+	}
+	ota := r.copy(t)
+	for i := range 11 {
+		if i == 6 {
+			continue
+		}
+		d := otacopy.Day{HotelRef: "H-1001", Kind: "availability", RoomType: "DBL", RatePlan: r.plan, Date: fmt.Sprintf("2026-12-%02d", i+1)}
+		if _, ok := ota.ReachedValues(d, fmt.Sprintf(`{"available":%d}`, i+1)); !ok {
+			h, _ := ota.Held(d)
+			t.Fatalf("%s holds %+v at the OTA, want available %d", d.Date, h, i+1)
+		}
+	}
+	t.Logf("%s: %d requests for 11 changes (%d isolation parts)", format, len(r.p.ota.Requests()), res.Isolation)
+}
+
+func TestOneBadChangeInAMergedPushOfElevenIsIsolated(t *testing.T) {
+	isolationOfOneBadChange(t, mockota.WireOpenTravel, "Room ID is not valid")
+}
+
+// Expedia's AR applies nothing of a message with an <Error>, even under
+// HTTP 200, and names no item: the whole message is refused, and halving
+// finds the bad change.
+func TestExpediaARErrorIn200RefusesTheWholeMessage(t *testing.T) {
+	isolationOfOneBadChange(t, mockota.WireExpediaAR, "is not mapped")
+}
+
+// A change across a month boundary goes to an OpenTravel vendor as two
+// requests, one per calendar month, both accepted; the lane is then clear.
+func TestMonthSplitPush(t *testing.T) {
+	r := newWireRig(t, mockota.WireOpenTravel)
+	res := total(r.batch(t, r.availability(1, "DBL", "2026-12-30", "2027-01-02", 5)))
+	if res.Pushes != 2 || len(r.p.ota.Requests()) != 2 || len(r.p.ota.Accepted()) != 2 {
+		t.Fatalf("%d pushes, %d requests (%d applied); want 2 requests, one per month, both applied", res.Pushes, len(r.p.ota.Requests()), len(r.p.ota.Accepted()))
+	}
+	ota := r.copy(t)
+	for _, date := range []string{"2026-12-30", "2026-12-31", "2027-01-01", "2027-01-02"} {
+		d := otacopy.Day{HotelRef: "H-1001", Kind: "availability", RoomType: "DBL", RatePlan: "BAR", Date: date}
+		if _, ok := ota.ReachedValues(d, `{"available":5}`); !ok {
+			t.Fatalf("%s did not reach the OTA", date)
+		}
+	}
+	id := lane.ID{Property: "hotel-aurora", Kind: "availability", Channel: "ota", Credential: "cred-1", HotelRef: "H-1001"}
+	// A release by no owner fails and reads the lane back.
+	_, err := r.sy.Lanes.Release(context.Background(), id, "probe")
+	var other *lane.NotOwnerError
+	if !errors.As(err, &other) {
+		t.Fatalf("reading the lane back: %v", err)
+	}
+	if p := other.Pending; len(p.Elements) != 0 || p.Owner != "" {
+		t.Fatalf("lane after both months were accepted: %+v, want clear and released", p)
+	}
+}
