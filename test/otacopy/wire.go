@@ -58,3 +58,15 @@ func (c *Copy) ReachedValues(d Day, values string) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// ReachedAfter is when d first held values (compact JSON) at or after
+// after: for formats without sequences, when a change that set them
+// arrived, not an earlier one that set the same.
+func (c *Copy) ReachedAfter(d Day, values string, after time.Time) (time.Time, bool) {
+	for _, h := range c.arrivals[d] {
+		if h.Values == values && !h.At.Before(after) {
+			return h.At, true
+		}
+	}
+	return time.Time{}, false
+}

@@ -35,6 +35,12 @@ type options struct {
 	trace string
 	// fillQuota sets syncer.Syncer.FillQuota on every worker.
 	fillQuota bool
+	// format is "wire" (each mock OTA speaks its vendor's format:
+	// booking_com opentravel, expedia expedia-ar) or "json" (both take
+	// fleetbucket's JSON body).
+	format string
+	// poison is how many changes name a room type no OTA has mapped.
+	poison int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -48,6 +54,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.burst, "burst", 8, "each OTA endpoint's published burst (≥ 1)")
 	fs.Float64Var(&o.stopsells, "stopsells", 0, "priority scenario: send only rate changes (-events over -duration) plus this many stop-sells per second, on one OTA whose availability (urgent) and rates share a meter that keeps half its burst for urgent pushes (0: the default scenario)")
 	fs.BoolVar(&o.fillQuota, "fillquota", false, "every lane's linger yields to a bucket that would fill up meanwhile (syncer.Syncer.FillQuota; normal lanes on a meter with an urgent reserve always do)")
+	fs.StringVar(&o.format, "format", "wire", `message format: "wire" (booking_com takes opentravel, expedia expedia-ar, each read by an independent decoder) or "json" (both take fleetbucket's JSON body)`)
+	fs.IntVar(&o.poison, "poison", 0, "this many changes name a room type no OTA has mapped: each is refused, isolated from the changes merged with it, and dead-lettered alone (≥ 0, ≤ -events)")
 	fs.StringVar(&o.trace, "trace", "", "write a line per worker event (reservations, pushes, deferrals, deliveries) to this file, for finding where a run's time goes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -70,6 +78,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.stopsells > 0 && o.burst < 2 {
 		problems = append(problems, fmt.Errorf("-burst is %d, want ≥ 2 with -stopsells (half is kept for urgent pushes)", o.burst))
+	}
+	if o.format != "wire" && o.format != "json" {
+		problems = append(problems, fmt.Errorf("-format is %q, want wire or json", o.format))
+	}
+	if o.poison > 0 && (o.format != "wire" || o.stopsells > 0) {
+		problems = append(problems, fmt.Errorf("-poison needs -format wire and no -stopsells: only the vendors' formats refuse an unmapped room type"))
+	}
+	if o.poison < 0 || o.poison > o.events {
+		problems = append(problems, fmt.Errorf("-poison is %d, want 0 to -events (%d)", o.poison, o.events))
 	}
 	if o.burst < 1 {
 		problems = append(problems, fmt.Errorf("-burst is %d, want ≥ 1", o.burst))

@@ -37,7 +37,37 @@ func channelsFor(kind string) []string {
 	return out
 }
 
-func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, tr *truth, elapsed time.Duration) error {
+// reached is when the change c's date d (its day k at channel ch) first
+// held c's values or a newer change's: by sequence for the json format,
+// by values for the vendors' formats, which carry none.
+func reached(o options, ch channel, copies map[string]*otacopy.Copy, tr *truth, c change, k otacopy.Day) (time.Time, bool) {
+	day := k
+	day.HotelRef = hotelRef(ch.name, k.HotelRef)
+	if ch.formatOf(o) == "json" {
+		return copies[ch.name].Reached(day, c.Sequence)
+	}
+	var first time.Time
+	for _, h := range tr.history[k] {
+		if h.seq < c.Sequence {
+			continue
+		}
+		if at, ok := copies[ch.name].ReachedAfter(day, h.values, c.at); ok && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+func channelNamed(name string) channel {
+	for _, ch := range channels {
+		if ch.name == name {
+			return ch
+		}
+	}
+	return channel{name: name}
+}
+
+func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, tr *truth, dead map[[2]string]bool, elapsed time.Duration) error {
 	fmt.Fprintf(out, "\npipelinedemo report (%d workers, %d events, %v)\n", o.workers, o.events, elapsed.Round(time.Second))
 	fmt.Fprintf(out, "  %-26s %7s %12s %10s %8s %6s\n", "channel / endpoint", "pushes", "rate (req/s)", "quota", "of quota", "429s")
 	requests, throttled, over := 0, 0, false
@@ -64,7 +94,11 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 			over = over || rate > lim.Rate*1.01
 			fmt.Fprintf(out, "  %-26s %7d %12.2f %10g %7.0f%% %6d\n", ch.name+" / "+ep, len(times), rate, lim.Rate, 100*rate/lim.Rate, n429)
 		}
-		c, err := otacopy.Build(srv.Accepted())
+		build := otacopy.Build
+		if f := ch.formatOf(o); f != "json" {
+			build = func(acc []mockota.Request) (*otacopy.Copy, error) { return otacopy.BuildWire(acc, f) }
+		}
+		c, err := build(srv.Accepted())
 		if err != nil {
 			return err
 		}
@@ -73,39 +107,56 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	dirtyReport(out, lim, otas, copies, tr)
+	dirtyReport(out, o, lim, otas, copies, tr)
 	fanned := 0
 	var latencies []time.Duration
 	byKind := map[string][]time.Duration{}
-	missing := 0
+	missing, poisoned, poisonedDead, otherDead := 0, 0, 0, 0
 	for _, c := range tr.changes {
+		if c.RoomType == poisonRoom {
+			// Refused by every vendor: it must be dead-lettered, never
+			// reach the OTA.
+			poisoned++
+			if dead[[2]string{c.PropertyID, fmt.Sprint(c.Sequence)}] {
+				poisonedDead++
+			}
+			continue
+		}
+		if dead[[2]string{c.PropertyID, fmt.Sprint(c.Sequence)}] {
+			otherDead++
+		}
 		for _, ch := range channelsFor(c.Kind) {
 			fanned++
-			var reached time.Time
+			var last time.Time
 			for _, d := range c.Dates() {
-				at, ok := copies[ch].Reached(otacopy.Day{HotelRef: hotelRef(ch, c.PropertyID), Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}, c.Sequence)
+				at, ok := reached(o, channelNamed(ch), copies, tr, c, otacopy.Day{HotelRef: c.PropertyID, Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d})
 				if !ok {
 					missing++
-					reached = time.Time{}
+					last = time.Time{}
 					break
 				}
-				if at.After(reached) {
-					reached = at
+				if at.After(last) {
+					last = at
 				}
 			}
-			if !reached.IsZero() {
-				latencies = append(latencies, reached.Sub(c.at))
-				byKind[c.Kind] = append(byKind[c.Kind], reached.Sub(c.at))
+			if !last.IsZero() {
+				latencies = append(latencies, last.Sub(c.at))
+				byKind[c.Kind] = append(byKind[c.Kind], last.Sub(c.at))
 			}
 		}
 	}
-	lanes, stale := map[string]bool{}, 0
+	lanes, stale, poisonedCells := map[string]bool{}, 0, 0
 	for k, want := range tr.newest {
+		if k.RoomType == poisonRoom {
+			poisonedCells++
+			continue
+		}
 		for _, ch := range channelsFor(k.Kind) {
 			d := k
 			d.HotelRef = hotelRef(ch, k.HotelRef)
 			lanes[d.HotelRef+"#"+d.Kind] = true
-			if got, ok := copies[ch].Held(d); !ok || got.Sequence != want.seq || got.Values != want.values {
+			got, ok := copies[ch].Held(d)
+			if !ok || got.Values != want.values || (channelNamed(ch).formatOf(o) == "json" && got.Sequence != want.seq) {
 				stale++
 			}
 		}
@@ -118,6 +169,8 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 		changes, fanned, requests, t.items, throttled)
 	fmt.Fprintf(out, "  OTA requests per change: %.2f (requests ÷ fanned-out changes); items per push %.1f\n",
 		float64(requests)/float64(max(fanned, 1)), float64(t.items)/float64(max(t.pushes, 1)))
+	fmt.Fprintf(out, "  poisoned %d, dead-lettered %d (%d refused-change dead letters, one per channel; other changes dead-lettered %d); extra requests spent on isolation %d; vendor warnings %d\n",
+		poisoned, poisonedDead, t.refused, otherDead, t.isolation, t.warnings)
 	if len(latencies) > 0 {
 		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		fmt.Fprintf(out, "  change → OTA latency: p50 %v, p99 %v, max %v\n", pct(latencies, 0.50), pct(latencies, 0.99), latencies[len(latencies)-1].Round(time.Millisecond))
@@ -158,8 +211,10 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 		fmt.Fprintf(out, "  DynamoDB (emulator) latency per call: p50 %v, p99 %v; %d calls, %.0f per second of the run\n",
 			pct(lat, 0.5), pct(lat, 0.99), n, float64(n)/elapsed.Seconds())
 	}
-	fmt.Fprintf(out, "  final check against the newest PMS values: lanes checked %d, stale %d, changes never reached %d\n", len(lanes), stale, missing)
+	fmt.Fprintf(out, "  final check against the newest PMS values (read back with the independent decoders): lanes checked %d, stale %d (poisoned cells left out: %d), changes never reached %d\n", len(lanes), stale, poisonedCells, missing)
 	switch {
+	case poisonedDead != poisoned || otherDead > 0:
+		return fmt.Errorf("%d poisoned changes, %d of them dead-lettered, and %d good changes dead-lettered; want every poisoned one and no other", poisoned, poisonedDead, otherDead)
 	case over:
 		return fmt.Errorf("an endpoint exceeded its quota")
 	case stale > 0 || missing > 0:
@@ -185,18 +240,18 @@ func sum(m map[string]int) int {
 // its arrival (all its dates at that sequence or newer). Quiet periods do
 // not count against it, so under a backlog it shows whether the quota was
 // used in full.
-func dirtyReport(out io.Writer, lim gcra.Limit, otas map[string]*mockota.Server, copies map[string]*otacopy.Copy, tr *truth) {
+func dirtyReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, copies map[string]*otacopy.Copy, tr *truth) {
 	fmt.Fprintf(out, "  quota used while the endpoint had changes waiting:")
 	for _, ch := range channels {
 		for _, ep := range ch.meters() {
 			var spans [][2]time.Time
 			for _, c := range tr.changes {
-				if ch.meterOf(c.Kind) != ep || !slices.Contains(ch.endpoints, c.Kind) {
+				if ch.meterOf(c.Kind) != ep || !slices.Contains(ch.endpoints, c.Kind) || c.RoomType == poisonRoom {
 					continue
 				}
 				end := c.at
 				for _, d := range c.Dates() {
-					at, ok := copies[ch.name].Reached(otacopy.Day{HotelRef: hotelRef(ch.name, c.PropertyID), Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}, c.Sequence)
+					at, ok := reached(o, ch, copies, tr, c, otacopy.Day{HotelRef: c.PropertyID, Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d})
 					if ok && at.After(end) {
 						end = at
 					}

@@ -41,7 +41,25 @@ type channel struct {
 	// meter, if set, is the one vendor meter (and path) all the
 	// endpoints count against, with availability urgent.
 	meter string
+	// wire is the vendor format the channel speaks (-format wire): the
+	// mock's mockota.Wire and the config's "format".
+	wire string
 }
+
+// formatOf is the channel's message format in this run: its wire format,
+// or json.
+func (c channel) formatOf(o options) string {
+	if o.format == "wire" && c.wire != "" {
+		return c.wire
+	}
+	return "json"
+}
+
+// mappedRooms are the room types the mock OTAs have mapped; poisonRoom is
+// one they have not.
+var mappedRooms = []string{"DBL", "TWN", "STE"}
+
+const poisonRoom = "PSN"
 
 // meterOf is the vendor meter (the mock's endpoint path) ep counts against.
 func (c channel) meterOf(ep string) string {
@@ -63,8 +81,8 @@ func (c channel) meters() []string {
 // with -stopsells, one whose availability and rates share one meter that
 // keeps half its burst for urgent pushes (stop-sells).
 var channels = []channel{
-	{name: "booking_com", endpoints: []string{"availability", "rates", "restrictions"}},
-	{name: "expedia", endpoints: []string{"availability", "rates"}},
+	{name: "booking_com", endpoints: []string{"availability", "rates", "restrictions"}, wire: mockota.WireOpenTravel},
+	{name: "expedia", endpoints: []string{"availability", "rates"}, wire: mockota.WireExpediaAR},
 }
 
 var priorityChannels = []channel{{name: "booking_com", endpoints: []string{"availability", "rates"}, meter: "ari"}}
@@ -77,6 +95,9 @@ type tally struct {
 	outcomes                 map[dispatch.Outcome]int
 	pushes, items, wasted    int
 	lateness                 []time.Duration
+	// refused counts the dead letters of refused changes, isolation the
+	// requests spent isolating them, warnings the vendors' warnings.
+	refused, isolation, warnings int
 	limiterCalls, stateCalls atomic.Int64
 	failed                   atomic.Int64
 	storeLatency             []time.Duration // every DynamoDB call's
@@ -114,6 +135,9 @@ func (t *tally) add(rs []syncer.MessageResult) {
 			t.pushes += j.Pushes
 			t.items += j.Items
 			t.wasted += j.WastedSlots
+			t.refused += j.Refused
+			t.isolation += j.Isolation
+			t.warnings += j.Warnings
 			if j.Delayed != 0 || j.Lateness != 0 {
 				t.lateness = append(t.lateness, j.Lateness)
 			}
@@ -123,7 +147,9 @@ func (t *tally) add(rs []syncer.MessageResult) {
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	if o.stopsells > 0 {
-		channels = priorityChannels
+		// Its one shared meter is one vendor path for every kind, which
+		// only the JSON body says apart.
+		channels, o.format = priorityChannels, "json"
 	}
 	st, err := newStack(ctx)
 	if err != nil {
@@ -133,14 +159,18 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	lim := gcra.Limit{Rate: o.rate, Burst: o.burst}
 	otas := map[string]*mockota.Server{}
 	for _, ch := range channels {
-		srv, err := mockota.Start(mockota.Config{Limit: lim})
+		mc := mockota.Config{Limit: lim}
+		if f := ch.formatOf(o); f != "json" {
+			mc.Wire = &mockota.Wire{Format: f, MappedRooms: mappedRooms}
+		}
+		srv, err := mockota.Start(mc)
 		if err != nil {
 			return fmt.Errorf("start mock OTA %s: %w", ch.name, err)
 		}
 		defer srv.Close()
 		otas[ch.name] = srv
 	}
-	cfg, err := config.Parse([]byte(connectionsJSON(otas, lim)))
+	cfg, err := config.Parse([]byte(connectionsJSON(o, otas, lim)))
 	if err != nil {
 		return err
 	}
@@ -148,8 +178,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "pipelinedemo: %d rate changes over %v and %g stop-sells per second for %d properties → %d sync workers → 1 mock OTA whose availability and rates share one meter (%g req/s, burst %d, %d kept for urgent pushes)\n",
 			o.events, o.duration, o.stopsells, properties, o.workers, o.rate, o.burst, o.burst/2)
 	} else {
-		fmt.Fprintf(out, "pipelinedemo: %d PMS events over %v for %d properties → %d sync workers → 2 mock OTAs (%g req/s, burst %d per credential and endpoint)\n",
-			o.events, o.duration, properties, o.workers, o.rate, o.burst)
+		fmt.Fprintf(out, "pipelinedemo: %d PMS events (%d poisoned) over %v for %d properties → %d sync workers → 2 mock OTAs (booking_com %s, expedia %s; %g req/s, burst %d per credential and endpoint)\n",
+			o.events, o.poison, o.duration, properties, o.workers, channels[0].formatOf(o), channels[1].formatOf(o), o.rate, o.burst)
 	}
 
 	t := &tally{outcomes: map[dispatch.Outcome]int{}}
@@ -171,7 +201,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		// Each queue's event source mapping has its own concurrency.
 		pool := make(chan *syncer.Syncer, o.workers)
 		for range o.workers {
-			sy, err := newWorker(st, cfg, t, o.fillQuota)
+			sy, err := newWorker(st, cfg, t, o)
 			if err != nil {
 				return err
 			}
@@ -193,7 +223,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	// As the stack's schedule does every syncer.SweepInterval, a sweeper
 	// pushes the lanes whose job ended undelivered; a demo lasts minutes,
 	// so it sweeps more often.
-	sweeper, err := newWorker(st, cfg, t, o.fillQuota)
+	sweeper, err := newWorker(st, cfg, t, o)
 	if err != nil {
 		return err
 	}
@@ -220,7 +250,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	cancel()
 	wg.Wait()
-	return report(out, o, lim, otas, t, tr, time.Since(start))
+	dead, err := refusedChanges(ctx, st)
+	if err != nil {
+		return err
+	}
+	return report(out, o, lim, otas, t, tr, dead, time.Since(start))
 }
 
 // demoSweepInterval is the demo's stand-in for syncer.SweepInterval.
@@ -245,7 +279,7 @@ func sweepEvery(ctx context.Context, sy *syncer.Syncer, interval time.Duration, 
 	}
 }
 
-func newWorker(st *stack, cfg *config.Config, t *tally, fillQuota bool) (*syncer.Syncer, error) {
+func newWorker(st *stack, cfg *config.Config, t *tally, o options) (*syncer.Syncer, error) {
 	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg, emulator.ForEmulator), limiterTable: st.table, t: t}
 	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
@@ -257,7 +291,7 @@ func newWorker(st *stack, cfg *config.Config, t *tally, fillQuota bool) (*syncer
 		return nil, err
 	}
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Lanes: &lane.Store{DB: db, Table: st.stateTable},
-		Token: func(env string) string { return "token-" + env }, FillQuota: fillQuota}
+		Token: func(env string) string { return token(o, env) }, FillQuota: o.fillQuota}
 	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
 		Queue: &queue.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
 	if t.trace != nil {
@@ -266,6 +300,52 @@ func newWorker(st *stack, cfg *config.Config, t *tally, fillQuota bool) (*syncer
 		sy.Dispatcher.Queue = tracedQueue{Queue: sy.Dispatcher.Queue, t: t.trace}
 	}
 	return sy, sy.Dispatcher.Validate()
+}
+
+// token is the demo's secret for a credential's env: its username is what
+// the mock OTAs meter by ("token-" + env), and the XML formats take
+// "user:password".
+func token(o options, env string) string {
+	if o.format == "wire" {
+		return "token-" + env + ":demo-password"
+	}
+	return "token-" + env
+}
+
+// refusedChanges reads the dead-letter queue: the changes dead-lettered as
+// refused by a vendor (syncer's refused-change letters), each once however
+// many channels refused it, by property and sequence.
+func refusedChanges(ctx context.Context, st *stack) (map[[2]string]bool, error) {
+	out := map[[2]string]bool{}
+	for {
+		res, err := st.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &st.deadURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			return nil, fmt.Errorf("read the dead-letter queue: %w", err)
+		}
+		if len(res.Messages) == 0 {
+			return out, nil
+		}
+		for _, m := range res.Messages {
+			j, err := job.Decode(aws.ToString(m.Body))
+			if err != nil {
+				continue
+			}
+			var ref struct {
+				Property string   `json:"property_id"`
+				Refused  []string `json:"refused"`
+			}
+			if json.Unmarshal(j.Payload, &ref) != nil {
+				continue
+			}
+			for _, el := range ref.Refused {
+				e, err := lane.ParseElement(el)
+				if err == nil {
+					out[[2]string{ref.Property, fmt.Sprint(e.Sequence)}] = true
+				}
+			}
+			_, _ = st.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &st.deadURL, ReceiptHandle: m.ReceiptHandle})
+		}
+	}
 }
 
 // countingDB counts a worker's DynamoDB calls, the limiter's apart from the
@@ -375,6 +455,15 @@ type truth struct {
 		seq    int64
 		values string
 	}
+	// history is every change's values per day, for formats that carry no
+	// sequence (a change has reached the OTA once its day holds its
+	// values or a newer change's).
+	history map[otacopy.Day][]held
+}
+
+type held struct {
+	seq    int64
+	values string
 }
 
 // produce sends the PMS events evenly over the duration, as a PMS would:
@@ -385,13 +474,23 @@ func produce(ctx context.Context, st *stack, o options, tr *truth) int {
 	if o.stopsells > 0 {
 		kinds = []string{"rates"}
 	}
+	poisoned := map[int]bool{}
+	for _, i := range rand.Perm(o.events)[:o.poison] {
+		poisoned[i] = true
+	}
 	for i := range o.events {
 		from := time.Date(2027, 1, 1+rand.IntN(60), 0, 0, 0, 0, time.UTC)
+		kind := kinds[rand.IntN(len(kinds))]
+		room := mappedRooms[rand.IntN(len(mappedRooms))]
+		if poisoned[i] {
+			room = poisonRoom
+		}
+		plan, values := valuesFor(kind)
 		c := ari.Change{
 			EventID: fmt.Sprintf("ev-%05d", i), PropertyID: fmt.Sprintf("hotel-%d", rand.IntN(properties)),
-			Kind: kinds[rand.IntN(len(kinds))], RoomType: []string{"DBL", "TWN", "STE"}[rand.IntN(3)], RatePlan: "BAR",
+			Kind: kind, RoomType: room, RatePlan: plan,
 			From: from.Format(ari.DateLayout), To: from.AddDate(0, 0, rand.IntN(7)).Format(ari.DateLayout),
-			Values: map[string]any{"value": rand.IntN(100)},
+			Values: values,
 		}
 		if err := send(ctx, st, tr, c); err != nil {
 			return i
@@ -403,6 +502,20 @@ func produce(ctx context.Context, st *stack, o options, tr *truth) int {
 		}
 	}
 	return o.events
+}
+
+// valuesFor is a random change of kind in the formats' vocabulary
+// (sdk/pipeline/format.Values), and its rate plan: availability counts
+// rooms of a room type (Expedia AR has no inventory per rate plan), rates
+// and restrictions belong to the rate plan.
+func valuesFor(kind string) (string, map[string]any) {
+	switch kind {
+	case "availability":
+		return "", map[string]any{"available": rand.IntN(20)}
+	case "rates":
+		return "BAR", map[string]any{"amount": fmt.Sprintf("%d.00", 80+rand.IntN(120)), "currency": "EUR"}
+	}
+	return "BAR", map[string]any{"min_los": 1 + rand.IntN(5)}
 }
 
 // stopSells sends o.stopsells stop-sells (an availability change closing
@@ -458,6 +571,10 @@ func (tr *truth) record(c ari.Change, at time.Time) {
 	tr.changes = append(tr.changes, change{Change: c, at: at})
 	for _, d := range c.Dates() {
 		k := otacopy.Day{HotelRef: c.PropertyID, Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}
+		if tr.history == nil {
+			tr.history = map[otacopy.Day][]held{}
+		}
+		tr.history[k] = append(tr.history[k], held{c.Sequence, otacopy.Values(c.Values)})
 		if cur, ok := tr.newest[k]; !ok || cur.seq < c.Sequence {
 			tr.newest[k] = struct {
 				seq    int64
@@ -498,7 +615,7 @@ func progress(out io.Writer, start time.Time, otas map[string]*mockota.Server, t
 	fmt.Fprintf(out, "  t=%5.1fs  pushes %5d  deferrals %4d  wasted slots %3d  429s %3d\n", time.Since(start).Seconds(), pushes, deferred, wasted, throttles)
 }
 
-func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
+func connectionsJSON(o options, otas map[string]*mockota.Server, lim gcra.Limit) string {
 	var chs, props []string
 	for _, ch := range channels {
 		var eps []string
@@ -512,8 +629,8 @@ func connectionsJSON(otas map[string]*mockota.Server, lim gcra.Limit) string {
 			}
 			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}%s}`, ep, ch.meterOf(ep), lim.Rate, lim.Burst, priority))
 		}
-		chs = append(chs, fmt.Sprintf(`%q: {"base_url": %q, "allow_http": true, "endpoints": {%s}, "credentials": {"main": {"token_env": "TOKEN_%s"}}}`,
-			ch.name, otas[ch.name].URL(), strings.Join(eps, ","), strings.ToUpper(ch.name)))
+		chs = append(chs, fmt.Sprintf(`%q: {"base_url": %q, "allow_http": true, "format": %q, "endpoints": {%s}, "credentials": {"main": {"token_env": "TOKEN_%s"}}}`,
+			ch.name, otas[ch.name].URL(), ch.formatOf(o), strings.Join(eps, ","), strings.ToUpper(ch.name)))
 	}
 	for p := range properties {
 		var conns []string
