@@ -91,18 +91,18 @@ const properties = 5
 
 // tally is what the workers saw, for the report.
 type tally struct {
-	mu                       sync.Mutex
-	outcomes                 map[dispatch.Outcome]int
-	pushes, items, wasted    int
-	lateness                 []time.Duration
+	mu                    sync.Mutex
+	outcomes              map[dispatch.Outcome]int
+	pushes, items, wasted int
+	lateness              []time.Duration
 	// refused counts the dead letters of refused changes, isolation the
 	// requests spent isolating them, warnings the vendors' warnings.
 	refused, isolation, warnings int
-	limiterCalls, stateCalls atomic.Int64
-	failed                   atomic.Int64
-	storeLatency             []time.Duration // every DynamoDB call's
-	trace                    *tracer         // nil unless -trace
-	ops                      map[string]int  // state calls by kind
+	limiterCalls, stateCalls     atomic.Int64
+	failed                       atomic.Int64
+	storeLatency                 []time.Duration // every DynamoDB call's
+	trace                        *tracer         // nil unless -trace
+	ops                          map[string]int  // state calls by kind
 }
 
 func (t *tally) op(kind string) {
