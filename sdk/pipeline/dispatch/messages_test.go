@@ -1,0 +1,118 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// scriptedPusher answers each message by its body: an error from errs, or
+// accepted.
+type scriptedPusher struct {
+	errs map[string]error
+	reqs []otapush.Request
+}
+
+func (p *scriptedPusher) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
+	p.reqs = append(p.reqs, req)
+	return otapush.Response{Attempts: 1, Warnings: []string{}}, p.errs[string(req.Body)]
+}
+
+// messageWork is Work whose push is the messages it was given, and an
+// Isolator that splits a refused message of changes "a,b" into one per
+// change until one is alone, which it dead-letters.
+type messageWork struct {
+	work
+	msgs    []Message
+	settled Payload
+}
+
+func (w *messageWork) Begin(_ context.Context, j job.Job) (job.Job, Payload, error) {
+	return j, Payload{Messages: append([]Message(nil), w.msgs...), Items: len(w.msgs)}, nil
+}
+
+func (w *messageWork) Done(_ context.Context, _ job.Job, p Payload) (*job.Job, error) {
+	w.settled = p
+	return nil, nil
+}
+
+func (w *messageWork) Refused(_ context.Context, _ job.Job, p *Payload, i int, perm *otapush.PermanentError) ([]Message, []Letter, error) {
+	changes, _ := p.Messages[i].State.([]string)
+	if len(changes) == 1 {
+		return nil, []Letter{{Body: changes[0], Reason: perm.Summary}}, nil
+	}
+	var parts []Message
+	for _, c := range changes {
+		parts = append(parts, Message{Body: []byte(c), Items: 1, State: []string{c}})
+	}
+	return parts, nil, nil
+}
+
+func TestPushOfSeveralMessages(t *testing.T) {
+	refused := &otapush.PermanentError{Status: 200, Summary: "392: Room ID is not valid"}
+	tests := []struct {
+		name string
+		msgs []Message
+		errs map[string]error
+		// want: requests sent, accepted messages (by body), refused
+		// changes dead-lettered, isolation parts, outcome.
+		requests   int
+		accepted   []string
+		dead       []string
+		isolation  int
+		outcome    Outcome
+		credential bool
+	}{
+		{"two months, both accepted", []Message{{Body: []byte("dec"), Items: 3}, {Body: []byte("jan"), Items: 2}}, nil,
+			2, []string{"dec", "jan"}, nil, 0, Pushed, false},
+		{"a later message fails: the first is settled", []Message{{Body: []byte("dec")}, {Body: []byte("jan")}},
+			map[string]error{"jan": &otapush.DeferError{Cause: fmt.Errorf("503")}}, 2, []string{"dec"}, nil, 0, Pushed, false},
+		{"a refused merged message is isolated", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}},
+			map[string]error{"a,b": refused, "b": refused}, 3, []string{"a"}, []string{"b"}, 2, Pushed, false},
+		{"the first refused for its credential is not isolated", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}, {Body: []byte("c")}},
+			map[string]error{"a,b": &otapush.PermanentError{Status: 401, Summary: "credential refused"}}, 1, nil, nil, 0, Deferred, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			w := &messageWork{work: work{clock: r.clock}, msgs: tt.msgs}
+			p := &scriptedPusher{errs: tt.errs}
+			r.d.Work, r.d.Pusher = w, p
+			r.d.Limiter = &penalizer{reserver: r.lim}
+			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.reqs) != tt.requests || res.Outcome != tt.outcome || res.CredentialRefused != tt.credential || res.Isolation != tt.isolation {
+				t.Fatalf("%d requests, %+v; want %d requests, %s, isolation %d, credential refused %v", len(p.reqs), res, tt.requests, tt.outcome, tt.isolation, tt.credential)
+			}
+			for i, q := range p.reqs {
+				// The first message goes on the job's slot; each later
+				// one books its own token, under its own idempotency key.
+				if q.Reserved != (i == 0) || (i > 0 && q.JobID == p.reqs[0].JobID) {
+					t.Errorf("request %d: reserved %v, job id %q; want only the first on the slot, each its own id", i, q.Reserved, q.JobID)
+				}
+			}
+			var accepted []string
+			for _, m := range w.settled.Messages {
+				if m.Accepted {
+					accepted = append(accepted, string(m.Body))
+				}
+			}
+			if fmt.Sprint(accepted) != fmt.Sprint(tt.accepted) || fmt.Sprint(r.queue.dead) != fmt.Sprint(reasons(tt.dead, refused.Summary)) {
+				t.Errorf("accepted %v, dead letters %v; want %v and %v", accepted, r.queue.dead, tt.accepted, tt.dead)
+			}
+		})
+	}
+}
+
+func reasons(dead []string, reason string) []string {
+	var out []string
+	for range dead {
+		out = append(out, reason)
+	}
+	return out
+}
