@@ -241,3 +241,43 @@ func TestMonthSplitPush(t *testing.T) {
 		t.Fatalf("lane after both months were accepted: %+v, want clear and released", p)
 	}
 }
+
+// A change the channel's format cannot express (Expedia AR counts
+// inventory per room type, not per rate plan) is dead-lettered at once with
+// the reason, spending no request; the change merged with it goes out, and
+// the lane ends clear. A push of nothing but such changes sends nothing.
+func TestUnexpressibleChangeIsDeadLetteredAtOnce(t *testing.T) {
+	r := newWireRig(t, mockota.WireExpediaAR)
+	good := r.availability(1, "DBL", "2026-12-01", "2026-12-02", 3)
+	r.plan = "BAR"
+	bad := r.availability(2, "TWN", "2026-12-01", "2026-12-01", 4)
+	r.plan = ""
+	res := total(r.batch(t, good, bad))
+	if n := len(r.p.ota.Requests()); n != 1 || res.Pushes != 1 {
+		t.Fatalf("%d requests, %d accepted; want the good change's one request", n, res.Pushes)
+	}
+	letters := r.refusedLetters(t)
+	if len(letters) != 1 {
+		t.Fatalf("dead letters %v, want the unexpressible change", letters)
+	}
+	for el, reason := range letters {
+		if !strings.HasPrefix(el, "TWN#BAR#") || !strings.Contains(reason, "cannot express") {
+			t.Fatalf("dead letter %s: %q, want the TWN change with the format's reason", el, reason)
+		}
+	}
+	r.plan = "BAR"
+	only := r.availability(3, "STE", "2026-12-05", "2026-12-05", 1)
+	r.batch(t, only)
+	if n := len(r.p.ota.Requests()); n != 1 {
+		t.Fatalf("a push of only an unexpressible change sent %d requests, want none", n-1)
+	}
+	if letters := r.refusedLetters(t); len(letters) != 1 {
+		t.Fatalf("dead letters %v, want the STE change", letters)
+	}
+	id := lane.ID{Property: "hotel-aurora", Kind: "availability", Channel: "ota", Credential: "cred-1", HotelRef: "H-1001"}
+	_, err := r.sy.Lanes.Release(context.Background(), id, "probe")
+	var other *lane.NotOwnerError
+	if !errors.As(err, &other) || len(other.Pending.Elements) != 0 {
+		t.Fatalf("lane after the unexpressible changes: %v, want nothing pending", err)
+	}
+}
