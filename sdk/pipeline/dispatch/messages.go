@@ -58,6 +58,14 @@ type Letter struct{ Body, Reason string }
 func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
 	iso, _ := d.Work.(Isolator)
 	settled := false // something was accepted or dead-lettered
+	// On an endpoint metered by items, the slot may hold more tokens than
+	// the first message costs (it booked the items the lane expected):
+	// they pay for the next messages, at the same instant, before any
+	// books its own.
+	spare := 0
+	if route.ItemWeight > 0 {
+		spare = max(j.Tokens, 1) - attemptTokens(route, Payload{Items: p.Messages[0].Items})
+	}
 	for i := 0; i < len(p.Messages); i++ {
 		m := p.Messages[i]
 		req := otapush.Request{
@@ -65,8 +73,11 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 			JobID: messageID(j.ID, i), Body: m.Body, Method: m.Method, Judge: m.Judge,
 			Tokens: attemptTokens(route, Payload{Items: m.Items}), Reserve: route.Reserve, Horizon: route.Horizon,
 		}
-		if i == 0 {
+		switch {
+		case i == 0:
 			req.Reserved, req.Slot, req.Stamp = true, j.Slot, jobStamp(j)
+		case req.Tokens <= spare:
+			req.Reserved, req.Slot, spare = true, j.Slot, spare-req.Tokens
 		}
 		resp, err := d.Pusher.Push(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
@@ -107,6 +108,34 @@ func TestPushOfSeveralMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On an endpoint metered by items, the tokens the slot holds beyond the
+// first message's pay for the next messages; only what they do not cover
+// books its own.
+func TestSlotTokensPayForTheNextMessages(t *testing.T) {
+	r := newRig(t)
+	w := &messageWork{work: work{clock: r.clock}, msgs: []Message{{Body: []byte("dec"), Items: 3}, {Body: []byte("jan"), Items: 2}, {Body: []byte("feb"), Items: 2}}}
+	p := &scriptedPusher{}
+	r.d.Work, r.d.Pusher, r.d.Routes = w, p, itemsRouter{}
+	j := testJob(r.clock.Now())
+	j.Slot, j.Tokens = r.clock.Now(), 5
+	if _, err := r.d.HandleJob(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range p.reqs {
+		got = append(got, fmt.Sprintf("%s:%d:%v", q.Body, q.Tokens, q.Reserved))
+	}
+	if want := "[dec:3:true jan:2:true feb:2:false]"; fmt.Sprint(got) != want {
+		t.Fatalf("requests %v, want %s (5 tokens on the slot pay for dec and jan)", got, want)
+	}
+}
+
+type itemsRouter struct{}
+
+func (itemsRouter) Route(job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", ItemWeight: 1}, nil
 }
 
 func reasons(dead []string, reason string) []string {
