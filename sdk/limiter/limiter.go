@@ -50,7 +50,7 @@
 // (NTP/chrony keep δ to milliseconds on AWS).
 //
 // Lost answers: each call tags its writes (a random call id, in one of
-// CallLanes attribute lanes of the item, picked per call) and guards them
+// callLanes attribute lanes of the item, picked per call) and guards them
 // with NOT begins_with(lane, call id). When a write's answer is lost
 // (timeout, connection reset) the call's next write fails its condition if
 // the first one landed, and ALL_OLD shows it: the grant is returned once,
