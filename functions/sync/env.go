@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"log/slog"
 	"net/http"
 	"os"
@@ -46,19 +47,19 @@ type settings struct {
 
 func readSettings(getenv func(string) string) (settings, error) {
 	s := settings{
-		table:           getenv("FLEETBUCKET_TABLE"),
-		stateTable:      getenv("FLEETBUCKET_STATE_TABLE"),
-		deferredURL:     getenv("FLEETBUCKET_DEFERRED_QUEUE_URL"),
-		deadURL:         getenv("FLEETBUCKET_DLQ_URL"),
-		connectionsPath: getenv("FLEETBUCKET_CONNECTIONS"),
-		namespace:       getenv("FLEETBUCKET_METRICS_NAMESPACE"),
+		table:           getenv(contract.EnvLimiterTable),
+		stateTable:      getenv(contract.EnvStateTable),
+		deferredURL:     getenv(contract.EnvDeferredQueueURL),
+		deadURL:         getenv(contract.EnvDLQURL),
+		connectionsPath: getenv(contract.EnvConnections),
+		namespace:       getenv(contract.EnvMetricsNamespace),
 		storeFailures:   3,
 		cooldown:        10,
 	}
 	var missing []string
 	for name, v := range map[string]string{
-		"FLEETBUCKET_TABLE": s.table, "FLEETBUCKET_STATE_TABLE": s.stateTable,
-		"FLEETBUCKET_DEFERRED_QUEUE_URL": s.deferredURL, "FLEETBUCKET_DLQ_URL": s.deadURL,
+		contract.EnvLimiterTable: s.table, contract.EnvStateTable: s.stateTable,
+		contract.EnvDeferredQueueURL: s.deferredURL, contract.EnvDLQURL: s.deadURL,
 	} {
 		if v == "" {
 			missing = append(missing, name)
@@ -68,7 +69,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 		return s, fmt.Errorf("missing environment: %s (the CDK stack sets them)", strings.Join(sorted(missing), ", "))
 	}
 	if s.connectionsPath == "" {
-		s.connectionsPath = "connections.json"
+		s.connectionsPath = contract.ConnectionsFile
 	}
 	if !filepath.IsAbs(s.connectionsPath) {
 		// The asset is unpacked in LAMBDA_TASK_ROOT; locally, beside the binary.
@@ -80,12 +81,12 @@ func readSettings(getenv func(string) string) (settings, error) {
 		s.connectionsPath = filepath.Join(root, s.connectionsPath)
 	}
 	if s.namespace == "" {
-		s.namespace = "fleetbucket"
+		s.namespace = contract.MetricsNamespace
 	}
-	if v := getenv("FLEETBUCKET_MAX_CONCURRENCY"); v != "" {
+	if v := getenv(contract.EnvMaxConcurrency); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return s, fmt.Errorf("FLEETBUCKET_MAX_CONCURRENCY is %q, want a positive integer (the event sources' maximum concurrency)", v)
+			return s, fmt.Errorf("%s is %q, want a positive integer (the event sources' maximum concurrency)", contract.EnvMaxConcurrency, v)
 		}
 		s.maxConcurrency = n
 	}

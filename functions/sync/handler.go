@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"io"
 	"log/slog"
 	"sort"
@@ -20,18 +21,16 @@ import (
 
 // outcomeMetric names the counter of each outcome.
 var outcomeMetric = map[dispatch.Outcome]string{
-	dispatch.Pushed: "Pushes", dispatch.Deferred: "Deferrals", dispatch.Shed: "Sheds",
-	dispatch.DeadLettered: "DeadLetters", dispatch.Coalesced: "Coalesced", dispatch.Expired: "Expired",
+	dispatch.Pushed: contract.MetricPushes, dispatch.Deferred: contract.MetricDeferrals, dispatch.Shed: contract.MetricSheds,
+	dispatch.DeadLettered: contract.MetricDeadLetters, dispatch.Coalesced: contract.MetricCoalesced, dispatch.Expired: contract.MetricExpired,
 }
 
 // metricNames are written on every flush, zeros included, so that alarms
 // on them see data rather than missing points.
-var metricNames = []string{"Pushes", "PushedItems", "Deferrals", "Sheds", "DeadLetters", "Expired", "Coalesced", "Grants", "WastedSlots", "VendorThrottles", "LimiterStoreErrors",
-	"ShadowWouldDefer", "ShadowWouldShed", "LocalSharePushes", "CredentialRefusals", "SweptLanes",
-	"VendorWarnings", "RefusedChanges", "IsolationRequests"}
+var metricNames = contract.Counters
 
 // millisMetricNames are likewise written on every flush, in milliseconds.
-var millisMetricNames = []string{"ShadowWait"}
+var millisMetricNames = contract.Millis
 
 type handler struct {
 	syncer *syncer.Syncer
@@ -77,7 +76,7 @@ func (h *handler) Sweep(ctx context.Context) (sweepOutput, error) {
 	for _, res := range rep.Results {
 		h.observe(res, "")
 	}
-	h.metrics.Add("SweptLanes", float64(rep.Lanes))
+	h.metrics.Add(contract.MetricSweptLanes, float64(rep.Lanes))
 	h.log.Info("sweep", "items", rep.Items, "lanes", rep.Lanes, "err", err)
 	if ferr := h.metrics.Flush(h.out, h.namespace, time.Now()); ferr != nil {
 		h.log.Warn("metrics not written", "err", ferr)
@@ -108,7 +107,7 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	var resp events.SQSEventResponse
 	for _, out := range h.syncer.HandleBatch(ctx, msgs) {
 		if out.Change.Invalid != "" {
-			h.metrics.Add("DeadLetters", 1)
+			h.metrics.Add(contract.MetricDeadLetters, 1)
 			h.log.Warn("message dead-lettered", "message_id", out.ID, "event_id", out.Change.EventID, "reason", out.Change.Invalid)
 		}
 		for _, res := range out.Jobs {
@@ -129,52 +128,52 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 // (property, kind, channel, credential id, hotel ref) and its owner token;
 // no API token ever reaches a log.
 func (h *handler) observe(res dispatch.Result, eventID string) {
-	h.log.Info("push job",
-		"job_id", res.JobID, "event_id", eventID, "bucket", res.Bucket, "decision", string(res.Outcome),
-		"pushes", res.Pushes, "items", res.Items, "wait_ms", res.Wait.Milliseconds(), "late_ms", res.Lateness.Milliseconds(),
-		"reason", res.Reason, "attempts", res.Attempts, "throttled", res.Throttled, "wasted_slots", res.WastedSlots,
+	h.log.Info(contract.LogMessage,
+		contract.LogJobID, res.JobID, "event_id", eventID, contract.LogBucket, res.Bucket, contract.LogDecision, string(res.Outcome),
+		contract.LogPushes, res.Pushes, "items", res.Items, contract.LogWaitMs, res.Wait.Milliseconds(), contract.LogLateMs, res.Lateness.Milliseconds(),
+		"reason", res.Reason, "attempts", res.Attempts, contract.LogThrottled, res.Throttled, contract.LogWasted, res.WastedSlots,
 		"shadow_would_defer", res.ShadowWouldDefer, "shadow_would_shed", res.ShadowWouldShed, "shadow_wait_ms", res.ShadowWait.Milliseconds(),
 		"local_shares", res.LocalShares, "vendor_warnings", res.Warnings, "refused_changes", res.Refused, "isolation_requests", res.Isolation)
 	if res.Outcome != dispatch.Pushed {
 		h.metrics.Add(outcomeMetric[res.Outcome], 1)
 	}
-	h.metrics.Add("Pushes", float64(res.Pushes))
-	h.metrics.Add("PushedItems", float64(res.Items))
-	h.metrics.Add("VendorThrottles", float64(res.Throttled))
+	h.metrics.Add(contract.MetricPushes, float64(res.Pushes))
+	h.metrics.Add(contract.MetricPushedItems, float64(res.Items))
+	h.metrics.Add(contract.MetricVendorThrottles, float64(res.Throttled))
 	if res.StoreError {
-		h.metrics.Add("LimiterStoreErrors", 1)
+		h.metrics.Add(contract.MetricLimiterStoreErrors, 1)
 	}
 	if !res.Slot.IsZero() {
-		h.metrics.Add("Grants", 1)
+		h.metrics.Add(contract.MetricGrants, 1)
 	}
-	h.metrics.Add("WastedSlots", float64(res.WastedSlots))
-	h.metrics.AddMillis("WaitTime", res.Wait)
+	h.metrics.Add(contract.MetricWastedSlots, float64(res.WastedSlots))
+	h.metrics.AddMillis(contract.MetricWaitTime, res.Wait)
 	if res.ShadowWouldDefer {
-		h.metrics.Add("ShadowWouldDefer", 1)
+		h.metrics.Add(contract.MetricShadowWouldDefer, 1)
 	}
 	if res.ShadowWouldShed {
-		h.metrics.Add("ShadowWouldShed", 1)
+		h.metrics.Add(contract.MetricShadowWouldShed, 1)
 	}
 	if res.ShadowWait > 0 {
 		// What enforcement would have waited for the slot: the pace an
 		// endpoint in shadow mode would lose by switching to enforce.
-		h.metrics.AddMillis("ShadowWait", res.ShadowWait)
+		h.metrics.AddMillis(contract.MetricShadowWait, res.ShadowWait)
 	}
-	h.metrics.Add("LocalSharePushes", float64(res.LocalShares))
+	h.metrics.Add(contract.MetricLocalSharePushes, float64(res.LocalShares))
 	// A vendor's warnings on applied requests, the changes it refused
 	// (each dead-lettered alone) and the requests spent finding them.
-	h.metrics.Add("VendorWarnings", float64(res.Warnings))
-	h.metrics.Add("RefusedChanges", float64(res.Refused))
-	h.metrics.Add("IsolationRequests", float64(res.Isolation))
+	h.metrics.Add(contract.MetricVendorWarnings, float64(res.Warnings))
+	h.metrics.Add(contract.MetricRefusedChanges, float64(res.Refused))
+	h.metrics.Add(contract.MetricIsolationRequests, float64(res.Isolation))
 	if res.CredentialRefused {
 		// The vendor refuses a credential no new token fixed: its pushes
 		// are paused and its lanes kept; an operator must fix it.
-		h.metrics.Add("CredentialRefusals", 1)
+		h.metrics.Add(contract.MetricCredentialRefusals, 1)
 	}
 	if res.Delayed != 0 || res.Lateness != 0 {
 		// How late the deferred queue delivered: the dispatcher comes back
 		// early by what it sees, and this shows whether that keeps up.
-		h.metrics.AddMillis("DeliveryLateness", res.Lateness)
+		h.metrics.AddMillis(contract.MetricDeliveryLateness, res.Lateness)
 	}
 }
 

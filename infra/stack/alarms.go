@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"math"
 	"net/mail"
 	"strings"
@@ -21,23 +22,23 @@ import (
 // invocation in MetricsNamespace, with no dimensions, every counter
 // written (zeros included) on every invocation.
 const (
-	MetricPushes      = "Pushes"      // requests the OTAs accepted
-	MetricDeferrals   = "Deferrals"   // jobs put on the deferred queue
-	MetricSheds       = "Sheds"       // jobs past their deadline, dead-lettered without a token
-	MetricDeadLetters = "DeadLetters" // jobs and events dead-lettered for another reason
-	MetricExpired     = "Expired"     // jobs past their max_age or max_deferrals, dead-lettered
-	MetricCoalesced   = "Coalesced"   // jobs that found their lane already served
-	MetricGrants      = "Grants"      // slots the limiter granted
-	MetricWastedSlots = "WastedSlots" // granted slots left unused (quota lost, never overspent)
+	MetricPushes      = contract.MetricPushes      // requests the OTAs accepted
+	MetricDeferrals   = contract.MetricDeferrals   // jobs put on the deferred queue
+	MetricSheds       = contract.MetricSheds       // jobs past their deadline, dead-lettered without a token
+	MetricDeadLetters = contract.MetricDeadLetters // jobs and events dead-lettered for another reason
+	MetricExpired     = contract.MetricExpired     // jobs past their max_age or max_deferrals, dead-lettered
+	MetricCoalesced   = contract.MetricCoalesced   // jobs that found their lane already served
+	MetricGrants      = contract.MetricGrants      // slots the limiter granted
+	MetricWastedSlots = contract.MetricWastedSlots // granted slots left unused (quota lost, never overspent)
 	// MetricCredentialRefusals counts pushes whose credential the vendor
 	// refused (401/403) with no new token to try: the credential's pushes
 	// are paused and its lanes kept until it is fixed.
-	MetricCredentialRefusals = "CredentialRefusals"
-	MetricSweptLanes         = "SweptLanes" // stranded lanes the sweep scheduled again
+	MetricCredentialRefusals = contract.MetricCredentialRefusals
+	MetricSweptLanes         = contract.MetricSweptLanes // stranded lanes the sweep scheduled again
 	// MetricWaitTime and MetricDeliveryLateness are milliseconds, summed
 	// over the jobs of one invocation (one EMF line per invocation).
-	MetricWaitTime         = "WaitTime"
-	MetricDeliveryLateness = "DeliveryLateness"
+	MetricWaitTime         = contract.MetricWaitTime
+	MetricDeliveryLateness = contract.MetricDeliveryLateness
 )
 
 // Defaults of the alarms' thresholds.

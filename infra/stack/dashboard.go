@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"math"
 	"sort"
 	"strings"
@@ -57,13 +58,13 @@ const (
 
 	// The push job log line's message and fields.
 	pushJobMessage = "push job"
-	logBucket      = "$.bucket"
-	logPushes      = "$.pushes"
-	logThrottled   = "$.throttled"
-	logWasted      = "$.wasted_slots"
-	logWaitMs      = "$.wait_ms"
-	logLateMs      = "$.late_ms"
-	logDecision    = "$.decision"
+	logBucket      = "$." + contract.LogBucket
+	logPushes      = "$." + contract.LogPushes
+	logThrottled   = "$." + contract.LogThrottled
+	logWasted      = "$." + contract.LogWasted
+	logWaitMs      = "$." + contract.LogWaitMs
+	logLateMs      = "$." + contract.LogLateMs
+	logDecision    = "$." + contract.LogDecision
 
 	// MaxBucketWidgets bounds the dashboard's per-bucket graphs; the
 	// by-bucket graphs (SEARCH) show every bucket regardless.

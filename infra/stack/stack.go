@@ -14,6 +14,7 @@ package stack
 
 import (
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,27 +43,27 @@ import (
 // The contract with functions/sync: the environment variables it reads and
 // the files of its asset directory.
 const (
-	EnvLimiterTable     = "FLEETBUCKET_TABLE"
-	EnvStateTable       = "FLEETBUCKET_STATE_TABLE"
-	EnvDeferredQueueURL = "FLEETBUCKET_DEFERRED_QUEUE_URL"
-	EnvDLQURL           = "FLEETBUCKET_DLQ_URL"
-	EnvConnections      = "FLEETBUCKET_CONNECTIONS"
-	EnvMetricsNamespace = "FLEETBUCKET_METRICS_NAMESPACE"
+	EnvLimiterTable     = contract.EnvLimiterTable
+	EnvStateTable       = contract.EnvStateTable
+	EnvDeferredQueueURL = contract.EnvDeferredQueueURL
+	EnvDLQURL           = contract.EnvDLQURL
+	EnvConnections      = contract.EnvConnections
+	EnvMetricsNamespace = contract.EnvMetricsNamespace
 
 	// BootstrapFile is the function binary inside the asset directory
 	// (runtime provided.al2023, handler "bootstrap").
-	BootstrapFile = "bootstrap"
+	BootstrapFile = contract.BootstrapFile
 	// ConnectionsFile is the connections config inside the asset directory;
 	// the function finds it at this path relative to its working directory
 	// (the asset root, /var/task) through EnvConnections.
-	ConnectionsFile = "connections.json"
+	ConnectionsFile = contract.ConnectionsFile
 
 	// MetricsNamespace is the CloudWatch namespace of the function's EMF metrics.
-	MetricsNamespace = "fleetbucket"
+	MetricsNamespace = contract.MetricsNamespace
 	// MetricVendorThrottles counts OTA 429s / throttling answers.
-	MetricVendorThrottles = "VendorThrottles"
+	MetricVendorThrottles = contract.MetricVendorThrottles
 	// MetricLimiterStoreErrors counts failed limiter calls to DynamoDB.
-	MetricLimiterStoreErrors = "LimiterStoreErrors"
+	MetricLimiterStoreErrors = contract.MetricLimiterStoreErrors
 
 	// PMSSource is the EventBridge "source" of PMS change events.
 	PMSSource = "pms"

@@ -22,18 +22,18 @@ type AdaptState = gcra.AdaptState
 
 // The adaptive state's attributes, beside tat in the bucket's item.
 const (
-	// BaseAttribute holds the emission interval (µs) the last change set.
-	BaseAttribute = "iv"
-	// SinceAttribute holds when that change was made (Unix µs).
-	SinceAttribute = "ad"
-	// CeilingAttribute holds the interval (µs) of a limit the vendor
+	// baseAttribute holds the emission interval (µs) the last change set.
+	baseAttribute = "iv"
+	// sinceAttribute holds when that change was made (Unix µs).
+	sinceAttribute = "ad"
+	// ceilingAttribute holds the interval (µs) of a limit the vendor
 	// published below the configured one (0: none).
-	CeilingAttribute = "cl"
-	// ProbesAttribute counts failed probes in a row (gcra.AdaptState.Probes).
-	ProbesAttribute = "pf"
-	// VersionAttribute counts changes; every write of an adaptive bucket is
+	ceilingAttribute = "cl"
+	// probesAttribute counts failed probes in a row (gcra.AdaptState.Probes).
+	probesAttribute = "pf"
+	// versionAttribute counts changes; every write of an adaptive bucket is
 	// conditional on it.
-	VersionAttribute = "av"
+	versionAttribute = "av"
 )
 
 // ThrottleHold is how long after a change a throttle signal of unknown
@@ -52,7 +52,7 @@ func adaptNames(base map[string]string) map[string]string {
 	for k, v := range base {
 		out[k] = v
 	}
-	out["#iv"], out["#ad"], out["#cl"], out["#pf"], out["#av"] = BaseAttribute, SinceAttribute, CeilingAttribute, ProbesAttribute, VersionAttribute
+	out["#iv"], out["#ad"], out["#cl"], out["#pf"], out["#av"] = baseAttribute, sinceAttribute, ceilingAttribute, probesAttribute, versionAttribute
 	return out
 }
 
@@ -75,7 +75,7 @@ func withVersion(in *dynamodb.UpdateItemInput, version int64) {
 	for k, v := range in.ExpressionAttributeNames {
 		names[k] = v
 	}
-	names["#av"] = VersionAttribute
+	names["#av"] = versionAttribute
 	in.ExpressionAttributeNames = names
 	in.ConditionExpression = aws.String("(" + aws.ToString(in.ConditionExpression) + ") AND " + versionCondition(in.ExpressionAttributeValues, version))
 }
@@ -131,7 +131,7 @@ func itemAdapt(item map[string]types.AttributeValue) (AdaptState, error) {
 	for _, f := range []struct {
 		name string
 		into *int64
-	}{{BaseAttribute, &s.Base}, {SinceAttribute, &s.Since}, {CeilingAttribute, &s.Ceiling}, {ProbesAttribute, &s.Probes}, {VersionAttribute, &s.Version}} {
+	}{{baseAttribute, &s.Base}, {sinceAttribute, &s.Since}, {ceilingAttribute, &s.Ceiling}, {probesAttribute, &s.Probes}, {versionAttribute, &s.Version}} {
 		v, ok := item[f.name]
 		if !ok {
 			continue

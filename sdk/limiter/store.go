@@ -13,7 +13,7 @@ import (
 )
 
 // The item layout. One item per bucket: {pk: key, tat: µs, bk: µs, ttl:
-// epoch s, and up to CallLanes pairs c<i>: the tag of the last grant
+// epoch s, and up to callLanes pairs c<i>: the tag of the last grant
 // written through lane i, t<i>: the tat that grant left}.
 // The names are exported so the CDK stack and operators use the same ones.
 const (
@@ -23,20 +23,20 @@ const (
 	TATAttribute = "tat"
 	// TTLAttribute holds the item's expiry in Unix seconds; enable TTL on it.
 	TTLAttribute = "ttl"
-	// BookedAttribute holds the booked horizon in Unix microseconds: the
+	// bookedAttribute holds the booked horizon in Unix microseconds: the
 	// tat the last grant left. Slots handed out lie before it (each at
 	// most burst·T before the tat its grant left); tat above it is a
 	// penalty no slot is booked behind, which is all a Reset takes away.
-	BookedAttribute = "bk"
+	bookedAttribute = "bk"
 )
 
-// CallLanes is the number of call-tag lanes an item carries. Each call
+// callLanes is the number of call-tag lanes an item carries. Each call
 // writes its tag into one lane picked at random (attributes c<lane> and
 // t<lane>), so a retry after a lost answer can tell whether its write landed
 // even when other calls wrote the item since, unless one of them picked the
 // same lane (about 1 in 16 per write in between). 16 lanes keep a bucket's
 // item under 1 KB (one write unit per write).
-const CallLanes = 16
+const callLanes = 16
 
 // DynamoDBAPI is the part of *dynamodb.Client the limiter uses, so callers
 // can wrap it (metrics, fault injection) or substitute another client.
@@ -65,13 +65,13 @@ var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
 
 // resetNames are the reset expression's: DynamoDB refuses names an
 // expression does not use.
-var resetNames = map[string]string{"#tat": TATAttribute, "#bk": BookedAttribute}
+var resetNames = map[string]string{"#tat": TATAttribute, "#bk": bookedAttribute}
 
 // laneNames are the expression names of a grant written through lane i.
 var laneNames = func() []map[string]string {
-	out := make([]map[string]string, CallLanes)
+	out := make([]map[string]string, callLanes)
 	for i := range out {
-		out[i] = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#bk": BookedAttribute,
+		out[i] = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#bk": bookedAttribute,
 			"#cid": "c" + strconv.Itoa(i), "#lt": "t" + strconv.Itoa(i)}
 	}
 	return out
@@ -90,7 +90,7 @@ type callTag struct {
 }
 
 func newCallTag() callTag {
-	return callTag{id: strconv.FormatUint(rand.Uint64(), 36) + ".", lane: rand.IntN(CallLanes)}
+	return callTag{id: strconv.FormatUint(rand.Uint64(), 36) + ".", lane: rand.IntN(callLanes)}
 }
 
 func (c callTag) write(i int) string { return c.id + strconv.Itoa(i) }
@@ -194,7 +194,7 @@ func itemTAT(item map[string]types.AttributeValue) (int64, error) {
 
 // itemBooked reads the booked horizon from an item; none is 0.
 func itemBooked(item map[string]types.AttributeValue) (int64, error) {
-	return itemMicros(item, BookedAttribute)
+	return itemMicros(item, bookedAttribute)
 }
 
 func itemMicros(item map[string]types.AttributeValue, name string) (int64, error) {

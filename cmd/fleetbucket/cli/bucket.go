@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"io"
 	"sort"
 	"strings"
@@ -21,8 +22,8 @@ type bucketFlags struct {
 }
 
 func (a *App) addBucketFlags(cmd *cobra.Command, f *bucketFlags) {
-	a.envFlag(cmd, &f.config, "config", "FLEETBUCKET_CONNECTIONS", "", "connections file the bucket's limit comes from")
-	a.envFlag(cmd, &f.table, "table", "FLEETBUCKET_TABLE", limiter.DefaultTable, "limiter table")
+	a.envFlag(cmd, &f.config, "config", contract.EnvConnections, "", "connections file the bucket's limit comes from")
+	a.envFlag(cmd, &f.table, "table", contract.EnvLimiterTable, limiter.DefaultTable, "limiter table")
 	cmd.Flags().StringVar(&f.property, "property", "", "also the property's own bucket, for an endpoint with a property_share")
 }
 

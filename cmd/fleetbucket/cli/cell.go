@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"io"
 
 	"github.com/fleetbucket/fleetbucket/cmd/fleetbucket/cellstate"
@@ -15,7 +16,7 @@ const cellArgs = "<property> <kind> <room> [<rate_plan>]"
 func (a *App) cellCmd() *cobra.Command {
 	var table string
 	cmd := &cobra.Command{Use: "cell", Short: "Show and repair an ARI state cell (property, kind, room, rate plan)"}
-	a.envPersistent(cmd, &table, "state-table", "FLEETBUCKET_STATE_TABLE", "ARI state table")
+	a.envPersistent(cmd, &table, "state-table", contract.EnvStateTable, "ARI state table")
 	cmd.AddCommand(a.cellShowCmd(&table), a.cellResetCmd(&table))
 	return cmd
 }

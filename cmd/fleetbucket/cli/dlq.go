@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"io"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ type dlqFlags struct {
 func (a *App) dlqCmd() *cobra.Command {
 	var f dlqFlags
 	cmd := &cobra.Command{Use: "dlq", Short: "Read the dead-letter queue and move its messages back"}
-	a.envPersistent(cmd, &f.queues.DLQ, "dlq-url", "FLEETBUCKET_DLQ_URL", "dead-letter queue URL")
+	a.envPersistent(cmd, &f.queues.DLQ, "dlq-url", contract.EnvDLQURL, "dead-letter queue URL")
 	cmd.PersistentFlags().IntVar(&f.max, "max", 0, "read at most this many messages (0: all)")
 	cmd.PersistentFlags().DurationVar(&f.hide, "visibility", time.Minute, "how long a read message stays hidden while the command runs; kept ones are made visible again at the end")
 	cmd.PersistentFlags().DurationVar(&f.wait, "wait", time.Second, "long-poll wait of each read; an empty read ends the scan")
@@ -137,7 +138,7 @@ dead-letter queue.`,
 		},
 	}
 	a.envFlag(cmd, &f.queues.Changes, "changes-queue-url", "FLEETBUCKET_CHANGES_QUEUE_URL", "", "where PMS change events go back to")
-	a.envFlag(cmd, &f.queues.Deferred, "deferred-queue-url", "FLEETBUCKET_DEFERRED_QUEUE_URL", "", "where push jobs go back to")
+	a.envFlag(cmd, &f.queues.Deferred, "deferred-queue-url", contract.EnvDeferredQueueURL, "", "where push jobs go back to")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would move; move nothing")
 	return cmd
 }

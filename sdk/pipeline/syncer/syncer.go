@@ -396,11 +396,6 @@ func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeRep
 	return ChangeReport{EventID: id, Invalid: reason}, nil
 }
 
-// HandleDeferred processes one deferred-queue message.
-func (s *Syncer) HandleDeferred(ctx context.Context, body string) (dispatch.Result, error) {
-	return s.Dispatcher.Handle(ctx, body)
-}
-
 // Route resolves a job against the connections config; it is the
 // dispatcher's Router.
 func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {

@@ -1,0 +1,38 @@
+// Package limiter is a token bucket shared by a whole fleet of processes,
+// kept in DynamoDB and changed only by atomic conditional writes: one write
+// per granted token.
+//
+// A Limiter grants tokens from buckets identified by a key, typically one per
+// (API credential, endpoint) of a vendor that meters requests. Every process
+// that uses the same table and key draws from the same allowance, so ten
+// workers together stay under the vendor's limit instead of each pacing
+// itself to it. The Limit travels with every call, so a changed limit takes
+// effect on the next call with nothing to migrate.
+//
+// There are three ways to consume tokens:
+//   - Take grants tokens now or reports, as an *ExhaustedError, exactly how
+//     long until it would.
+//   - Reserve books a slot up to a max delay ahead; the caller owns the
+//     tokens from Reservation.Slot on, with no second call. Use it to defer
+//     work (onto a queue, with that delay) without ever re-acquiring.
+//   - Wait reserves and sleeps until the slot, failing at once when the slot
+//     lies past its max wait or the context's deadline.
+//
+// Most workers that push to a vendor want Reserve (or Wait): it costs one
+// write per granted token even when the bucket is saturated, where
+// take-and-retry costs a write per attempt. ReserveBatch books many slots in
+// one write; TakeMulti and ReserveMulti take from several buckets in one
+// transaction; TakeSharded spreads a hot bucket over several items.
+// Penalize empties a bucket for the fleet until a vendor's Retry-After;
+// adaptive buckets (Bucket.Adaptive, Throttle, Publish, Confirm) learn a
+// vendor's real limit; AcquireLease caps requests in flight; TakeQuota
+// meters calendar quotas.
+//
+// Begin with New and a DynamoDB client (any DynamoDBAPI), and CreateTable
+// for a local table. Errors match ErrExhausted, ErrContended (retry at
+// once: no decision, not a denial), ErrUnavailable (fail closed) and the
+// others with errors.Is. The guarantees — burst + rate·W over any window W
+// for any number of workers, at most two writes per call, clock skew,
+// lost answers, resets — and their derivations are in the repository's
+// docs/design.md.
+package limiter
