@@ -166,6 +166,28 @@ func (l *Ledger) DirtyLanes() map[[2]uint8]int {
 	return out
 }
 
+// maxItems is the syncer's default items per push (config.DefaultMaxItems,
+// repeated: the oracle reads nothing of the SDK).
+const maxItems = 500
+
+// Floor is the quota-bound floor: per bucket (channel, kind, credential of
+// the property), the pushes its dirty lanes still need (a lane's stale
+// days in pushes of maxItems) at the bucket's rate; the largest over the
+// buckets, and how many lanes are dirty.
+func (l *Ledger) Floor(credOf func(ch int, prop int32) int32, rate func(ch int) float64) (time.Duration, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pushes := map[[3]int32]int{}
+	for lk, days := range l.stale {
+		pushes[[3]int32{int32(lk.ch), int32(lk.kind), credOf(int(lk.ch), lk.prop)}] += (days + maxItems - 1) / maxItems
+	}
+	floor := time.Duration(0)
+	for b, n := range pushes {
+		floor = max(floor, time.Duration(float64(n)/rate(int(b[0]))*float64(time.Second)))
+	}
+	return floor, len(l.stale)
+}
+
 // DirtyByProp counts dirty lanes per (channel, kind, property).
 func (l *Ledger) DirtyByProp() map[laneKey]int {
 	l.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,22 +37,33 @@ type Vendor struct {
 	// fault halves it).
 	real    window.Limit
 	enforce map[string]*window.Log
-	check   map[string]*window.Log
+	// strict checks sends against burst + rate·W, check against
+	// burst + allowance + rate·W: sdk/limiter documents (package doc,
+	// "Clock skew") that a write claims the now its call read, so a fleet
+	// may over-grant rate·λ tokens, λ the latency of a call's writes (two
+	// round trips); allowance is ⌈rate · 2 · DynamoDB p99⌉.
+	strict, check map[string]*window.Log
+	allowance     int
 	// fail5xx reports whether the vendor answers 503 at a time.
 	fail5xx func(time.Time) bool
 	refuse  float64
 
 	Sent, Accepted, Throttled, Failed, Refused int
-	Violations                                 int
-	FirstViolation                             string
+	Violations, Strict                         int
+	FirstViolation, FirstStrict                string
 	ByKey                                      map[string]int // sends per credential/endpoint
-	props                                      map[string]int32
+	recent                                     map[string][]sent
+	// perSec counts sends per key per second of the run.
+	perSec map[string][]int32
+	start  time.Time
+	props  map[string]int32
 }
 
 // NewVendor is channel ch's OTA with the published limit.
 func NewVendor(name string, ch int, ledger *Ledger, r *rand.Rand, lat Latency, published window.Limit, props map[string]int32) *Vendor {
 	return &Vendor{Name: name, ch: ch, ledger: ledger, rng: r, latency: lat, published: published, real: published,
-		enforce: map[string]*window.Log{}, check: map[string]*window.Log{}, ByKey: map[string]int{}, props: props}
+		enforce: map[string]*window.Log{}, check: map[string]*window.Log{}, strict: map[string]*window.Log{}, ByKey: map[string]int{}, props: props,
+		recent: map[string][]sent{}, perSec: map[string][]int32{}, start: time.Now()}
 }
 
 // SetReal changes the limit the vendor enforces from now on.
@@ -59,6 +71,13 @@ func (v *Vendor) SetReal(l window.Limit) { v.mu.Lock(); v.real = l; v.mu.Unlock(
 
 // Set5xx makes the vendor answer 503 while down(now) holds.
 func (v *Vendor) Set5xx(down func(time.Time) bool) { v.mu.Lock(); v.fail5xx = down; v.mu.Unlock() }
+
+// sent is one request as the vendor's check saw it: the last ones are kept
+// to show the window a violation broke.
+type sent struct {
+	at  time.Time
+	job string
+}
 
 // pushBody is the json format's push as the vendor reads it.
 type pushBody struct {
@@ -86,19 +105,33 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 	key := cred + "/" + endpoint
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	now := time.Now()
+	// In whole microseconds, as test/mockota records arrivals: the
+	// limiter's clock has that resolution, so a slot is up to 1 µs early
+	// against a nanosecond clock.
+	now := time.UnixMicro(time.Now().UnixMicro())
 	lat := v.latency.draw(v.rng)
 	v.Sent++
 	v.ByKey[key]++
-	c := v.check[key]
-	if c == nil {
-		c = &window.Log{}
-		v.check[key] = c
+	sec := int(now.Sub(v.start) / time.Second)
+	for len(v.perSec[key]) <= sec {
+		v.perSec[key] = append(v.perSec[key], 0)
 	}
-	if d := c.Admit(now, v.published); !d.Allowed {
+	v.perSec[key][sec]++
+	v.recent[key] = append(v.recent[key], sent{at: now, job: r.Header.Get("X-Job-Id")})
+	if n := len(v.recent[key]); n > 64 {
+		v.recent[key] = v.recent[key][n-64:]
+	}
+	if !admit(v.strict, key, now, v.published) {
+		v.Strict++
+		if v.FirstStrict == "" {
+			v.FirstStrict = v.describe(key, now, v.published)
+		}
+	}
+	loose := window.Limit{Rate: v.published.Rate, Burst: v.published.Burst + v.allowance}
+	if !admit(v.check, key, now, loose) {
 		v.Violations++
 		if v.FirstViolation == "" {
-			v.FirstViolation = fmt.Sprintf("%s %s at %v: a send over burst %d + rate %g·W", v.Name, key, now.Format(time.StampMicro), v.published.Burst, v.published.Rate)
+			v.FirstViolation = v.describe(key, now, loose)
 		}
 	}
 	e := v.enforce[key]
@@ -146,6 +179,32 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 	return http.StatusOK, h, lat
 }
 
+// admit feeds a send to key's log in logs against l.
+func admit(logs map[string]*window.Log, key string, now time.Time, l window.Limit) bool {
+	g := logs[key]
+	if g == nil {
+		g = &window.Log{}
+		logs[key] = g
+	}
+	return g.Admit(now, l).Allowed
+}
+
+// describe names a send over l and the fullest window of the last sends.
+func (v *Vendor) describe(key string, now time.Time, l window.Limit) string {
+	times := make([]time.Time, 0, len(v.recent[key]))
+	for _, s := range v.recent[key] {
+		times = append(times, s.at)
+	}
+	w, _ := window.Fullest(times, l)
+	if os.Getenv("FLEETBUCKET_SIM_WINDOW_TRACE") != "" {
+		for _, s := range v.recent[key] {
+			fmt.Printf("  %s %s\n", s.at.Format(time.StampMicro), s.job)
+		}
+	}
+	return fmt.Sprintf("%s %s at %v: a send over burst %d + rate %g·W; fullest window of the last %d sends: %v",
+		v.Name, key, now.Format(time.StampMicro), l.Burst, l.Rate, len(times), w)
+}
+
 func indexOf(names []string, s string) int {
 	for i, n := range names {
 		if n == s {
@@ -181,4 +240,16 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	msg := fmt.Sprintf(`{"ok":%v}`, status < 300)
 	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), Header: h,
 		Body: io.NopCloser(bytes.NewReader([]byte(msg))), ContentLength: int64(len(msg)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// SentBetween counts key's sends in whole seconds [from, to) of the run.
+func (v *Vendor) SentBetween(key string, from, to time.Duration) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	secs := v.perSec[key]
+	for i := int(from / time.Second); i < int(to/time.Second) && i < len(secs); i++ {
+		n += int(secs[i])
+	}
+	return n
 }

@@ -40,8 +40,17 @@ type Report struct {
 	StaleExamples                         []string
 	Violations                            []string
 	WindowViolations                      int
-	PerChannel                            []string
-	PendingAtEnd, DirtyAtEnd              int
+	// StrictExceedances are sends over burst + rate·W but within the
+	// limiter's documented rate·λ; Strict describes the first of each vendor.
+	StrictExceedances        int
+	Strict                   []string
+	PerChannel               []string
+	PendingAtEnd, DirtyAtEnd int
+	// Recovery says, per fault, how long after it ended the dirty lanes
+	// fell back to their level before the first fault.
+	Recovery []string
+	// Storm describes the wave's drain against the quota.
+	Storm string
 }
 
 func (s *sim) report() *Report {
@@ -59,8 +68,12 @@ func (s *sim) report() *Report {
 		r.Throttled += v.Throttled
 		r.Failed += v.Failed
 		r.WindowViolations += v.Violations
+		r.StrictExceedances += v.Strict
 		if v.Violations > 0 {
-			r.Violations = append(r.Violations, fmt.Sprintf("vendor window: %d sends over burst + rate·W; first: %s", v.Violations, v.FirstViolation))
+			r.Violations = append(r.Violations, fmt.Sprintf("vendor window: %d sends over burst + rate·(W + λ); first: %s", v.Violations, v.FirstViolation))
+		}
+		if v.Strict > 0 {
+			r.Strict = append(r.Strict, fmt.Sprintf("%d sends over burst + rate·W (within rate·λ); first: %s", v.Strict, v.FirstStrict))
 		}
 		busiest, bk := 0, ""
 		for k, n := range v.ByKey {
@@ -86,6 +99,10 @@ func (s *sim) report() *Report {
 			reason = "(none)"
 		}
 		r.DeadByReason[shortReason(reason)]++
+	}
+	r.Recovery = recovery(s.sc.Faults, r.Samples)
+	if b := s.sc.Burst; b != nil {
+		r.Storm = s.stormDrain(*b, r.Samples)
 	}
 	r.Stale, r.StaleExamples = s.ledger.Stale(5)
 	if r.Stale > 0 {
@@ -180,7 +197,13 @@ func (r *Report) Write(w io.Writer) {
 	for _, sm := range r.Samples {
 		floor = max(floor, sm.Floor)
 	}
-	fmt.Fprintf(w, "  quota-bound floor (fullest bucket's dirty lanes ÷ rate), max over the run: %v\n", floor.Round(time.Millisecond))
+	fmt.Fprintf(w, "  quota-bound floor (the fullest bucket's dirty lanes, in pushes of 500 days, ÷ its rate), max over the run: %v\n", floor.Round(time.Millisecond))
+	for _, rec := range r.Recovery {
+		fmt.Fprintf(w, "  recovery: %s\n", rec)
+	}
+	if r.Storm != "" {
+		fmt.Fprintf(w, "  storm: %s\n", r.Storm)
+	}
 	fmt.Fprintf(w, "  by minute (p50/p99/max freshness | max floor | max dirty lanes | max backlog):\n")
 	for m, h := range r.FreshByMinute {
 		var fl time.Duration
@@ -207,8 +230,11 @@ func (r *Report) Write(w io.Writer) {
 	for _, pc := range r.PerChannel {
 		fmt.Fprintf(w, "  %s\n", pc)
 	}
-	fmt.Fprintf(w, "  stale %d, violations %d (window %d); at the end: %d messages pending, %d dirty lanes\n",
-		r.Stale, len(r.Violations), r.WindowViolations, r.PendingAtEnd, r.DirtyAtEnd)
+	fmt.Fprintf(w, "  stale %d, violations %d (window %d); sends over burst + rate·W within the limiter's documented rate·λ: %d; at the end: %d messages pending, %d dirty lanes\n",
+		r.Stale, len(r.Violations), r.WindowViolations, r.StrictExceedances, r.PendingAtEnd, r.DirtyAtEnd)
+	for _, s := range r.Strict {
+		fmt.Fprintf(w, "    %s\n", s)
+	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  VIOLATION (seed %d): %s\n", r.Scenario.Seed, v)
 	}
@@ -219,4 +245,88 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// baseline is the most dirty lanes any sample in [from, to) saw.
+func baseline(samples []Sample, from, to time.Duration) (int, bool) {
+	n, ok := 0, false
+	for _, sm := range samples {
+		if sm.At >= from && sm.At < to {
+			n, ok = max(n, sm.DirtyLanes), true
+		}
+	}
+	return n, ok
+}
+
+// back is the first sample at or after t with at most base dirty lanes.
+func back(samples []Sample, t time.Duration, base int) (time.Duration, bool) {
+	for _, sm := range samples {
+		if sm.At >= t && sm.DirtyLanes <= base {
+			return sm.At, true
+		}
+	}
+	return 0, false
+}
+
+func recovery(f Faults, samples []Sample) []string {
+	type fault struct {
+		name     string
+		from, to time.Duration
+	}
+	var all []fault
+	if f.DBOutage[1] > f.DBOutage[0] {
+		all = append(all, fault{"DynamoDB outage", f.DBOutage[0], f.DBOutage[1]})
+	}
+	if f.Vendor5xx[1] > f.Vendor5xx[0] {
+		all = append(all, fault{"OTA 5xx", f.Vendor5xx[0], f.Vendor5xx[1]})
+	}
+	if f.HalveAt > 0 {
+		all = append(all, fault{"OTA halves its real limit", f.HalveAt, f.HalveAt})
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	base, ok := baseline(samples, min(time.Minute, all[0].from/2), all[0].from)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, ft := range all {
+		worst, _ := baseline(samples, ft.from, ft.to+sampleEvery)
+		if at, ok := back(samples, ft.to, base); ok {
+			out = append(out, fmt.Sprintf("%s (%v–%v): dirty lanes peaked at %d, back to the pre-fault %d after %v", ft.name, ft.from, ft.to, worst, base, at-ft.to))
+		} else {
+			out = append(out, fmt.Sprintf("%s (%v–%v): dirty lanes not back to the pre-fault %d by the end", ft.name, ft.from, ft.to, base))
+		}
+	}
+	return out
+}
+
+// stormDrain measures the wave against channel 0's rates quota: how much of
+// it each credential's bucket used while the wave arrived, and how long
+// the backlog took to drain against the floor when the wave ended.
+func (s *sim) stormDrain(b Burst, samples []Sample) string {
+	c := s.sc.Channels[0]
+	v := s.vendors[0]
+	from, to := b.At+2*time.Second, b.At+b.Over
+	minUse, maxUse := 2.0, 0.0
+	for i := range c.Creds {
+		key := fmt.Sprintf("token-TOKEN_%s_%d/rates", strings.ToUpper(c.Name), i)
+		use := float64(v.SentBetween(key, from, to)) / (c.Rate * (to - from).Seconds())
+		minUse, maxUse = min(minUse, use), max(maxUse, use)
+	}
+	base, _ := baseline(samples, 10*time.Second, b.At)
+	var floor time.Duration
+	for _, sm := range samples {
+		if sm.At >= to && sm.At < to+sampleEvery {
+			floor = sm.Floor
+		}
+	}
+	end, ok := back(samples, to, base)
+	drained := "not drained by the end"
+	if ok {
+		drained = fmt.Sprintf("drained %v after the wave ended, against a floor of %v then (%.2f×)", end-to, floor, (end-to).Seconds()/max(floor.Seconds(), 1e-9))
+	}
+	return fmt.Sprintf("while the wave arrived (%v–%v) each %s rates bucket sent %.0f–%.0f%% of its quota (%g/s); %s",
+		from, to, c.Name, 100*minUse, 100*maxUse, c.Rate, drained)
 }

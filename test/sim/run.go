@@ -141,6 +141,7 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 	tr := &Transport{Vendors: map[string]*Vendor{}}
 	for i, c := range sc.Channels {
 		v := NewVendor(c.Name, i, s.ledger, child(), sc.OTALatency, window.Limit{Rate: c.Rate, Burst: c.Burst}, props)
+		v.allowance = int(math.Ceil(c.Rate * 2 * sc.DBLatency.P99.Seconds()))
 		v.refuse = sc.Faults.Refusals
 		s.vendors = append(s.vendors, v)
 		tr.Vendors[c.Name+".sim"] = v
@@ -404,25 +405,11 @@ func (s *sim) sweepEvery(ctx context.Context) {
 
 // sample records the dirty lanes and the quota-bound floor.
 func (s *sim) sample(ctx context.Context) {
-	rates := map[[2]uint8]float64{}
-	for i, c := range s.sc.Channels {
-		for _, k := range c.Kinds {
-			rates[[2]uint8{uint8(i), uint8(indexOf(kindNames, k))}] = c.Rate
-		}
-	}
+	credOf := func(ch int, prop int32) int32 { return prop % int32(s.sc.Channels[ch].Creds) }
+	rate := func(ch int) float64 { return s.sc.Channels[ch].Rate }
 	for sleep(ctx, sampleEvery) == nil {
-		byBucket := map[[3]int32]int{}
-		dirty := s.ledger.DirtyByProp()
-		for lk := range dirty {
-			c := s.sc.Channels[lk.ch]
-			byBucket[[3]int32{int32(lk.ch), int32(lk.kind), lk.prop % int32(c.Creds)}]++
-		}
-		floor := time.Duration(0)
-		for b, n := range byBucket {
-			r := rates[[2]uint8{uint8(b[0]), uint8(b[1])}]
-			floor = max(floor, time.Duration(float64(n)/r*float64(time.Second)))
-		}
-		sm := Sample{At: time.Since(s.start), DirtyLanes: len(dirty), Floor: floor,
+		floor, dirty := s.ledger.Floor(credOf, rate)
+		sm := Sample{At: time.Since(s.start), DirtyLanes: dirty, Floor: floor,
 			Backlog: s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)}
 		s.mu.Lock()
 		s.samples = append(s.samples, sm)
