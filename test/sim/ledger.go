@@ -24,10 +24,21 @@ var (
 	planNames = []string{"BAR", "NRF"}
 )
 
-// rowKey names a (property, kind, room type, rate plan).
+// rowKey names a (property, kind, room type, rate plan); inside the
+// ledger also a block of blockDays days, so that memory follows the days
+// a run touches rather than the horizon.
 type rowKey struct {
 	prop             int32
 	kind, room, plan uint8
+	block            uint8
+}
+
+const blockDays = 32
+
+// at is the block of day d of k and d's place in it.
+func at(k rowKey, d int) (rowKey, int) {
+	k.block = uint8(d / blockDays)
+	return k, d % blockDays
 }
 
 // truthRow is what the PMS published for a row: per day the newest
@@ -83,19 +94,20 @@ func (l *Ledger) Publish(k rowKey, from, n int, seq, v int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.Changes++
-	t := l.truth[k]
-	if t == nil {
-		t = &truthRow{seq: make([]int32, horizon), val: make([]int32, horizon), pubAt: make([]int64, horizon)}
-		l.truth[k] = t
-	}
 	now := int64(time.Since(l.start))
-	for d := from; d < from+n; d++ {
+	for day := from; day < from+n; day++ {
+		bk, d := at(k, day)
+		t := l.truth[bk]
+		if t == nil {
+			t = &truthRow{seq: make([]int32, blockDays), val: make([]int32, blockDays), pubAt: make([]int64, blockDays)}
+			l.truth[bk] = t
+		}
 		if seq <= t.seq[d] {
 			continue
 		}
 		l.Days++
 		for ch := range l.channels {
-			if l.carries[ch][k.kind] && l.fresh(ch, k, t, d) { // it is behind once the truth moves on
+			if l.carries[ch][k.kind] && l.fresh(ch, bk, t, d) { // it is behind once the truth moves on
 				l.stale[laneKey{k.prop, k.kind, uint8(ch)}]++
 			}
 		}
@@ -113,13 +125,14 @@ func (l *Ledger) fresh(ch int, k rowKey, t *truthRow, d int) bool {
 }
 
 // Accept records an OTA's accepted push of one day.
-func (l *Ledger) Accept(ch int, k rowKey, d int, seq, v int32) {
+func (l *Ledger) Accept(ch int, k rowKey, day int, seq, v int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.Accepted++
+	k, d := at(k, day)
 	h := l.held[ch][k]
 	if h == nil {
-		h = &heldRow{seq: make([]int32, horizon), val: make([]int32, horizon)}
+		h = &heldRow{seq: make([]int32, blockDays), val: make([]int32, blockDays)}
 		l.held[ch][k] = h
 	}
 	t := l.truth[k]
@@ -215,7 +228,7 @@ func (l *Ledger) Stale(max int) (int, []string) {
 		if a.prop != b.prop {
 			return a.prop < b.prop
 		}
-		return uint32(a.kind)<<16|uint32(a.room)<<8|uint32(a.plan) < uint32(b.kind)<<16|uint32(b.room)<<8|uint32(b.plan)
+		return uint32(a.kind)<<24|uint32(a.room)<<16|uint32(a.plan)<<8|uint32(a.block) < uint32(b.kind)<<24|uint32(b.room)<<16|uint32(b.plan)<<8|uint32(b.block)
 	})
 	for _, k := range keys {
 		t := l.truth[k]
@@ -224,7 +237,7 @@ func (l *Ledger) Stale(max int) (int, []string) {
 				continue
 			}
 			h := l.held[ch][k]
-			for d := range horizon {
+			for d := range blockDays {
 				if t.seq[d] == 0 {
 					continue
 				}
@@ -236,7 +249,7 @@ func (l *Ledger) Stale(max int) (int, []string) {
 					n++
 					if len(ex) < max {
 						ex = append(ex, fmt.Sprintf("%s p%d %s %s/%s %s: OTA holds %d (seq %d), PMS newest %d (seq %d)", l.channels[ch], k.prop,
-							kindNames[k.kind], roomNames[k.room], planNames[k.plan], day0.AddDate(0, 0, d).Format("2006-01-02"), hv, hs, t.val[d], t.seq[d]))
+							kindNames[k.kind], roomNames[k.room], planNames[k.plan], day0.AddDate(0, 0, int(k.block)*blockDays+d).Format("2006-01-02"), hv, hs, t.val[d], t.seq[d]))
 					}
 				}
 			}
