@@ -78,9 +78,11 @@ type DB struct {
 type DBStats struct {
 	Calls        map[string]int // by "table op"
 	WCU, RCU     float64
-	Failed       int // calls answered with an outage error
-	Conditional  int // conditional check failures
-	Unexpected   int // other errors minidyn returned
+	WCUByOp      map[string]float64 // by "table op"
+	op           string             // the call being billed, under DB.mu
+	Failed       int                // calls answered with an outage error
+	Conditional  int                // conditional check failures
+	Unexpected   int                // other errors minidyn returned
 	FirstErrors  []string
 	TooLarge     int
 	LimiterCalls int
@@ -98,7 +100,7 @@ type itemHeat struct {
 // NewDB is an empty store drawing latencies from lat with r.
 func NewDB(r *rand.Rand, lat Latency) *DB {
 	return &DB{c: client.NewClient(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{},
-		stats: DBStats{Calls: map[string]int{}}, hot: map[string]*itemHeat{}}
+		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}}, hot: map[string]*itemHeat{}}
 }
 
 // SetOutage makes every call fail while down(now) holds.
@@ -112,6 +114,10 @@ func (d *DB) Stats() DBStats {
 	s.Calls = map[string]int{}
 	for k, v := range d.stats.Calls {
 		s.Calls[k] = v
+	}
+	s.WCUByOp = map[string]float64{}
+	for k, v := range d.stats.WCUByOp {
+		s.WCUByOp[k] = v
 	}
 	return s
 }
@@ -141,6 +147,7 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 	}
 	d.mu.Lock()
 	d.stats.Calls[table+" "+op]++
+	d.stats.op = table + " " + op
 	var err error
 	if d.down != nil && d.down(time.Now()) {
 		d.stats.Failed++
@@ -394,6 +401,7 @@ func (d *DB) restore(ctx context.Context, table string, key, before map[string]t
 // bill adds write units and, for a write that happened, the item's heat.
 func (d *DB) bill(table string, key map[string]types.AttributeValue, wcu int, wrote bool) {
 	d.stats.WCU += float64(wcu)
+	d.stats.WCUByOp[d.stats.op] += float64(wcu)
 	if !wrote {
 		return
 	}

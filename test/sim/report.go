@@ -182,6 +182,12 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  DynamoDB calls %d: %.2f per change (limiter %.2f, state and lanes %.2f); WCU %.0f (%.2f per change), RCU %.0f (%.2f per change); conditional failures %d, outage errors %d, other errors %d, items refused over 400 KB %d\n",
 		all, per(float64(all), ch), per(float64(lim), ch), per(float64(all-lim), ch), r.DB.WCU, per(r.DB.WCU, ch), r.DB.RCU, per(r.DB.RCU, ch),
 		r.DB.Conditional, r.DB.Failed, r.DB.Unexpected, r.DB.TooLarge)
+	var ops []string
+	for k, n := range r.DB.Calls {
+		ops = append(ops, fmt.Sprintf("%s %.2f (%.2f WCU)", k, per(float64(n), ch), per(r.DB.WCUByOp[k], ch)))
+	}
+	sort.Strings(ops)
+	fmt.Fprintf(w, "    per change by table and call: %s\n", strings.Join(ops, ", "))
 	if len(r.DB.FirstErrors) > 0 {
 		fmt.Fprintf(w, "    first other errors: %s\n", strings.Join(r.DB.FirstErrors, " | "))
 	}
