@@ -10,6 +10,20 @@
 // The oracle (Ledger, and the Vendors' window checks) shares no code with
 // the SDK: it keeps the PMS's newest value and every OTA's copy day by day
 // with its own arithmetic and counts sends with test/mockota/window.
+//
+// Invariants, checked on every run (Report.Violations; a test fails on
+// any and prints the seed): no vendor window holds more sends than
+// burst + rate·(W + λ), λ the limiter's documented allowance for the
+// latency of its writes (sends over burst + rate·W within it are reported
+// apart); every day an OTA holds at the end equals the PMS's newest value;
+// every dead letter has a reason; no message is left on the work queues
+// after the drain and no invocation runs into the function timeout.
+//
+// Replays: the seed fixes every draw the simulation makes (arrivals,
+// values, latencies, faults, deaths, duplicates). It cannot fix the order
+// in which goroutines runnable at the same simulated instant run, nor Go's
+// map iteration order inside the SDK, so a replay reproduces the scenario
+// and its figures to within a few percent, not bit for bit.
 package sim
 
 import (
