@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -49,6 +50,8 @@ type sim struct {
 	rng     *rand.Rand // the producer's
 	// maxInstances is what every LocalShare divides limits by.
 	maxInstances int
+	// progress, if set, gets a line every simulated minute.
+	progress io.Writer
 
 	mu      sync.Mutex
 	running int // invocations in progress
@@ -103,10 +106,10 @@ const sampleEvery = 10 * time.Second
 
 // Run runs sc to its end in the calling goroutine, which must be inside a
 // synctest bubble (or accept real time), and returns the report.
-func Run(ctx context.Context, sc Scenario) (*Report, error) {
+func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) {
 	root := rand.New(rand.NewPCG(sc.Seed, 0x5eed))
 	child := func() *rand.Rand { return rand.New(rand.NewPCG(root.Uint64(), root.Uint64())) }
-	s := &sim{sc: sc, start: time.Now(), rng: child(), seq: map[int32]int64{},
+	s := &sim{sc: sc, start: time.Now(), rng: child(), seq: map[int32]int64{}, progress: progress,
 		stats: Stats{Outcomes: map[dispatch.Outcome]int{}, DeadLetters: map[string]int{}, UrgentLatency: &Hist{}}}
 	names := make([]string, len(sc.Channels))
 	carries := make([][3]bool, len(sc.Channels))
@@ -413,7 +416,12 @@ func (s *sim) sample(ctx context.Context) {
 			Backlog: s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)}
 		s.mu.Lock()
 		s.samples = append(s.samples, sm)
+		changes, invocations := s.stats.Changes, s.stats.Invocations
 		s.mu.Unlock()
+		if s.progress != nil && sm.At%time.Minute < sampleEvery {
+			fmt.Fprintf(s.progress, "sim %s: %v simulated, %d changes, %d invocations, %d dirty lanes, backlog %d, floor %v\n",
+				s.sc.Name, sm.At.Round(time.Second), changes, invocations, dirty, sm.Backlog, floor.Round(time.Millisecond))
+		}
 	}
 }
 

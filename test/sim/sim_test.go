@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,7 @@ func testSeed(t *testing.T) uint64 {
 
 // runScenario runs one scenario in a synctest bubble and fails on any
 // invariant it broke, printing the seed.
-func runScenario(t *testing.T, name string, size Size, seed uint64) *Report {
+func runScenario(t *testing.T, name string, size Size, seed uint64, progress io.Writer) *Report {
 	t.Helper()
 	sc, err := Named(name, size, seed)
 	if err != nil {
@@ -32,7 +33,7 @@ func runScenario(t *testing.T, name string, size Size, seed uint64) *Report {
 	}
 	var rep *Report
 	synctest.Test(t, func(t *testing.T) {
-		r, err := Run(t.Context(), sc)
+		r, err := Run(t.Context(), sc, progress)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -51,11 +52,13 @@ func runScenario(t *testing.T, name string, size Size, seed uint64) *Report {
 	return rep
 }
 
-func TestSimCalibrate(t *testing.T)        { runScenario(t, "calibrate", Small, testSeed(t)) }
-func TestSimSteady(t *testing.T)           { runScenario(t, "steady", Small, testSeed(t)) }
-func TestSimStorm(t *testing.T)            { runScenario(t, "storm", Small, testSeed(t)) }
-func TestSimSingleCredential(t *testing.T) { runScenario(t, "single-credential", Small, testSeed(t)) }
-func TestSimFaults(t *testing.T)           { runScenario(t, "faults", Small, testSeed(t)) }
+func TestSimCalibrate(t *testing.T) { runScenario(t, "calibrate", Small, testSeed(t), nil) }
+func TestSimSteady(t *testing.T)    { runScenario(t, "steady", Small, testSeed(t), nil) }
+func TestSimStorm(t *testing.T)     { runScenario(t, "storm", Small, testSeed(t), nil) }
+func TestSimSingleCredential(t *testing.T) {
+	runScenario(t, "single-credential", Small, testSeed(t), nil)
+}
+func TestSimFaults(t *testing.T) { runScenario(t, "faults", Small, testSeed(t), nil) }
 
 // TestSimFull is scripts/sim.sh's entry point: FLEETBUCKET_SIM names the
 // scenario (full size) and FLEETBUCKET_SIM_OUT a directory for the report
@@ -69,7 +72,7 @@ func TestSimFull(t *testing.T) {
 	if os.Getenv("FLEETBUCKET_SIM_SMALL") != "" {
 		size = Small
 	}
-	rep := runScenario(t, name, size, testSeed(t))
+	rep := runScenario(t, name, size, testSeed(t), os.Stderr)
 	if out := os.Getenv("FLEETBUCKET_SIM_OUT"); out != "" {
 		var b strings.Builder
 		rep.Write(&b)
