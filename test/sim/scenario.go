@@ -206,7 +206,7 @@ func calibrate() Scenario {
 // properties whatever the fleet's size, so every bucket sees the same load
 // in the small run as in the full one.
 func steady(size Size) Scenario {
-	props, dur := 10000, 4*time.Minute
+	props, dur := 10000, 2*time.Minute
 	if size == Small {
 		props, dur = 100, 2*time.Minute
 	}
@@ -252,7 +252,7 @@ func storm(size Size) Scenario {
 // 200 req/s burst 400 per endpoint: every push of a channel and kind books
 // one item.
 func singleCredential(size Size, shards int) Scenario {
-	props, dur := 10000, 3*time.Minute
+	props, dur := 10000, 2*time.Minute
 	if size == Small {
 		props, dur = 100, 2*time.Minute
 	}
@@ -274,7 +274,7 @@ func singleCredential(size Size, shards int) Scenario {
 
 // faults is the steady load plus a 10-minute DynamoDB outage, an OTA
 // answering 5xx for 5 minutes, one OTA halving its real limit, Lambda
-// deaths and duplicate deliveries. The full run takes 600 properties (6
+// deaths and duplicate deliveries. The full run takes 400 properties (4
 // credentials per channel, each with the steady run's load) for 45
 // minutes; the small one compresses the faults into 5.
 func faults(size Size) Scenario {
@@ -282,7 +282,7 @@ func faults(size Size) Scenario {
 	if size == Full {
 		// Faults apart by more than the visibility timeout (6 min), which
 		// is how long a change that failed during the outage waits.
-		s = steadyOf("faults", 600, 45*time.Minute)
+		s = steadyOf("faults", 400, 45*time.Minute)
 		s.Faults = Faults{DBOutage: [2]time.Duration{5 * time.Minute, 15 * time.Minute}, Vendor5xx: [2]time.Duration{25 * time.Minute, 30 * time.Minute},
 			Vendor5xxChannel: 1, HalveAt: 38 * time.Minute, HalveChannel: 2}
 	} else {
