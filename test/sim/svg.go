@@ -51,7 +51,7 @@ func (r *Report) SVG() string {
 		y := maxY * float64(i) / 4
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, left-4, sy(y)+4, (time.Duration(y * float64(time.Second))).Round(10*time.Millisecond))
 		x := maxX * float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f min</text>`, sx(x), h-bottom+16, x)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.1f min</text>`, sx(x), h-bottom+16, x)
 	}
 	b.WriteString(line(floor, "#999999"))
 	b.WriteString(line(p50, "#1f77b4"))
