@@ -118,8 +118,9 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 	}
 	v.perSec[key][sec]++
 	v.recent[key] = append(v.recent[key], sent{at: now, job: r.Header.Get("X-Job-Id")})
-	if n := len(v.recent[key]); n > 64 {
-		v.recent[key] = v.recent[key][n-64:]
+	// Enough sends to hold a burst and what follows it.
+	if n, keep := len(v.recent[key]), 2*v.published.Burst+64; n > keep {
+		v.recent[key] = v.recent[key][n-keep:]
 	}
 	if !admit(v.strict, key, now, v.published) {
 		v.Strict++

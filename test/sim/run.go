@@ -70,26 +70,17 @@ type instance struct {
 
 // Stats is what the pipeline did, as the workers and queues saw it.
 type Stats struct {
-	Changes, FannedOut                   int
-	Invocations, Deaths, Cold, Timeouts  int
-	GBSeconds                            float64
-	Outcomes                             map[dispatch.Outcome]int
-	Pushes, Items, Wasted, Throttled     int
-	DeadLetters                          map[string]int // by reason, the pipeline's own
-	MessageFailures                      int
-	StoreErrors, LocalShares             int
-	UrgentLatency                        *Hist
-	StopSells                            int
-	Sweeps                               int
-	EndedAt                              time.Duration
-	ProducedBy                           time.Duration
-	LoadEnd                              time.Duration
-	InvalidChanges                       int
-	ReceiveCountAtEnd, PendingAtEnd      int
-	Recovery                             map[string]time.Duration
-	RedrivenDead                         int
-	LastLaneFresh, LastChangeAt          time.Duration
-	ExhaustedInvocations, FailedMessages int
+	Changes, FannedOut, StopSells       int
+	Invocations, Deaths, Cold, Timeouts int
+	GBSeconds                           float64
+	Outcomes                            map[dispatch.Outcome]int
+	Pushes, Items, Wasted, Throttled    int
+	StoreErrors, LocalShares            int
+	Sweeps                              int
+	InvalidChanges, FailedMessages      int
+	// LoadEnd is when the PMS sent its last change, EndedAt when the run
+	// ended (drained or out of time), both from its start.
+	LoadEnd, EndedAt time.Duration
 }
 
 // Sample is the state of the run at one instant.
@@ -110,7 +101,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	root := rand.New(rand.NewPCG(sc.Seed, 0x5eed))
 	child := func() *rand.Rand { return rand.New(rand.NewPCG(root.Uint64(), root.Uint64())) }
 	s := &sim{sc: sc, start: time.Now(), rng: child(), seq: map[int32]int64{}, progress: progress,
-		stats: Stats{Outcomes: map[dispatch.Outcome]int{}, DeadLetters: map[string]int{}, UrgentLatency: &Hist{}}}
+		stats: Stats{Outcomes: map[dispatch.Outcome]int{}}}
 	names := make([]string, len(sc.Channels))
 	carries := make([][3]bool, len(sc.Channels))
 	for i, c := range sc.Channels {
@@ -477,9 +468,6 @@ func (s *sim) produce(ctx context.Context) {
 		s.send(c)
 	}
 	wg.Wait()
-	s.mu.Lock()
-	s.stats.ProducedBy = time.Since(s.start)
-	s.mu.Unlock()
 }
 
 // wave sends the burst: every room-rate of b.Properties properties gets
