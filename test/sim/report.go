@@ -198,7 +198,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  hottest item %s: %d writes and %d WCU in its busiest second (%.0f%% of a partition's 1,000 WCU/s), %d writes in all\n",
 		r.HotKey, r.HotWrites, r.HotWCU, 100*float64(r.HotWCU)/1000, r.HotTotal)
 	fmt.Fprintf(w, "  freshness (a day's newest value → OTA): p50 %v, p99 %v, max %v over %d days; stop-sells p50 %v p99 %v over %d\n",
-		r.Fresh.Quantile(0.5), r.Fresh.Quantile(0.99), r.Fresh.Max().Round(time.Millisecond), r.Fresh.N(), r.Urgent.Quantile(0.5), r.Urgent.Quantile(0.99), r.Urgent.N())
+		ms(r.Fresh.Quantile(0.5)), ms(r.Fresh.Quantile(0.99)), ms(r.Fresh.Max()), r.Fresh.N(), ms(r.Urgent.Quantile(0.5)), ms(r.Urgent.Quantile(0.99)), r.Urgent.N())
 	floor := time.Duration(0)
 	for _, sm := range r.Samples {
 		floor = max(floor, sm.Floor)
@@ -222,7 +222,7 @@ func (r *Report) Write(w io.Writer) {
 		if h.N() == 0 && dirty == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "    %3d' %8v %8v %8v | %8v | %6d | %6d\n", m, h.Quantile(0.5), h.Quantile(0.99), h.Max().Round(time.Millisecond), fl.Round(time.Millisecond), dirty, backlog)
+		fmt.Fprintf(w, "    %3d' %10v %10v %10v | %8v | %6d | %6d\n", m, ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()), ms(fl), dirty, backlog)
 	}
 	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d, invalid changes %d, messages left for redelivery %d\n",
 		st.Outcomes[dispatch.Pushed], st.Outcomes[dispatch.Deferred], st.Outcomes[dispatch.Coalesced], st.Outcomes[dispatch.Shed],
@@ -245,6 +245,8 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "  VIOLATION (seed %d): %s\n", r.Scenario.Seed, v)
 	}
 }
+
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 func orNone(s string) string {
 	if s == "" {
