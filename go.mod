@@ -12,6 +12,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/spf13/cobra v1.10.2
+	github.com/truora/minidyn v0.8.2
 	golang.org/x/time v0.16.0
 )
 

@@ -1,0 +1,562 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/truora/minidyn/aws-v2/client"
+)
+
+// maxItemBytes is DynamoDB's item size limit, which minidyn does not enforce.
+const maxItemBytes = 400 * 1024
+
+// Latency is a log-normal distribution given by its median and 99th
+// percentile: the shape of a store's or a network's answer times, a long
+// right tail and nothing below zero.
+type Latency struct {
+	P50, P99 time.Duration
+}
+
+// draw is one latency from l with r.
+func (l Latency) draw(r *rand.Rand) time.Duration {
+	if l.P50 <= 0 {
+		return 0
+	}
+	sigma := 0.0
+	if l.P99 > l.P50 {
+		sigma = math.Log(float64(l.P99)/float64(l.P50)) / 2.3263 // z of the 99th percentile
+	}
+	d := float64(l.P50) * math.Exp(sigma*r.NormFloat64())
+	return time.Duration(min(d, float64(20*l.P99)))
+}
+
+// DB is DynamoDB for the simulation: minidyn evaluates the expressions and
+// holds the items; DB adds what minidyn lacks and the run must measure. It
+// serializes every call (an item read before and after each write, the
+// bill, the size check and the write happen as one step), bills read and
+// write units from item sizes as DynamoDB does, refuses items over 400 KB,
+// counts each item's writes per simulated second, sleeps a drawn latency in
+// the bubble, and fails every call during an outage.
+//
+// What minidyn lacks, and what DB does about it:
+//   - begins_with on a missing attribute is a ValidationException ("invalid
+//     type NULL") where DynamoDB evaluates false, and OR does not
+//     short-circuit, so the limiter's fresh-item condition fails: DB
+//     rewrites begins_with(a, :v) as attribute_exists(a) when the item has
+//     no a, which is false exactly where DynamoDB's begins_with is.
+//   - no UpdateTimeToLive/DescribeTimeToLive: DB answers them and remembers
+//     the attribute (items never expire in a simulated hour; nothing in the
+//     pipeline relies on expiry for correctness).
+//   - no 400 KB item limit, no consumed capacity: DB computes item sizes.
+type DB struct {
+	mu      sync.Mutex
+	c       *client.Client
+	rng     *rand.Rand
+	latency Latency
+	ttl     map[string]string
+	// down reports whether the store is out at a time.
+	down func(time.Time) bool
+	// keys are each table's key attribute names.
+	keys  map[string][]string
+	stats DBStats
+	hot   map[string]*itemHeat
+}
+
+// DBStats are the store's counters for the report.
+type DBStats struct {
+	Calls        map[string]int // by "table op"
+	WCU, RCU     float64
+	WCUByOp      map[string]float64 // by "table op"
+	op           string             // the call being billed, under DB.mu
+	Failed       int                // calls answered with an outage error
+	Conditional  int                // conditional check failures
+	Unexpected   int                // other errors minidyn returned
+	FirstErrors  []string
+	TooLarge     int
+	LimiterCalls int
+}
+
+// itemHeat is one item's writes in the current simulated second and the
+// most it had in any second.
+type itemHeat struct {
+	sec               int64
+	writes, wcu       int
+	maxWrites, maxWCU int
+	total             int
+}
+
+// NewDB is an empty store drawing latencies from lat with r.
+func NewDB(r *rand.Rand, lat Latency) *DB {
+	return &DB{c: client.NewClient(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{},
+		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}}, hot: map[string]*itemHeat{}}
+}
+
+// SetOutage makes every call fail while down(now) holds.
+func (d *DB) SetOutage(down func(time.Time) bool) { d.mu.Lock(); d.down = down; d.mu.Unlock() }
+
+// Stats is a copy of the counters.
+func (d *DB) Stats() DBStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stats
+	s.Calls = map[string]int{}
+	for k, v := range d.stats.Calls {
+		s.Calls[k] = v
+	}
+	s.WCUByOp = map[string]float64{}
+	for k, v := range d.stats.WCUByOp {
+		s.WCUByOp[k] = v
+	}
+	return s
+}
+
+// Hottest is the item with the most writes in one simulated second, its
+// writes and write units in that second, and its total writes.
+func (d *DB) Hottest() (key string, writes, wcu, total int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, h := range d.hot {
+		if h.maxWrites > writes || (h.maxWrites == writes && k < key) {
+			key, writes, wcu, total = k, h.maxWrites, h.maxWCU, h.total
+		}
+	}
+	return key, writes, wcu, total
+}
+
+// call wraps one request: the latency half before and half after the
+// step (the step happens at one instant, somewhere in the round trip), the
+// outage and the counters. It holds no lock while sleeping.
+func (d *DB) call(ctx context.Context, table, op string, step func() error) error {
+	d.mu.Lock()
+	lat := d.latency.draw(d.rng)
+	d.mu.Unlock()
+	if err := sleep(ctx, lat/2); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.stats.Calls[table+" "+op]++
+	d.stats.op = table + " " + op
+	var err error
+	if d.down != nil && d.down(time.Now()) {
+		d.stats.Failed++
+		err = &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op,
+			Err: &types.InternalServerError{Message: aws.String("simulated outage")}}
+	} else {
+		err = step()
+		d.classify(err)
+	}
+	d.mu.Unlock()
+	if serr := sleep(ctx, lat-lat/2); serr != nil && err == nil {
+		// The write happened; the caller hears a cancelled call, as a
+		// client whose context ended mid-request does.
+		return serr
+	}
+	return err
+}
+
+func (d *DB) classify(err error) {
+	if err == nil {
+		return
+	}
+	var ccf *types.ConditionalCheckFailedException
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &ccf) || errors.As(err, &tce) {
+		d.stats.Conditional++
+		return
+	}
+	d.stats.Unexpected++
+	if len(d.stats.FirstErrors) < 5 {
+		d.stats.FirstErrors = append(d.stats.FirstErrors, err.Error())
+	}
+}
+
+func sleep(ctx context.Context, dur time.Duration) error {
+	if dur <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CreateTable creates a table and remembers its key attributes.
+func (d *DB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, k := range in.KeySchema {
+		d.keys[aws.ToString(in.TableName)] = append(d.keys[aws.ToString(in.TableName)], aws.ToString(k.AttributeName))
+	}
+	return d.c.CreateTable(ctx, in)
+}
+
+// DescribeTable answers an active table.
+func (d *DB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out, err := d.c.DescribeTable(ctx, in)
+	if err == nil && out.Table != nil {
+		out.Table.TableStatus = types.TableStatusActive
+	}
+	return out, err
+}
+
+// UpdateTimeToLive remembers the TTL attribute (minidyn has no TTL).
+func (d *DB) UpdateTimeToLive(_ context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ttl[aws.ToString(in.TableName)] = aws.ToString(in.TimeToLiveSpecification.AttributeName)
+	return &dynamodb.UpdateTimeToLiveOutput{TimeToLiveSpecification: in.TimeToLiveSpecification}, nil
+}
+
+// DescribeTimeToLive answers what UpdateTimeToLive set.
+func (d *DB) DescribeTimeToLive(_ context.Context, in *dynamodb.DescribeTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	desc := &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}
+	if a, ok := d.ttl[aws.ToString(in.TableName)]; ok {
+		desc = &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusEnabled, AttributeName: aws.String(a)}
+	}
+	return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: desc}, nil
+}
+
+// UpdateItem is billed on the larger of the item before and after, 1 WCU
+// per KB rounded up; a failed condition is billed on the item as it is.
+func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	var out *dynamodb.UpdateItemOutput
+	table := aws.ToString(in.TableName)
+	err := d.call(ctx, table, "UpdateItem", func() error {
+		before := d.peek(table, in.Key)
+		cp := *in
+		cp.ConditionExpression = d.fixBeginsWith(in.ConditionExpression, in.ExpressionAttributeNames, before)
+		cp.ExpressionAttributeValues = copyItem(used(in.ExpressionAttributeValues, cp.ConditionExpression, cp.UpdateExpression))
+		var err error
+		out, err = d.c.UpdateItem(ctx, &cp)
+		if err != nil {
+			d.bill(table, in.Key, writeUnits(itemSize(before)), false)
+			var ccf *types.ConditionalCheckFailedException
+			if errors.As(err, &ccf) && in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+				ccf.Item = copyItem(before)
+			}
+			return err
+		}
+		after := d.peek(table, in.Key)
+		if fixed, changed := fixSets(before, after, &cp); changed {
+			_, _ = d.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: fixed})
+			after = fixed
+		}
+		// The item as stored, not minidyn's rendering of it.
+		switch cp.ReturnValues {
+		case types.ReturnValueAllNew:
+			out.Attributes = copyItem(after)
+		case types.ReturnValueAllOld:
+			out.Attributes = copyItem(before)
+		}
+		if size := itemSize(after); size > maxItemBytes {
+			d.restore(ctx, table, in.Key, before)
+			d.stats.TooLarge++
+			out = nil
+			return &smithy.GenericAPIError{Code: "ValidationException",
+				Message: fmt.Sprintf("Item size to update has exceeded the maximum allowed size (%d bytes)", size)}
+		}
+		d.bill(table, in.Key, writeUnits(max(itemSize(before), itemSize(after))), true)
+		return nil
+	})
+	return out, err
+}
+
+// GetItem: a consistent read is 1 RCU per 4 KB rounded up, an eventual one half.
+func (d *DB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	var out *dynamodb.GetItemOutput
+	table := aws.ToString(in.TableName)
+	err := d.call(ctx, table, "GetItem", func() error {
+		var err error
+		out, err = d.c.GetItem(ctx, in)
+		if err == nil {
+			d.stats.RCU += readUnits(itemSize(d.peek(table, in.Key)), aws.ToBool(in.ConsistentRead))
+		}
+		return err
+	})
+	return out, err
+}
+
+// BatchGetItem bills each item as a GetItem.
+func (d *DB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	var out *dynamodb.BatchGetItemOutput
+	table := ""
+	for t := range in.RequestItems {
+		table = t
+	}
+	err := d.call(ctx, table, "BatchGetItem", func() error {
+		var err error
+		out, err = d.c.BatchGetItem(ctx, in)
+		if err != nil {
+			return err
+		}
+		for t, ka := range in.RequestItems {
+			for _, k := range ka.Keys {
+				d.stats.RCU += readUnits(itemSize(d.peek(t, k)), aws.ToBool(ka.ConsistentRead))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Query bills the items it returns, summed and then rounded up to 4 KB.
+func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	var out *dynamodb.QueryOutput
+	table := aws.ToString(in.TableName)
+	err := d.call(ctx, table, "Query", func() error {
+		var err error
+		out, err = d.c.Query(ctx, in)
+		if err != nil {
+			return err
+		}
+		total := 0
+		for _, it := range out.Items {
+			total += itemSize(it)
+		}
+		d.stats.RCU += readUnits(total, aws.ToBool(in.ConsistentRead))
+		return nil
+	})
+	return out, err
+}
+
+// TransactWriteItems bills twice the write units of every item.
+func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	var out *dynamodb.TransactWriteItemsOutput
+	table := ""
+	for _, it := range in.TransactItems {
+		if it.Update != nil {
+			table = aws.ToString(it.Update.TableName)
+		}
+	}
+	err := d.call(ctx, table, "TransactWriteItems", func() error {
+		cp := *in
+		cp.TransactItems = append([]types.TransactWriteItem(nil), in.TransactItems...)
+		befores := make([]map[string]types.AttributeValue, len(cp.TransactItems))
+		for i, it := range cp.TransactItems {
+			if it.Update == nil {
+				continue
+			}
+			u := *it.Update
+			befores[i] = d.peek(aws.ToString(u.TableName), u.Key)
+			u.ConditionExpression = d.fixBeginsWith(u.ConditionExpression, u.ExpressionAttributeNames, befores[i])
+			u.ExpressionAttributeValues = used(u.ExpressionAttributeValues, u.ConditionExpression, u.UpdateExpression)
+			cp.TransactItems[i].Update = &u
+		}
+		var err error
+		out, err = d.c.TransactWriteItems(ctx, &cp)
+		for i, it := range cp.TransactItems {
+			if it.Update == nil {
+				continue
+			}
+			t := aws.ToString(it.Update.TableName)
+			size := itemSize(befores[i])
+			if err == nil {
+				size = max(size, itemSize(d.peek(t, it.Update.Key)))
+			}
+			d.bill(t, it.Update.Key, 2*writeUnits(size), err == nil)
+		}
+		return err
+	})
+	return out, err
+}
+
+// peek reads an item without billing or latency, under d.mu.
+func (d *DB) peek(table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	out, err := d.c.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key})
+	if err != nil || out == nil {
+		return nil
+	}
+	return out.Item
+}
+
+// restore puts an item back as it was before a write that made it too large.
+func (d *DB) restore(ctx context.Context, table string, key, before map[string]types.AttributeValue) {
+	if before == nil {
+		_, _ = d.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
+		return
+	}
+	_, _ = d.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: before})
+}
+
+// bill adds write units and, for a write that happened, the item's heat.
+func (d *DB) bill(table string, key map[string]types.AttributeValue, wcu int, wrote bool) {
+	d.stats.WCU += float64(wcu)
+	d.stats.WCUByOp[d.stats.op] += float64(wcu)
+	if !wrote {
+		return
+	}
+	k := table + "/" + keyString(key)
+	h := d.hot[k]
+	if h == nil {
+		h = &itemHeat{}
+		d.hot[k] = h
+	}
+	sec := time.Now().Unix()
+	if h.sec != sec {
+		h.sec, h.writes, h.wcu = sec, 0, 0
+	}
+	h.writes++
+	h.wcu += wcu
+	h.total++
+	h.maxWrites, h.maxWCU = max(h.maxWrites, h.writes), max(h.maxWCU, h.wcu)
+}
+
+func keyString(key map[string]types.AttributeValue) string {
+	names := make([]string, 0, len(key))
+	for n := range key {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		if s, ok := key[n].(*types.AttributeValueMemberS); ok {
+			b.WriteString(s.Value + "|")
+		} else {
+			fmt.Fprintf(&b, "%v|", key[n])
+		}
+	}
+	return b.String()
+}
+
+var beginsWith = regexp.MustCompile(`begins_with\(\s*([#\w.]+)\s*,\s*(:\w+)\s*\)`)
+
+// fixBeginsWith rewrites begins_with(a, :v) as attribute_exists(a) where
+// the item has no a: both are false there, and minidyn errs on the first.
+func (d *DB) fixBeginsWith(cond *string, names map[string]string, item map[string]types.AttributeValue) *string {
+	c := aws.ToString(cond)
+	if !strings.Contains(c, "begins_with(") {
+		return cond
+	}
+	fixed := beginsWith.ReplaceAllStringFunc(c, func(m string) string {
+		attr := beginsWith.FindStringSubmatch(m)[1]
+		name := attr
+		if n, ok := names[attr]; ok {
+			name = n
+		}
+		if _, ok := item[name]; ok {
+			return m
+		}
+		return "attribute_exists(" + attr + ")"
+	})
+	return &fixed
+}
+
+// used drops the values no expression names any more (after fixBeginsWith):
+// minidyn, like DynamoDB, refuses unused ones.
+func used(values map[string]types.AttributeValue, exprs ...*string) map[string]types.AttributeValue {
+	text := ""
+	for _, e := range exprs {
+		text += aws.ToString(e) + " "
+	}
+	var out map[string]types.AttributeValue
+	for k := range values {
+		if !regexp.MustCompile(regexp.QuoteMeta(k) + `\b`).MatchString(text) {
+			if out == nil {
+				out = make(map[string]types.AttributeValue, len(values))
+				for k2, v := range values {
+					out[k2] = v
+				}
+			}
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return values
+	}
+	return out
+}
+
+func writeUnits(size int) int { return max(1, (size+1023)/1024) }
+
+func readUnits(size int, consistent bool) float64 {
+	u := float64(max(1, (size+4095)/4096))
+	if !consistent {
+		u /= 2
+	}
+	return u
+}
+
+// itemSize is an item's size as DynamoDB counts it: attribute names plus
+// values (strings and binaries by length, numbers by about one byte per two
+// digits plus one, containers 3 bytes plus an element's overhead each).
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 1
+}
+
+func numberSize(s string) int {
+	digits := 0
+	for _, c := range s {
+		if c >= '0' && c <= '9' {
+			digits++
+		}
+	}
+	return (digits+1)/2 + 1
+}

@@ -1,0 +1,162 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/truora/minidyn/aws-v2/client"
+)
+
+func newTestDB(t *testing.T) *DB {
+	t.Helper()
+	db := NewDB(rand.New(rand.NewPCG(1, 2)), Latency{})
+	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName:            aws.String("t"),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+var testKey = map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}}
+
+func update(db *DB, expr, cond string, names map[string]string, vals map[string]types.AttributeValue) (*dynamodb.UpdateItemOutput, error) {
+	in := &dynamodb.UpdateItemInput{TableName: aws.String("t"), Key: testKey, UpdateExpression: aws.String(expr),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals, ReturnValues: types.ReturnValueAllNew}
+	if cond != "" {
+		in.ConditionExpression = aws.String(cond)
+	}
+	return db.UpdateItem(context.Background(), in)
+}
+
+func ss(v ...string) *types.AttributeValueMemberSS { return &types.AttributeValueMemberSS{Value: v} }
+func s(v string) *types.AttributeValueMemberS      { return &types.AttributeValueMemberS{Value: v} }
+
+// TestMinidynGaps records what minidyn v0.8.2 gets wrong on the limiter's
+// and the lanes' expressions, straight on its client, so that a newer
+// version that fixes them shows here; TestDBFixesMinidynGaps checks DB.
+func TestMinidynGaps(t *testing.T) {
+	ctx := context.Background()
+	c := client.NewClient()
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String("t"), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// begins_with on a missing attribute: DynamoDB evaluates false.
+	_, err = c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("t"), Key: testKey,
+		UpdateExpression:          aws.String("SET #c = :c"),
+		ConditionExpression:       aws.String("(attribute_not_exists(#t) OR #t <= :n) AND NOT begins_with(#c, :call)"),
+		ExpressionAttributeNames:  map[string]string{"#c": "c", "#t": "t"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": s("x.0"), ":n": &types.AttributeValueMemberN{Value: "1"}, ":call": s("x.")}})
+	if err == nil {
+		t.Log("minidyn now evaluates begins_with on a missing attribute: DB.fixBeginsWith may go")
+	}
+	// REMOVE after DELETE in one update is ignored.
+	_, _ = c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("t"), Key: testKey,
+		UpdateExpression:          aws.String("ADD #d :e SET #o = :o"),
+		ExpressionAttributeNames:  map[string]string{"#d": "d", "#o": "o"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": ss("a"), ":o": s("me")}})
+	_, err = c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("t"), Key: testKey,
+		UpdateExpression:          aws.String("DELETE #d :done REMOVE #o"),
+		ExpressionAttributeNames:  map[string]string{"#d": "d", "#o": "o"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": ss("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: testKey})
+	if _, kept := out.Item["o"]; !kept {
+		t.Log("minidyn now applies REMOVE after DELETE: fixSets' REMOVE case may go")
+	}
+}
+
+func TestDBFixesMinidynGaps(t *testing.T) {
+	db := newTestDB(t)
+	// The limiter's idle form on a fresh item.
+	_, err := update(db, "SET #c = :c", "(attribute_not_exists(#t) OR #t <= :n) AND NOT begins_with(#c, :call)",
+		map[string]string{"#c": "c", "#t": "t"}, map[string]types.AttributeValue{":c": s("x.0"), ":n": &types.AttributeValueMemberN{Value: "1"}, ":call": s("x.")})
+	if err != nil {
+		t.Fatalf("fresh item: %v, want the write (begins_with on a missing attribute is false)", err)
+	}
+	// And a second call of the same id is refused by the same condition.
+	_, err = update(db, "SET #c = :c", "NOT begins_with(#c, :call)",
+		map[string]string{"#c": "c"}, map[string]types.AttributeValue{":c": s("x.1"), ":call": s("x.")})
+	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); !ok {
+		t.Fatalf("same call id: %v, want a conditional check failure", err)
+	}
+	// Mark, then Finish: DELETE leaves the rest of the set, REMOVE removes.
+	names := map[string]string{"#d": "d", "#o": "o", "#l": "l"}
+	if _, err := update(db, "ADD #d :e SET #o = if_not_exists(#o, :o), #l = :l", "", names,
+		map[string]types.AttributeValue{":e": ss("a", "b", "c"), ":o": s("me"), ":l": &types.AttributeValueMemberN{Value: "5"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := update(db, "SET #o = :n DELETE #d :done", "#o = :o", map[string]string{"#d": "d", "#o": "o"},
+		map[string]types.AttributeValue{":done": ss("a"), ":o": s("me"), ":n": s("me")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Attributes["d"]; !sameValue(got, ss("b", "c")) {
+		t.Fatalf("after DELETE of a from {a,b,c}: %#v, want {b,c}", got)
+	}
+	out, err = update(db, "DELETE #d :done REMOVE #o, #l", "#o = :o AND size(#d) = :n", names,
+		map[string]types.AttributeValue{":done": ss("b", "c"), ":o": s("me"), ":n": &types.AttributeValueMemberN{Value: "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"d", "o", "l"} {
+		if v, ok := out.Attributes[a]; ok {
+			t.Errorf("after Finish, %s = %#v, want it removed", a, v)
+		}
+	}
+}
+
+func TestDBBillsAndLimitsItems(t *testing.T) {
+	db := newTestDB(t)
+	big := strings.Repeat("x", 3000)
+	if _, err := update(db, "SET #v = :v", "", map[string]string{"#v": "v"}, map[string]types.AttributeValue{":v": s(big)}); err != nil {
+		t.Fatal(err)
+	}
+	// A 3 KB item becoming 1 byte is billed on the 3 KB before it.
+	before := db.Stats().WCU
+	if _, err := update(db, "SET #v = :v", "", map[string]string{"#v": "v"}, map[string]types.AttributeValue{":v": s("y")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Stats().WCU - before; got != 3 {
+		t.Errorf("shrinking a 3 KB item billed %v WCU, want 3 (the larger of before and after, per KB rounded up)", got)
+	}
+	_, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: testKey, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Stats().RCU; got != 1 {
+		t.Errorf("a consistent read of a small item billed %v RCU, want 1", got)
+	}
+	_, err = update(db, "SET #v = :v", "", map[string]string{"#v": "v"}, map[string]types.AttributeValue{":v": s(strings.Repeat("z", maxItemBytes))})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
+		t.Fatalf("a 400 KB value: %v, want a ValidationException", err)
+	}
+	out, _ := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: testKey})
+	if got := out.Item["v"]; !sameString(got, "y") {
+		t.Errorf("after the refused write the item holds %#v, want it unchanged", got)
+	}
+}
+
+func sameString(v types.AttributeValue, want string) bool {
+	s, ok := v.(*types.AttributeValueMemberS)
+	return ok && s.Value == want
+}

@@ -1,0 +1,340 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+)
+
+// Prices are on-demand list prices (us-east-1) the report uses.
+var Prices = struct {
+	WRU, RRU, SQS, LambdaRequest, LambdaGBs, EventBridge float64
+}{
+	WRU: 0.625e-6, RRU: 0.125e-6, SQS: 0.40e-6, LambdaRequest: 0.20e-6, LambdaGBs: 0.0000133334, EventBridge: 1.00e-6,
+}
+
+// idlePollsPerMinute is what an event source mapping's pollers bill while
+// a queue is empty: about five pollers long-polling 20 s each.
+const idlePollsPerMinute = 5 * 3
+
+// Report is one run's figures and the invariants it broke.
+type Report struct {
+	Scenario                              Scenario
+	Stats                                 Stats
+	DB                                    DBStats
+	SQSReqs                               int
+	Simulated                             time.Duration
+	Requests, Accepted, Throttled, Failed int
+	HotKey                                string
+	HotWrites, HotWCU, HotTotal           int
+	Fresh                                 Hist
+	FreshByMinute                         []*Hist
+	Urgent                                Hist
+	Samples                               []Sample
+	DeadByReason                          map[string]int
+	Stale                                 int
+	StaleExamples                         []string
+	Violations                            []string
+	WindowViolations                      int
+	// StrictExceedances are sends over burst + rate·W but within the
+	// limiter's documented rate·λ; Strict describes the first of each vendor.
+	StrictExceedances        int
+	Strict                   []string
+	PerChannel               []string
+	PendingAtEnd, DirtyAtEnd int
+	// Recovery says, per fault, how long after it ended the dirty lanes
+	// fell back to their level before the first fault.
+	Recovery []string
+	// Storm describes the wave's drain against the quota.
+	Storm string
+}
+
+func (s *sim) report() *Report {
+	r := &Report{Scenario: s.sc, Stats: s.stats, DB: s.db.Stats(), Simulated: s.stats.EndedAt, DeadByReason: map[string]int{}}
+	s.mu.Lock()
+	r.Samples = append([]Sample(nil), s.samples...)
+	s.mu.Unlock()
+	minutes := s.stats.EndedAt.Minutes()
+	r.SQSReqs = s.sqs.Requests + int(2*idlePollsPerMinute*minutes)
+	r.HotKey, r.HotWrites, r.HotWCU, r.HotTotal = s.db.Hottest()
+	for _, v := range s.vendors {
+		v.mu.Lock()
+		r.Requests += v.Sent
+		r.Accepted += v.Accepted
+		r.Throttled += v.Throttled
+		r.Failed += v.Failed
+		r.WindowViolations += v.Violations
+		r.StrictExceedances += v.Strict
+		if v.Violations > 0 {
+			r.Violations = append(r.Violations, fmt.Sprintf("vendor window: %d sends over burst + rate·(W + λ); first: %s", v.Violations, v.FirstViolation))
+		}
+		if v.Strict > 0 {
+			r.Strict = append(r.Strict, fmt.Sprintf("%d sends over burst + rate·W (within rate·λ); first: %s", v.Strict, v.FirstStrict))
+		}
+		busiest, bk := 0, ""
+		for k, n := range v.ByKey {
+			if n > busiest || n == busiest && k < bk {
+				busiest, bk = n, k
+			}
+		}
+		r.PerChannel = append(r.PerChannel, fmt.Sprintf("%s: %d sent, %d accepted, %d 429, %d 5xx, busiest bucket %s %d (%.1f/s)",
+			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds()))
+		v.mu.Unlock()
+	}
+	s.ledger.mu.Lock()
+	r.FreshByMinute = s.ledger.Fresh
+	for _, h := range s.ledger.Fresh {
+		r.Fresh.Merge(h)
+	}
+	r.Urgent.Merge(&s.ledger.Urgent)
+	s.ledger.mu.Unlock()
+	for _, m := range s.sqs.DeadLetters() {
+		reason := reasonOf(m)
+		if reason == "" {
+			r.Violations = append(r.Violations, fmt.Sprintf("dead letter %s has no reason: %.200s", m.ID, m.Body))
+			reason = "(none)"
+		}
+		r.DeadByReason[shortReason(reason)]++
+	}
+	r.Recovery = recovery(s.sc.Faults, r.Samples)
+	if b := s.sc.Burst; b != nil {
+		r.Storm = s.stormDrain(*b, r.Samples)
+	}
+	r.Stale, r.StaleExamples = s.ledger.Stale(5)
+	if r.Stale > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("stale: %d OTA days differ from the newest PMS value, e.g. %s", r.Stale, strings.Join(r.StaleExamples, "; ")))
+	}
+	r.PendingAtEnd = s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)
+	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
+	if r.PendingAtEnd > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.sc.Drain))
+	}
+	if s.stats.Timeouts > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d invocations ran into the function timeout", s.stats.Timeouts))
+	}
+	return r
+}
+
+// shortReason groups reasons that differ only in ids.
+func shortReason(s string) string {
+	if i := strings.IndexAny(s, "\"'"); i > 0 {
+		s = s[:i]
+	}
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return strings.TrimSpace(s)
+}
+
+func per(n, d float64) float64 {
+	if d == 0 {
+		return 0
+	}
+	return n / d
+}
+
+// Cost is dollars per million changes, by service.
+type Cost struct{ DynamoDB, SQS, Lambda, EventBridge float64 }
+
+// Total is DynamoDB + SQS + Lambda (EventBridge apart).
+func (c Cost) Total() float64 { return c.DynamoDB + c.SQS + c.Lambda }
+
+// Cost prices the run per million changes.
+func (r *Report) Cost() Cost {
+	ch := float64(r.Stats.Changes)
+	m := 1e6 / max(ch, 1)
+	return Cost{
+		DynamoDB:    m * (r.DB.WCU*Prices.WRU + r.DB.RCU*Prices.RRU),
+		SQS:         m * float64(r.SQSReqs) * Prices.SQS,
+		Lambda:      m * (float64(r.Stats.Invocations)*Prices.LambdaRequest + r.Stats.GBSeconds*Prices.LambdaGBs),
+		EventBridge: m * ch * Prices.EventBridge,
+	}
+}
+
+// DBCalls is every DynamoDB call, and the limiter table's.
+func (r *Report) DBCalls() (all, limiter int) {
+	for k, n := range r.DB.Calls {
+		all += n
+		if strings.HasPrefix(k, "limits ") {
+			limiter += n
+		}
+	}
+	return all, limiter
+}
+
+// Write prints the report.
+func (r *Report) Write(w io.Writer) {
+	st := r.Stats
+	ch := float64(st.Changes)
+	all, lim := r.DBCalls()
+	c := r.Cost()
+	fmt.Fprintf(w, "sim %s (seed %d), simulated: %s\n", r.Scenario.Name, r.Scenario.Seed, r.Scenario.Note)
+	fmt.Fprintf(w, "  simulated %v (load %v, drained by %v); latencies: DynamoDB p50 %v p99 %v, SQS p50 %v p99 %v, OTA p50 %v p99 %v (log-normal)\n",
+		r.Simulated.Round(time.Second), r.Scenario.Load.Duration, st.EndedAt.Round(time.Second), r.Scenario.DBLatency.P50, r.Scenario.DBLatency.P99,
+		r.Scenario.SQSLatency.P50, r.Scenario.SQSLatency.P99, r.Scenario.OTALatency.P50, r.Scenario.OTALatency.P99)
+	fmt.Fprintf(w, "  changes %d (%d stop-sells), fanned out to %d (change, endpoint) pairs\n", st.Changes, st.StopSells, st.FannedOut)
+	fmt.Fprintf(w, "  OTA requests %d: %.3f per change, %.3f per fanned-out change; items per push %.1f; wasted slots %d; 429s %d; 5xx %d\n",
+		r.Requests, per(float64(r.Requests), ch), per(float64(r.Requests), float64(st.FannedOut)), per(float64(st.Items), float64(st.Pushes)), st.Wasted, r.Throttled, r.Failed)
+	fmt.Fprintf(w, "  DynamoDB calls %d: %.2f per change (limiter %.2f, state and lanes %.2f); WCU %.0f (%.2f per change), RCU %.0f (%.2f per change); conditional failures %d, outage errors %d, other errors %d, items refused over 400 KB %d\n",
+		all, per(float64(all), ch), per(float64(lim), ch), per(float64(all-lim), ch), r.DB.WCU, per(r.DB.WCU, ch), r.DB.RCU, per(r.DB.RCU, ch),
+		r.DB.Conditional, r.DB.Failed, r.DB.Unexpected, r.DB.TooLarge)
+	var ops []string
+	for k, n := range r.DB.Calls {
+		ops = append(ops, fmt.Sprintf("%s %.2f (%.2f WCU)", k, per(float64(n), ch), per(r.DB.WCUByOp[k], ch)))
+	}
+	sort.Strings(ops)
+	fmt.Fprintf(w, "    per change by table and call: %s\n", strings.Join(ops, ", "))
+	if len(r.DB.FirstErrors) > 0 {
+		fmt.Fprintf(w, "    first other errors: %s\n", strings.Join(r.DB.FirstErrors, " | "))
+	}
+	fmt.Fprintf(w, "  SQS requests %d (%.3f per change, incl. modeled idle long polls); Lambda invocations %d (%.4f per change, %d cold, %d died, %d timed out), GB-s %.1f (%.5f per change)\n",
+		r.SQSReqs, per(float64(r.SQSReqs), ch), st.Invocations, per(float64(st.Invocations), ch), st.Cold, st.Deaths, st.Timeouts, st.GBSeconds, per(st.GBSeconds, ch))
+	fmt.Fprintf(w, "  $ per million changes: DynamoDB %.3f + SQS %.3f + Lambda %.3f = %.3f (EventBridge apart: %.2f)\n",
+		c.DynamoDB, c.SQS, c.Lambda, c.Total(), c.EventBridge)
+	fmt.Fprintf(w, "  hottest item %s: %d writes and %d WCU in its busiest second (%.0f%% of a partition's 1,000 WCU/s), %d writes in all\n",
+		r.HotKey, r.HotWrites, r.HotWCU, 100*float64(r.HotWCU)/1000, r.HotTotal)
+	fmt.Fprintf(w, "  freshness (a day's newest value → OTA): p50 %v, p99 %v, max %v over %d days; stop-sells p50 %v p99 %v over %d\n",
+		ms(r.Fresh.Quantile(0.5)), ms(r.Fresh.Quantile(0.99)), ms(r.Fresh.Max()), r.Fresh.N(), ms(r.Urgent.Quantile(0.5)), ms(r.Urgent.Quantile(0.99)), r.Urgent.N())
+	floor := time.Duration(0)
+	for _, sm := range r.Samples {
+		floor = max(floor, sm.Floor)
+	}
+	fmt.Fprintf(w, "  quota-bound floor (the fullest bucket's dirty lanes, in pushes of 500 days, ÷ its rate), max over the run: %v\n", floor.Round(time.Millisecond))
+	for _, rec := range r.Recovery {
+		fmt.Fprintf(w, "  recovery: %s\n", rec)
+	}
+	if r.Storm != "" {
+		fmt.Fprintf(w, "  storm: %s\n", r.Storm)
+	}
+	fmt.Fprintf(w, "  by minute (p50/p99/max freshness | max floor | max dirty lanes | max backlog):\n")
+	for m, h := range r.FreshByMinute {
+		var fl time.Duration
+		dirty, backlog := 0, 0
+		for _, sm := range r.Samples {
+			if int(sm.At/time.Minute) == m {
+				fl, dirty, backlog = max(fl, sm.Floor), max(dirty, sm.DirtyLanes), max(backlog, sm.Backlog)
+			}
+		}
+		if h.N() == 0 && dirty == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "    %3d' %10v %10v %10v | %8v | %6d | %6d\n", m, ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()), ms(fl), dirty, backlog)
+	}
+	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d, invalid changes %d, messages left for redelivery %d\n",
+		st.Outcomes[dispatch.Pushed], st.Outcomes[dispatch.Deferred], st.Outcomes[dispatch.Coalesced], st.Outcomes[dispatch.Shed],
+		st.Outcomes[dispatch.DeadLettered], st.Outcomes[dispatch.Expired], st.StoreErrors, st.LocalShares, st.Sweeps, st.InvalidChanges, st.FailedMessages)
+	reasons := make([]string, 0, len(r.DeadByReason))
+	for k, n := range r.DeadByReason {
+		reasons = append(reasons, fmt.Sprintf("%d × %s", n, k))
+	}
+	sort.Strings(reasons)
+	fmt.Fprintf(w, "  dead letters by reason: %s\n", orNone(strings.Join(reasons, "; ")))
+	for _, pc := range r.PerChannel {
+		fmt.Fprintf(w, "  %s\n", pc)
+	}
+	fmt.Fprintf(w, "  stale %d, violations %d (window %d); sends over burst + rate·W within the limiter's documented rate·λ: %d; at the end: %d messages pending, %d dirty lanes\n",
+		r.Stale, len(r.Violations), r.WindowViolations, r.StrictExceedances, r.PendingAtEnd, r.DirtyAtEnd)
+	for _, s := range r.Strict {
+		fmt.Fprintf(w, "    %s\n", s)
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "  VIOLATION (seed %d): %s\n", r.Scenario.Seed, v)
+	}
+}
+
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// baseline is the most dirty lanes any sample in [from, to) saw.
+func baseline(samples []Sample, from, to time.Duration) (int, bool) {
+	n, ok := 0, false
+	for _, sm := range samples {
+		if sm.At >= from && sm.At < to {
+			n, ok = max(n, sm.DirtyLanes), true
+		}
+	}
+	return n, ok
+}
+
+// back is the first sample at or after t with at most base dirty lanes.
+func back(samples []Sample, t time.Duration, base int) (time.Duration, bool) {
+	for _, sm := range samples {
+		if sm.At >= t && sm.DirtyLanes <= base {
+			return sm.At, true
+		}
+	}
+	return 0, false
+}
+
+func recovery(f Faults, samples []Sample) []string {
+	type fault struct {
+		name     string
+		from, to time.Duration
+	}
+	var all []fault
+	if f.DBOutage[1] > f.DBOutage[0] {
+		all = append(all, fault{"DynamoDB outage", f.DBOutage[0], f.DBOutage[1]})
+	}
+	if f.Vendor5xx[1] > f.Vendor5xx[0] {
+		all = append(all, fault{"OTA 5xx", f.Vendor5xx[0], f.Vendor5xx[1]})
+	}
+	if f.HalveAt > 0 {
+		all = append(all, fault{"OTA halves its real limit", f.HalveAt, f.HalveAt})
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	base, ok := baseline(samples, min(time.Minute, all[0].from/2), all[0].from)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, ft := range all {
+		worst, _ := baseline(samples, ft.from, ft.to+sampleEvery)
+		if at, ok := back(samples, ft.to, base); ok {
+			out = append(out, fmt.Sprintf("%s (%v–%v): dirty lanes peaked at %d, back to the pre-fault %d after %v", ft.name, ft.from, ft.to, worst, base, at-ft.to))
+		} else {
+			out = append(out, fmt.Sprintf("%s (%v–%v): dirty lanes not back to the pre-fault %d by the end", ft.name, ft.from, ft.to, base))
+		}
+	}
+	return out
+}
+
+// stormDrain measures the wave against channel 0's rates quota: how much of
+// it each credential's bucket used while the wave arrived, and how long
+// the backlog took to drain against the floor when the wave ended.
+func (s *sim) stormDrain(b Burst, samples []Sample) string {
+	c := s.sc.Channels[0]
+	v := s.vendors[0]
+	from, to := b.At+2*time.Second, b.At+b.Over
+	minUse, maxUse := 2.0, 0.0
+	for i := range c.Creds {
+		key := fmt.Sprintf("token-TOKEN_%s_%d/rates", strings.ToUpper(c.Name), i)
+		use := float64(v.SentBetween(key, from, to)) / (c.Rate * (to - from).Seconds())
+		minUse, maxUse = min(minUse, use), max(maxUse, use)
+	}
+	base, _ := baseline(samples, 10*time.Second, b.At)
+	var floor time.Duration
+	for _, sm := range samples {
+		if sm.At >= to && sm.At < to+sampleEvery {
+			floor = sm.Floor
+		}
+	}
+	end, ok := back(samples, to, base)
+	drained := "not drained by the end"
+	if ok {
+		drained = fmt.Sprintf("drained %v after the wave ended, against a floor of %v then (%.2f×)", end-to, floor, (end-to).Seconds()/max(floor.Seconds(), 1e-9))
+	}
+	return fmt.Sprintf("while the wave arrived (%v–%v) each %s rates bucket sent %.0f–%.0f%% of its quota (%g/s); %s",
+		from, to, c.Name, 100*minUse, 100*maxUse, c.Rate, drained)
+}

@@ -1,0 +1,547 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+)
+
+// The stack's settings (infra/stack), repeated here rather than imported:
+// the CDK module stays out of the root module's graph.
+const (
+	functionTimeout   = 60 * time.Second
+	visibility        = 6 * functionTimeout
+	maxReceiveCount   = 5
+	deferredBatchSize = 10
+	eventSources      = 2
+)
+
+// sim is one run in progress.
+type sim struct {
+	sc      Scenario
+	cfg     *config.Config
+	db      *DB
+	sqs     *SQS
+	ledger  *Ledger
+	vendors []*Vendor
+	http    *http.Client
+	changes *Queue
+	defers  *Queue
+	start   time.Time
+	rng     *rand.Rand // the producer's
+	// maxInstances is what every LocalShare divides limits by.
+	maxInstances int
+	// progress, if set, gets a line every simulated minute.
+	progress io.Writer
+
+	mu      sync.Mutex
+	running int // invocations in progress
+	idle    []*instance
+	stats   Stats
+	seq     map[int32]int64
+	// samples are the run's state every sampleEvery.
+	samples []Sample
+}
+
+// instance is one Lambda execution environment: its own limiter, caches and
+// push client, like a process of the function.
+type instance struct {
+	sy *syncer.Syncer
+}
+
+// Stats is what the pipeline did, as the workers and queues saw it.
+type Stats struct {
+	Changes, FannedOut, StopSells       int
+	Invocations, Deaths, Cold, Timeouts int
+	GBSeconds                           float64
+	Outcomes                            map[dispatch.Outcome]int
+	Pushes, Items, Wasted, Throttled    int
+	StoreErrors, LocalShares            int
+	Sweeps                              int
+	InvalidChanges, FailedMessages      int
+	// LoadEnd is when the PMS sent its last change, EndedAt when the run
+	// ended (drained or out of time), both from its start.
+	LoadEnd, EndedAt time.Duration
+}
+
+// Sample is the state of the run at one instant.
+type Sample struct {
+	At time.Duration
+	// DirtyLanes is every lane some OTA is behind on; Floor the
+	// quota-bound floor: the fullest bucket's dirty lanes ÷ its rate.
+	DirtyLanes int
+	Floor      time.Duration
+	Backlog    int // messages on the changes and deferred queues
+}
+
+const sampleEvery = 10 * time.Second
+
+// Run runs sc to its end in the calling goroutine, which must be inside a
+// synctest bubble (or accept real time), and returns the report.
+func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) {
+	root := rand.New(rand.NewPCG(sc.Seed, 0x5eed))
+	child := func() *rand.Rand { return rand.New(rand.NewPCG(root.Uint64(), root.Uint64())) }
+	s := &sim{sc: sc, start: time.Now(), rng: child(), seq: map[int32]int64{}, progress: progress,
+		stats: Stats{Outcomes: map[dispatch.Outcome]int{}}}
+	names := make([]string, len(sc.Channels))
+	carries := make([][3]bool, len(sc.Channels))
+	for i, c := range sc.Channels {
+		names[i] = c.Name
+		for _, k := range c.Kinds {
+			carries[i][indexOf(kindNames, k)] = true
+		}
+	}
+	s.ledger = NewLedger(s.start, names, carries)
+	s.db = NewDB(child(), sc.DBLatency)
+	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
+	s.changes = s.sqs.Create("changes", visibility)
+	s.defers = s.sqs.Create("deferred", visibility)
+	s.sqs.Create("dlq", visibility)
+
+	cfg, err := config.Parse([]byte(connections(sc)))
+	if err != nil {
+		return nil, fmt.Errorf("sim config: %w", err)
+	}
+	s.cfg = cfg
+	conc := sc.MaxConcurrency
+	if conc == 0 {
+		conc = cfg.MaxConcurrency()
+	}
+	s.maxInstances = eventSources * conc
+
+	props := make(map[string]int32, sc.Properties)
+	for p := range sc.Properties {
+		props[propID(p)] = int32(p)
+	}
+	tr := &Transport{Vendors: map[string]*Vendor{}}
+	for i, c := range sc.Channels {
+		v := NewVendor(c.Name, i, s.ledger, child(), sc.OTALatency, window.Limit{Rate: c.Rate, Burst: c.Burst}, props)
+		v.allowance = int(math.Ceil(c.Rate * 2 * sc.DBLatency.P99.Seconds()))
+		v.refuse = sc.Faults.Refusals
+		s.vendors = append(s.vendors, v)
+		tr.Vendors[c.Name+".sim"] = v
+	}
+	s.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	if err := limiter.CreateTable(ctx, s.db, "limits"); err != nil {
+		return nil, err
+	}
+	if err := ari.CreateTable(ctx, s.db, "state"); err != nil {
+		return nil, err
+	}
+	s.scheduleFaults()
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	lam := child()
+	wg.Go(func() {
+		s.esm(runCtx, s.changes, false, syncer.ChangesBatchSize, syncer.ChangesBatchingWindow, conc, lam)
+	})
+	lam2 := child()
+	wg.Go(func() { s.esm(runCtx, s.defers, true, deferredBatchSize, 0, conc, lam2) })
+	wg.Go(func() { s.sweepEvery(runCtx) })
+	wg.Go(func() { s.sample(runCtx) })
+	done := make(chan struct{})
+	go func() { s.produce(runCtx); close(done) }()
+	<-done
+	s.stats.LoadEnd = time.Since(s.start)
+	s.drain(runCtx)
+	s.stats.EndedAt = time.Since(s.start)
+	stop()
+	wg.Wait()
+	return s.report(), nil
+}
+
+// drain waits until the queues are empty and every lane is fresh, or the
+// scenario's drain time is up.
+func (s *sim) drain(ctx context.Context) {
+	deadline := time.Now().Add(s.sc.Drain)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if s.sqs.Pending(s.changes) == 0 && s.sqs.Pending(s.defers) == 0 && len(s.ledger.DirtyByProp()) == 0 && s.busy() == 0 {
+			return
+		}
+		_ = sleep(ctx, time.Second)
+	}
+}
+
+func (s *sim) busy() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
+}
+
+func propID(p int) string { return fmt.Sprintf("p%05d", p) }
+
+// connections is the scenario's connections.json.
+func connections(sc Scenario) string {
+	var chs, props []string
+	for _, c := range sc.Channels {
+		var eps []string
+		for _, k := range c.Kinds {
+			extra := ""
+			if c.Shards > 0 {
+				extra = fmt.Sprintf(`, "shards": %d`, c.Shards)
+			}
+			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}%s}`, k, k, c.Rate, c.Burst, extra))
+		}
+		var creds []string
+		for i := range c.Creds {
+			creds = append(creds, fmt.Sprintf(`"c%d": {"token_env": "TOKEN_%s_%d"}`, i, strings.ToUpper(c.Name), i))
+		}
+		chs = append(chs, fmt.Sprintf(`%q: {"base_url": "https://%s.sim", "endpoints": {%s}, "credentials": {%s}}`,
+			c.Name, c.Name, strings.Join(eps, ","), strings.Join(creds, ",")))
+	}
+	for p := range sc.Properties {
+		var conns []string
+		for _, c := range sc.Channels {
+			conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "c%d", "hotel_ref": %q}`, c.Name, p%c.Creds, propID(p)))
+		}
+		props = append(props, fmt.Sprintf(`%q: [%s]`, propID(p), strings.Join(conns, ", ")))
+	}
+	return fmt.Sprintf(`{"max_range_days": 366, "channels": {%s}, "properties": {%s}}`, strings.Join(chs, ","), strings.Join(props, ","))
+}
+
+// newInstance wires an execution environment as functions/sync does
+// (functions/sync/env.go), with the simulated clients.
+func (s *sim) newInstance() (*instance, error) {
+	lim, err := limiter.New(s.db, limiter.WithTable("limits"), limiter.WithCircuitBreaker(3, 10*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	pusher, err := otapush.New(s.http, lim, otapush.DefaultPolicy, otapush.WithLogger(quiet), otapush.WithSignals(s.cfg.Signals))
+	if err != nil {
+		return nil, err
+	}
+	sy := &syncer.Syncer{Config: s.cfg, State: &ari.Store{DB: s.db, Table: "state"}, Lanes: &lane.Store{DB: s.db, Table: "state"},
+		Token: func(env string) string { return "token-" + env }}
+	d := &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
+		Queue:      &queue.Queue{SQS: s.sqs, DeferredURL: "deferred", DeadURL: "dlq"},
+		LocalShare: fallback.New(s.maxInstances)}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	sy.Dispatcher = d
+	return &instance{sy: sy}, nil
+}
+
+func (s *sim) acquire() (*instance, error) {
+	s.mu.Lock()
+	if n := len(s.idle); n > 0 {
+		in := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		s.mu.Unlock()
+		return in, nil
+	}
+	s.stats.Cold++
+	s.mu.Unlock()
+	return s.newInstance()
+}
+
+func (s *sim) release(in *instance) {
+	s.mu.Lock()
+	s.idle = append(s.idle, in)
+	s.mu.Unlock()
+}
+
+// esm is an SQS event source mapping: it gathers batches (up to size, for
+// up to window once a message is there) and invokes the function with
+// each, at most conc at once.
+func (s *sim) esm(ctx context.Context, q *Queue, deferred bool, size int, window time.Duration, conc int, r *rand.Rand) {
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		msgs := s.sqs.Receive(q, size)
+		if len(msgs) == 0 {
+			<-sem
+			next := s.sqs.NextVisible(q)
+			wait := 200 * time.Millisecond // a long poll returns as soon as a message arrives
+			if !next.IsZero() {
+				wait = min(wait, max(time.Until(next), time.Millisecond))
+			}
+			if sleep(ctx, wait) != nil {
+				return
+			}
+			continue
+		}
+		if window > 0 && len(msgs) < size {
+			if sleep(ctx, window) != nil {
+				return
+			}
+			msgs = append(msgs, s.sqs.Receive(q, size-len(msgs))...)
+		}
+		die := -time.Duration(1)
+		if r.Float64() < s.sc.Faults.LambdaDeath {
+			die = time.Duration(r.Int64N(int64(3 * time.Second)))
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			s.invoke(ctx, q, msgs, deferred, die)
+		})
+	}
+}
+
+// invoke is one Lambda invocation: the handler's work (HandleBatch), the
+// partial batch response (the failed messages stay), the bill. die ≥ 0
+// kills it that long after it began: nothing of its batch is deleted.
+func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bool, die time.Duration) {
+	in, err := s.acquire()
+	if err != nil {
+		panic(err)
+	}
+	s.mu.Lock()
+	s.running++
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.running--; s.mu.Unlock() }()
+	start := time.Now()
+	ictx, cancel := context.WithTimeout(ctx, functionTimeout)
+	defer cancel()
+	if die >= 0 {
+		t := time.AfterFunc(die, cancel)
+		defer t.Stop()
+	}
+	batch := make([]syncer.Message, len(msgs))
+	for i, m := range msgs {
+		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1}
+	}
+	results := in.sy.HandleBatch(ictx, batch)
+	took := time.Since(start)
+	died := die >= 0 && took >= die
+	s.mu.Lock()
+	s.stats.Invocations++
+	s.stats.GBSeconds += s.sc.MemoryGB * math.Ceil(float64(took)/float64(time.Millisecond)) / 1000
+	if died {
+		s.stats.Deaths++
+	}
+	if ictx.Err() != nil && !died && ctx.Err() == nil {
+		s.stats.Timeouts++
+	}
+	var ok []*Message
+	for i, r := range results {
+		s.count(r)
+		if r.Err == nil && i < len(msgs) {
+			ok = append(ok, msgs[i])
+		} else if r.Err != nil {
+			s.stats.FailedMessages++
+		}
+	}
+	s.mu.Unlock()
+	if died {
+		return // the environment is gone; its batch comes back after the visibility timeout
+	}
+	s.sqs.Delete(q, ok)
+	s.release(in)
+}
+
+// count adds one message's result to the stats, under s.mu.
+func (s *sim) count(r syncer.MessageResult) {
+	if r.Change.Invalid != "" {
+		s.stats.InvalidChanges++
+	}
+	for _, j := range r.Jobs {
+		s.stats.Outcomes[j.Outcome]++
+		s.stats.Pushes += j.Pushes
+		s.stats.Items += j.Items
+		s.stats.Wasted += j.WastedSlots
+		s.stats.Throttled += j.Throttled
+		s.stats.LocalShares += j.LocalShares
+		if j.StoreError {
+			s.stats.StoreErrors++
+		}
+	}
+}
+
+// sweepEvery invokes the function's sweep on the stack's schedule.
+func (s *sim) sweepEvery(ctx context.Context) {
+	for sleep(ctx, s.sc.SweepEvery) == nil {
+		in, err := s.acquire()
+		if err != nil {
+			panic(err)
+		}
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, functionTimeout)
+		rep, _ := in.sy.Sweep(sctx)
+		cancel()
+		s.mu.Lock()
+		s.stats.Sweeps++
+		s.stats.Invocations++
+		s.stats.GBSeconds += s.sc.MemoryGB * time.Since(start).Seconds()
+		s.count(syncer.MessageResult{Jobs: rep.Results})
+		s.mu.Unlock()
+		s.release(in)
+	}
+}
+
+// sample records the dirty lanes and the quota-bound floor.
+func (s *sim) sample(ctx context.Context) {
+	credOf := func(ch int, prop int32) int32 { return prop % int32(s.sc.Channels[ch].Creds) }
+	rate := func(ch int) float64 { return s.sc.Channels[ch].Rate }
+	for sleep(ctx, sampleEvery) == nil {
+		floor, dirty := s.ledger.Floor(credOf, rate)
+		sm := Sample{At: time.Since(s.start), DirtyLanes: dirty, Floor: floor,
+			Backlog: s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)}
+		s.mu.Lock()
+		s.samples = append(s.samples, sm)
+		changes, invocations := s.stats.Changes, s.stats.Invocations
+		s.mu.Unlock()
+		if s.progress != nil && sm.At%time.Minute < sampleEvery {
+			fmt.Fprintf(s.progress, "sim %s: %v simulated, %d changes, %d invocations, %d dirty lanes, backlog %d, floor %v\n",
+				s.sc.Name, sm.At.Round(time.Second), changes, invocations, dirty, sm.Backlog, floor.Round(time.Millisecond))
+		}
+	}
+}
+
+// scheduleFaults arms the scenario's faults on the bubble's clock.
+func (s *sim) scheduleFaults() {
+	f := s.sc.Faults
+	if f.DBOutage[1] > f.DBOutage[0] {
+		from, to := s.start.Add(f.DBOutage[0]), s.start.Add(f.DBOutage[1])
+		s.db.SetOutage(func(t time.Time) bool { return !t.Before(from) && t.Before(to) })
+	}
+	if f.Vendor5xx[1] > f.Vendor5xx[0] {
+		from, to := s.start.Add(f.Vendor5xx[0]), s.start.Add(f.Vendor5xx[1])
+		s.vendors[f.Vendor5xxChannel].Set5xx(func(t time.Time) bool { return !t.Before(from) && t.Before(to) })
+	}
+	if f.HalveAt > 0 {
+		c := s.sc.Channels[f.HalveChannel]
+		v := s.vendors[f.HalveChannel]
+		time.AfterFunc(f.HalveAt, func() { v.SetReal(window.Limit{Rate: c.Rate / 2, Burst: max(c.Burst/2, 1)}) })
+	}
+}
+
+// change is one PMS change.
+type change struct {
+	prop             int32
+	kind, room, plan int
+	from, days       int
+	value            int32
+	urgent           bool
+}
+
+// produce plays the PMS: the load's changes, as a Poisson stream at its
+// rate, and the burst's wave; it returns when both are sent.
+func (s *sim) produce(ctx context.Context) {
+	var wg sync.WaitGroup
+	if b := s.sc.Burst; b != nil {
+		br := rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
+		wg.Go(func() { s.wave(ctx, *b, br) })
+	}
+	l := s.sc.Load
+	for ctx.Err() == nil {
+		at := time.Since(s.start)
+		if at >= l.Duration {
+			break
+		}
+		rate := l.Rate(at)
+		gap := time.Duration(s.rng.ExpFloat64() / rate * float64(time.Second))
+		if sleep(ctx, gap) != nil {
+			break
+		}
+		c := change{prop: int32(s.rng.IntN(s.sc.Properties)), kind: pick(s.rng, l.Kinds), room: s.rng.IntN(l.Rooms), plan: s.rng.IntN(l.Plans),
+			days: 1 + s.rng.IntN(l.MaxDays), value: int32(1 + s.rng.IntN(500))}
+		c.from = s.rng.IntN(l.WithinDays - c.days + 1)
+		s.send(c)
+	}
+	wg.Wait()
+}
+
+// wave sends the burst: every room-rate of b.Properties properties gets
+// b.Ranges ranges of b.RangeDays days, evenly over b.Over, plus urgent
+// stop-sells meanwhile.
+func (s *sim) wave(ctx context.Context, b Burst, r *rand.Rand) {
+	if sleep(ctx, b.At) != nil {
+		return
+	}
+	var all []change
+	for p := range b.Properties {
+		for room := range b.Rooms {
+			for plan := range b.Plans {
+				for i := range b.Ranges {
+					all = append(all, change{prop: int32(p), kind: 1, room: room, plan: plan, from: i * b.RangeDays, days: b.RangeDays, value: int32(1 + r.IntN(500))})
+				}
+			}
+		}
+	}
+	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	gap := b.Over / time.Duration(len(all))
+	nextStop := time.Duration(0)
+	began := time.Now()
+	for _, c := range all {
+		if ctx.Err() != nil {
+			return
+		}
+		s.send(c)
+		if b.StopSellsPerSecond > 0 && time.Since(began) >= nextStop {
+			nextStop += time.Duration(float64(time.Second) / b.StopSellsPerSecond)
+			s.send(change{prop: int32(r.IntN(b.Properties)), kind: 0, room: r.IntN(b.Rooms), plan: 0, from: r.IntN(60), days: 1 + r.IntN(3), value: 0, urgent: true})
+		}
+		_ = sleep(ctx, gap)
+	}
+}
+
+func pick(r *rand.Rand, w [3]float64) int {
+	x := r.Float64() * (w[0] + w[1] + w[2])
+	for i, v := range w {
+		if x < v {
+			return i
+		}
+		x -= v
+	}
+	return 2
+}
+
+// send numbers a change in its property's sequence, records it in the
+// ledger and puts it on the changes queue as the PMS's EventBridge event.
+func (s *sim) send(c change) {
+	s.mu.Lock()
+	s.seq[c.prop]++
+	seq := s.seq[c.prop]
+	s.stats.Changes++
+	for _, ch := range s.sc.Channels {
+		if indexOf(ch.Kinds, kindNames[c.kind]) >= 0 {
+			s.stats.FannedOut++
+		}
+	}
+	if c.urgent {
+		s.stats.StopSells++
+	}
+	n := s.stats.Changes
+	s.mu.Unlock()
+	from := day0.AddDate(0, 0, c.from)
+	ch := ari.Change{EventID: fmt.Sprintf("ev-%d", n), PropertyID: propID(int(c.prop)), Sequence: seq, Kind: kindNames[c.kind],
+		RoomType: roomNames[c.room], RatePlan: planNames[c.plan], From: from.Format(ari.DateLayout),
+		To: from.AddDate(0, 0, c.days-1).Format(ari.DateLayout), Values: map[string]any{"value": c.value}}
+	detail, _ := json.Marshal(ch)
+	body := fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"ARI change","source":"pms","time":%q,"detail":%s}`,
+		ch.EventID, time.Now().UTC().Format(time.RFC3339), detail)
+	// Only channels with the kind's endpoint hold the cell; the ledger
+	// tracks every channel, so a kind a channel lacks is published only
+	// where it is pushed.
+	s.ledger.Publish(rowKey{prop: c.prop, kind: uint8(c.kind), room: uint8(c.room), plan: uint8(c.plan)}, c.from, c.days, int32(seq), c.value)
+	s.sqs.Put(s.changes, body)
+}

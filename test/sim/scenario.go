@@ -1,0 +1,298 @@
+// Package sim runs the real sync pipeline (syncer, dispatcher, limiter,
+// lanes, ARI state, push client) in simulated time, inside a
+// testing/synctest bubble, against in-memory DynamoDB (minidyn plus the
+// billing, size limit, latency and outages it lacks: DB), SQS (SQS),
+// Lambda event source mappings (esm) and OTAs (Vendor). Every draw comes
+// from a seeded math/rand/v2 source. Run is the entry point; the tests in
+// this package run a small version of every scenario, and
+// scripts/sim.sh runs the full ones.
+//
+// The oracle (Ledger, and the Vendors' window checks) shares no code with
+// the SDK: it keeps the PMS's newest value and every OTA's copy day by day
+// with its own arithmetic and counts sends with test/mockota/window.
+//
+// Invariants, checked on every run (Report.Violations; a test fails on
+// any and prints the seed): no vendor window holds more sends than
+// burst + rate·(W + λ), λ the limiter's documented allowance for the
+// latency of its writes (sends over burst + rate·W within it are reported
+// apart); every day an OTA holds at the end equals the PMS's newest value;
+// every dead letter has a reason; no message is left on the work queues
+// after the drain and no invocation runs into the function timeout.
+//
+// Replays: the seed fixes every draw the simulation makes (arrivals,
+// values, latencies, faults, deaths, duplicates). It cannot fix the order
+// in which goroutines runnable at the same simulated instant run, nor Go's
+// map iteration order inside the SDK, so a replay reproduces the scenario
+// and its figures to within a few percent, not bit for bit.
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// ChannelSpec is one OTA and how the fleet reaches it.
+type ChannelSpec struct {
+	Name  string
+	Kinds []string // its endpoints, one per kind
+	// Creds is how many credentials the channel's properties are spread
+	// over (property i uses credential i mod Creds).
+	Creds int
+	Rate  float64
+	Burst int
+	// Shards, if > 0, sets the endpoints' shards.
+	Shards int
+}
+
+// Load is how the PMS's changes arrive: Rate(t) changes per second at
+// simulated time t from the start, for Duration.
+type Load struct {
+	Duration time.Duration
+	Rate     func(t time.Duration) float64
+	// Kinds weights availability, rates, restrictions.
+	Kinds [3]float64
+	// MaxDays is the longest range a change covers (1..MaxDays days,
+	// within the first WithinDays days of the horizon).
+	MaxDays, WithinDays int
+	Rooms, Plans        int
+}
+
+// Burst is an extra one-off wave of changes: Per property, every room-rate
+// gets Changes ranges of Days days each, sent evenly over Over from At.
+type Burst struct {
+	At, Over             time.Duration
+	Properties           int
+	RangeDays, Ranges    int
+	Rooms, Plans         int
+	StopSellsPerSecond   float64 // urgent availability closes during the wave
+	StopSellsPerProperty bool
+}
+
+// Faults are what goes wrong during a run.
+type Faults struct {
+	// DBOutage is a span during which every DynamoDB call fails.
+	DBOutage [2]time.Duration
+	// Vendor5xx is a span during which channel Vendor5xxChannel answers 503.
+	Vendor5xx        [2]time.Duration
+	Vendor5xxChannel int
+	// HalveAt halves channel HalveChannel's real limit from then on
+	// (0: never); its published limit stays.
+	HalveAt      time.Duration
+	HalveChannel int
+	// LambdaDeath is the chance an invocation dies mid-batch.
+	LambdaDeath float64
+	// Duplicates is the chance a receive hands a message out twice.
+	Duplicates float64
+	// Refusals is the chance a vendor refuses a push it would accept.
+	Refusals float64
+}
+
+// Scenario is a named, seeded run.
+type Scenario struct {
+	Name       string
+	Seed       uint64
+	Properties int
+	Channels   []ChannelSpec
+	Load       Load
+	Burst      *Burst
+	Faults     Faults
+	// DB, SQS and OTA latencies.
+	DBLatency, SQSLatency, OTALatency Latency
+	// MaxConcurrency caps each event source (0: the config's).
+	MaxConcurrency int
+	// Drain is how long the run may go on after the load, for the fleet to
+	// catch up; it ends as soon as every lane is fresh and the queues empty.
+	Drain time.Duration
+	// SweepEvery is the sweep schedule (syncer.SweepInterval by default).
+	SweepEvery time.Duration
+	// MemoryGB is the function's memory, for GB-seconds.
+	MemoryGB float64
+	// Note says what the scenario scaled down or assumed.
+	Note string
+}
+
+// Hourly is the share of a day's changes in each hour (UTC, sums to 1):
+// quiet nights, a morning repricing peak, a long afternoon.
+var Hourly = [24]float64{
+	0.015, 0.01, 0.01, 0.01, 0.015, 0.025, 0.045, 0.07, 0.085, 0.08, 0.07, 0.06,
+	0.055, 0.055, 0.055, 0.05, 0.05, 0.045, 0.045, 0.04, 0.035, 0.03, 0.025, 0.02,
+}
+
+func peakShare() float64 {
+	m := 0.0
+	for _, s := range Hourly {
+		m = max(m, s)
+	}
+	return m
+}
+
+var fiveChannels = []string{"booking", "expedia", "airbnb", "agoda", "hotelbeds"}
+
+func allKinds() []string { return []string{"availability", "rates", "restrictions"} }
+
+// awsLatencies are DynamoDB p50 5 ms / p99 25 ms, SQS 10/60 ms and an OTA
+// answering in 120/600 ms.
+func awsLatencies(s *Scenario) {
+	s.DBLatency = Latency{P50: 5 * time.Millisecond, P99: 25 * time.Millisecond}
+	s.SQSLatency = Latency{P50: 10 * time.Millisecond, P99: 60 * time.Millisecond}
+	s.OTALatency = Latency{P50: 120 * time.Millisecond, P99: 600 * time.Millisecond}
+}
+
+// Size scales a scenario: Full is what scripts/sim.sh runs, Small what
+// go test runs.
+type Size int
+
+const (
+	Small Size = iota
+	Full
+)
+
+// Named returns the scenario name at size, seeded with seed.
+func Named(name string, size Size, seed uint64) (Scenario, error) {
+	var s Scenario
+	switch name {
+	case "calibrate":
+		s = calibrate()
+	case "steady":
+		s = steady(size)
+	case "storm":
+		s = storm(size)
+	case "single-credential":
+		s = singleCredential(size, 0)
+	case "single-credential-sharded":
+		s = singleCredential(size, 4)
+	case "faults":
+		s = faults(size)
+	default:
+		return s, fmt.Errorf("no scenario %q: want calibrate, steady, storm, single-credential, single-credential-sharded or faults", name)
+	}
+	s.Seed = seed
+	if s.SweepEvery == 0 {
+		s.SweepEvery = 5 * time.Minute
+	}
+	if s.MemoryGB == 0 {
+		s.MemoryGB = 0.25 // the stack's default 256 MiB
+	}
+	return s, nil
+}
+
+// Scenarios are the names Named knows, in the order the tests run them.
+var Scenarios = []string{"calibrate", "steady", "storm", "single-credential", "single-credential-sharded", "faults"}
+
+// calibrate is the default pipeline demo's own run (test/pipelinedemo):
+// 5 hotels, 400 events over 20 s, 4 req/s burst 8 per credential and
+// endpoint on two OTAs, 8 workers per queue, a sweep every 30 s, with the
+// latencies measured on the emulators (moto DynamoDB p50 ~52 ms).
+func calibrate() Scenario {
+	return Scenario{
+		Name: "calibrate", Properties: 5,
+		Channels: []ChannelSpec{
+			{Name: "booking_com", Kinds: allKinds(), Creds: 1, Rate: 4, Burst: 8},
+			{Name: "expedia", Kinds: []string{"availability", "rates"}, Creds: 1, Rate: 4, Burst: 8},
+		},
+		Load: Load{Duration: 20 * time.Second, Rate: func(time.Duration) float64 { return 20 }, Kinds: [3]float64{1, 1, 1},
+			MaxDays: 7, WithinDays: 60, Rooms: 3, Plans: 1},
+		DBLatency:      Latency{P50: 52 * time.Millisecond, P99: 170 * time.Millisecond},
+		SQSLatency:     Latency{P50: 8 * time.Millisecond, P99: 40 * time.Millisecond},
+		OTALatency:     Latency{P50: 2 * time.Millisecond, P99: 10 * time.Millisecond},
+		MaxConcurrency: 8, Drain: 2 * time.Minute, SweepEvery: 30 * time.Second,
+		Note: "the pipeline demo's defaults; DynamoDB latency as the demo measured on single-threaded moto (p50 52 ms), the mock OTA on loopback",
+	}
+}
+
+// steady is 10,000 properties on 5 channels at 20 M changes a day, spread
+// by hour of day: the run simulates the peak hour's rate (Hourly) for a
+// stretch, since every other hour is lighter. Each credential carries 100
+// properties whatever the fleet's size, so every bucket sees the same load
+// in the small run as in the full one.
+func steady(size Size) Scenario {
+	props, dur := 10000, 2*time.Minute
+	if size == Small {
+		props, dur = 100, 2*time.Minute
+	}
+	return steadyOf("steady", props, dur)
+}
+
+func steadyOf(name string, props int, dur time.Duration) Scenario {
+	perDay := 20e6 * float64(props) / 10000
+	rate := perDay * peakShare() / 3600
+	s := Scenario{Name: name, Properties: props, Load: Load{Duration: dur, Rate: func(time.Duration) float64 { return rate },
+		Kinds: [3]float64{0.35, 0.45, 0.2}, MaxDays: 14, WithinDays: 365, Rooms: 5, Plans: 2}, Drain: 10 * time.Minute,
+		Note: fmt.Sprintf("%d properties; %v at the peak hour's rate (%.1f changes/s: %.1f%% of 20 M/day × %d/10,000 in one hour)",
+			props, dur, rate, 100*peakShare(), props)}
+	for _, n := range fiveChannels {
+		// A channel manager's connections to one OTA: 100 properties per
+		// credential (chains, groups), each endpoint 10 req/s, burst 20.
+		s.Channels = append(s.Channels, ChannelSpec{Name: n, Kinds: allKinds(), Creds: max(props/100, 1), Rate: 10, Burst: 20})
+	}
+	awsLatencies(&s)
+	return s
+}
+
+// storm: properties reprice 365 days × 10 room-rates within one minute, on
+// the peak hour's background; stop-sells arrive during it. The brief's
+// fleet is 2,000 properties; the full run takes 400 (4 credentials of 100
+// per channel): every bucket sees the load it would see in the 2,000, and
+// the real code's work per push (about 3 ms of CPU for a push of 240 days)
+// would make 2,000 × 5 channels take the better part of an hour.
+func storm(size Size) Scenario {
+	props, dur := 400, 3*time.Minute
+	if size == Small {
+		props, dur = 10, 2*time.Minute
+	}
+	s := steadyOf("storm", props, dur)
+	s.Burst = &Burst{At: 30 * time.Second, Over: time.Minute, Properties: props, RangeDays: 31, Ranges: 12, Rooms: 5, Plans: 2, StopSellsPerSecond: 2}
+	s.Drain = 40 * time.Minute
+	s.Note += fmt.Sprintf("; storm: %d properties × 10 room-rates (5 rooms × 2 plans) reprice 365 days as 12 monthly ranges each (%d changes, %d days) within one minute from 0:30, 2 stop-sells/s meanwhile",
+		props, props*10*12, props*10*12*31)
+	return s
+}
+
+// singleCredential: every property behind one credential per channel, at
+// 200 req/s burst 400 per endpoint: every push of a channel and kind books
+// one item.
+func singleCredential(size Size, shards int) Scenario {
+	props, dur := 10000, 2*time.Minute
+	if size == Small {
+		props, dur = 100, 2*time.Minute
+	}
+	name := "single-credential"
+	if shards > 0 {
+		name = "single-credential-sharded"
+	}
+	s := steadyOf(name, props, dur)
+	s.Channels = nil
+	for _, n := range fiveChannels {
+		s.Channels = append(s.Channels, ChannelSpec{Name: n, Kinds: allKinds(), Creds: 1, Rate: 200, Burst: 400, Shards: shards})
+	}
+	s.Note += "; one credential per channel, 200 req/s burst 400 per endpoint"
+	if shards > 0 {
+		s.Note += fmt.Sprintf(", %d shards", shards)
+	}
+	return s
+}
+
+// faults is the steady load plus a 10-minute DynamoDB outage, an OTA
+// answering 5xx for 5 minutes, one OTA halving its real limit, Lambda
+// deaths and duplicate deliveries. The full run takes 400 properties (4
+// credentials per channel, each with the steady run's load) for 45
+// minutes; the small one compresses the faults into 5.
+func faults(size Size) Scenario {
+	var s Scenario
+	if size == Full {
+		// Faults apart by more than the visibility timeout (6 min), which
+		// is how long a change that failed during the outage waits.
+		s = steadyOf("faults", 400, 45*time.Minute)
+		s.Faults = Faults{DBOutage: [2]time.Duration{5 * time.Minute, 15 * time.Minute}, Vendor5xx: [2]time.Duration{25 * time.Minute, 30 * time.Minute},
+			Vendor5xxChannel: 1, HalveAt: 38 * time.Minute, HalveChannel: 2}
+	} else {
+		s = steadyOf("faults", 40, 5*time.Minute)
+		s.Faults = Faults{DBOutage: [2]time.Duration{time.Minute, 2 * time.Minute}, Vendor5xx: [2]time.Duration{150 * time.Second, 210 * time.Second},
+			Vendor5xxChannel: 1, HalveAt: 4 * time.Minute, HalveChannel: 2}
+	}
+	s.Faults.LambdaDeath, s.Faults.Duplicates = 0.01, 0.01
+	s.Drain = 30 * time.Minute
+	s.Note += fmt.Sprintf("; DynamoDB out %v–%v, %s answers 503 %v–%v, %s halves its real limit at %v, 1%% of invocations die mid-batch, 1%% of receives duplicated",
+		s.Faults.DBOutage[0], s.Faults.DBOutage[1], fiveChannels[1], s.Faults.Vendor5xx[0], s.Faults.Vendor5xx[1], fiveChannels[2], s.Faults.HalveAt)
+	return s
+}

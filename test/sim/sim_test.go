@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+)
+
+// testSeed is the seed of the small runs; FLEETBUCKET_SIM_SEED overrides it
+// to replay another.
+func testSeed(t *testing.T) uint64 {
+	if v := os.Getenv("FLEETBUCKET_SIM_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FLEETBUCKET_SIM_SEED=%q: want an unsigned integer", v)
+		}
+		return n
+	}
+	return 1
+}
+
+// runScenario runs one scenario in a synctest bubble and fails on any
+// invariant it broke, printing the seed.
+func runScenario(t *testing.T, name string, size Size, seed uint64, progress io.Writer) *Report {
+	t.Helper()
+	sc, err := Named(name, size, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep *Report
+	synctest.Test(t, func(t *testing.T) {
+		r, err := Run(t.Context(), sc, progress)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		rep = r
+	})
+	var b strings.Builder
+	rep.Write(&b)
+	t.Log("\n" + b.String())
+	if len(rep.Violations) > 0 {
+		t.Errorf("scenario %s, seed %d (replay: FLEETBUCKET_SIM_SEED=%d): %d invariant violations:\n%s",
+			name, seed, seed, len(rep.Violations), strings.Join(rep.Violations, "\n"))
+	}
+	if rep.Stats.Changes == 0 || rep.Accepted == 0 {
+		t.Errorf("scenario %s, seed %d: nothing happened (%d changes, %d accepted pushes)", name, seed, rep.Stats.Changes, rep.Accepted)
+	}
+	return rep
+}
+
+func TestSimCalibrate(t *testing.T) { runScenario(t, "calibrate", Small, testSeed(t), nil) }
+func TestSimSteady(t *testing.T)    { runScenario(t, "steady", Small, testSeed(t), nil) }
+func TestSimStorm(t *testing.T)     { runScenario(t, "storm", Small, testSeed(t), nil) }
+func TestSimSingleCredential(t *testing.T) {
+	runScenario(t, "single-credential", Small, testSeed(t), nil)
+}
+func TestSimFaults(t *testing.T) { runScenario(t, "faults", Small, testSeed(t), nil) }
+
+// TestSimFull is scripts/sim.sh's entry point: FLEETBUCKET_SIM names the
+// scenario (full size) and FLEETBUCKET_SIM_OUT a directory for the report
+// and its chart.
+func TestSimFull(t *testing.T) {
+	name := os.Getenv("FLEETBUCKET_SIM")
+	if name == "" {
+		t.Skip("set FLEETBUCKET_SIM=<scenario> (scripts/sim.sh does)")
+	}
+	size := Full
+	if os.Getenv("FLEETBUCKET_SIM_SMALL") != "" {
+		size = Small
+	}
+	rep := runScenario(t, name, size, testSeed(t), os.Stderr)
+	if out := os.Getenv("FLEETBUCKET_SIM_OUT"); out != "" {
+		var b strings.Builder
+		rep.Write(&b)
+		if err := os.WriteFile(filepath.Join(out, "sim-"+name+".txt"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "sim-"+name+".svg"), []byte(rep.SVG()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
