@@ -205,18 +205,5 @@ func (expediaAR) Decode(_ Request, resp Response) Outcome {
 		// which update failed: the whole message is refused.
 		return Outcome{Verdict: Refused, Reason: joinIssues(rs.Errors)}
 	}
-	if rs.Success == nil || !ok2xx {
-		if ok2xx {
-			return Outcome{Verdict: Transient, Reason: "AvailRateUpdateRS holds neither Success nor Error"}
-		}
-		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
-	}
-	if len(rs.Warnings) > 0 {
-		ws := make([]string, len(rs.Warnings))
-		for i, w := range rs.Warnings {
-			ws[i] = w.String()
-		}
-		return Outcome{Verdict: AcceptedWithWarnings, Warnings: ws}
-	}
-	return Outcome{Verdict: Accepted}
+	return answered(rs.Success != nil, resp, "AvailRateUpdateRS holds neither Success nor Error", rs.Warnings)
 }

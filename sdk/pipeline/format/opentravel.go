@@ -239,18 +239,5 @@ func (openTravel) Decode(req Request, resp Response) Outcome {
 		}
 		return o
 	}
-	if rs.Success == nil || !ok2xx {
-		if ok2xx {
-			return Outcome{Verdict: Transient, Reason: fmt.Sprintf("%s holds neither Success nor Errors", rs.XMLName.Local)}
-		}
-		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
-	}
-	if len(rs.Warnings) > 0 {
-		ws := make([]string, len(rs.Warnings))
-		for i, w := range rs.Warnings {
-			ws[i] = w.String()
-		}
-		return Outcome{Verdict: AcceptedWithWarnings, Warnings: ws}
-	}
-	return Outcome{Verdict: Accepted}
+	return answered(rs.Success != nil, resp, fmt.Sprintf("%s holds neither Success nor Errors", rs.XMLName.Local), rs.Warnings)
 }

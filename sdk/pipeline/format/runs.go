@@ -160,3 +160,24 @@ func authRefused(resp Response) (Outcome, bool) {
 	}
 	return Outcome{}, false
 }
+
+// answered is the outcome of an XML answer that names no error: accepted
+// (with its warnings) when it says Success on a 2xx; a 2xx that says
+// neither is transient (missing says what it lacked); anything else is a
+// refusal carrying the start of the body.
+func answered(success bool, resp Response, missing string, warnings []issue) Outcome {
+	ok2xx := resp.Status >= 200 && resp.Status < 300
+	switch {
+	case !success && ok2xx:
+		return Outcome{Verdict: Transient, Reason: missing}
+	case !success || !ok2xx:
+		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
+	case len(warnings) > 0:
+		ws := make([]string, len(warnings))
+		for i, w := range warnings {
+			ws[i] = w.String()
+		}
+		return Outcome{Verdict: AcceptedWithWarnings, Warnings: ws}
+	}
+	return Outcome{Verdict: Accepted}
+}
