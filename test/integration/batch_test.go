@@ -157,7 +157,7 @@ func TestExpiredSlotReacquires(t *testing.T) {
 	d.Fence = nil // this test counts the reservation's writes; the fence's own write is TestDuplicatePayloadJobPushesOnce's
 	counter := p.lastCounter
 	j := pushJob(1, "availability", clock.Now())
-	j.Slot = clock.Now().Add(-10 * time.Second) // long past any grace
+	j.Hold.At = clock.Now().Add(-10 * time.Second) // long past any grace
 	before := counter.Calls()
 	res, err := d.HandleJob(context.Background(), j)
 	if err != nil || res.Outcome != dispatch.Pushed || res.WastedSlots != 1 {

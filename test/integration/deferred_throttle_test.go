@@ -99,7 +99,7 @@ func TestDeferredSlotsAfterAThrottleHalveOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		history[j.ID] = append(history[j.ID], fmt.Sprintf("at t0+%v (slot t0+%v, due t0+%v): %s %q slot t0+%v", clock.Now().Sub(t0), j.Slot.Sub(t0), j.Due.Sub(t0), res.Outcome, res.Reason, res.Slot.Sub(t0)))
+		history[j.ID] = append(history[j.ID], fmt.Sprintf("at t0+%v (slot t0+%v, due t0+%v): %s %q slot t0+%v", clock.Now().Sub(t0), j.Hold.At.Sub(t0), j.Due.Sub(t0), res.Outcome, res.Reason, res.Slot.Sub(t0)))
 		if res.Outcome == dispatch.Deferred {
 			pending = append(pending, takeDeferred(t, p, 1, seen)...)
 		}
@@ -199,8 +199,8 @@ func visible(t *testing.T, p *pipeline) int {
 // deliverAt is when the test's queue hands j back: at its slot, or when
 // due for a job that holds none.
 func deliverAt(j job.Job) time.Time {
-	if !j.Slot.IsZero() {
-		return j.Slot
+	if !j.Hold.At.IsZero() {
+		return j.Hold.At
 	}
 	return j.Due
 }
@@ -208,8 +208,8 @@ func deliverAt(j job.Job) time.Time {
 func latestSlot(jobs []job.Job) time.Time {
 	var last time.Time
 	for _, j := range jobs {
-		if j.Slot.After(last) {
-			last = j.Slot
+		if j.Hold.At.After(last) {
+			last = j.Hold.At
 		}
 	}
 	return last

@@ -162,8 +162,8 @@ func TestLaneStaysBoundedUnderABacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.Slot.After(due) {
-			due = j.Slot
+		if j.Hold.At.After(due) {
+			due = j.Hold.At
 		}
 		msgs = append(msgs, syncer.Message{ID: fmt.Sprint(i), Body: body, Deferred: true})
 	}

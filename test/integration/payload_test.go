@@ -36,7 +36,7 @@ func TestDuplicatePayloadJobPushesOnce(t *testing.T) {
 	}{
 		{"first deliveries, no slot yet", func(j job.Job, _ time.Time) job.Job { return j }},
 		{"deferred copies whose slot expired", func(j job.Job, now time.Time) job.Job {
-			j.Deferrals, j.Slot = 1, now.Add(-time.Minute) // each re-acquires a slot
+			j.Deferrals, j.Hold.At = 1, now.Add(-time.Minute) // each re-acquires a slot
 			return j
 		}},
 		{"one copy deferred, the other a first delivery", nil},
@@ -50,7 +50,7 @@ func TestDuplicatePayloadJobPushesOnce(t *testing.T) {
 			if tt.copy != nil {
 				a, b = tt.copy(j, now), tt.copy(j, now)
 			} else {
-				a.Deferrals, a.Slot = 2, now.Add(-time.Minute)
+				a.Deferrals, a.Hold.At = 2, now.Add(-time.Minute)
 			}
 			var outcomes []dispatch.Outcome
 			for _, c := range []job.Job{a, b} {

@@ -67,16 +67,16 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 		t.Fatalf("the batch's two jobs booked with %d writes, want 1", n)
 	}
 	batch := p.receiveDeferred(t, 2)
-	sort.Slice(batch, func(i, j int) bool { return batch[i].Slot.Before(batch[j].Slot) })
+	sort.Slice(batch, func(i, j int) bool { return batch[i].Hold.At.Before(batch[j].Hold.At) })
 	deferred = append(deferred, batch...)
 	for _, j := range deferred {
-		if j.GrantInterval == 0 {
+		if j.Hold.Grant.Interval == 0 {
 			t.Fatalf("deferred job %s carries no probe: %+v", j.ID, j)
 		}
 	}
 
 	// The first comes back at its slot before anything changed: pushed.
-	clock.Set(deferred[0].Slot)
+	clock.Set(deferred[0].Hold.At)
 	res, err = d.HandleJob(ctx, deferred[0])
 	if err != nil || res.Outcome != dispatch.Pushed {
 		t.Fatalf("first job at its slot: %+v, %v; want pushed", res, err)
@@ -89,14 +89,14 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	// The batch's slots were revoked: each job is booked again after the
 	// penalty, at 10/s, and deferred; the vendor saw only the first push.
 	for _, j := range deferred[1:] {
-		clock.Set(j.Slot)
+		clock.Set(j.Hold.At)
 		res, err = d.HandleJob(ctx, j)
-		if err != nil || res.Outcome != dispatch.Deferred || !res.Slot.After(j.Slot) {
+		if err != nil || res.Outcome != dispatch.Deferred || !res.Slot.After(j.Hold.At) {
 			t.Fatalf("%s at its revoked slot: %+v, %v; want deferred to a later slot", j.ID, res, err)
 		}
 		again := p.receiveDeferred(t, 1)[0]
-		if again.GrantVersion != 2 {
-			t.Fatalf("the slot booked again carries stamp version %d, want 2 (after the two throttles): %+v", again.GrantVersion, again)
+		if again.Hold.Grant.Version != 2 {
+			t.Fatalf("the slot booked again carries stamp version %d, want 2 (after the two throttles): %+v", again.Hold.Grant.Version, again)
 		}
 	}
 	if n := len(p.ota.Requests()); n != 1 {

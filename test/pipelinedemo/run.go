@@ -416,7 +416,7 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 		if deferred && t.trace != nil {
 			for _, m := range batch {
 				if j, err := job.Decode(m.Body); err == nil {
-					t.trace.event("recv", j.ID, "due=%d slot=%d deferrals=%d", t.trace.since(j.Due), t.trace.since(j.Slot), j.Deferrals)
+					t.trace.event("recv", j.ID, "due=%d slot=%d deferrals=%d", t.trace.since(j.Due), t.trace.since(j.Hold.At), j.Deferrals)
 				}
 			}
 		}

@@ -99,7 +99,7 @@ type tracedQueue struct {
 }
 
 func (q tracedQueue) Defer(ctx context.Context, j job.Job, wait time.Duration) error {
-	q.t.event("defer", j.ID, "wait=%d slot=%d", wait.Milliseconds(), q.t.since(j.Slot))
+	q.t.event("defer", j.ID, "wait=%d slot=%d", wait.Milliseconds(), q.t.since(j.Hold.At))
 	return q.Queue.Defer(ctx, j, wait)
 }
 

@@ -31,7 +31,7 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 		// is a second message with the same body). Pushing both would
 		// spend the slot twice. Jobs that only share an ID are distinct
 		// work (job.Identity), and both go.
-		key := j.Identity() + "@" + j.Slot.String()
+		key := j.Identity() + "@" + j.Hold.At.String()
 		if f, dup := first[key]; dup {
 			results[i] = Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("duplicate of message %d in the same batch", f)}
 			continue
@@ -89,10 +89,9 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 			return
 		}
 		d.drainLocal(route, now)
-		stamp := stampOf(batch.Stamp())
+		stamp := granted(batch.Stamp())
 		for n, slot := range batch.Slots[local:] {
-			jobs[idx[n]].Slot = slot
-			markStamp(&jobs[idx[n]], stamp, slot.Sub(now))
+			jobs[idx[n]].Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
 		}
 	})
 }
@@ -126,7 +125,7 @@ func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
 		return false
 	}
 	// A held slot is used or, once expired, re-acquired on its own.
-	return j.Slot.IsZero()
+	return !j.Hold.Held()
 }
 
 // prebookLingering books, with one write per bucket, the slots that
@@ -169,8 +168,7 @@ func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs [
 		}
 		for n, i := range idx {
 			if n < len(batch.Slots) {
-				jobs[i].Slot, jobs[i].SlotKey, jobs[i].Tokens, jobs[i].NotBefore = batch.Slots[n], "", 1, time.Time{}
-				markStamp(&jobs[i], nil, 0)
+				jobs[i].Hold, jobs[i].NotBefore = job.Hold{At: batch.Slots[n], Tokens: 1}, time.Time{}
 			}
 			jobs[i].Linger = false // asked; lingerSlot does not ask again
 		}

@@ -465,7 +465,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		res, err := d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
 		return res, nil, err
 	}
-	if j.Slot.IsZero() && d.rechecks(j) {
+	if !j.Hold.Held() && d.rechecks(j) {
 		// Find out before booking a slot: a job told to come back again
 		// would leave it unused.
 		owned, res, err := d.recheck(ctx, j, route)
@@ -475,12 +475,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		j, now = *owned, d.now()
 	}
 	wasted := 0
-	if !j.Slot.IsZero() && now.After(j.Slot.Add(d.grace(route.Bucket.Limit))) {
-		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Slot, "late", now.Sub(j.Slot))
-		j.Slot, j.SlotKey, wasted = time.Time{}, "", 1
+	if j.Hold.Held() && now.After(j.Hold.At.Add(d.grace(route.Bucket.Limit))) {
+		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
+		j.Hold, wasted = job.Hold{}, 1
 	}
 	var pre Result // what the reservation records of a job it lets through
-	if j.Slot.IsZero() {
+	if !j.Hold.Held() {
 		res, done, err := d.reserve(ctx, &j, route, now)
 		if done || err != nil {
 			res.WastedSlots += wasted
@@ -488,7 +488,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		}
 		pre, now = res, d.now()
 	}
-	wait := j.Slot.Sub(now)
+	wait := j.Hold.At.Sub(now)
 	if route.Shadow {
 		// Enforcement would sleep or defer here; shadow mode records which
 		// and pushes now. The booked slot stays in the bucket, so the
@@ -517,7 +517,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 	// read's latency does not delay the push past its slot: late pushes
 	// bunch at the vendor.
 	early := time.Duration(0)
-	if jobStamp(j) != nil {
+	if stampOf(j.Hold) != nil {
 		early = limiter.ConfirmAfter
 	}
 	if wait > early {
@@ -529,13 +529,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		// A throttle since the slot was booked lowered the rate below the
 		// one it was booked at, or asked for silence past it (or the
 		// store cannot say). Book again rather than earn a 429.
-		d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Slot, "err", err)
-		j.Slot, j.SlotKey = time.Time{}, ""
-		markStamp(&j, nil, 0)
+		d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
+		j.Hold = job.Hold{}
 		res, next, err := d.serve(ctx, j, route, d.now())
 		return pre.then(res), next, err
 	}
-	if rest := j.Slot.Sub(d.now()); rest > 0 {
+	if rest := j.Hold.At.Sub(d.now()); rest > 0 {
 		if err := d.sleep(ctx, rest); err != nil {
 			return Result{}, nil, err
 		}
@@ -599,8 +598,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		slot, key, stamp, err = d.reserveRoute(ctx, route, n, maxDelay)
 	}
 	if err == nil {
-		j.Slot, j.SlotKey, j.Tokens = slot, key, tokens
-		markStamp(j, stamp, slot.Sub(now))
+		j.Hold = newHold(slot, key, tokens, stamp, slot.Sub(now))
 		d.drainLocal(route, now)
 		return Result{}, false, nil
 	}
@@ -692,8 +690,7 @@ func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded b
 	}
 	// No slot is held: the push goes out now, as the integration did
 	// before fleetbucket.
-	j.Slot, j.SlotKey = now, firstShard(route)
-	markStamp(j, nil, 0)
+	j.Hold = job.Hold{At: now, Key: firstShard(route)}
 	return res, false, nil
 }
 
@@ -712,8 +709,7 @@ func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, no
 	n := d.localTokens(route, *j)
 	delay, ok := d.LocalShare.ReserveN(route.buckets(), n, now, maxWait)
 	if ok {
-		j.Slot, j.SlotKey, j.Tokens = now.Add(delay), firstShard(route), n
-		markStamp(j, nil, 0)
+		j.Hold = job.Hold{At: now.Add(delay), Key: firstShard(route), Tokens: n}
 		return Result{StoreError: true, LocalShares: 1}, false, nil
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
@@ -796,7 +792,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
-		return r.Slot, "", stampOf(r.Stamp()), err
+		return r.Slot, "", granted(r.Stamp()), err
 	}
 	multi, ok := d.Limiter.(MultiReserver)
 	if !ok {
@@ -818,19 +814,19 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 		return limiter.Bucket{}, nil, err
 	}
 	for i, b := range shards {
-		if b.Key == j.SlotKey {
+		if b.Key == j.Hold.Key {
 			return b, append(append([]limiter.Bucket(nil), shards[:i]...), shards[i+1:]...), nil
 		}
 	}
-	return limiter.Bucket{}, nil, fmt.Errorf("job %q holds a slot in %q, not a shard of %q (shards changed?)", j.ID, j.SlotKey, route.Sharded.Key)
+	return limiter.Bucket{}, nil, fmt.Errorf("job %q holds a slot in %q, not a shard of %q (shards changed?)", j.ID, j.Hold.Key, route.Sharded.Key)
 }
 
 // push sends j at its slot. With Work, the body is what the work has
 // pending now, and after the vendor settles the push (accepted, or refused
 // for good) the work may hand back the next job.
 func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
-	res := Result{JobID: j.ID, Slot: j.Slot}
-	held := !j.Slot.IsZero()
+	res := Result{JobID: j.ID, Slot: j.Hold.At}
+	held := j.Hold.Held()
 	j, p, err := d.begin(ctx, j, route)
 	if err != nil {
 		res, err := d.beginFailed(ctx, j, route, res, held, err)
@@ -854,9 +850,9 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
 	}
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
-		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
+		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
-		Stamp: jobStamp(j),
+		Stamp: stampOf(j.Hold),
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
@@ -948,7 +944,7 @@ func (d *Dispatcher) done(ctx context.Context, j job.Job, route Route, p Payload
 		// The push went out; what it carried is still pending and will be
 		// pushed again: the vendor gets the same state twice, never less.
 		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
-		j.Slot = time.Time{}
+		j.Hold = job.Hold{}
 		def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
 		def.StoreError = true
 		return res.then(def), nil, derr
@@ -963,7 +959,7 @@ func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, route Route, res
 		return Result{}, nil, ctx.Err()
 	}
 	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
-	j.Slot = time.Time{}
+	j.Hold = job.Hold{}
 	def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
 	def.StoreError, def.WastedSlots = true, 1
 	return def, nil, derr
@@ -979,7 +975,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		// one, counted as a failure so that a token that keeps changing
 		// cannot loop.
 		j.Failures++
-		j.Slot, j.SlotKey = time.Time{}, ""
+		j.Hold = job.Hold{}
 		def, err := d.deferJob(ctx, j, route, 0, "credential refreshed after "+perm.Error())
 		def.Attempts, def.Throttled = res.Attempts, res.Throttled
 		return def, nil, err
@@ -993,7 +989,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		j.Failures++
 		wait := d.failureWait(j, 0)
 		d.pause(ctx, route, d.now().Add(wait))
-		j.Slot, j.SlotKey = time.Time{}, ""
+		j.Hold = job.Hold{}
 		def, err := d.deferJob(ctx, j, route, wait, "credential refused, its pushes paused: "+perm.Error())
 		def.Attempts, def.Throttled, def.CredentialRefused = res.Attempts, res.Throttled, true
 		return def, nil, err
@@ -1008,14 +1004,14 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		if credentialRefused(perm.Status) {
 			reason = fmt.Sprintf("credential refused %d times in a row: %v", j.Failures+1, perm)
 		}
-		j.Slot, j.SlotKey = time.Time{}, "" // spent on the push, not wasted
+		j.Hold = job.Hold{} // spent on the push, not wasted
 		dl, err := d.deadLetter(ctx, j, DeadLettered, reason)
 		dl.Attempts, dl.Throttled, dl.CredentialRefused = res.Attempts, res.Throttled, credentialRefused(perm.Status)
 		return dl, nil, err
 	case errors.As(err, &later) && errors.Is(later, limiter.ErrUnavailable):
 		// The limiter's store, not the vendor, failed: fail closed, and
 		// do not count it against the job.
-		j.Slot, j.SlotKey = time.Time{}, ""
+		j.Hold = job.Hold{}
 		def, err := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, later.Error())
 		def.Slot, def.Attempts, def.Throttled, def.StoreError = res.Slot, res.Attempts, res.Throttled, true
 		return def, nil, err
@@ -1023,14 +1019,14 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		// Given up, as a refusal is (above): the job is dead-lettered and
 		// its work stays pending.
 		reason := fmt.Sprintf("gave up after %d failed pushes in a row: %v", j.Failures+1, later)
-		j.Slot, j.SlotKey = time.Time{}, ""
+		j.Hold = job.Hold{}
 		dl, err := d.deadLetter(ctx, j, DeadLettered, reason)
 		dl.Attempts, dl.Throttled = res.Attempts, res.Throttled
 		return dl, nil, err
 	case errors.As(err, &later):
 		j.Failures++
 		wait := d.failureWait(j, later.After)
-		j.Slot, j.SlotKey = time.Time{}, "" // retries spent or lost it; the next run acquires afresh
+		j.Hold = job.Hold{} // retries spent or lost it; the next run acquires afresh
 		def, err := d.deferJob(ctx, j, route, wait, later.Error())
 		def.Slot, def.Attempts, def.Throttled = res.Slot, res.Attempts, res.Throttled
 		return def, nil, err
@@ -1096,7 +1092,7 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait 
 	if d.Work != nil {
 		err := d.Work.Hold(ctx, j, d.now().Add(wait))
 		if errors.Is(err, ErrNothingToPush) {
-			return Result{JobID: j.ID, Outcome: Coalesced, Reason: "not deferred: " + err.Error(), Slot: j.Slot}, nil
+			return Result{JobID: j.ID, Outcome: Coalesced, Reason: "not deferred: " + err.Error(), Slot: j.Hold.At}, nil
 		}
 		if err != nil {
 			// The job still comes back; if its hold lapses meanwhile, the
@@ -1108,7 +1104,7 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait 
 	if err := d.Queue.Defer(ctx, j, wait); err != nil {
 		return Result{}, err
 	}
-	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Slot}, nil
+	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Hold.At}, nil
 }
 
 // deadLetter sends j to the dead-letter queue with the reason. Work that
@@ -1135,7 +1131,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reaso
 		return Result{}, err
 	}
 	res, err := d.deadLetterBody(ctx, j.ID, body, o, reason)
-	if !j.Slot.IsZero() {
+	if j.Hold.Held() {
 		res.WastedSlots = 1
 	}
 	res.StoreError = storeErr

@@ -125,7 +125,7 @@ func (w *work) Done(_ context.Context, j job.Job, _ Payload) (*job.Job, error) {
 	w.more--
 	next := j
 	next.ID = j.ID + "+"
-	next.Slot = time.Time{}
+	next.Hold = job.Hold{}
 	next.NotBefore = w.clock.Now().Add(w.linger)
 	return &next, nil
 }
@@ -261,7 +261,7 @@ func TestFenceStopsASecondDelivery(t *testing.T) {
 	r := newRig(t)
 	r.d.Work, r.d.Fence = nil, fence{}
 	j := testJob(r.clock.Now())
-	j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, r.clock.Now()
+	j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, r.clock.Now()
 	first, err := r.d.HandleJob(context.Background(), j)
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +401,7 @@ func TestDeferralLeadFollowsObservedLateness(t *testing.T) {
 	// It was deferred for 20 s and came back 2 s late: 10% of the delay.
 	j := testJob(now)
 	j.DeferredAt, j.Due = now.Add(-22*time.Second), now.Add(-2*time.Second)
-	j.Slot = now.Add(40 * time.Second)
+	j.Hold.At = now.Add(40 * time.Second)
 	res, err := r.d.HandleJob(context.Background(), j)
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +410,7 @@ func TestDeferralLeadFollowsObservedLateness(t *testing.T) {
 		t.Fatalf("lateness %v of %v, want 2s of 20s", res.Lateness, res.Delayed)
 	}
 	// 1.25 × 10% of 40 s = 5 s early, more than the BlockThreshold.
-	if len(r.queue.deferred) != 1 || r.queue.deferred[0].wait != 35*time.Second || !r.queue.deferred[0].j.Slot.Equal(j.Slot) {
+	if len(r.queue.deferred) != 1 || r.queue.deferred[0].wait != 35*time.Second || !r.queue.deferred[0].j.Hold.At.Equal(j.Hold.At) {
 		t.Fatalf("deferred %+v, want 35 s with the slot kept", r.queue.deferred)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -73,7 +72,7 @@ func attemptTokens(route Route, p Payload) int {
 // counted wasted); then res is set and the push does not go out.
 func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Route, bucket limiter.Bucket) (Payload, *Result, error) {
 	w := route.ItemWeight
-	held := max(j.Tokens, 1)
+	held := max(j.Hold.Tokens, 1)
 	need := tokensFor(p.Items, w)
 	if len(p.Messages) > 0 {
 		// The slot pays for the first message; the others book their own.
@@ -106,7 +105,7 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	if !errors.As(err, &big) {
 		return small, nil, err
 	}
-	j.Slot, j.SlotKey, j.Tokens, j.Items = time.Time{}, "", 0, big.Items
+	j.Hold, j.Items = job.Hold{}, big.Items
 	res, err := d.deferJob(ctx, j, route, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
 	res.WastedSlots = 1
 	return Payload{}, &res, err

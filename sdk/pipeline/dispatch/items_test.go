@@ -90,7 +90,7 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 			for c.Now().Sub(start) < 10*time.Second {
 				// A job back from an earlier slot: it still says the 20
 				// tokens that slot held.
-				j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: items, Tokens: 20}
+				j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: items, Hold: job.Hold{Tokens: 20}}
 				res, err := d.HandleJob(t.Context(), j)
 				if err != nil {
 					t.Fatal(err)
@@ -179,8 +179,8 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	}
 	booked := 0
 	for _, j := range jobs {
-		if !j.Slot.IsZero() {
-			at, booked = append(at, j.Slot), booked+1
+		if !j.Hold.At.IsZero() {
+			at, booked = append(at, j.Hold.At), booked+1
 		}
 	}
 	if booked != len(jobs) {

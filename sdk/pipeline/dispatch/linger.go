@@ -31,8 +31,8 @@ func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, no
 	if err != nil {
 		return false
 	}
-	j.Slot, j.SlotKey, j.Tokens, j.NotBefore = r.Slot, "", 1, time.Time{}
-	markStamp(j, nil, 0) // lingerReach leaves adaptive buckets out: no stamp
+	// lingerReach leaves adaptive buckets out: no stamp.
+	j.Hold, j.NotBefore = job.Hold{At: r.Slot, Tokens: 1}, time.Time{}
 	return true
 }
 
@@ -47,7 +47,7 @@ func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, no
 // items, an adaptive limit, a local share or shadow mode: those linger
 // as before.
 func (d *Dispatcher) lingerReach(j job.Job, route Route, now time.Time) (time.Duration, bool) {
-	if !j.Linger || j.NotBefore.IsZero() || !j.Slot.IsZero() || route.Shadow || route.Sharded != nil || len(route.Also) > 0 ||
+	if !j.Linger || j.NotBefore.IsZero() || j.Hold.Held() || route.Shadow || route.Sharded != nil || len(route.Also) > 0 ||
 		route.ItemWeight > 0 || route.LocalShare || route.Bucket.Adaptive != nil {
 		return 0, false
 	}

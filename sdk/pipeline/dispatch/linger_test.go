@@ -167,12 +167,12 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 				switch {
 				case j.Linger:
 					got = append(got, "still asks")
-				case j.Slot.IsZero() && j.NotBefore.Equal(t0.Add(time.Second)):
+				case j.Hold.At.IsZero() && j.NotBefore.Equal(t0.Add(time.Second)):
 					got = append(got, "linger")
-				case !j.Slot.IsZero() && j.NotBefore.IsZero():
-					got = append(got, j.Slot.Sub(t0).String())
+				case !j.Hold.At.IsZero() && j.NotBefore.IsZero():
+					got = append(got, j.Hold.At.Sub(t0).String())
 				default:
-					got = append(got, fmt.Sprintf("slot %v not before %v", j.Slot, j.NotBefore))
+					got = append(got, fmt.Sprintf("slot %v not before %v", j.Hold.At, j.NotBefore))
 				}
 			}
 			if fmt.Sprint(got) != tt.wantSlots {

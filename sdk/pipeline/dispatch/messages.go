@@ -64,7 +64,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 	// books its own.
 	spare := 0
 	if route.ItemWeight > 0 {
-		spare = max(j.Tokens, 1) - attemptTokens(route, Payload{Items: p.Messages[0].Items})
+		spare = max(j.Hold.Tokens, 1) - attemptTokens(route, Payload{Items: p.Messages[0].Items})
 	}
 	for i := 0; i < len(p.Messages); i++ {
 		m := p.Messages[i]
@@ -75,9 +75,9 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 		}
 		switch {
 		case i == 0:
-			req.Reserved, req.Slot, req.Stamp = true, j.Slot, jobStamp(j)
+			req.Reserved, req.Slot, req.Stamp = true, j.Hold.At, stampOf(j.Hold)
 		case req.Tokens <= spare:
-			req.Reserved, req.Slot, spare = true, j.Slot, spare-req.Tokens
+			req.Reserved, req.Slot, spare = true, j.Hold.At, spare-req.Tokens
 		}
 		resp, err := d.Pusher.Push(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled

@@ -119,7 +119,7 @@ func TestSlotTokensPayForTheNextMessages(t *testing.T) {
 	p := &scriptedPusher{}
 	r.d.Work, r.d.Pusher, r.d.Routes = w, p, itemsRouter{}
 	j := testJob(r.clock.Now())
-	j.Slot, j.Tokens = r.clock.Now(), 5
+	j.Hold.At, j.Hold.Tokens = r.clock.Now(), 5
 	if _, err := r.d.HandleJob(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}

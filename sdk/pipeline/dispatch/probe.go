@@ -14,33 +14,35 @@ type Confirmer interface {
 	Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error)
 }
 
-// stampOf is a slot's stamp as markStamp takes it: nil unless an adaptive
-// bucket granted it.
-func stampOf(s limiter.Stamp, adaptive bool) *limiter.Stamp {
+// granted is a reservation's stamp as newHold takes it: nil unless an
+// adaptive bucket granted the slot.
+func granted(s limiter.Stamp, adaptive bool) *limiter.Stamp {
 	if !adaptive {
 		return nil
 	}
 	return &s
 }
 
-// markStamp records on j the stamp of the slot it was just given, ahead
-// by lead. Only a slot far enough ahead for a throttle to land before it
-// carries one (limiter.ConfirmAfter), and is confirmed at its slot: a slot
+// newHold is the hold on a slot just granted at `at`, ahead by lead. Only
+// a slot far enough ahead for a throttle to land before it carries its
+// stamp (limiter.ConfirmAfter), and is confirmed at its slot: a slot
 // pushed right after its grant costs no read, and a throttle on it is
 // told apart by limiter.ThrottleHold instead.
-func markStamp(j *job.Job, s *limiter.Stamp, lead time.Duration) {
-	j.GrantVersion, j.GrantInterval = 0, 0
+func newHold(at time.Time, key string, tokens int, s *limiter.Stamp, lead time.Duration) job.Hold {
+	h := job.Hold{At: at, Key: key, Tokens: tokens}
 	if s != nil && lead >= limiter.ConfirmAfter {
-		j.GrantVersion, j.GrantInterval = s.Version, s.Interval
+		h.Grant = job.Grant(*s)
 	}
+	return h
 }
 
-// jobStamp is the stamp j's slot carries, nil for none.
-func jobStamp(j job.Job) *limiter.Stamp {
-	if j.GrantInterval == 0 || j.Slot.IsZero() {
+// stampOf is the stamp h's slot carries, nil for none.
+func stampOf(h job.Hold) *limiter.Stamp {
+	if h.Grant.Interval == 0 || !h.Held() {
 		return nil
 	}
-	return &limiter.Stamp{Version: j.GrantVersion, Interval: j.GrantInterval}
+	s := limiter.Stamp(h.Grant)
+	return &s
 }
 
 // revoked reports whether j's slot may not be spent: a change since its
@@ -49,7 +51,7 @@ func jobStamp(j job.Job) *limiter.Stamp {
 // granted ConfirmAfter or more ahead (a deferred or batch-booked job), and
 // none for any other.
 func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool, error) {
-	s := jobStamp(j)
+	s := stampOf(j.Hold)
 	if s == nil {
 		return false, nil
 	}

@@ -51,8 +51,8 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 			r.lim.next = r.clock.Now().Add(500 * r.lim.T) // the bucket is booked ahead: a new slot is later
 			j := testJob(r.clock.Now())
 			held := r.clock.Now()
-			j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, held
-			j.GrantVersion, j.GrantInterval = tt.probe.Version, tt.probe.Interval
+			j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, held
+			j.Hold.Grant.Version, j.Hold.Grant.Interval = tt.probe.Version, tt.probe.Interval
 			res, err := r.d.HandleJob(context.Background(), j)
 			if err != nil {
 				t.Fatal(err)
@@ -85,8 +85,8 @@ func TestStampedSlotIsConfirmedBeforeItComes(t *testing.T) {
 	r.d.Limiter, r.d.Work = c, nil
 	j := testJob(r.clock.Now())
 	slot := r.clock.Now().Add(600 * time.Millisecond) // within BlockThreshold: slept for
-	j.Payload, j.Deferrals, j.Slot = []byte(`{"n":1}`), 1, slot
-	j.GrantVersion, j.GrantInterval = 2, 100_000
+	j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, slot
+	j.Hold.Grant.Version, j.Hold.Grant.Interval = 2, 100_000
 	res, err := r.d.HandleJob(context.Background(), j)
 	if err != nil || res.Outcome != Pushed {
 		t.Fatalf("HandleJob = %+v, %v; want pushed", res, err)

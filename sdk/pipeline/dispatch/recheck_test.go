@@ -25,7 +25,7 @@ func (w *ownerWork) Begin(_ context.Context, j job.Job) (job.Job, Payload, error
 	if string(j.Payload) == "recheck" {
 		if w.alive > 0 {
 			w.alive--
-			j.Slot, j.SlotKey = time.Time{}, "" // the slot is the owner's to use
+			j.Hold.At, j.Hold.Key = time.Time{}, "" // the slot is the owner's to use
 			return j, Payload{}, &RecheckError{At: w.clock.Now().Add(3 * time.Second), Reason: "lane owned by another"}
 		}
 		j.Payload = []byte("owner") // taken over

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
@@ -32,10 +31,10 @@ func (d *Dispatcher) routeUnavailable(ctx context.Context, j job.Job, e *RouteUn
 	}
 	d.log().Warn("the job's route is unavailable for now; deferring (fail closed)", "job_id", j.ID, "err", e.Err)
 	wasted := 0
-	if !j.Slot.IsZero() {
+	if j.Hold.Held() {
 		wasted = 1
 	}
-	j.Slot, j.SlotKey = time.Time{}, ""
+	j.Hold = job.Hold{}
 	res, err := d.deferJob(ctx, j, e.Route, d.Policy.StoreCooldown, e.Error())
 	res.Bucket, res.StoreError, res.WastedSlots = e.Route.Bucket.Key, true, res.WastedSlots+wasted
 	return res, err

@@ -18,6 +18,34 @@ import (
 	"time"
 )
 
+// Hold is a job's hold on a slot of the fleet bucket: a job run within
+// At + grace pushes without a second acquire.
+type Hold struct {
+	// At is the start of the token the job reserved.
+	At time.Time
+	// Key is the bucket the slot was booked in when it is not the route's
+	// own: one shard of a sharded bucket.
+	Key string
+	// Tokens is how many tokens the slot holds, on an endpoint metered by
+	// items; 0 means one.
+	Tokens int
+	// Grant is the stamp of a slot an adaptive bucket granted ahead
+	// (limiter.Stamp): the slot is confirmed before it is spent, since a
+	// throttle may have revoked it, and a throttle on its push is known to
+	// come from a slot granted at that version. Zero for any other slot.
+	Grant Grant
+}
+
+// Grant is the adaptive state a slot was granted at: limiter.Stamp's
+// fields, kept here so that a job needs nothing of the limiter to travel.
+type Grant struct {
+	Version  int64
+	Interval int64 // µs; zero: no stamp
+}
+
+// Held reports whether h holds a slot.
+func (h Hold) Held() bool { return !h.At.IsZero() }
+
 // Version is the wire format's version; Decode refuses others, so a
 // deployment never misreads a message written by a newer one.
 const Version = 1
@@ -43,24 +71,10 @@ type Job struct {
 	// Deadline, if set, is when pushing this job stops being useful; past
 	// it the job is shed to the dead-letter queue without spending a token.
 	Deadline time.Time `json:"deadline,omitzero"`
-	// Slot is the start of the token this job reserved; zero if it holds
-	// none. A job run within slot + grace pushes without a second acquire.
-	Slot time.Time `json:"slot,omitzero"`
-	// SlotKey is the bucket the slot was booked in when it is not the
-	// route's own: one shard of a sharded bucket.
-	SlotKey string `json:"slot_key,omitempty"`
-	// Tokens is how many tokens the slot holds, on an endpoint metered by
-	// items; 0 means one.
-	Tokens int `json:"tokens,omitempty"`
-	// GrantVersion and GrantInterval are the stamp of a slot an adaptive
-	// bucket granted ahead (limiter.Stamp): the slot is confirmed before it
-	// is spent, since a throttle may have revoked it, and a throttle on
-	// its push is known to come from a slot granted at that version.
-	// Zero for any other slot. The wire names are those of the probing
-	// slots that first carried them, so that messages in flight across a
-	// deployment read the same either way.
-	GrantVersion  int64 `json:"probe_version,omitempty"`
-	GrantInterval int64 `json:"probe_interval_us,omitempty"`
+	// Hold is the slot this job reserved in the fleet bucket; zero if it
+	// holds none. It is replaced or cleared as a whole, never field by
+	// field: a slot's key, tokens and stamp mean nothing without it.
+	Hold Hold `json:"-"` // written flat, under its fields' own names (wire)
 	// Items is how many items the job expects its push to carry, on an
 	// endpoint metered by items: its slot books their tokens.
 	Items int `json:"items,omitempty"`
@@ -120,8 +134,7 @@ func (j Job) Identity() string {
 // are dropped. Its id, payload and deadline stay.
 func (j Job) Restarted(now time.Time) Job {
 	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
-	j.Slot, j.SlotKey, j.NotBefore, j.DeferredAt, j.Due = time.Time{}, "", time.Time{}, time.Time{}, time.Time{}
-	j.GrantVersion, j.GrantInterval = 0, 0
+	j.Hold, j.NotBefore, j.DeferredAt, j.Due = Hold{}, time.Time{}, time.Time{}, time.Time{}
 	return j
 }
 
@@ -163,12 +176,13 @@ func Encode(j Job) (string, error) {
 
 // Decode parses and validates a message body.
 func Decode(body string) (Job, error) {
-	var j Job
+	var w wireJob
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
+	if err := dec.Decode(&w); err != nil {
 		return Job{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	j := w.job()
 	if j.V != Version {
 		return Job{}, fmt.Errorf("%w: version %d, this worker reads version %d", ErrMalformed, j.V, Version)
 	}

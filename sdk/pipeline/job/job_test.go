@@ -1,7 +1,9 @@
 package job
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ func valid() Job {
 
 func TestRoundTrip(t *testing.T) {
 	j := valid()
-	j.Slot = j.FirstSeen.Add(3 * time.Second)
+	j.Hold.At = j.FirstSeen.Add(3 * time.Second)
 	j.Deadline = j.FirstSeen.Add(time.Hour)
 	j.Deferrals = 2
 	body, err := Encode(j)
@@ -26,7 +28,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.V = Version
-	if !got.Slot.Equal(j.Slot) || !got.Deadline.Equal(j.Deadline) || got.ID != j.ID || got.Deferrals != 2 || string(got.Payload) != string(j.Payload) {
+	if !got.Hold.At.Equal(j.Hold.At) || !got.Deadline.Equal(j.Deadline) || got.ID != j.ID || got.Deferrals != 2 || string(got.Payload) != string(j.Payload) {
 		t.Fatalf("round trip: got %+v, want %+v", got, j)
 	}
 	if strings.Contains(body, "not_before") {
@@ -40,7 +42,7 @@ func TestIdentity(t *testing.T) {
 	j := valid()
 	copies := map[string]func(Job) Job{
 		"deferred with a slot": func(c Job) Job {
-			c.Slot, c.Deferrals, c.Failures, c.Tries = c.FirstSeen.Add(time.Minute), 3, 1, 1
+			c.Hold.At, c.Deferrals, c.Failures, c.Tries = c.FirstSeen.Add(time.Minute), 3, 1, 1
 			return c
 		},
 		"re-encoded payload": func(c Job) Job { c.Payload = []byte(`{ "rooms" : 1 }`); return c },
@@ -114,16 +116,45 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 func TestRestarted(t *testing.T) {
 	j := valid()
 	j.Deadline = j.FirstSeen.Add(48 * time.Hour)
-	j.Deferrals, j.Failures, j.SlotKey = 200, 3, "k#1"
-	j.Slot, j.NotBefore, j.DeferredAt, j.Due = j.FirstSeen.Add(time.Hour), j.FirstSeen.Add(2*time.Hour), j.FirstSeen, j.FirstSeen.Add(time.Minute)
+	j.Deferrals, j.Failures, j.Hold.Key = 200, 3, "k#1"
+	j.Hold.At, j.NotBefore, j.DeferredAt, j.Due = j.FirstSeen.Add(time.Hour), j.FirstSeen.Add(2*time.Hour), j.FirstSeen, j.FirstSeen.Add(time.Minute)
 	now := j.FirstSeen.Add(30 * time.Hour)
 	got := j.Restarted(now)
 	want := Job{ID: j.ID, Channel: j.Channel, Credential: j.Credential, Endpoint: j.Endpoint, Payload: j.Payload, FirstSeen: now, Deadline: j.Deadline}
 	if got.ID != want.ID || string(got.Payload) != string(want.Payload) || !got.FirstSeen.Equal(now) || !got.Deadline.Equal(want.Deadline) ||
-		got.Deferrals != 0 || got.Failures != 0 || got.SlotKey != "" || !got.Slot.IsZero() || !got.NotBefore.IsZero() || !got.DeferredAt.IsZero() || !got.Due.IsZero() {
+		got.Deferrals != 0 || got.Failures != 0 || got.Hold.Key != "" || !got.Hold.At.IsZero() || !got.NotBefore.IsZero() || !got.DeferredAt.IsZero() || !got.Due.IsZero() {
 		t.Fatalf("Restarted = %+v, want %+v", got, want)
 	}
 	if j.Deferrals != 200 {
 		t.Fatal("Restarted changed the job it was called on")
+	}
+}
+
+// A body written before a job's hold was one value (its slot, key, tokens
+// and stamp as five flat fields) is still in flight across a deployment:
+// it decodes to the same hold, and a job encodes under the same names.
+func TestDecodesABodyWrittenBeforeTheHold(t *testing.T) {
+	const old = `{"v":1,"id":"evt-1#booking_com#availability","channel":"booking_com","credential":"cred-1","endpoint":"availability",` +
+		`"payload":{"rooms":1},"first_seen":"2026-11-30T12:00:00Z","slot":"2026-11-30T12:00:03.25Z","slot_key":"k#s2","tokens":4,` +
+		`"probe_version":7,"probe_interval_us":125000,"items":9,"deferrals":2}`
+	got, err := Decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Hold{At: time.Date(2026, 11, 30, 12, 0, 3, 250_000_000, time.UTC), Key: "k#s2", Tokens: 4, Grant: Grant{Version: 7, Interval: 125_000}}
+	if !got.Hold.At.Equal(want.At) || got.Hold.Key != want.Key || got.Hold.Tokens != want.Tokens || got.Hold.Grant != want.Grant || got.Items != 9 || got.Deferrals != 2 {
+		t.Fatalf("decoded hold %+v (items %d, deferrals %d), want %+v (9, 2)", got.Hold, got.Items, got.Deferrals, want)
+	}
+	body, err := Encode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var was, is map[string]any
+	if json.Unmarshal([]byte(old), &was) != nil || json.Unmarshal([]byte(body), &is) != nil || !reflect.DeepEqual(was, is) {
+		t.Fatalf("re-encoded:\n%s\nwant the fields written before:\n%s", body, old)
+	}
+	got.Hold = Hold{}
+	if body, _ := Encode(got); strings.Contains(body, "slot") || strings.Contains(body, "probe") || strings.Contains(body, "tokens") {
+		t.Errorf("a job holding no slot encodes hold fields: %s", body)
 	}
 }

@@ -351,7 +351,7 @@ func (s *Syncer) notOwner(j job.Job, id lane.ID, ref laneRef, other *lane.NotOwn
 	}
 	ref.SeenOwner = owner
 	j = s.rebased(j, id, ref)
-	j.Slot, j.SlotKey = time.Time{}, "" // the slot is the owner's to use
+	j.Hold = job.Hold{} // the slot is the owner's to use
 	return j, dispatch.Payload{}, &dispatch.RecheckError{
 		At: other.Pending.LeaseUntil.Add(time.Second), Reason: other.Error(),
 	}
