@@ -432,117 +432,115 @@ func (r Result) then(next Result) Result {
 }
 
 // serve takes one job from its slot (or lack of one) to a push, a deferral
-// or a shed. next is the job a push handed back, if any.
+// or a shed: it asks decide what to do, does it, and asks again with what
+// changed. next is the job a push handed back, if any.
 func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time) (Result, *job.Job, error) {
-	if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
-		// Not due yet: a chained wait past SQS's maximum delay, or work
-		// that collects changes for a moment before its push. A short
-		// wait is slept here; the slot is booked after it, as late as
-		// possible.
-		wait := j.NotBefore.Sub(now)
-		switch {
-		case d.lingerSlot(ctx, &j, route, now):
-			// Its bucket fills up before the linger ends: the push takes
-			// the slot it booked rather than let the bucket lose tokens.
-			now = d.now()
-		case wait > d.lead(wait) || !d.canSleep(ctx, wait):
-			res, err := d.deferJob(ctx, j, route, wait, "not due yet")
-			return res, nil, err
-		default:
-			if err := d.sleep(ctx, wait); err != nil {
+	var pre Result // what the call records of a job before its outcome
+	s := d.situation(ctx, route)
+	for {
+		s.Job, s.Now = j, now
+		if !s.LingerAsked && !s.Owned && !s.Booked {
+			s.LingerReach, _ = d.lingerReach(j, route, now)
+		}
+		s.Rechecks = !j.Hold.Held() && d.rechecks(j)
+		s.Lead = d.leadRule()
+		dec := decide(s)
+		switch dec.Act {
+		case actBookLinger:
+			if d.lingerSlot(ctx, &j, route, dec.Wait) {
+				// Its bucket fills up before the linger ends: the push takes
+				// the slot it booked rather than let the bucket lose tokens.
+				now = d.now()
+			}
+			s.LingerAsked = true
+			continue
+		case actSleep:
+			// A short wait for a job not due yet is slept here; the slot is
+			// booked after it, as late as possible.
+			if err := d.sleep(ctx, dec.Wait); err != nil {
 				return Result{}, nil, err
 			}
 			j.NotBefore, now = time.Time{}, d.now()
+			continue
+		case actDefer, actDeadLetter:
+			// What a reservation recorded of a job it let through is the
+			// push's, not a deferral's: only its wasted slots carry over.
+			res, err := d.act(ctx, j, route, dec)
+			return Result{WastedSlots: pre.WastedSlots}.then(res), nil, err
+		case actRecheck:
+			// Find out before booking a slot: a job told to come back again
+			// would leave it unused.
+			owned, res, err := d.recheck(ctx, j, route)
+			if owned == nil {
+				return pre.then(res), nil, err
+			}
+			j, now, s.Owned = *owned, d.now(), true
+			continue
+		case actReserve:
+			if dec.DropHold {
+				d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
+				j.Hold = job.Hold{}
+				pre.WastedSlots++
+			}
+			res, done, err := d.reserve(ctx, &j, route, now)
+			pre = pre.then(res)
+			if done || err != nil {
+				return pre, nil, err
+			}
+			now, s.Booked = d.now(), true
+			continue
 		}
-	}
-	// Checked after the wait for NotBefore, which may cross it; a job
-	// that is deferred instead meets the same bound in deferJob.
-	if maxAge, _ := d.lifetime(route); !now.Before(j.FirstSeen.Add(maxAge)) {
-		res, err := d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), maxAge))
-		return res, nil, err
-	}
-	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
-		res, err := d.deadLetter(ctx, j, Shed, fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339)))
-		return res, nil, err
-	}
-	if !j.Hold.Held() && d.rechecks(j) {
-		// Find out before booking a slot: a job told to come back again
-		// would leave it unused.
-		owned, res, err := d.recheck(ctx, j, route)
-		if owned == nil {
-			return res, nil, err
+		// actPush
+		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
+		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
+		if route.Shadow {
+			res, next, err := d.push(ctx, j, route)
+			return pre.then(res), next, err
 		}
-		j, now = *owned, d.now()
-	}
-	wasted := 0
-	if j.Hold.Held() && now.After(j.Hold.At.Add(d.grace(route.Bucket.Limit))) {
-		d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
-		j.Hold, wasted = job.Hold{}, 1
-	}
-	var pre Result // what the reservation records of a job it lets through
-	if !j.Hold.Held() {
-		res, done, err := d.reserve(ctx, &j, route, now)
-		if done || err != nil {
-			res.WastedSlots += wasted
-			return res, nil, err
+		if dec.Wait > 0 {
+			if err := d.sleep(ctx, dec.Wait); err != nil {
+				return Result{}, nil, err
+			}
 		}
-		pre, now = res, d.now()
-	}
-	wait := j.Hold.At.Sub(now)
-	if route.Shadow {
-		// Enforcement would sleep or defer here; shadow mode records which
-		// and pushes now. The booked slot stays in the bucket, so the
-		// bucket shows the pace enforcement would keep.
-		if wait > 0 {
-			pre.ShadowWait = max(pre.ShadowWait, wait)
-			pre.ShadowWouldDefer = pre.ShadowWouldDefer || wait > d.lead(wait) || !d.canSleep(ctx, wait)
+		revoked, err := false, error(nil)
+		if dec.Confirm {
+			revoked, err = d.revoked(ctx, j, route)
+		}
+		if revoked {
+			// A throttle since the slot was booked lowered the rate below
+			// the one it was booked at, or asked for silence past it (or
+			// the store cannot say). Book again rather than earn a 429.
+			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
+			j.Hold, now = job.Hold{}, d.now()
+			s.Owned, s.Booked, s.LingerAsked = false, false, false
+			continue
+		}
+		if rest := j.Hold.At.Sub(d.now()); rest > 0 {
+			if err := d.sleep(ctx, rest); err != nil {
+				return Result{}, nil, err
+			}
 		}
 		res, next, err := d.push(ctx, j, route)
-		res = pre.then(res)
-		res.WastedSlots += wasted
-		return res, next, err
-	}
-	if lead := d.lead(wait); wait > lead || !d.canSleep(ctx, wait) {
-		// Come back once the slot is within blocking distance, and sleep
-		// the rest. SQS delays are whole seconds and deliveries run late
-		// (in proportion to the delay on the emulator, by seconds under a
-		// scaling event source mapping), so the job comes back early by
-		// the lateness seen, never less than BlockThreshold; a wait that
-		// lateness alone could eat is slept here instead.
-		res, err := d.deferJob(ctx, j, route, max(wait-lead, 0), "waiting for its reserved slot")
-		res.WastedSlots += wasted
-		return res, nil, err
-	}
-	// A stamped slot is confirmed ConfirmAfter before it comes, so that the
-	// read's latency does not delay the push past its slot: late pushes
-	// bunch at the vendor.
-	early := time.Duration(0)
-	if stampOf(j.Hold) != nil {
-		early = limiter.ConfirmAfter
-	}
-	if wait > early {
-		if err := d.sleep(ctx, wait-early); err != nil {
-			return Result{}, nil, err
-		}
-	}
-	if revoked, err := d.revoked(ctx, j, route); revoked {
-		// A throttle since the slot was booked lowered the rate below the
-		// one it was booked at, or asked for silence past it (or the
-		// store cannot say). Book again rather than earn a 429.
-		d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
-		j.Hold = job.Hold{}
-		res, next, err := d.serve(ctx, j, route, d.now())
 		return pre.then(res), next, err
 	}
-	if rest := j.Hold.At.Sub(d.now()); rest > 0 {
-		if err := d.sleep(ctx, rest); err != nil {
-			return Result{}, nil, err
-		}
+}
+
+// act carries out a decision that ends the call's hold on j: a deferral
+// or a dead letter.
+func (d *Dispatcher) act(ctx context.Context, j job.Job, route Route, dec decision) (Result, error) {
+	if dec.Act == actDeadLetter {
+		return d.deadLetter(ctx, j, dec.Outcome, dec.Reason)
 	}
-	res, next, err := d.push(ctx, j, route)
-	res = pre.then(res)
-	res.WastedSlots += wasted
-	return res, next, err
+	return d.deferJob(ctx, j, route, dec.Wait, dec.Reason)
+}
+
+// situation is what decide reads of the dispatcher and the call: the
+// parts that stay the same while one job is served.
+func (d *Dispatcher) situation(ctx context.Context, route Route) situation {
+	s := situation{Shadow: route.Shadow, Grace: d.grace(route.Bucket.Limit), Early: limiter.ConfirmAfter}
+	s.MaxAge, _ = d.lifetime(route)
+	s.Sleep = d.sleepBound(ctx)
+	return s
 }
 
 // lifetime is how long route's jobs live and how often they may be
@@ -558,9 +556,10 @@ func (d *Dispatcher) lifetime(route Route) (maxAge time.Duration, maxDeferrals i
 	return maxAge, maxDeferrals
 }
 
-// lead is how early a deferral of wait comes back.
-func (d *Dispatcher) lead(wait time.Duration) time.Duration {
-	return max(d.Policy.BlockThreshold, d.late.lead(wait, d.Policy.LateRatio))
+// leadRule is how early a deferral comes back: by BlockThreshold, or by
+// the policy's LateRatio of its wait raised to the lateness seen.
+func (d *Dispatcher) leadRule() leadRule {
+	return leadRule{Floor: d.Policy.BlockThreshold, Ratio: d.late.ratioOver(d.Policy.LateRatio)}
 }
 
 // contendedRetries bounds the prompt retries of a reservation whose writes
@@ -1167,15 +1166,16 @@ func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
 // deadline (a Lambda invocation's end) and stays within the call's
 // MaxHold.
 func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
-	if wait <= 0 {
-		return true
-	}
-	until := d.now().Add(wait)
-	if hold, ok := ctx.Value(holdKey{}).(time.Time); ok && until.After(hold) {
-		return false
-	}
-	deadline, ok := ctx.Deadline()
-	return !ok || until.Add(d.Policy.DeadlineMargin).Before(deadline)
+	return d.sleepBound(ctx).can(d.now(), wait)
+}
+
+// sleepBound is what ctx lets the call sleep: its hold, and DeadlineMargin
+// before its deadline.
+func (d *Dispatcher) sleepBound(ctx context.Context) sleepBound {
+	b := sleepBound{Margin: d.Policy.DeadlineMargin}
+	b.Hold, _ = ctx.Value(holdKey{}).(time.Time)
+	b.Deadline, _ = ctx.Deadline()
+	return b
 }
 
 type holdKey struct{}

@@ -37,10 +37,16 @@ func (l *lateness) observe(late, delayed time.Duration) {
 	}
 }
 
+// ratioOver is the share of its delay a deferral should come back early
+// by: floor, or more if the lateness seen needs it.
+func (l *lateness) ratioOver(floor float64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(floor, margin*l.ratio)
+}
+
 // lead is how early a deferral of wait should come back: floor·wait, or
 // more if the lateness seen needs it.
 func (l *lateness) lead(wait time.Duration, floor float64) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return time.Duration(max(floor, margin*l.ratio) * float64(wait))
+	return time.Duration(l.ratioOver(floor) * float64(wait))
 }

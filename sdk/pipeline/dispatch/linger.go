@@ -9,8 +9,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// lingerSlot books a slot for a lingering job (j.Linger) if its bucket
-// would fill up before the linger ends, and reports whether it did.
+// lingerSlot books a slot for a lingering job (j.Linger) within reach
+// (lingerReach: its bucket would fill up before the linger ends), and
+// reports whether it did.
 //
 // A lingering job collects work (the changes that ride in its push); the
 // bucket meanwhile accrues tokens, up to its burst. Once it is full, every
@@ -22,11 +23,7 @@ import (
 // until NotBefore (HandleJobs books a batch's with one write), and the
 // rest linger on. Denied, or the store failing, the job lingers as
 // before: its reservation after the linger deals with errors.
-func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, now time.Time) bool {
-	reach, ok := d.lingerReach(*j, route, now)
-	if !ok {
-		return false
-	}
+func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, reach time.Duration) bool {
 	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
 	if err != nil {
 		return false

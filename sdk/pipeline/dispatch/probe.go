@@ -49,7 +49,7 @@ func stampOf(h job.Hold) *limiter.Stamp {
 // grant revoked it, or the store could not confirm it (fail closed; the
 // error says which). It costs one read for a slot an adaptive bucket
 // granted ConfirmAfter or more ahead (a deferred or batch-booked job), and
-// none for any other.
+// none for any other (decide asks for it: decision.Confirm).
 func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool, error) {
 	s := stampOf(j.Hold)
 	if s == nil {

@@ -1,0 +1,198 @@
+package dispatch
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// The dispatcher decides, then acts, as sdk/gcra decides and sdk/limiter
+// writes: decide is a function of values (the job, what its route asks,
+// the policy, the clock's reading), with no I/O and no clock of its own,
+// and serve carries out what it says (reserve, sleep, push, defer,
+// dead-letter) and asks again with what changed.
+
+// action is what decide says to do with a job next.
+type action int
+
+const (
+	// actBookLinger: book the lingering job's slot now, of its bucket
+	// taken with burst 1, at most decision.Wait ahead (lingerSlot); its
+	// bucket would fill up before the linger ends. Denied, ask again with
+	// situation.LingerAsked.
+	actBookLinger action = iota + 1
+	// actSleep: sleep decision.Wait, then ask again; the job is due then.
+	actSleep
+	// actDefer: defer the job for decision.Wait, holding what it holds.
+	actDefer
+	// actDeadLetter: dead-letter the job as decision.Outcome (Expired,
+	// Shed) with decision.Reason.
+	actDeadLetter
+	// actRecheck: begin the job, which holds no slot, to find out whether
+	// its work is its own before booking one (Rechecker).
+	actRecheck
+	// actReserve: book a slot, dropping an expired hold first if
+	// decision.DropHold (a wasted slot).
+	actReserve
+	// actPush: push at the slot held, after sleeping decision.Wait; with
+	// decision.Confirm, confirm the slot's stamp first (probe.go).
+	actPush
+)
+
+func (a action) String() string {
+	return map[action]string{actBookLinger: "book-linger", actSleep: "sleep", actDefer: "defer", actDeadLetter: "dead-letter",
+		actRecheck: "recheck", actReserve: "reserve", actPush: "push"}[a]
+}
+
+// situation is everything decide reads.
+type situation struct {
+	Job job.Job
+	Now time.Time
+	// Owned: the job came back from a recheck as its work's owner, so the
+	// checks before it (due, alive, its work its own) are done.
+	Owned bool
+	// Booked: the job's hold was booked in this call, not carried in: its
+	// grace is not checked again.
+	Booked bool
+	// LingerAsked: a lingering job asked for its early slot and was denied.
+	LingerAsked bool
+	// LingerReach is how far ahead a lingering job may book its early slot
+	// (lingerReach); zero: it may not.
+	LingerReach time.Duration
+	// Rechecks: the job only comes back to see whether its work is its own
+	// (Rechecker.Rechecks).
+	Rechecks bool
+	// Shadow: the route pushes at once and records what enforcement would do.
+	Shadow bool
+	// MaxAge is the route's max age (lifetime), Grace the lateness its slot
+	// tolerates (Dispatcher.grace).
+	MaxAge, Grace time.Duration
+	// Sleep bounds what the call may sleep (canSleep's inputs).
+	Sleep sleepBound
+	// Lead is how early a deferral comes back (Dispatcher.lead).
+	Lead leadRule
+	// Early is how long before a stamped slot it is confirmed
+	// (limiter.ConfirmAfter).
+	Early time.Duration
+}
+
+// decision is what decide says.
+type decision struct {
+	Act    action
+	Wait   time.Duration
+	Reason string
+	// Outcome is the dead letter's kind, for actDeadLetter.
+	Outcome Outcome
+	// DropHold: the hold expired before the job ran (a wasted slot).
+	DropHold bool
+	// Confirm: the slot carries a stamp, confirmed before it is spent.
+	Confirm bool
+	// ShadowWait and ShadowWouldDefer are what enforcement would have done
+	// with a Shadow route's push that goes out now.
+	ShadowWait       time.Duration
+	ShadowWouldDefer bool
+}
+
+// decide says what to do with a job next. The policy, in order: not due
+// yet (book its early slot if its bucket fills first; sleep a short wait,
+// defer a long one); past its max age or its deadline (dead-letter); a job
+// that only rechecks its work (begin it first); a hold expired past its
+// grace, or none (reserve); a shadow route (push now); a slot beyond
+// blocking distance or the call's hold (defer, to come back early by the
+// lead); otherwise sleep to the slot and push.
+func decide(s situation) decision {
+	j, now := s.Job, s.Now
+	if !s.Owned && !s.Booked {
+		if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
+			wait := j.NotBefore.Sub(now)
+			switch {
+			case !s.LingerAsked && s.LingerReach > 0:
+				return decision{Act: actBookLinger, Wait: s.LingerReach}
+			case wait > s.Lead.lead(wait) || !s.Sleep.can(now, wait):
+				return decision{Act: actDefer, Wait: wait, Reason: "not due yet"}
+			}
+			return decision{Act: actSleep, Wait: wait}
+		}
+		if !now.Before(j.FirstSeen.Add(s.MaxAge)) {
+			return decision{Act: actDeadLetter, Outcome: Expired,
+				Reason: fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), s.MaxAge)}
+		}
+		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+			return decision{Act: actDeadLetter, Outcome: Shed, Reason: fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339))}
+		}
+		if !j.Hold.Held() && s.Rechecks {
+			return decision{Act: actRecheck}
+		}
+	}
+	if !s.Booked && j.Hold.Held() && now.After(j.Hold.At.Add(s.Grace)) {
+		return decision{Act: actReserve, DropHold: true}
+	}
+	if !j.Hold.Held() {
+		return decision{Act: actReserve}
+	}
+	wait := j.Hold.At.Sub(now)
+	if s.Shadow {
+		// Enforcement would sleep or defer here; shadow mode records which
+		// and pushes now. The booked slot stays in the bucket, so the
+		// bucket shows the pace enforcement would keep.
+		d := decision{Act: actPush}
+		if wait > 0 {
+			d.ShadowWait, d.ShadowWouldDefer = wait, wait > s.Lead.lead(wait) || !s.Sleep.can(now, wait)
+		}
+		return d
+	}
+	if lead := s.Lead.lead(wait); wait > lead || !s.Sleep.can(now, wait) {
+		// Come back once the slot is within blocking distance, and sleep
+		// the rest. SQS delays are whole seconds and deliveries run late
+		// (in proportion to the delay on the emulator, by seconds under a
+		// scaling event source mapping), so the job comes back early by
+		// the lateness seen, never less than BlockThreshold; a wait that
+		// lateness alone could eat is slept here instead.
+		return decision{Act: actDefer, Wait: max(wait-lead, 0), Reason: "waiting for its reserved slot"}
+	}
+	// A stamped slot is confirmed Early before it comes, so that the read's
+	// latency does not delay the push past its slot: late pushes bunch at
+	// the vendor.
+	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil}
+	early := time.Duration(0)
+	if d.Confirm {
+		early = s.Early
+	}
+	if wait > early {
+		d.Wait = wait - early
+	}
+	return d
+}
+
+// sleepBound is how long a call may keep a job in process: until Hold
+// (the call's MaxHold, or a shorter WithHold), and Margin before Deadline
+// (the invocation's end). Zero times bound nothing.
+type sleepBound struct {
+	Hold, Deadline time.Time
+	Margin         time.Duration
+}
+
+// can reports whether sleeping wait from now stays within b.
+func (b sleepBound) can(now time.Time, wait time.Duration) bool {
+	if wait <= 0 {
+		return true
+	}
+	until := now.Add(wait)
+	if !b.Hold.IsZero() && until.After(b.Hold) {
+		return false
+	}
+	return b.Deadline.IsZero() || until.Add(b.Margin).Before(b.Deadline)
+}
+
+// leadRule is how early a deferral of a wait comes back: by Floor (the
+// policy's BlockThreshold) or by the share Ratio of the wait, whichever
+// is more (the policy's LateRatio, raised to the lateness seen).
+type leadRule struct {
+	Floor time.Duration
+	Ratio float64
+}
+
+func (r leadRule) lead(wait time.Duration) time.Duration {
+	return max(r.Floor, time.Duration(r.Ratio*float64(wait)))
+}

@@ -1,0 +1,96 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// TestDecide covers every action decide takes, with the clock, the job and
+// the call's bounds as values: no limiter, queue or vendor is involved.
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	base := func() situation {
+		return situation{
+			Job:    job.Job{ID: "j", FirstSeen: t0.Add(-time.Minute)},
+			Now:    t0,
+			MaxAge: 24 * time.Hour, Grace: 2 * time.Second, Early: 100 * time.Millisecond,
+			Lead: leadRule{Floor: time.Second, Ratio: 0.1},
+		}
+	}
+	held := func(at time.Duration) job.Hold { return job.Hold{At: t0.Add(at)} }
+	tests := []struct {
+		name string
+		edit func(*situation)
+		want decision
+	}{
+		{"no hold: reserve", func(*situation) {}, decision{Act: actReserve}},
+		{"slot now: push", func(s *situation) { s.Job.Hold = held(0) }, decision{Act: actPush}},
+		{"slot within blocking distance: sleep to it and push", func(s *situation) { s.Job.Hold = held(800 * time.Millisecond) },
+			decision{Act: actPush, Wait: 800 * time.Millisecond}},
+		{"stamped slot: confirm it early", func(s *situation) {
+			s.Job.Hold = held(800 * time.Millisecond)
+			s.Job.Hold.Grant = job.Grant{Version: 3, Interval: 100_000}
+		}, decision{Act: actPush, Wait: 700 * time.Millisecond, Confirm: true}},
+		{"slot beyond blocking distance: defer to come back early by the lead", func(s *situation) { s.Job.Hold = held(30 * time.Second) },
+			decision{Act: actDefer, Wait: 27 * time.Second, Reason: "waiting for its reserved slot"}},
+		{"slot past the call's hold: defer, all of the wait slept elsewhere", func(s *situation) {
+			s.Job.Hold, s.Sleep.Hold = held(800*time.Millisecond), t0.Add(500*time.Millisecond)
+		}, decision{Act: actDefer, Wait: 0, Reason: "waiting for its reserved slot"}},
+		{"slot into the invocation's deadline margin: defer", func(s *situation) {
+			s.Job.Hold, s.Sleep.Deadline, s.Sleep.Margin = held(800*time.Millisecond), t0.Add(3*time.Second), 3*time.Second
+		}, decision{Act: actDefer, Wait: 0, Reason: "waiting for its reserved slot"}},
+		{"hold expired past grace: drop it (wasted) and reserve", func(s *situation) { s.Job.Hold = held(-3 * time.Second) },
+			decision{Act: actReserve, DropHold: true}},
+		{"hold late within grace: push", func(s *situation) { s.Job.Hold = held(-time.Second) }, decision{Act: actPush}},
+		{"hold booked in this call is not checked for grace", func(s *situation) { s.Job.Hold, s.Booked = held(-3*time.Second), true },
+			decision{Act: actPush}},
+		{"shadow: push now, and record that enforcement would defer", func(s *situation) { s.Shadow, s.Job.Hold = true, held(30*time.Second) },
+			decision{Act: actPush, ShadowWait: 30 * time.Second, ShadowWouldDefer: true}},
+		{"shadow, short wait: push now, would have slept", func(s *situation) { s.Shadow, s.Job.Hold = true, held(300*time.Millisecond) },
+			decision{Act: actPush, ShadowWait: 300 * time.Millisecond}},
+		{"not due, short wait: sleep", func(s *situation) { s.Job.NotBefore = t0.Add(500 * time.Millisecond) },
+			decision{Act: actSleep, Wait: 500 * time.Millisecond}},
+		{"not due, long wait: defer the rest", func(s *situation) { s.Job.NotBefore = t0.Add(time.Minute) },
+			decision{Act: actDefer, Wait: time.Minute, Reason: "not due yet"}},
+		{"not due, past the call's hold: defer", func(s *situation) {
+			s.Job.NotBefore, s.Sleep.Hold = t0.Add(500*time.Millisecond), t0.Add(100*time.Millisecond)
+		}, decision{Act: actDefer, Wait: 500 * time.Millisecond, Reason: "not due yet"}},
+		{"lingering, its bucket fills first: book its early slot", func(s *situation) {
+			s.Job.NotBefore, s.Job.Linger, s.LingerReach = t0.Add(time.Minute), true, 2*time.Second
+		}, decision{Act: actBookLinger, Wait: 2 * time.Second}},
+		{"lingering, early slot denied: defer as any job not due", func(s *situation) {
+			s.Job.NotBefore, s.Job.Linger, s.LingerReach, s.LingerAsked = t0.Add(time.Minute), true, 2*time.Second, true
+		}, decision{Act: actDefer, Wait: time.Minute, Reason: "not due yet"}},
+		{"past its max age: expire", func(s *situation) { s.Job.FirstSeen = t0.Add(-25 * time.Hour) },
+			decision{Act: actDeadLetter, Outcome: Expired, Reason: "expired: first seen 2026-11-30T11:00:00Z, over its max_age 24h0m0s ago"}},
+		{"past its deadline: shed", func(s *situation) { s.Job.Deadline, s.Job.Hold = t0, held(0) },
+			decision{Act: actDeadLetter, Outcome: Shed, Reason: "deadline 2026-12-01T12:00:00Z passed before the push"}},
+		{"due, but its max age passed meanwhile: expire", func(s *situation) {
+			s.Job.FirstSeen, s.Job.NotBefore = t0.Add(-24*time.Hour), t0.Add(-time.Second)
+		}, decision{Act: actDeadLetter, Outcome: Expired, Reason: "expired: first seen 2026-11-30T12:00:00Z, over its max_age 24h0m0s ago"}},
+		{"rechecks its work, no slot: begin it first", func(s *situation) { s.Rechecks = true }, decision{Act: actRecheck}},
+		{"rechecks but holds a slot: push", func(s *situation) { s.Rechecks, s.Job.Hold = true, held(0) }, decision{Act: actPush}},
+		{"owned after a recheck: reserve without checking again", func(s *situation) {
+			s.Owned, s.Rechecks, s.Job.Deadline = true, true, t0.Add(-time.Second)
+		}, decision{Act: actReserve}},
+	}
+	seen := map[action]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := base()
+			tt.edit(&s)
+			got := decide(s)
+			if got != tt.want {
+				t.Fatalf("decide = %+v (%v), want %+v (%v)", got, got.Act, tt.want, tt.want.Act)
+			}
+			seen[got.Act] = true
+		})
+	}
+	for a := actBookLinger; a <= actPush; a++ {
+		if !seen[a] {
+			t.Errorf("no case decides %v", a)
+		}
+	}
+}
