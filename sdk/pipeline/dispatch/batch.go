@@ -39,7 +39,8 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 		first[key] = i
 		todo = append(todo, i)
 	}
-	if booker, ok := d.Limiter.(Booker); ok {
+	d.init()
+	if booker := d.Can.Batch; booker != nil {
 		d.prebookLingering(ctx, booker, jobs, todo)
 		d.prebook(ctx, booker, jobs, todo)
 	}

@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
@@ -354,14 +355,34 @@ type Dispatcher struct {
 	// wait (tests make it deterministic).
 	Jitter func(max time.Duration) time.Duration
 	Log    *slog.Logger
+	// Can is what the dispatcher can do beyond Reserve; zero: what its
+	// Limiter, Work and Routes can (CapabilitiesOf), read once when it is
+	// validated or handles its first job. Needs is what its routes use,
+	// which Validate checks Can against.
+	Can   Capabilities
+	Needs Needs
 
+	once sync.Once
 	late lateness
+}
+
+// init reads the dispatcher's capabilities, once, unless set.
+func (d *Dispatcher) init() {
+	d.once.Do(func() {
+		if d.Can == (Capabilities{}) {
+			d.Can = CapabilitiesOf(d.Limiter, d.Work, d.Routes)
+		}
+	})
 }
 
 // Validate checks the dispatcher is complete, at start-up.
 func (d *Dispatcher) Validate() error {
 	if d.Routes == nil || d.Limiter == nil || d.Pusher == nil || d.Queue == nil {
 		return errors.New("dispatch: Routes, Limiter, Pusher and Queue are all required")
+	}
+	d.init()
+	if err := d.missing(); err != nil {
+		return err
 	}
 	return d.Policy.Validate()
 }
@@ -381,6 +402,7 @@ func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
 // the jobs its pushes hand back. The Result is the last job's outcome, with
 // the counters of all of them.
 func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
+	d.init()
 	route, err := d.Routes.Route(j)
 	var later *RouteUnavailableError
 	if errors.As(err, &later) {
@@ -783,8 +805,8 @@ func (d *Dispatcher) drainLocal(route Route, now time.Time) {
 func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Stamp, error) {
 	switch {
 	case route.Sharded != nil:
-		sharder, ok := d.Limiter.(ShardReserver)
-		if !ok {
+		sharder := d.Can.Shards
+		if sharder == nil {
 			return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
 		}
 		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
@@ -793,8 +815,8 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
 		return r.Slot, "", granted(r.Stamp()), err
 	}
-	multi, ok := d.Limiter.(MultiReserver)
-	if !ok {
+	multi := d.Can.Multi
+	if multi == nil {
 		return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
 	}
 	r, err := multi.ReserveMulti(ctx, route.buckets(), n, maxDelay)
@@ -915,8 +937,7 @@ func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, re
 // rechecks reports whether j only comes back to find out whether its work
 // is its own (Rechecker).
 func (d *Dispatcher) rechecks(j job.Job) bool {
-	r, ok := d.Work.(Rechecker)
-	return ok && r.Rechecks(j)
+	return d.Can.Recheck != nil && d.Can.Recheck.Rechecks(j)
 }
 
 // recheck begins j, which holds no slot yet, to find out whether its work
@@ -1056,8 +1077,8 @@ type Penalizer interface {
 // pause stops every worker's grants on route's bucket (every shard of a
 // sharded one) until `until`.
 func (d *Dispatcher) pause(ctx context.Context, route Route, until time.Time) {
-	p, ok := d.Limiter.(Penalizer)
-	if !ok {
+	p := d.Can.Penalize
+	if p == nil {
 		return // only this job waits
 	}
 	buckets := []limiter.Bucket{route.Bucket}
@@ -1113,8 +1134,8 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait 
 // delivery) ends there, as a duplicate does everywhere else.
 func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
 	storeErr := false
-	if a, ok := d.Work.(Abandoner); ok {
-		err := a.Abandon(ctx, j)
+	if d.Can.Abandon != nil {
+		err := d.Can.Abandon.Abandon(ctx, j)
 		switch {
 		case errors.Is(err, ErrNothingToPush):
 			return Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("not %s (%s): %v", o, reason, err)}, nil
@@ -1147,8 +1168,7 @@ func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outc
 
 // refreshed asks the router to replace the job's credential token.
 func (d *Dispatcher) refreshed(j job.Job) bool {
-	r, ok := d.Routes.(CredentialRefresher)
-	return ok && r.RefreshCredential(j)
+	return d.Can.Refresh != nil && d.Can.Refresh.RefreshCredential(j)
 }
 
 // minGrace is lateness that is only this process's own latency (a slot

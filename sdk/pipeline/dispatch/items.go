@@ -82,8 +82,8 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	// burst, however many tokens have come free since its slot.
 	want := min(need, bucket.Limit.Burst)
 	if want > held {
-		booker, ok := d.Limiter.(Booker)
-		if !ok {
+		booker := d.Can.Batch
+		if booker == nil {
 			return p, nil, fmt.Errorf("job %q: the limiter (%T) cannot book a push's further items", j.ID, d.Limiter)
 		}
 		// Only slots free now: tokens booked ahead would be spent late.
@@ -96,8 +96,8 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	if held >= need {
 		return p, nil, nil
 	}
-	shrinker, ok := d.Work.(Shrinker)
-	if !ok {
+	shrinker := d.Can.Shrink
+	if shrinker == nil {
 		return p, nil, fmt.Errorf("job %q: its push has %d items (%d tokens) and holds %d tokens, and the work (%T) cannot carry fewer", j.ID, p.Items, need, held, d.Work)
 	}
 	small, err := shrinker.Shrink(ctx, j, p, itemsFor(held, w))

@@ -56,7 +56,7 @@ type Letter struct{ Body, Reason string }
 // fails ends the push: what was accepted is settled, and the work's next
 // job carries the rest with a slot of its own.
 func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
-	iso, _ := d.Work.(Isolator)
+	iso := d.Can.Isolate
 	settled := false // something was accepted or dead-lettered
 	// On an endpoint metered by items, the slot may hold more tokens than
 	// the first message costs (it booked the items the lane expected):

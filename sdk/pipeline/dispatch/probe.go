@@ -55,9 +55,9 @@ func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool,
 	if s == nil {
 		return false, nil
 	}
-	c, ok := d.Limiter.(Confirmer)
-	if !ok {
-		return false, nil
+	c := d.Can.Confirm
+	if c == nil {
+		return false, nil // Validate refuses adaptive routes without Confirm
 	}
 	good, err := c.Confirm(ctx, route.Bucket, *s)
 	return !good, err

@@ -396,6 +396,24 @@ func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeRep
 	return ChangeReport{EventID: id, Invalid: reason}, nil
 }
 
+// Needs is what the routes of s's config ask of a dispatcher (see
+// Route): the dispatcher built for s checks it has each capability they
+// use before its first job (dispatch.Dispatcher.Validate).
+func (s *Syncer) Needs() dispatch.Needs {
+	var n dispatch.Needs
+	for channel, ch := range s.Config.Channels {
+		for name, ep := range ch.Endpoints {
+			limits, err := s.Config.Limits(channel, name)
+			if err != nil {
+				continue // Route refuses it, job by job
+			}
+			n = n.Or(dispatch.Needs{Sharded: limits.Shards > 1, Multi: len(limits.Extra) > 0 || limits.PropertyShare != nil,
+				Items: ep.ItemCost() > 0, Adaptive: limits.Adaptive != nil, LocalShare: ep.LocalShare()})
+		}
+	}
+	return n
+}
+
 // Route resolves a job against the connections config; it is the
 // dispatcher's Router.
 func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {

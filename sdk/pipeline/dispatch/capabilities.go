@@ -1,0 +1,106 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Capabilities are what a Dispatcher can do beyond Reserve, each of which
+// some routes need. They are fields, set once when the dispatcher is built
+// (CapabilitiesOf reads them off its Limiter, Work and Router), never
+// looked up while a job runs; Validate refuses a dispatcher whose routes
+// need one it lacks (Needs), rather than let a route do without in
+// silence: a limiter without Confirm, say, would spend slots a throttle
+// had revoked.
+type Capabilities struct {
+	// Shards books a slot in one shard of a Sharded route.
+	Shards ShardReserver
+	// Multi books a route's Also buckets with its Bucket.
+	Multi MultiReserver
+	// Batch books a batch's slots with one write per bucket (HandleJobs),
+	// and a push's further items on an endpoint metered by items.
+	Batch Booker
+	// Confirm confirms a slot an adaptive bucket granted ahead before it
+	// is spent.
+	Confirm Confirmer
+	// Penalize pauses a bucket, for the whole fleet, whose credential the
+	// vendor refuses; without it only the job that met the refusal waits.
+	Penalize Penalizer
+	// Recheck, Abandon, Shrink and Isolate are what the Work may also do
+	// (see each interface); Refresh is what the Router may.
+	Recheck Rechecker
+	Abandon Abandoner
+	Shrink  Shrinker
+	Isolate Isolator
+	Refresh CredentialRefresher
+}
+
+// CapabilitiesOf is what limiter, work and routes can do, read once.
+// *limiter.Limiter has every limiter capability, and sdk/pipeline/syncer's
+// Syncer every capability of a Work and a Router.
+func CapabilitiesOf(limiter Reserver, work Work, routes Router) Capabilities {
+	var c Capabilities
+	c.Shards, _ = limiter.(ShardReserver)
+	c.Multi, _ = limiter.(MultiReserver)
+	c.Batch, _ = limiter.(Booker)
+	c.Confirm, _ = limiter.(Confirmer)
+	c.Penalize, _ = limiter.(Penalizer)
+	c.Recheck, _ = work.(Rechecker)
+	c.Abandon, _ = work.(Abandoner)
+	c.Shrink, _ = work.(Shrinker)
+	c.Isolate, _ = work.(Isolator)
+	c.Refresh, _ = routes.(CredentialRefresher)
+	return c
+}
+
+// Needs are the capabilities a dispatcher's routes use, declared when it
+// is built (pipeline.New derives them from the channel config), so that
+// Validate can check them before the first job rather than at it.
+type Needs struct {
+	// Sharded: a route has Sharded (a hot key's shards).
+	Sharded bool
+	// Multi: a route has Also (an extra window, a property's share).
+	Multi bool
+	// Items: a route is metered by items (ItemWeight).
+	Items bool
+	// Adaptive: a route's bucket is adaptive (Bucket.Adaptive).
+	Adaptive bool
+	// LocalShare: a route pushes within a local share while the store is
+	// down (Route.LocalShare).
+	LocalShare bool
+}
+
+// NeedsOf is what route needs.
+func NeedsOf(route Route) Needs {
+	return Needs{Sharded: route.Sharded != nil, Multi: len(route.Also) > 0, Items: route.ItemWeight > 0,
+		Adaptive: route.Bucket.Adaptive != nil, LocalShare: route.LocalShare}
+}
+
+// Or is what n and m need together.
+func (n Needs) Or(m Needs) Needs {
+	return Needs{Sharded: n.Sharded || m.Sharded, Multi: n.Multi || m.Multi, Items: n.Items || m.Items,
+		Adaptive: n.Adaptive || m.Adaptive, LocalShare: n.LocalShare || m.LocalShare}
+}
+
+// missing names, one per line of the error, each capability d's Needs use
+// and its Capabilities lack.
+func (d *Dispatcher) missing() error {
+	n, c := d.Needs, d.Can
+	var errs []string
+	add := func(need bool, have bool, what string) {
+		if need && !have {
+			errs = append(errs, what)
+		}
+	}
+	add(n.Sharded, c.Shards != nil, fmt.Sprintf("a route is sharded, and the limiter (%T) cannot reserve in shards (ReserveSharded)", d.Limiter))
+	add(n.Multi, c.Multi != nil, fmt.Sprintf("a route draws on several buckets (limits, property_share), and the limiter (%T) cannot reserve them together (ReserveMulti)", d.Limiter))
+	add(n.Items, c.Batch != nil, fmt.Sprintf("a route is metered by items, and the limiter (%T) cannot book a push's further items (ReserveBatch)", d.Limiter))
+	add(n.Items && d.Work != nil, c.Shrink != nil, fmt.Sprintf("a route is metered by items, and the work (%T) cannot make a push carry fewer (Shrink)", d.Work))
+	add(n.Adaptive, c.Confirm != nil, fmt.Sprintf("a route's bucket is adaptive, and the limiter (%T) cannot confirm a slot granted ahead (Confirm): its pushes would spend slots a throttle revoked", d.Limiter))
+	add(n.LocalShare, d.LocalShare != nil, "a route pushes within a local share while the store is down (on_store_unavailable: local-share), and Dispatcher.LocalShare is nil: set it (fallback.New)")
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New("dispatch: missing capabilities: use *limiter.Limiter (and sdk/pipeline/syncer's Syncer as Work), or set Dispatcher.Can:\n  " + strings.Join(errs, "\n  "))
+}
