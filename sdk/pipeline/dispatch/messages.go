@@ -79,7 +79,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 		case req.Tokens <= spare:
 			req.Reserved, req.Slot, spare = true, j.Hold.At, spare-req.Tokens
 		}
-		resp, err := d.Pusher.Push(ctx, req)
+		resp, err := d.send(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
 		var perm *otapush.PermanentError
 		switch {

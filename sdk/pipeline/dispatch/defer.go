@@ -1,0 +1,82 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// deferJob sends j back to the deferred queue, to return after wait. Work
+// first extends its hold on what j carries to cover the wait; work that is
+// no longer j's to push ends here instead.
+func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait time.Duration, reason string) (Result, error) {
+	maxAge, maxDeferrals := d.lifetime(route)
+	switch back := d.now().Add(wait); {
+	case j.Deferrals >= maxDeferrals:
+		return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: %d deferrals, max_deferrals %d (was to be deferred: %s)", j.Deferrals, maxDeferrals, reason))
+	case !back.Before(j.FirstSeen.Add(maxAge)):
+		// It would come back expired: end it now, rather than hold its
+		// work (and, for a lane, keep new changes from waking it) until
+		// then.
+		return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: would be back at %s, past its max_age %s from %s (was to be deferred: %s)",
+			back.Format(time.RFC3339), maxAge, j.FirstSeen.Format(time.RFC3339), reason))
+	}
+	if d.Work != nil {
+		err := d.Work.Hold(ctx, j, d.now().Add(wait))
+		if errors.Is(err, ErrNothingToPush) {
+			return Result{JobID: j.ID, Outcome: Coalesced, Reason: "not deferred: " + err.Error(), Slot: j.Hold.At}, nil
+		}
+		if err != nil {
+			// The job still comes back; if its hold lapses meanwhile, the
+			// work's next change takes it over and this job then finds
+			// nothing to push.
+			d.log().Warn("could not extend the job's hold before deferring it", "job_id", j.ID, "err", err)
+		}
+	}
+	if err := d.Queue.Defer(ctx, j, wait); err != nil {
+		return Result{}, err
+	}
+	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Hold.At}, nil
+}
+
+// deadLetter sends j to the dead-letter queue with the reason. Work that
+// can give up what j carries (Abandoner) does so first, so that the next
+// job to take the work up finds it pending, rather than waiting for j's
+// hold to lapse. A job whose work is no longer its own (a duplicate
+// delivery) ends there, as a duplicate does everywhere else.
+func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
+	storeErr := false
+	if d.Can.Abandon != nil {
+		err := d.Can.Abandon.Abandon(ctx, j)
+		switch {
+		case errors.Is(err, ErrNothingToPush):
+			return Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("not %s (%s): %v", o, reason, err)}, nil
+		case err != nil:
+			// Dead-lettered all the same: the hold lapses by itself, and
+			// the work's next change takes it over then.
+			d.log().Warn("could not give up the dead-lettered job's work", "job_id", j.ID, "err", err)
+			storeErr = true
+		}
+	}
+	body, err := job.Encode(j)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := d.deadLetterBody(ctx, j.ID, body, o, reason)
+	if j.Hold.Held() {
+		res.WastedSlots = 1
+	}
+	res.StoreError = storeErr
+	return res, err
+}
+
+func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outcome, reason string) (Result, error) {
+	if err := d.Queue.DeadLetter(ctx, body, reason); err != nil {
+		return Result{}, err
+	}
+	d.log().Warn("job dead-lettered", "job_id", id, "outcome", string(o), "reason", reason)
+	return Result{JobID: id, Outcome: o, Reason: reason}, nil
+}

@@ -1,0 +1,79 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// localShare handles a LocalShare route's job while the limiter store is
+// unreachable: a token of this process's share now, or soon enough to
+// sleep for, lets it through with that time as its slot; otherwise it is
+// deferred until the share has one (but not longer than StoreCooldown,
+// when the store may be back).
+func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, now time.Time, storeErr error) (Result, bool, error) {
+	maxWait := d.Policy.BlockThreshold
+	if !d.canSleep(ctx, maxWait) {
+		maxWait = 0
+	}
+	// A push of items pays for each of them locally too; the tokens a
+	// slot of the shared bucket held before the outage are gone with it.
+	n := d.localTokens(route, *j)
+	delay, ok := d.LocalShare.ReserveN(route.buckets(), n, now, maxWait)
+	if ok {
+		j.Hold = job.Hold{At: now.Add(delay), Key: firstShard(route), Tokens: n}
+		return Result{StoreError: true, LocalShares: 1}, false, nil
+	}
+	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
+	d.log().Info("limiter store unavailable and the local share is spent; deferring", "job_id", j.ID, "bucket", route.Bucket.Key, "wait", wait, "err", storeErr)
+	res, err := d.deferJob(ctx, *j, route, wait, "limiter store unavailable; local share spent")
+	res.StoreError = true
+	return res, true, err
+}
+
+// localTokens is what a local-share push of j books: its slot's tokens
+// (its items' on an endpoint metered by items), at most the smallest burst
+// of the route's local shares; charge shrinks the push to what they pay
+// for.
+func (d *Dispatcher) localTokens(route Route, j job.Job) int {
+	n := slotTokens(route, j)
+	for _, b := range route.buckets() {
+		_, burst := d.LocalShare.Share(b.Limit)
+		n = min(n, burst)
+	}
+	return max(n, 1)
+}
+
+// pendingLocal is how many pushes this process made under its local share
+// of route that the shared bucket has not booked: its first reservation
+// after an outage books them with its own token, so that the bucket, full
+// again, does not grant its burst on top of them. It is at most the
+// smallest burst of the route's buckets (shards included) less one, the
+// most one reservation can book.
+func (d *Dispatcher) pendingLocal(route Route) int {
+	if !route.LocalShare || d.LocalShare == nil {
+		return 0
+	}
+	n := d.LocalShare.Pending(route.Bucket)
+	bursts := route.buckets()
+	if route.Sharded != nil {
+		if shards, err := route.Sharded.Buckets(); err == nil {
+			bursts = shards
+		}
+	}
+	for _, b := range bursts {
+		n = min(n, b.Limit.Burst-1)
+	}
+	return max(n, 0)
+}
+
+// drainLocal is called when the shared bucket granted route a slot that
+// booked the local grants of an outage with it: the fleet spends the limit
+// there again, and an outage starts this process's share from empty (see
+// localshare).
+func (d *Dispatcher) drainLocal(route Route, now time.Time) {
+	if route.LocalShare && d.LocalShare != nil {
+		d.LocalShare.Drain(route.buckets(), now)
+	}
+}

@@ -1,0 +1,179 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// pushBuckets is what a push of j draws from: the route's bucket or, for a
+// sharded route, the shard its slot came from, with the other shards as
+// siblings a 429 empties too.
+func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, error) {
+	if route.Sharded == nil {
+		return route.Bucket, nil, nil
+	}
+	shards, err := route.Sharded.Buckets()
+	if err != nil {
+		return limiter.Bucket{}, nil, err
+	}
+	for i, b := range shards {
+		if b.Key == j.Hold.Key {
+			return b, append(append([]limiter.Bucket(nil), shards[:i]...), shards[i+1:]...), nil
+		}
+	}
+	return limiter.Bucket{}, nil, fmt.Errorf("job %q holds a slot in %q, not a shard of %q (shards changed?)", j.ID, j.Hold.Key, route.Sharded.Key)
+}
+
+// push sends j at its slot. With Work, the body is what the work has
+// pending now, and after the vendor settles the push (accepted, or refused
+// for good) the work may hand back the next job.
+func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
+	res := Result{JobID: j.ID, Slot: j.Hold.At}
+	held := j.Hold.Held()
+	j, p, err := d.begin(ctx, j, route)
+	if err != nil {
+		res, err := d.beginFailed(ctx, j, route, res, held, err)
+		return res, nil, err
+	}
+	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
+	bucket, siblings, err := pushBuckets(route, j)
+	if err != nil {
+		return d.workFailed(ctx, j, route, res, err)
+	}
+	if route.ItemWeight > 0 {
+		var deferred *Result
+		if p, deferred, err = d.charge(ctx, j, p, route, bucket); deferred != nil || err != nil {
+			if deferred != nil {
+				return *deferred, nil, err
+			}
+			return d.workFailed(ctx, j, route, res, err)
+		}
+	}
+	if len(p.Messages) > 0 {
+		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
+	}
+	resp, err := d.send(ctx, otapush.Request{
+		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
+		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
+		Stamp: stampOf(j.Hold),
+	})
+	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
+	if err != nil {
+		return d.pushFailed(ctx, j, route, p, res, err)
+	}
+	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
+	return d.done(ctx, j, route, p, res)
+}
+
+// begin returns what j pushes. A payload job first takes its fence: the
+// key is the push (job.Identity) and its try, not its slot, since copies
+// of one delivery may each have booked a slot of their own by now. Only
+// the first copy to ask pushes; every later try of the job (a retry after
+// a failed push) asks under the next number, since the job carries Tries
+// on from here.
+func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job, Payload, error) {
+	if d.Work != nil {
+		return d.Work.Begin(ctx, j)
+	}
+	if d.Fence != nil {
+		// Copies come as long as the job lives.
+		maxAge, _ := d.lifetime(route)
+		first, err := d.Fence.First(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FirstSeen.Add(maxAge))
+		if err != nil {
+			return j, Payload{}, err
+		}
+		if !first {
+			return j, Payload{}, fmt.Errorf("%w: another delivery of job %q (try %d) pushes", ErrNothingToPush, j.ID, j.Tries)
+		}
+		j.Tries++
+	}
+	return j, Payload{Body: j.Payload, Items: 1}, nil
+}
+
+// beginFailed handles a Work.Begin that handed back no push. held says
+// whether j held a slot, which then goes unused (a wasted slot).
+func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, res Result, held bool, err error) (Result, error) {
+	wasted := 0
+	if held {
+		wasted = 1
+	}
+	var recheck *RecheckError
+	switch {
+	case errors.Is(err, ErrNothingToPush):
+		res.Outcome, res.Reason = Coalesced, err.Error()
+		return res, nil
+	case errors.Is(err, ErrIdle):
+		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), wasted
+		return res, nil
+	case errors.Is(err, job.ErrMalformed):
+		return d.deadLetter(ctx, j, DeadLettered, err.Error())
+	case errors.As(err, &recheck):
+		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
+		def.WastedSlots = wasted
+		return def, err
+	}
+	res, _, err = d.workFailed(ctx, j, route, res, err)
+	return res, err
+}
+
+// rechecks reports whether j only comes back to find out whether its work
+// is its own (Rechecker).
+func (d *Dispatcher) rechecks(j job.Job) bool {
+	return d.Can.Recheck != nil && d.Can.Recheck.Rechecks(j)
+}
+
+// recheck begins j, which holds no slot yet, to find out whether its work
+// is its own. owned is j as the work's owner when it is; otherwise res is
+// what became of j (deferred to look again, or ended), with no slot spent.
+func (d *Dispatcher) recheck(ctx context.Context, j job.Job, route Route) (owned *job.Job, res Result, err error) {
+	// What Begin rendered is not pushed: the slot comes later, and the
+	// push begins again at it (one more claim, once per takeover).
+	next, _, err := d.begin(ctx, j, route)
+	if err == nil {
+		return &next, Result{}, nil
+	}
+	res, err = d.beginFailed(ctx, next, route, Result{JobID: j.ID}, false, err)
+	return nil, res, err
+}
+
+// done settles a push with the work and returns the work's next job.
+func (d *Dispatcher) done(ctx context.Context, j job.Job, route Route, p Payload, res Result) (Result, *job.Job, error) {
+	if d.Work == nil {
+		return res, nil, nil
+	}
+	next, err := d.Work.Done(ctx, j, p)
+	if err != nil {
+		// The push went out; what it carried is still pending and will be
+		// pushed again: the vendor gets the same state twice, never less.
+		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
+		j.Hold = job.Hold{}
+		def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
+		def.StoreError = true
+		return res.then(def), nil, derr
+	}
+	return res, next, nil
+}
+
+// workFailed handles a Work.Begin that could not read its state: the slot
+// is lost, and the job comes back after the store cooldown (fail closed).
+func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, route Route, res Result, err error) (Result, *job.Job, error) {
+	if ctx.Err() != nil {
+		return Result{}, nil, ctx.Err()
+	}
+	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
+	j.Hold = job.Hold{}
+	def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
+	def.StoreError, def.WastedSlots = true, 1
+	return def, nil, derr
+}
+
+// send is where every request of a push goes to the vendor: a step around
+// the vendor's request (a fleet-wide in-flight lease, say) hooks in here.
+func (d *Dispatcher) send(ctx context.Context, req otapush.Request) (otapush.Response, error) {
+	return d.Pusher.Push(ctx, req)
+}

@@ -1,0 +1,181 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// contendedRetries bounds the prompt retries of a reservation whose writes
+// all lost races: contention is not exhaustion, and the bucket may well
+// have a slot for the next attempt.
+const contendedRetries = 3
+
+// reserve books a slot for j, bounded by its deadline. done reports that
+// the job was disposed of (shed or deferred) instead.
+func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time) (Result, bool, error) {
+	maxDelay, bound := d.Policy.MaxReserve, noBound
+	if route.Horizon > 0 {
+		maxDelay = min(maxDelay, route.Horizon)
+	}
+	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
+		maxDelay, bound = j.Deadline.Sub(now), deadlineBound
+	}
+	maxAge, _ := d.lifetime(route)
+	if left := j.FirstSeen.Add(maxAge).Sub(now); left < maxDelay {
+		maxDelay, bound = left, maxAgeBound
+	}
+	if maxDelay < 0 {
+		// The bound passed while the job slept for a horizon's next
+		// token: no slot can come before it.
+		res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
+		return res, true, err
+	}
+	tokens := slotTokens(route, *j)
+	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
+	slot, key, stamp, err := d.reserveRoute(ctx, route, n, maxDelay)
+	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
+		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
+			return Result{}, true, err
+		}
+		slot, key, stamp, err = d.reserveRoute(ctx, route, n, maxDelay)
+	}
+	if err == nil {
+		j.Hold = newHold(slot, key, tokens, stamp, slot.Sub(now))
+		d.drainLocal(route, now)
+		return Result{}, false, nil
+	}
+	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
+		return d.shadowRefused(j, route, err, bound != noBound, now)
+	}
+	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound {
+		// A horizon's denial is short (the next free token): wait for it
+		// here, within the call's hold, rather than a trip through the
+		// queue; the retry contends afresh, and urgent pushes go first.
+		// Jobs denied together are told the same wait, and would all
+		// retry at once for one token, each retry a write: each wakes at
+		// a random point of the interval after it instead. That costs no
+		// quota: the bucket is then short of its share, not full, and
+		// keeps what it accrues until a retry takes it.
+		if wait += d.spread(route); d.canSleep(ctx, wait) {
+			if err := d.sleep(ctx, wait); err != nil {
+				return Result{}, true, err
+			}
+			return d.reserve(ctx, j, route, d.now())
+		}
+	}
+	if wait, denied := limiter.RetryAfter(err); denied {
+		if bound != noBound {
+			res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
+			return res, true, err
+		}
+		// Even MaxReserve (or the route's horizon) ahead is booked: come
+		// back when it is not.
+		res, err := d.deferJob(ctx, *j, route, wait, "bucket booked beyond the booking horizon")
+		return res, true, err
+	}
+	if errors.Is(err, limiter.ErrContended) {
+		res, err := d.deferJob(ctx, *j, route, 0, "bucket contended; retrying")
+		return res, true, err
+	}
+	if errors.Is(err, limiter.ErrInvalidArgument) {
+		res, err := d.deadLetter(ctx, *j, DeadLettered, "route has an invalid limit: "+err.Error())
+		return res, true, err
+	}
+	if ctx.Err() != nil {
+		return Result{}, true, ctx.Err()
+	}
+	if route.LocalShare && d.LocalShare != nil && errors.Is(err, limiter.ErrUnavailable) {
+		return d.localShare(ctx, j, route, now, err)
+	}
+	cooldown := d.Policy.StoreCooldown
+	var open *breaker.OpenError
+	if errors.As(err, &open) {
+		cooldown = max(cooldown, open.RetryAfter)
+	}
+	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
+	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
+	res.StoreError = true
+	return res, true, derr
+}
+
+// unbookable ends j, which has no slot before its bound (its deadline, or
+// its max age that ends at end): shed or expired, with no token spent.
+func (d *Dispatcher) unbookable(ctx context.Context, j job.Job, bound int, maxAge time.Duration, end time.Time) (Result, error) {
+	if bound == deadlineBound {
+		return d.deadLetter(ctx, j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
+	}
+	return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, end.Format(time.RFC3339)))
+}
+
+// What bounds a reservation below MaxReserve: the job's deadline (past it
+// the job is shed) or its max age (past it the job expires).
+const (
+	noBound = iota
+	deadlineBound
+	maxAgeBound
+)
+
+// shadowRefused lets a Shadow route's job through when the reservation
+// failed, recording what enforcement would have done: shed it (no slot
+// before its deadline), defer it (no slot within MaxReserve, contention,
+// or the store unreachable).
+func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded bool, now time.Time) (Result, bool, error) {
+	res := Result{ShadowWouldDefer: true}
+	if wait, denied := limiter.RetryAfter(err); denied {
+		res.ShadowWait = wait
+		if bounded {
+			res.ShadowWouldDefer, res.ShadowWouldShed = false, true
+		}
+	} else if !errors.Is(err, limiter.ErrContended) {
+		res.StoreError = true
+		d.log().Warn("limiter store unavailable; shadow route pushes anyway", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
+	}
+	// No slot is held: the push goes out now, as the integration did
+	// before fleetbucket.
+	j.Hold = job.Hold{At: now, Key: firstShard(route)}
+	return res, false, nil
+}
+
+// reserveRoute books n tokens of every bucket of the route (of one shard,
+// for a sharded route, whose key it returns), and the stamp of a slot an
+// adaptive bucket granted (see limiter.Reservation.Stamp).
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Stamp, error) {
+	switch {
+	case route.Sharded != nil:
+		sharder := d.Can.Shards
+		if sharder == nil {
+			return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
+		}
+		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
+		return r.Slot, r.Key, nil, err
+	case len(route.Also) == 0:
+		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
+		return r.Slot, "", granted(r.Stamp()), err
+	}
+	multi := d.Can.Multi
+	if multi == nil {
+		return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
+	}
+	r, err := multi.ReserveMulti(ctx, route.buckets(), n, maxDelay)
+	return r.Slot, "", nil, err
+}
+
+// firstShard is the key a push of a sharded route draws from when it holds
+// no slot of the shared bucket (shadow and local-share pushes).
+func firstShard(route Route) string {
+	if route.Sharded == nil {
+		return ""
+	}
+	shards, err := route.Sharded.Buckets()
+	if err != nil {
+		return "" // pushBuckets reports it
+	}
+	return shards[0].Key
+}

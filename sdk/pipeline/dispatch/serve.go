@@ -1,0 +1,162 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// serve takes one job from its slot (or lack of one) to a push, a deferral
+// or a shed: it asks decide what to do, does it, and asks again with what
+// changed. next is the job a push handed back, if any.
+func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time) (Result, *job.Job, error) {
+	var pre Result // what the call records of a job before its outcome
+	s := d.situation(ctx, route)
+	for {
+		s.Job, s.Now = j, now
+		if !s.LingerAsked && !s.Owned && !s.Booked {
+			s.LingerReach, _ = d.lingerReach(j, route, now)
+		}
+		s.Rechecks = !j.Hold.Held() && d.rechecks(j)
+		s.Lead = d.leadRule()
+		dec := decide(s)
+		switch dec.Act {
+		case actBookLinger:
+			if d.lingerSlot(ctx, &j, route, dec.Wait) {
+				// Its bucket fills up before the linger ends: the push takes
+				// the slot it booked rather than let the bucket lose tokens.
+				now = d.now()
+			}
+			s.LingerAsked = true
+			continue
+		case actSleep:
+			// A short wait for a job not due yet is slept here; the slot is
+			// booked after it, as late as possible.
+			if err := d.sleep(ctx, dec.Wait); err != nil {
+				return Result{}, nil, err
+			}
+			j.NotBefore, now = time.Time{}, d.now()
+			continue
+		case actDefer, actDeadLetter:
+			// What a reservation recorded of a job it let through is the
+			// push's, not a deferral's: only its wasted slots carry over.
+			res, err := d.act(ctx, j, route, dec)
+			return Result{WastedSlots: pre.WastedSlots}.then(res), nil, err
+		case actRecheck:
+			// Find out before booking a slot: a job told to come back again
+			// would leave it unused.
+			owned, res, err := d.recheck(ctx, j, route)
+			if owned == nil {
+				return pre.then(res), nil, err
+			}
+			j, now, s.Owned = *owned, d.now(), true
+			continue
+		case actReserve:
+			if dec.DropHold {
+				d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
+				j.Hold = job.Hold{}
+				pre.WastedSlots++
+			}
+			res, done, err := d.reserve(ctx, &j, route, now)
+			pre = pre.then(res)
+			if done || err != nil {
+				return pre, nil, err
+			}
+			now, s.Booked = d.now(), true
+			continue
+		}
+		// actPush
+		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
+		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
+		if route.Shadow {
+			res, next, err := d.push(ctx, j, route)
+			return pre.then(res), next, err
+		}
+		if dec.Wait > 0 {
+			if err := d.sleep(ctx, dec.Wait); err != nil {
+				return Result{}, nil, err
+			}
+		}
+		revoked, err := false, error(nil)
+		if dec.Confirm {
+			revoked, err = d.revoked(ctx, j, route)
+		}
+		if revoked {
+			// A throttle since the slot was booked lowered the rate below
+			// the one it was booked at, or asked for silence past it (or
+			// the store cannot say). Book again rather than earn a 429.
+			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
+			j.Hold, now = job.Hold{}, d.now()
+			s.Owned, s.Booked, s.LingerAsked = false, false, false
+			continue
+		}
+		if rest := j.Hold.At.Sub(d.now()); rest > 0 {
+			if err := d.sleep(ctx, rest); err != nil {
+				return Result{}, nil, err
+			}
+		}
+		res, next, err := d.push(ctx, j, route)
+		return pre.then(res), next, err
+	}
+}
+
+// act carries out a decision that ends the call's hold on j: a deferral
+// or a dead letter.
+func (d *Dispatcher) act(ctx context.Context, j job.Job, route Route, dec decision) (Result, error) {
+	if dec.Act == actDeadLetter {
+		return d.deadLetter(ctx, j, dec.Outcome, dec.Reason)
+	}
+	return d.deferJob(ctx, j, route, dec.Wait, dec.Reason)
+}
+
+// situation is what decide reads of the dispatcher and the call: the
+// parts that stay the same while one job is served.
+func (d *Dispatcher) situation(ctx context.Context, route Route) situation {
+	s := situation{Shadow: route.Shadow, Grace: d.grace(route.Bucket.Limit), Early: limiter.ConfirmAfter}
+	s.MaxAge, _ = d.lifetime(route)
+	s.Sleep = d.sleepBound(ctx)
+	return s
+}
+
+// leadRule is how early a deferral comes back: by BlockThreshold, or by
+// the policy's LateRatio of its wait raised to the lateness seen.
+func (d *Dispatcher) leadRule() leadRule {
+	return leadRule{Floor: d.Policy.BlockThreshold, Ratio: d.late.ratioOver(d.Policy.LateRatio)}
+}
+
+// canSleep reports whether waiting d leaves DeadlineMargin before ctx's
+// deadline (a Lambda invocation's end) and stays within the call's
+// MaxHold.
+func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
+	return d.sleepBound(ctx).can(d.now(), wait)
+}
+
+// sleepBound is what ctx lets the call sleep: its hold, and DeadlineMargin
+// before its deadline.
+func (d *Dispatcher) sleepBound(ctx context.Context) sleepBound {
+	b := sleepBound{Margin: d.Policy.DeadlineMargin}
+	b.Hold, _ = ctx.Value(holdKey{}).(time.Time)
+	b.Deadline, _ = ctx.Deadline()
+	return b
+}
+
+type holdKey struct{}
+
+// withHold records when the call's hold ends, keeping an earlier end the
+// caller set (WithHold).
+func withHold(ctx context.Context, until time.Time) context.Context {
+	if prev, ok := ctx.Value(holdKey{}).(time.Time); ok && prev.Before(until) {
+		return ctx
+	}
+	return context.WithValue(ctx, holdKey{}, until)
+}
+
+// WithHold bounds how long jobs handled under ctx stay in process, below
+// Policy.MaxHold: a job that would sleep past until is deferred instead.
+// A worker that must get back to its queue quickly (the changes queue,
+// whose messages wake idle lanes) handles its jobs under a short hold.
+func WithHold(ctx context.Context, until time.Time) context.Context {
+	return withHold(ctx, until)
+}
