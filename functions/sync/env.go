@@ -19,19 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
-
-// tokenReadTimeout bounds one Secrets Manager read of a credential's token.
-const tokenReadTimeout = 5 * time.Second
 
 // settings is the function's environment, checked in full at init.
 type settings struct {
@@ -114,31 +105,18 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
-	db, sqsClient := dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)
-	lim, err := limiter.New(db, limiter.WithTable(s.table), limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second))
+	p, err := pipeline.New(cfg,
+		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Secrets: secretsmanager.NewFromConfig(awsCfg),
+			HTTP: &http.Client{Timeout: 10 * time.Second}},
+		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+		pipeline.WithLogger(log),
+		pipeline.WithLimiterOptions(limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second)),
+		pipeline.WithCredentialOptions(credentials.WithGetenv(getenv)),
+		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)))
 	if err != nil {
 		return nil, err
 	}
-	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log), otapush.WithSignals(cfg.Signals))
-	if err != nil {
-		return nil, err
-	}
-	secrets := credentials.New(secretsmanager.NewFromConfig(awsCfg), credentials.WithGetenv(getenv))
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: s.stateTable}, Lanes: &lane.Store{DB: db, Table: s.stateTable},
-		Credential: secrets.Lookup(tokenReadTimeout, func(ref string, err error) {
-			// The error names the variable or secret, never a token.
-			log.Error("credential token unavailable; the job is deferred and retried", "token_ref", ref, "err", err)
-		}),
-		Invalidate: secrets.Invalidate}
-	d := &dispatch.Dispatcher{
-		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
-		Queue:      &queue.Queue{SQS: sqsClient, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
-		LocalShare: fallback.New(maxInstances(cfg, s.maxConcurrency)),
-	}
-	if err := d.Validate(); err != nil {
-		return nil, err
-	}
-	sy.Dispatcher = d
+	sy, secrets := p.Syncer, p.Credentials
 	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
 		namespace: s.namespace, out: os.Stdout}, nil
 }

@@ -1,8 +1,9 @@
 // Package pipeline is the channel-manager application built on the fleet
 // limiter (sdk/limiter): PMS change events become ARI state and lanes, and
 // each lane's pending changes become pushes to an OTA within the OTA's
-// quota. It holds no code; its subpackages, in the order a change meets
-// them:
+// quota. New builds one worker's pipeline from the channel config and its
+// AWS clients, the syncer and the dispatcher wired to each other; its
+// subpackages, in the order a change meets them:
 //
 //   - config: the channel connections file, validated at start-up
 //   - ari: change events and the sequence-guarded ARI state

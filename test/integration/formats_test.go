@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -59,8 +60,9 @@ func newWireRig(t *testing.T, format string) *wireRig {
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "fleet-user:s3cret-pw" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
-	d.Routes, d.Work = sy, sy
-	sy.Dispatcher = d
+	if err := sdkpipeline.Wire(sy, d); err != nil {
+		t.Fatal(err)
+	}
 	plan := "BAR"
 	if format == mockota.WireExpediaAR {
 		plan = ""

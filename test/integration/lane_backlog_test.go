@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -100,8 +101,9 @@ func TestLaneStaysBoundedUnderABacklog(t *testing.T) {
 	policy := dispatch.DefaultPolicy
 	policy.BlockThreshold = 2 * time.Second
 	d := r.dispatcher(workerOpts{db: db, sqs: deferred, now: clock.Now, policy: policy})
-	d.Routes, d.Work = sy, sy
-	sy.Dispatcher = d
+	if err := sdkpipeline.Wire(sy, d); err != nil {
+		t.Fatal(err)
+	}
 	lm, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(r.table), limiter.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)

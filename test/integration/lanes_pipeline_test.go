@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -111,11 +112,13 @@ func (r *laneRig) worker() *syncer.Syncer {
 	policy.BlockThreshold = 2 * time.Second // moto's deliveries run late (see dispatcher)
 	policy.StoreCooldown = 2 * time.Second
 	d := r.dispatcher(workerOpts{db: db, policy: policy})
-	d.Routes, d.Work = sy, sy
+	d.Routes, d.Work = sy, sy // what a tune reads
 	if r.tune != nil {
 		r.tune(d)
 	}
-	sy.Dispatcher = d
+	if err := sdkpipeline.Wire(sy, d); err != nil {
+		r.t.Fatal(err)
+	}
 	return sy
 }
 

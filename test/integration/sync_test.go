@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -55,8 +56,9 @@ func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
-	d.Routes, d.Work = sy, sy
-	sy.Dispatcher = d
+	if err := sdkpipeline.Wire(sy, d); err != nil {
+		t.Fatal(err)
+	}
 	return sy
 }
 

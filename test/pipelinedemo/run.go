@@ -19,13 +19,12 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -281,25 +280,23 @@ func sweepEvery(ctx context.Context, sy *syncer.Syncer, interval time.Duration, 
 
 func newWorker(st *stack, cfg *config.Config, t *tally, o options) (*syncer.Syncer, error) {
 	db := &countingDB{Client: dynamodb.NewFromConfig(st.cfg, emulator.ForEmulator), limiterTable: st.table, t: t}
-	lim, err := limiter.New(db, limiter.WithTable(st.table), limiter.WithCircuitBreaker(3, 5*time.Second))
-	if err != nil {
-		return nil, err
-	}
 	quiet := slog.New(slog.DiscardHandler)
-	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithLogger(quiet))
+	p, err := pipeline.New(cfg, pipeline.Clients{DynamoDB: db, SQS: st.sqs},
+		pipeline.Names{LimiterTable: st.table, StateTable: st.stateTable, DeferredURL: st.deferredURL, DeadURL: st.deadURL},
+		pipeline.WithLogger(quiet), pipeline.WithLimiterOptions(limiter.WithCircuitBreaker(3, 5*time.Second)),
+		pipeline.WithToken(func(env string) string { return token(o, env) }),
+		pipeline.WithSyncer(func(sy *syncer.Syncer) { sy.FillQuota = o.fillQuota }),
+		pipeline.WithDispatcher(func(d *dispatch.Dispatcher) {
+			if t.trace != nil {
+				d.Limiter = tracedLimiter{Limiter: d.Limiter.(*limiter.Limiter), t: t.trace}
+				d.Pusher = tracedPusher{Pusher: d.Pusher, t: t.trace}
+				d.Queue = tracedQueue{Queue: d.Queue, t: t.trace}
+			}
+		}))
 	if err != nil {
 		return nil, err
 	}
-	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: st.stateTable}, Lanes: &lane.Store{DB: db, Table: st.stateTable},
-		Token: func(env string) string { return token(o, env) }, FillQuota: o.fillQuota}
-	sy.Dispatcher = &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: push, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
-		Queue: &queue.Queue{SQS: st.sqs, DeferredURL: st.deferredURL, DeadURL: st.deadURL}}
-	if t.trace != nil {
-		sy.Dispatcher.Limiter = tracedLimiter{Limiter: lim, t: t.trace}
-		sy.Dispatcher.Pusher = tracedPusher{Pusher: push, t: t.trace}
-		sy.Dispatcher.Queue = tracedQueue{Queue: sy.Dispatcher.Queue, t: t.trace}
-	}
-	return sy, sy.Dispatcher.Validate()
+	return p.Syncer, nil
 }
 
 // token is the demo's secret for a credential's env: its username is what
