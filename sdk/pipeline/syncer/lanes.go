@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -44,21 +43,6 @@ type laneRef struct {
 type partRef struct {
 	Element string `json:"element"`
 	From    string `json:"from"`
-}
-
-// Push is the body sent to an OTA: the current state of everything a lane
-// has pending, one entry per room type and rate plan.
-type Push struct {
-	HotelRef string     `json:"hotel_ref"`
-	Kind     string     `json:"kind"`
-	Items    []PushCell `json:"items"`
-}
-
-// PushCell is the pending dates of one room type and rate plan.
-type PushCell struct {
-	RoomType string    `json:"room_type"`
-	RatePlan string    `json:"rate_plan,omitempty"`
-	Days     []ari.Day `json:"days"`
 }
 
 // laneJob is the job that pushes lane id under ref.Token.
@@ -266,72 +250,6 @@ func resume(pending []lane.Element, part *partRef) ([]lane.Element, map[lane.Ele
 	return pending, nil
 }
 
-// Shrink renders a push again with the oldest pending changes that fit in
-// items items, for an endpoint metered by items whose bucket had fewer
-// tokens free than the push had items. The changes it leaves out stay
-// pending for the lane's next push.
-func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, items int) (dispatch.Payload, error) {
-	st, ok := p.State.(pushed)
-	if !ok {
-		return p, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
-	}
-	els, left := fitWhole(st.elements, items)
-	if len(els) == 0 {
-		return s.split(ctx, j, st, items)
-	}
-	_, maxBytes := s.requestLimits(st.lane)
-	body, n, fit, err := fitBytes(st.lane, els, st.state, maxBytes)
-	if err != nil {
-		return p, err
-	}
-	st.rest = append(append(append([]lane.Element(nil), els[len(fit):]...), left...), st.rest...)
-	st.elements, st.more = fit, true
-	return s.payload(ctx, st, body, n)
-}
-
-// split pushes the first items dates of the oldest pending element, which
-// alone has more items than the push's tokens pay for (a 30-day rate
-// change on a burst of 20): it could otherwise never go out. The element
-// stays pending; the lane's next push carries its dates from the first one
-// left out (laneRef.Part), and clears it when they have all gone. Each
-// date goes out with the newest state at its push, so none is left stale.
-func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (dispatch.Payload, error) {
-	first := st.elements[0]
-	dates := (ari.Change{From: first.From, To: first.To}).Dates()
-	if items < 1 || items >= len(dates) {
-		return dispatch.Payload{}, &dispatch.TooBigError{Items: min(len(dates), 1)}
-	}
-	head, tail := first, first
-	head.To, tail.From = dates[items-1], dates[items]
-	_, maxBytes := s.requestLimits(st.lane)
-	body, n, err := encodePush(st.lane, []lane.Element{head}, st.state)
-	if err != nil {
-		return dispatch.Payload{}, err
-	}
-	if len(body) > maxBytes {
-		return dispatch.Payload{}, fmt.Errorf("job %q: the first %d dates of %s are %d bytes, over max_bytes %d", j.ID, items, first, len(body), maxBytes)
-	}
-	whole := st.held(first)
-	st.part = &partRef{Element: whole.String(), From: tail.From}
-	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
-	st.whole = map[lane.Element]lane.Element{tail: whole}
-	st.elements, st.more = nil, true
-	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled}, body, n)
-	pay.State = st
-	return pay, err
-}
-
-// expectedItems is what a push of pending would carry, for the slot of an
-// endpoint metered by items to book its tokens; 0 (unused) elsewhere, so
-// request-metered lanes do not count items on every mark and push.
-func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
-	if s.Config.Channels[id.Channel].Endpoints[id.Kind].ItemCost() == 0 {
-		return 0
-	}
-	maxItems, _ := s.requestLimits(id)
-	return min(countItems(pending()), maxItems)
-}
-
 // Rechecks reports whether j only comes back to see whether the owner it
 // found holding its lane is still alive (dispatch.Rechecker): it books a
 // slot only once it has taken the lane over.
@@ -427,169 +345,6 @@ func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		s.owned.leased(ref.Token, need)
 	}
 	return err
-}
-
-// render reads the state of the oldest pending elements that fit the
-// endpoint's max_items, in one call, and encodes them (see fitBytes). It
-// returns the body, its item count, the elements it carries and the state
-// it read.
-func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
-	maxItems, maxBytes := s.requestLimits(id)
-	els := fitItems(pending, maxItems)
-	ranges := make([]ari.Range, len(els))
-	for i, e := range els {
-		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
-	}
-	state, err := s.State.Read(ctx, ranges)
-	if err != nil {
-		return nil, 0, nil, nil, err
-	}
-	body, items, els, err := fitBytes(id, els, state, maxBytes)
-	return body, items, els, state, err
-}
-
-// fitBytes encodes els; if the body is over maxBytes it drops the newest
-// elements until it fits (one element always goes: max_items admits any
-// one change, and a body the vendor still refuses is dead-lettered with
-// its reason).
-func fitBytes(id lane.ID, els []lane.Element, state map[string][]ari.Day, maxBytes int) ([]byte, int, []lane.Element, error) {
-	for {
-		body, items, err := encodePush(id, els, state)
-		if err != nil || len(body) <= maxBytes || len(els) == 1 {
-			return body, items, els, err
-		}
-		els = els[:len(els)/2]
-	}
-}
-
-func (s *Syncer) requestLimits(id lane.ID) (int, int) {
-	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
-	return ep.RequestLimits()
-}
-
-func cellOf(id lane.ID, e lane.Element) string {
-	return ari.Change{PropertyID: id.Property, Kind: id.Kind, RoomType: e.RoomType, RatePlan: e.RatePlan}.Cell()
-}
-
-// fitItems is the longest prefix of pending (oldest first) whose distinct
-// (cell, date) items number at most maxItems; at least one element.
-func fitItems(pending []lane.Element, maxItems int) []lane.Element {
-	seen := map[string]bool{}
-	for i, e := range pending {
-		added := 0
-		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
-			if k := e.RoomType + "#" + e.RatePlan + "#" + d; !seen[k] {
-				seen[k] = true
-				added++
-			}
-		}
-		if len(seen) > maxItems && i > 0 {
-			return pending[:i]
-		}
-	}
-	return pending
-}
-
-// fitWhole picks the pending elements, oldest first, that fit together in
-// maxItems distinct (cell, date) items, skipping any that would not fit
-// so that the tokens a push holds are spent; rest is the others, in
-// order. picked is empty when none fits.
-func fitWhole(els []lane.Element, maxItems int) (picked, rest []lane.Element) {
-	seen := map[string]bool{}
-	for _, e := range els {
-		var added []string
-		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
-			if k := e.RoomType + "#" + e.RatePlan + "#" + d; !seen[k] {
-				added = append(added, k)
-			}
-		}
-		if len(seen)+len(added) > maxItems {
-			rest = append(rest, e)
-			continue
-		}
-		for _, k := range added {
-			seen[k] = true
-		}
-		picked = append(picked, e)
-	}
-	return picked, rest
-}
-
-// countItems is the distinct (cell, date) items of els.
-func countItems(els []lane.Element) int {
-	seen := map[string]bool{}
-	for _, e := range els {
-		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
-			seen[e.RoomType+"#"+e.RatePlan+"#"+d] = true
-		}
-	}
-	return len(seen)
-}
-
-// without is pending less done.
-func without(pending, done []lane.Element) []lane.Element {
-	gone := make(map[lane.Element]bool, len(done))
-	for _, e := range done {
-		gone[e] = true
-	}
-	var out []lane.Element
-	for _, e := range pending {
-		if !gone[e] {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// encodePush renders the elements' dates from state, each (cell, date)
-// once, in a stable order.
-func encodePush(id lane.ID, els []lane.Element, state map[string][]ari.Day) ([]byte, int, error) {
-	push := Push{HotelRef: id.HotelRef, Kind: id.Kind, Items: cellsOf(id, els, state)}
-	items := 0
-	for _, c := range push.Items {
-		items += len(c.Days)
-	}
-	body, err := json.Marshal(push)
-	return body, items, err
-}
-
-// cellsOf is the elements' dates with their values in state, each (cell,
-// date) once, cells in a stable order.
-func cellsOf(id lane.ID, els []lane.Element, state map[string][]ari.Day) []PushCell {
-	type cellKey struct{ room, plan string }
-	want := map[cellKey]map[string]bool{}
-	for _, e := range els {
-		k := cellKey{e.RoomType, e.RatePlan}
-		if want[k] == nil {
-			want[k] = map[string]bool{}
-		}
-		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
-			want[k][d] = true
-		}
-	}
-	keys := make([]cellKey, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].room != keys[j].room {
-			return keys[i].room < keys[j].room
-		}
-		return keys[i].plan < keys[j].plan
-	})
-	var out []PushCell
-	for _, k := range keys {
-		cell := PushCell{RoomType: k.room, RatePlan: k.plan}
-		for _, d := range state[cellOf(id, lane.Element{RoomType: k.room, RatePlan: k.plan})] {
-			if want[k][d.Date] {
-				cell.Days = append(cell.Days, d)
-			}
-		}
-		if len(cell.Days) > 0 {
-			out = append(out, cell)
-		}
-	}
-	return out
 }
 
 func newToken() string {
