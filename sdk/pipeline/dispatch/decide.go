@@ -1,9 +1,12 @@
 package dispatch
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -88,6 +91,13 @@ type decision struct {
 	DropHold bool
 	// Confirm: the slot carries a stamp, confirmed before it is spent.
 	Confirm bool
+	// CountFailure: the job failed once more (job.Failures); Pause: its
+	// bucket pauses, fleet-wide, for Wait (a refused credential).
+	CountFailure, Pause bool
+	// StoreError, CredentialRefused: what the Result reports.
+	StoreError, CredentialRefused bool
+	// ReportSlot: the Result names the slot the failed push held.
+	ReportSlot bool
 	// ShadowWait and ShadowWouldDefer are what enforcement would have done
 	// with a Shadow route's push that goes out now.
 	ShadowWait       time.Duration
@@ -195,4 +205,71 @@ type leadRule struct {
 
 func (r leadRule) lead(wait time.Duration) time.Duration {
 	return max(r.Floor, time.Duration(r.Ratio*float64(wait)))
+}
+
+// failure is a push that failed, as decideFailure reads it.
+type failure struct {
+	Err      error
+	Failures int // the job's failed pushes in a row before this one
+	Policy   Policy
+	// Refreshed: the router replaced the credential's token since the
+	// push (CredentialRefresher); asked only when mayRefresh.
+	Refreshed bool
+}
+
+// mayRefresh reports whether a new token for the credential would send the
+// push again: the vendor refused the credential, and the job may fail again.
+func (f failure) mayRefresh() bool {
+	var perm *otapush.PermanentError
+	return errors.As(f.Err, &perm) && credentialRefused(perm.Status) && f.Failures < f.Policy.MaxFailures
+}
+
+// decideFailure says what becomes of a job whose push failed; ok is false
+// for an error that is not the vendor's nor the limiter's (ctx ended),
+// which the caller returns.
+func decideFailure(f failure) (d decision, ok bool) {
+	var perm *otapush.PermanentError
+	var later *otapush.DeferError
+	k := f.Failures + 1 // counting this one
+	errors.As(f.Err, &perm)
+	switch {
+	case f.mayRefresh() && f.Refreshed:
+		// The token was rotated: the same push goes out again with the new
+		// one, counted as a failure so that a token that keeps changing
+		// cannot loop.
+		return decision{Act: actDefer, Reason: "credential refreshed after " + perm.Error(), CountFailure: true}, true
+	case f.mayRefresh():
+		// The vendor refuses the credential itself and no new token
+		// replaced it (a rotation gone wrong, a revoked key): every push
+		// on it would be refused too. Its bucket pauses for the whole
+		// fleet until the job's backoff ends, and the job keeps its work
+		// for then: nothing is cleared while an operator fixes the
+		// credential, and the refusal pages (CredentialRefused).
+		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, 0), Reason: "credential refused, its pushes paused: " + perm.Error(),
+			CountFailure: true, Pause: true, CredentialRefused: true}, true
+	case perm != nil:
+		// Refused for good: the same push cannot succeed. The job goes to
+		// the dead-letter queue with the reason. State-backed work is not
+		// settled but given up (Abandoner): what the push carried stays
+		// pending, to be pushed again by the work's next job, and the job
+		// in the dead letter names its work, so that a redrive pushes it
+		// again once the cause is fixed.
+		reason := perm.Error()
+		if credentialRefused(perm.Status) {
+			reason = fmt.Sprintf("credential refused %d times in a row: %v", k, perm)
+		}
+		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: reason, CredentialRefused: credentialRefused(perm.Status)}, true
+	case errors.As(f.Err, &later) && errors.Is(later, limiter.ErrUnavailable):
+		// The limiter's store, not the vendor, failed: fail closed, and
+		// do not count it against the job.
+		return decision{Act: actDefer, Wait: f.Policy.StoreCooldown, Reason: later.Error(), StoreError: true, ReportSlot: true}, true
+	case errors.As(f.Err, &later) && k > f.Policy.MaxFailures:
+		// Given up, as a refusal is (above): the job is dead-lettered and
+		// its work stays pending.
+		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: fmt.Sprintf("gave up after %d failed pushes in a row: %v", k, later)}, true
+	case errors.As(f.Err, &later):
+		// Retries spent or lost the slot; the next run acquires afresh.
+		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, later.After), Reason: later.Error(), CountFailure: true, ReportSlot: true}, true
+	}
+	return decision{}, false
 }

@@ -1,9 +1,12 @@
 package dispatch
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -92,5 +95,47 @@ func TestDecide(t *testing.T) {
 		if !seen[a] {
 			t.Errorf("no case decides %v", a)
 		}
+	}
+}
+
+// TestDecideFailure covers what becomes of a job whose push failed, for
+// each kind of failure, with its count of failures as a value.
+func TestDecideFailure(t *testing.T) {
+	p := DefaultPolicy // MaxFailures 8, FailureBackoff 2 s, StoreCooldown 10 s
+	refused := &otapush.PermanentError{Status: 401, Summary: "bad token"}
+	bad := &otapush.PermanentError{Status: 400, Summary: "no such room"}
+	tests := []struct {
+		name      string
+		f         failure
+		want      decision
+		notVendor bool
+	}{
+		{"credential refused, a new token: again at once", failure{Err: refused, Failures: 0, Refreshed: true},
+			decision{Act: actDefer, Reason: "credential refreshed after " + refused.Error(), CountFailure: true}, false},
+		{"credential refused, no new token: pause its bucket for the backoff", failure{Err: refused, Failures: 2},
+			decision{Act: actDefer, Wait: 8 * time.Second, Reason: "credential refused, its pushes paused: " + refused.Error(),
+				CountFailure: true, Pause: true, CredentialRefused: true}, false},
+		{"credential refused past MaxFailures: dead-letter, a new token or not", failure{Err: refused, Failures: 8, Refreshed: true},
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "credential refused 9 times in a row: " + refused.Error(), CredentialRefused: true}, false},
+		{"refused for good: dead-letter", failure{Err: bad},
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: bad.Error()}, false},
+		{"the limiter's store failed: back after the cooldown, not counted", failure{Err: &otapush.DeferError{Cause: limiter.ErrUnavailable}, Failures: 8},
+			decision{Act: actDefer, Wait: 10 * time.Second, Reason: (&otapush.DeferError{Cause: limiter.ErrUnavailable}).Error(), StoreError: true, ReportSlot: true}, false},
+		{"a transient failure: back off, at least what the vendor asked", failure{Err: &otapush.DeferError{After: 30 * time.Second}, Failures: 1},
+			decision{Act: actDefer, Wait: 30 * time.Second, Reason: (&otapush.DeferError{After: 30 * time.Second}).Error(), CountFailure: true, ReportSlot: true}, false},
+		{"a transient failure: the backoff doubles (2 s · 2^7 for the 8th)", failure{Err: &otapush.DeferError{}, Failures: 7},
+			decision{Act: actDefer, Wait: 256 * time.Second, Reason: (&otapush.DeferError{}).Error(), CountFailure: true, ReportSlot: true}, false},
+		{"a transient failure past MaxFailures: give up", failure{Err: &otapush.DeferError{}, Failures: 8},
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "gave up after 9 failed pushes in a row: " + (&otapush.DeferError{}).Error()}, false},
+		{"not the vendor's failure (ctx ended): the caller returns it", failure{Err: context.Canceled}, decision{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.f.Policy = p
+			got, ok := decideFailure(tt.f)
+			if ok == tt.notVendor || got != tt.want {
+				t.Fatalf("decideFailure = %+v, %v; want %+v, %v", got, ok, tt.want, !tt.notVendor)
+			}
+		})
 	}
 }
