@@ -41,11 +41,14 @@ const (
 	// actPush: push at the slot held, after sleeping decision.Wait; with
 	// decision.Confirm, confirm the slot's stamp first (probe.go).
 	actPush
+	// actCoalesce: the job has nothing to send (a duplicate, or work
+	// another job carries); it ends here.
+	actCoalesce
 )
 
 func (a action) String() string {
 	return map[action]string{actBookLinger: "book-linger", actSleep: "sleep", actDefer: "defer", actDeadLetter: "dead-letter",
-		actRecheck: "recheck", actReserve: "reserve", actPush: "push"}[a]
+		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce"}[a]
 }
 
 // situation is everything decide reads.
@@ -91,6 +94,8 @@ type decision struct {
 	DropHold bool
 	// Confirm: the slot carries a stamp, confirmed before it is spent.
 	Confirm bool
+	// Wasted: the slot the job held goes unused.
+	Wasted bool
 	// CountFailure: the job failed once more (job.Failures); Pause: its
 	// bucket pauses, fleet-wide, for Wait (a refused credential).
 	CountFailure, Pause bool
@@ -270,6 +275,25 @@ func decideFailure(f failure) (d decision, ok bool) {
 	case errors.As(f.Err, &later):
 		// Retries spent or lost the slot; the next run acquires afresh.
 		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, later.After), Reason: later.Error(), CountFailure: true, ReportSlot: true}, true
+	}
+	return decision{}, false
+}
+
+// decideBegin says what becomes of a job whose work handed back no push
+// (Work.Begin's error); held says whether it held a slot, now is the
+// clock's reading. ok is false for a failure to read the work, which the
+// caller defers for the store's cooldown (fail closed).
+func decideBegin(err error, held bool, now time.Time) (d decision, ok bool) {
+	var recheck *RecheckError
+	switch {
+	case errors.Is(err, ErrNothingToPush):
+		return decision{Act: actCoalesce, Reason: err.Error()}, true
+	case errors.Is(err, ErrIdle):
+		return decision{Act: actCoalesce, Reason: err.Error(), Wasted: held}, true
+	case errors.Is(err, job.ErrMalformed):
+		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: err.Error()}, true
+	case errors.As(err, &recheck):
+		return decision{Act: actDefer, Wait: recheck.At.Sub(now), Reason: recheck.Error(), Wasted: held}, true
 	}
 	return decision{}, false
 }

@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,7 +93,7 @@ func TestDecide(t *testing.T) {
 			seen[got.Act] = true
 		})
 	}
-	for a := actBookLinger; a <= actPush; a++ {
+	for a := actBookLinger; a <= actPush; a++ { // actCoalesce: TestDecideBegin
 		if !seen[a] {
 			t.Errorf("no case decides %v", a)
 		}
@@ -135,6 +137,37 @@ func TestDecideFailure(t *testing.T) {
 			got, ok := decideFailure(tt.f)
 			if ok == tt.notVendor || got != tt.want {
 				t.Fatalf("decideFailure = %+v, %v; want %+v, %v", got, ok, tt.want, !tt.notVendor)
+			}
+		})
+	}
+}
+
+// TestDecideBegin covers what becomes of a job whose work handed back no
+// push: a duplicate or an idle lane coalesces, a malformed one is
+// dead-lettered, one that must look again later is deferred until then.
+func TestDecideBegin(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	recheck := &RecheckError{At: t0.Add(40 * time.Second), Reason: "owned by another worker"}
+	malformed := fmt.Errorf("%w: lane payload", job.ErrMalformed)
+	tests := []struct {
+		name string
+		err  error
+		held bool
+		want decision
+		ok   bool
+	}{
+		{"a duplicate: coalesced, its slot not wasted (the other copy's)", ErrNothingToPush, true, decision{Act: actCoalesce, Reason: ErrNothingToPush.Error()}, true},
+		{"nothing pending: coalesced, its slot wasted", ErrIdle, true, decision{Act: actCoalesce, Reason: ErrIdle.Error(), Wasted: true}, true},
+		{"nothing pending, no slot", ErrIdle, false, decision{Act: actCoalesce, Reason: ErrIdle.Error()}, true},
+		{"malformed: dead-lettered", malformed, true, decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: malformed.Error()}, true},
+		{"recheck: deferred until then", recheck, true, decision{Act: actDefer, Wait: 40 * time.Second, Reason: recheck.Error(), Wasted: true}, true},
+		{"the work's store failed: the caller fails closed", errors.New("throttled"), true, decision{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := decideBegin(tt.err, tt.held, t0)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("decideBegin = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
 	}

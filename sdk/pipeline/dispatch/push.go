@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -98,27 +97,26 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job
 // beginFailed handles a Work.Begin that handed back no push. held says
 // whether j held a slot, which then goes unused (a wasted slot).
 func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, res Result, held bool, err error) (Result, error) {
-	wasted := 0
-	if held {
-		wasted = 1
+	dec, ok := decideBegin(err, held, d.now())
+	if !ok {
+		res, _, err = d.workFailed(ctx, j, route, res, err)
+		return res, err
 	}
-	var recheck *RecheckError
-	switch {
-	case errors.Is(err, ErrNothingToPush):
-		res.Outcome, res.Reason = Coalesced, err.Error()
+	if dec.Act == actCoalesce {
+		res.Outcome, res.Reason = Coalesced, dec.Reason
+		if dec.Wasted {
+			res.WastedSlots = 1
+		}
 		return res, nil
-	case errors.Is(err, ErrIdle):
-		res.Outcome, res.Reason, res.WastedSlots = Coalesced, err.Error(), wasted
-		return res, nil
-	case errors.Is(err, job.ErrMalformed):
-		return d.deadLetter(ctx, j, DeadLettered, err.Error())
-	case errors.As(err, &recheck):
-		def, err := d.deferJob(ctx, j, route, recheck.At.Sub(d.now()), recheck.Error())
-		def.WastedSlots = wasted
-		return def, err
 	}
-	res, _, err = d.workFailed(ctx, j, route, res, err)
-	return res, err
+	out, err := d.act(ctx, j, route, dec)
+	if dec.Act == actDefer {
+		out.WastedSlots = 0
+		if dec.Wasted {
+			out.WastedSlots = 1
+		}
+	}
+	return out, err
 }
 
 // rechecks reports whether j only comes back to find out whether its work
