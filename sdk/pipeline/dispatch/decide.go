@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -41,6 +42,9 @@ const (
 	// actPush: push at the slot held, after sleeping decision.Wait; with
 	// decision.Confirm, confirm the slot's stamp first (probe.go).
 	actPush
+	// actLocalShare: the limiter store is down, and the route pushes
+	// within this process's local share of its limit (localShare).
+	actLocalShare
 	// actCoalesce: the job has nothing to send (a duplicate, or work
 	// another job carries); it ends here.
 	actCoalesce
@@ -48,7 +52,7 @@ const (
 
 func (a action) String() string {
 	return map[action]string{actBookLinger: "book-linger", actSleep: "sleep", actDefer: "defer", actDeadLetter: "dead-letter",
-		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce"}[a]
+		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce", actLocalShare: "local-share"}[a]
 }
 
 // situation is everything decide reads.
@@ -296,4 +300,65 @@ func decideBegin(err error, held bool, now time.Time) (d decision, ok bool) {
 		return decision{Act: actDefer, Wait: recheck.At.Sub(now), Reason: recheck.Error(), Wasted: held}, true
 	}
 	return decision{}, false
+}
+
+// refusal is a reservation the limiter refused, as decideRefusal reads it.
+type refusal struct {
+	Err error
+	// Bound is what bounded the reservation below MaxReserve (noBound,
+	// deadlineBound, maxAgeBound); End is when that bound ends, Deadline
+	// the job's and MaxAge its route's.
+	Bound    int
+	End      time.Time
+	Deadline time.Time
+	MaxAge   time.Duration
+	// LocalShare: the route may push within a local share while the store
+	// is down, and the dispatcher has one.
+	LocalShare bool
+	Cooldown   time.Duration // Policy.StoreCooldown
+	CtxErr     error         // the call's context ended
+}
+
+// decideRefusal says what becomes of a job the limiter gave no slot (a
+// shadow route's job, or a horizon's short denial slept for, are the
+// caller's): no slot before its bound ends it with no token spent; a
+// bucket booked to the horizon, or contended, defers it; an invalid limit
+// dead-letters it; a store down defers it for the cooldown (fail closed)
+// unless the route has a local share. ok is false when the call's context
+// ended, which the caller returns.
+func decideRefusal(r refusal) (d decision, ok bool) {
+	if wait, denied := limiter.RetryAfter(r.Err); denied {
+		if r.Bound != noBound {
+			return unbookable(r.Bound, r.Deadline, r.MaxAge, r.End), true
+		}
+		// Even MaxReserve (or the route's horizon) ahead is booked: come
+		// back when it is not.
+		return decision{Act: actDefer, Wait: wait, Reason: "bucket booked beyond the booking horizon"}, true
+	}
+	switch {
+	case errors.Is(r.Err, limiter.ErrContended):
+		return decision{Act: actDefer, Reason: "bucket contended; retrying"}, true
+	case errors.Is(r.Err, limiter.ErrInvalidArgument):
+		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "route has an invalid limit: " + r.Err.Error()}, true
+	case r.CtxErr != nil:
+		return decision{}, false
+	case r.LocalShare && errors.Is(r.Err, limiter.ErrUnavailable):
+		return decision{Act: actLocalShare, StoreError: true}, true
+	}
+	cooldown := r.Cooldown
+	var open *breaker.OpenError
+	if errors.As(r.Err, &open) {
+		cooldown = max(cooldown, open.RetryAfter)
+	}
+	return decision{Act: actDefer, Wait: cooldown, Reason: "limiter store unavailable", StoreError: true}, true
+}
+
+// unbookable is the end of a job with no slot before its bound: shed past
+// its deadline, expired past its max age (at end), with no token spent.
+func unbookable(bound int, deadline time.Time, maxAge time.Duration, end time.Time) decision {
+	if bound == deadlineBound {
+		return decision{Act: actDeadLetter, Outcome: Shed, Reason: "no slot before the deadline " + deadline.Format(time.RFC3339) + "; no token spent"}
+	}
+	return decision{Act: actDeadLetter, Outcome: Expired,
+		Reason: fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, end.Format(time.RFC3339))}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -168,6 +169,47 @@ func TestDecideBegin(t *testing.T) {
 			got, ok := decideBegin(tt.err, tt.held, t0)
 			if got != tt.want || ok != tt.ok {
 				t.Fatalf("decideBegin = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestDecideRefusal covers what becomes of a job the limiter gave no slot.
+func TestDecideRefusal(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	booked := &limiter.ExhaustedError{RetryAfter: 3 * time.Minute}
+	down := fmt.Errorf("reserve: %w", limiter.ErrUnavailable)
+	invalid := &limiter.ArgumentError{Field: "route.sharded", Reason: "no shards"}
+	base := refusal{Deadline: t0.Add(time.Minute), MaxAge: 24 * time.Hour, End: t0.Add(time.Minute), Cooldown: 10 * time.Second}
+	tests := []struct {
+		name string
+		edit func(*refusal)
+		want decision
+		ok   bool
+	}{
+		{"no slot before its deadline: shed, no token spent", func(r *refusal) { r.Err, r.Bound = booked, deadlineBound },
+			decision{Act: actDeadLetter, Outcome: Shed, Reason: "no slot before the deadline 2026-12-01T12:01:00Z; no token spent"}, true},
+		{"no slot before its max age ends: expired, no token spent", func(r *refusal) { r.Err, r.Bound = booked, maxAgeBound },
+			decision{Act: actDeadLetter, Outcome: Expired, Reason: "expired: no slot before its max_age 24h0m0s ends at 2026-12-01T12:01:00Z; no token spent"}, true},
+		{"booked beyond the horizon: back when it is not", func(r *refusal) { r.Err = booked },
+			decision{Act: actDefer, Wait: 3 * time.Minute, Reason: "bucket booked beyond the booking horizon"}, true},
+		{"contended: back at once", func(r *refusal) { r.Err = limiter.ErrContended }, decision{Act: actDefer, Reason: "bucket contended; retrying"}, true},
+		{"an invalid limit: dead-lettered", func(r *refusal) { r.Err = invalid },
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "route has an invalid limit: " + invalid.Error()}, true},
+		{"the call ended: the caller returns it", func(r *refusal) { r.Err, r.CtxErr = down, context.Canceled }, decision{}, false},
+		{"store down, a local share: push within it", func(r *refusal) { r.Err, r.LocalShare = down, true }, decision{Act: actLocalShare, StoreError: true}, true},
+		{"store down: back after the cooldown (fail closed)", func(r *refusal) { r.Err = down },
+			decision{Act: actDefer, Wait: 10 * time.Second, Reason: "limiter store unavailable", StoreError: true}, true},
+		{"store calls paused by the breaker: back when it closes", func(r *refusal) { r.Err = &breaker.OpenError{RetryAfter: 30 * time.Second} },
+			decision{Act: actDefer, Wait: 30 * time.Second, Reason: "limiter store unavailable", StoreError: true}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base
+			tt.edit(&r)
+			got, ok := decideRefusal(r)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("decideRefusal = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
 	}

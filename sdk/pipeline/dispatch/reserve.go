@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
@@ -70,48 +69,25 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 			return d.reserve(ctx, j, route, d.now())
 		}
 	}
-	if wait, denied := limiter.RetryAfter(err); denied {
-		if bound != noBound {
-			res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
-			return res, true, err
-		}
-		// Even MaxReserve (or the route's horizon) ahead is booked: come
-		// back when it is not.
-		res, err := d.deferJob(ctx, *j, route, wait, "bucket booked beyond the booking horizon")
-		return res, true, err
-	}
-	if errors.Is(err, limiter.ErrContended) {
-		res, err := d.deferJob(ctx, *j, route, 0, "bucket contended; retrying")
-		return res, true, err
-	}
-	if errors.Is(err, limiter.ErrInvalidArgument) {
-		res, err := d.deadLetter(ctx, *j, DeadLettered, "route has an invalid limit: "+err.Error())
-		return res, true, err
-	}
-	if ctx.Err() != nil {
+	dec, ok := decideRefusal(refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
+		LocalShare: route.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err()})
+	switch {
+	case !ok:
 		return Result{}, true, ctx.Err()
-	}
-	if route.LocalShare && d.LocalShare != nil && errors.Is(err, limiter.ErrUnavailable) {
+	case dec.Act == actLocalShare:
 		return d.localShare(ctx, j, route, now, err)
+	case dec.StoreError:
+		d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
 	}
-	cooldown := d.Policy.StoreCooldown
-	var open *breaker.OpenError
-	if errors.As(err, &open) {
-		cooldown = max(cooldown, open.RetryAfter)
-	}
-	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
-	res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
-	res.StoreError = true
+	res, derr := d.act(ctx, *j, route, dec)
+	res.StoreError = res.StoreError || dec.StoreError
 	return res, true, derr
 }
 
 // unbookable ends j, which has no slot before its bound (its deadline, or
 // its max age that ends at end): shed or expired, with no token spent.
 func (d *Dispatcher) unbookable(ctx context.Context, j job.Job, bound int, maxAge time.Duration, end time.Time) (Result, error) {
-	if bound == deadlineBound {
-		return d.deadLetter(ctx, j, Shed, "no slot before the deadline "+j.Deadline.Format(time.RFC3339)+"; no token spent")
-	}
-	return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, end.Format(time.RFC3339)))
+	return d.act(ctx, j, Route{}, unbookable(bound, j.Deadline, maxAge, end))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it
