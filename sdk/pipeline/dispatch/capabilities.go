@@ -71,12 +71,6 @@ type Needs struct {
 	LocalShare bool
 }
 
-// NeedsOf is what route needs.
-func NeedsOf(route Route) Needs {
-	return Needs{Sharded: route.Sharded != nil, Multi: len(route.Also) > 0, Items: route.ItemWeight > 0,
-		Adaptive: route.Bucket.Adaptive != nil, LocalShare: route.LocalShare}
-}
-
 // Or is what n and m need together.
 func (n Needs) Or(m Needs) Needs {
 	return Needs{Sharded: n.Sharded || m.Sharded, Multi: n.Multi || m.Multi, Items: n.Items || m.Items,
