@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -95,15 +94,22 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		return errors.New(`AWS_ENDPOINT_URL_DYNAMODB is not set: run eval "$(scripts/localstack.sh start)" first, or scripts/demo.sh`)
-	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The local stack or a brought endpoint; its logger is
+	// emulator.QuietCancelled, as calls cut short at the end warn for nothing.
+	cfg, err := emulator.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("AWS config: %w", err)
+		return fmt.Errorf("%w (or run scripts/demo.sh fleet)", err)
 	}
-	cfg.Logger = emulator.QuietCancelled(cfg.Logger) // calls cut short at the end warn for nothing
-	if err := limiter.CreateTable(ctx, dynamodb.NewFromConfig(cfg, emulator.ForEmulator), o.table); err != nil {
+	admin := dynamodb.NewFromConfig(cfg, emulator.ForEmulator)
+	if emulator.Brought() {
+		// A table of the run's own, deleted at the end: an endpoint the
+		// user brings keeps nothing of a run.
+		o.table = emulator.Name(o.table, 255)
+		defer func() {
+			_, _ = admin.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &o.table})
+		}()
+	}
+	if err := limiter.CreateTable(ctx, admin, o.table); err != nil {
 		return err
 	}
 	lim := limiter.PerSecond(o.rate, o.burst)

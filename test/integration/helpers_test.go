@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -103,3 +104,7 @@ func stampOf(r limiter.Reservation) *limiter.Stamp {
 	s, _ := r.Stamp()
 	return &s
 }
+
+// TestMain sweeps, on an endpoint the user brings, whatever the tests left
+// under the run's prefix (see emulator.Main).
+func TestMain(m *testing.M) { os.Exit(emulator.Main(m)) }
