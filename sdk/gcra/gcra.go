@@ -1,4 +1,4 @@
-// Package gcra is the arithmetic of a fleet-wide token bucket, with no I/O.
+// How the arithmetic works (package gcra is introduced in doc.go).
 //
 // A token bucket of rate r tokens/s and burst b is the same thing as the
 // Generic Cell Rate Algorithm (GCRA) with emission interval T = 1/r and
@@ -18,6 +18,7 @@
 // keeps, so the arithmetic is exact and the same on every worker. Time is a
 // parameter of every function, never read from a clock, which is what makes
 // the math testable without sleeping.
+
 package gcra
 
 import (
