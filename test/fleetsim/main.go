@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 type options struct {
@@ -188,17 +188,10 @@ func progress(ctx context.Context, out io.Writer, start time.Time, lim limiter.L
 }
 
 func report(out io.Writer, grants []time.Time, lim limiter.Limit, elapsed time.Duration, calls, errs int64, workers int) error {
-	sort.Slice(grants, func(i, j int) bool { return grants[i].Before(grants[j]) })
-	allowed := float64(lim.Burst) + lim.Rate*elapsed.Seconds()
-	worst, worstWindow := 0.0, time.Duration(0)
-	for i := range grants {
-		for j := i; j < len(grants); j++ {
-			w := grants[j].Sub(grants[i])
-			if r := float64(j-i+1) / (float64(lim.Burst) + lim.Rate*w.Seconds()); r > worst {
-				worst, worstWindow = r, w
-			}
-		}
-	}
+	wl := window.Limit{Rate: lim.Rate, Burst: lim.Burst}
+	allowed := wl.Bound(elapsed)
+	fullest, broken := window.Fullest(grants, wl)
+	worst, worstWindow := fullest.Ratio(), fullest.Width()
 	steady := 0.0
 	if elapsed > time.Second && len(grants) > lim.Burst {
 		steady = float64(len(grants)-lim.Burst) / elapsed.Seconds()
@@ -209,7 +202,7 @@ func report(out io.Writer, grants []time.Time, lim limiter.Limit, elapsed time.D
 	fmt.Fprintf(out, "  fullest window            %.1f%% of its bound (window %v)\n", 100*worst, worstWindow.Round(time.Millisecond))
 	fmt.Fprintf(out, "  DynamoDB calls per grant  %.3f\n", float64(calls)/float64(max(len(grants), 1)))
 	fmt.Fprintf(out, "  store errors              %d\n", errs)
-	if worst > 1+1e-9 {
+	if broken {
 		return fmt.Errorf("the fleet exceeded its limit: a window used %.1f%% of burst + rate·W", 100*worst)
 	}
 	return nil
