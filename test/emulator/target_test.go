@@ -4,10 +4,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -125,4 +128,47 @@ func TestBroughtEndpointChild(t *testing.T) {
 		}
 	}
 	t.Fatalf("failing on purpose after creating %v", names)
+}
+
+// Sweep deletes what this run left under its prefix, and nothing of
+// another run sharing the prefix, or of anyone else.
+func TestSweepDeletesOnlyThisRunsResources(t *testing.T) {
+	m := StartThreadedMoto(t) // before the environment says "brought"
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": m.Endpoint, "AWS_ENDPOINT_URL_SQS": m.Endpoint,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": m.Endpoint, "AWS_REGION": "us-east-1", PrefixEnv: "fbsweep"} {
+		t.Setenv(k, v)
+	}
+	db, q := DynamoDB(t), SQS(t)
+	ctx := t.Context()
+	create := func(table, queue string) {
+		t.Helper()
+		in := &dynamodb.CreateTableInput{TableName: &table, BillingMode: "PAY_PER_REQUEST",
+			KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dtypes.KeyTypeHash}},
+			AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dtypes.ScalarAttributeTypeS}}}
+		if _, err := db.CreateTable(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &queue}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(Name("leaked", 255), Name("leaked", 80))                    // this run's, never deleted
+	create("fbsweep"+"zzzzzz-other-run", "fbsweep"+"zzzzzz-other-run") // another run, same prefix
+	create("someone-elses", "someone-elses")
+	deleted, err := Sweep(ctx, db, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deleted) != 2 {
+		t.Errorf("Sweep deleted %v, want this run's table and queue", deleted)
+	}
+	var left []string // names: a queue URL ends with its queue's
+	for _, l := range Leftovers(t, m.Endpoint, m.Endpoint) {
+		left = append(left, l[strings.LastIndex(l, "/")+1:])
+	}
+	slices.Sort(left)
+	want := []string{"fbsweepzzzzzz-other-run", "fbsweepzzzzzz-other-run", "someone-elses", "someone-elses"}
+	if !slices.Equal(left, want) {
+		t.Errorf("left after the sweep: %v, want %v", left, want)
+	}
 }
