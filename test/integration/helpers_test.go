@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
@@ -54,6 +55,33 @@ func newWorker(t *testing.T, table string, opts ...limiter.Option) worker {
 	}
 	return worker{l, c}
 }
+
+// adaptiveFleet is the adaptive tests' set-up: a fresh table, a manual
+// clock from t0, and a bucket of 20/s with the given burst that adapts
+// (down to 1/s; after 10 s without a throttle, up 1/s every second).
+type adaptiveFleet struct {
+	table string
+	clock *manualClock
+	t0    time.Time
+	b     limiter.Bucket
+}
+
+func newAdaptiveFleet(t *testing.T, db *dynamodb.Client, key string, burst int) adaptiveFleet {
+	t.Helper()
+	clock := newManualClock()
+	return adaptiveFleet{table: emulator.NewTable(t, db), clock: clock, t0: clock.Now(),
+		b: limiter.Bucket{Key: key, Limit: limiter.PerSecond(20, burst),
+			Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}}
+}
+
+// worker is one more process on the fleet's table and clock.
+func (f adaptiveFleet) worker(t *testing.T) worker {
+	t.Helper()
+	return newWorker(t, f.table, limiter.WithClock(f.clock.Now))
+}
+
+// at sets the clock to t0 + d.
+func (f adaptiveFleet) at(d time.Duration) { f.clock.Set(f.t0.Add(d)) }
 
 // assertFleetInvariant checks that in every window [a, b] of grant times the
 // grants number at most burst + rate·(b − a + slack), by package window (the
