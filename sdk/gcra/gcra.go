@@ -177,8 +177,12 @@ func Check(l Limit, n int, maxDelay int64) error {
 			reason = fmt.Sprintf("%d exceeds the %d tokens burst %d less margin %v holds: it can never be granted", n, l.Capacity(), l.Burst, l.Margin)
 		}
 		if maxDelay > 0 {
-			reason = fmt.Sprintf("%d exceeds the %d tokens burst %d plus maxDelay %v can hold: it can never be granted",
-				n, (l.Tolerance()+maxDelay)/l.Interval(), l.Burst, micros(maxDelay))
+			less := ""
+			if l.Margin > 0 {
+				less = fmt.Sprintf(" less margin %v", l.Margin)
+			}
+			reason = fmt.Sprintf("%d exceeds the %d tokens burst %d%s plus maxDelay %v can hold: it can never be granted",
+				n, (l.Tolerance()+maxDelay)/l.Interval(), l.Burst, less, micros(maxDelay))
 		}
 		return &ArgumentError{Field: "n", Reason: reason, never: true}
 	}
