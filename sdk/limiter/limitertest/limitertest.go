@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
@@ -67,22 +68,11 @@ func WithFault(fault func(op, key string) error) Option { return func(l *Limiter
 
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
-	l := &Limiter{now: time.Now, sleep: sleepReal, buckets: map[string]*bucket{}, fences: map[string]time.Time{}}
+	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]time.Time{}}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
-}
-
-func sleepReal(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // check is what every call refuses before it decides: a fault, an invalid
