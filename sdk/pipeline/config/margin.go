@@ -10,9 +10,10 @@ import (
 
 // DefaultMargin is the margin an endpoint keeps unless its "margin" says
 // otherwise: about twice the latest a request left otapush after its slot
-// in the steady state of the fairness benchmark (8 processes × 5 pushers on
-// the 2-core reference machine, 20–50 ms; docs/design.md, "Margin"). At
-// rate r it costs r·100ms tokens of the burst, none of the rate.
+// in the steady state of the fairness benchmark (8 processes × 5 pushers
+// on the 2-core reference machine: max 18–50 ms; docs/design.md, "the
+// margin", also gives what a fleet that starts all at once needs). At rate
+// r it costs r·100ms tokens of the burst, none of the rate.
 const DefaultMargin = 100 * time.Millisecond
 
 // MaxMargin bounds "margin": a jitter longer than this is an outage, not
