@@ -29,7 +29,7 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
     "base_url": %q, "allow_http": true,
     "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": 20, "burst": 20},
       "limits": [{"per_minute": 6, "burst": 4}],
-      "property_share": {"rate": 0.05, "burst": 2}}},
+      "property_share": {"rate": 0.05, "burst": 2}, "margin": "0s"}},
     "credentials": {"cred-1": {"token_env": "T"}}
   }},
   "properties": {
