@@ -14,6 +14,12 @@
 # It first runs scripts/doctor.sh --for demo (stops if Go or Python/moto is
 # missing), and stops with a clear message if the local stack does not
 # start. It stops on exit only a stack it started itself.
+#
+# With FLEETBUCKET_TABLE_PREFIX set it starts nothing and runs against the
+# endpoint you bring (DynamoDB Local, or an AWS account), taken from the AWS
+# SDK's environment (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS,
+# AWS_REGION, credentials): its tables and queues are named with the prefix
+# and deleted at the end. See docs/operations.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
@@ -21,6 +27,22 @@ fail() {
 	printf 'demo.sh: %s\n' "$*" >&2
 	exit 1
 }
+run_demo() {
+	if [[ ${1:-} == fleet ]]; then
+		shift
+		go run ./test/fleetsim "$@"
+	else
+		go run ./test/pipelinedemo "$@"
+	fi
+}
+
+if [[ -n ${FLEETBUCKET_TABLE_PREFIX:-} ]]; then
+	command -v go >/dev/null 2>&1 || fail "go not found (scripts/doctor.sh says how to get it)"
+	printf 'demo.sh: %s is set: running against the endpoint in the environment, not the local stack\n' FLEETBUCKET_TABLE_PREFIX >&2
+	run_demo "$@"
+	exit
+fi
+
 scripts/doctor.sh --for demo -q || fail "missing prerequisites (see above; scripts/doctor.sh lists them all)"
 
 started=0
@@ -43,9 +65,4 @@ stack_env=$(scripts/localstack.sh start) ||
 [[ $stack_env == *AWS_ENDPOINT_URL_DYNAMODB=* && $stack_env == *AWS_ENDPOINT_URL_SQS=* ]] ||
 	fail "scripts/localstack.sh start printed no endpoints; not running the demo against whatever is in the environment"
 eval "$stack_env"
-if [[ ${1:-} == fleet ]]; then
-	shift
-	go run ./test/fleetsim "$@"
-else
-	go run ./test/pipelinedemo "$@"
-fi
+run_demo "$@"

@@ -1,6 +1,3 @@
-// Package emf writes CloudWatch Embedded Metric Format lines: a metric is a
-// JSON log line, so a Lambda reports counters without a PutMetricData call
-// (and without the latency, cost and failure mode of one) per invocation.
 package emf
 
 import (

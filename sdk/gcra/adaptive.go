@@ -104,10 +104,12 @@ func (a Adaptive) Climbing(s AdaptState, l Limit, now int64) bool {
 	return s.Base != 0 && iv < s.Base && iv > s.target(l)
 }
 
-// Effective is l at the effective rate at now: the same burst, the
-// interval Interval returns.
+// Effective is l at the effective rate at now: the same burst and margin,
+// the interval Interval returns.
 func (a Adaptive) Effective(s AdaptState, l Limit, now int64) Limit {
-	return IntervalLimit(a.Interval(s, l, now), l.Burst)
+	e := IntervalLimit(a.Interval(s, l, now), l.Burst)
+	e.Margin = l.Margin
+	return e
 }
 
 // Throttled is the state after a throttle signal at now whose Retry-After

@@ -1,4 +1,4 @@
-// Package gcra is the arithmetic of a fleet-wide token bucket, with no I/O.
+// How the arithmetic works (package gcra is introduced in doc.go).
 //
 // A token bucket of rate r tokens/s and burst b is the same thing as the
 // Generic Cell Rate Algorithm (GCRA) with emission interval T = 1/r and
@@ -18,6 +18,7 @@
 // keeps, so the arithmetic is exact and the same on every worker. Time is a
 // parameter of every function, never read from a clock, which is what makes
 // the math testable without sleeping.
+
 package gcra
 
 import (
@@ -72,6 +73,19 @@ type Limit struct {
 	Rate float64
 	// Burst is the bucket size: the most tokens granted at one instant, ≥ 1.
 	Burst int
+	// Margin is refill time the bucket keeps free: its tolerance is
+	// b·T − Margin, so it grants at most burst − rate·Margin tokens at one
+	// instant and burst + rate·(W − Margin) in any window W of slots, while
+	// the long-run rate is unchanged. A vendor counts requests when they
+	// arrive, not at their slots, and the time between the two varies
+	// from request to request; a window of W at the vendor then holds the
+	// slots of a window of W + that spread, and Margin, at least the
+	// spread, keeps the vendor's count within burst + rate·W (see the
+	// margin section of docs/design.md). It never takes the last token: a
+	// Margin of b·T or more leaves a bucket of one token, so a limit
+	// derived with a smaller burst (one shard, burst one) stays valid.
+	// Zero keeps no margin; it must not be negative.
+	Margin time.Duration
 }
 
 // PerSecond returns a limit of rate tokens per second with the given burst.
@@ -92,6 +106,10 @@ func (l Limit) Validate() error {
 		return argErr("limit.rate", "%v, want at most %g tokens per second (the interval would round below 1µs)", l.Rate, float64(MaxRate))
 	case l.Burst < 1:
 		return argErr("limit.burst", "%d, want ≥ 1", l.Burst)
+	case l.Margin < 0:
+		return argErr("limit.margin", "%v, want ≥ 0", l.Margin)
+	case l.Margin.Microseconds() > maxTolerance:
+		return argErr("limit.margin", "%v, want at most 100 years", l.Margin)
 	}
 	if t := l.intervalFloat(); t*float64(l.Burst) > float64(maxTolerance) {
 		return argErr("limit.burst", "%d at rate %v spans more than 100 years", l.Burst, l.Rate)
@@ -107,8 +125,16 @@ func (l Limit) intervalFloat() float64 { return math.Ceil(1e6 / l.Rate) }
 // error is an over-grant the vendor sees.
 func (l Limit) Interval() int64 { return int64(l.intervalFloat()) }
 
-// Tolerance is τ = b·T in microseconds: how far ahead of now tat may run.
-func (l Limit) Tolerance() int64 { return int64(l.Burst) * l.Interval() }
+// Tolerance is τ = b·T − margin in microseconds, and at least T: how far
+// ahead of now tat may run.
+func (l Limit) Tolerance() int64 {
+	T := l.Interval()
+	return max(int64(l.Burst)*T-l.Margin.Microseconds(), T)
+}
+
+// Capacity is the most tokens granted at one instant: τ/T, which is the
+// burst less the whole tokens rate·Margin takes, and at least 1.
+func (l Limit) Capacity() int { return int(l.Tolerance() / l.Interval()) }
 
 // Decision is the outcome of one request against a bucket state.
 type Decision struct {
@@ -148,9 +174,16 @@ func Check(l Limit, n int, maxDelay int64) error {
 	// maxDelay, no state of the bucket grants the request.
 	if int64(n) > (l.Tolerance()+maxDelay)/l.Interval() {
 		reason := fmt.Sprintf("%d exceeds burst %d: it can never be granted", n, l.Burst)
+		if l.Margin > 0 {
+			reason = fmt.Sprintf("%d exceeds the %d tokens burst %d less margin %v holds: it can never be granted", n, l.Capacity(), l.Burst, l.Margin)
+		}
 		if maxDelay > 0 {
-			reason = fmt.Sprintf("%d exceeds the %d tokens burst %d plus maxDelay %v can hold: it can never be granted",
-				n, (l.Tolerance()+maxDelay)/l.Interval(), l.Burst, micros(maxDelay))
+			less := ""
+			if l.Margin > 0 {
+				less = fmt.Sprintf(" less margin %v", l.Margin)
+			}
+			reason = fmt.Sprintf("%d exceeds the %d tokens burst %d%s plus maxDelay %v can hold: it can never be granted",
+				n, (l.Tolerance()+maxDelay)/l.Interval(), l.Burst, less, micros(maxDelay))
 		}
 		return &ArgumentError{Field: "n", Reason: reason, never: true}
 	}
@@ -199,11 +232,11 @@ func Slots(newTAT, now int64, l Limit, k int) []int64 {
 }
 
 // Remaining is the number of whole tokens in a bucket with the given tat at
-// now: (τ − (tat − now)) / T, clamped to [0, burst].
+// now: (τ − (tat − now)) / T, clamped to [0, Capacity].
 func Remaining(tat, now int64, l Limit) int {
 	ahead := tat - now
 	if ahead <= 0 {
-		return l.Burst
+		return l.Capacity()
 	}
 	free := l.Tolerance() - ahead
 	if free <= 0 {

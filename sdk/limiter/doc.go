@@ -26,7 +26,8 @@
 // Penalize empties a bucket for the fleet until a vendor's Retry-After;
 // adaptive buckets (Bucket.Adaptive, Throttle, Publish, Confirm) learn a
 // vendor's real limit; AcquireLease caps requests in flight; TakeQuota
-// meters calendar quotas.
+// meters calendar quotas. Limit.Margin keeps part of the burst free for
+// requests that reach the vendor later than their slots.
 //
 // Begin with New and a DynamoDB client (any DynamoDBAPI), and CreateTable
 // for a local table. Errors match ErrExhausted, ErrContended (retry at
@@ -34,5 +35,6 @@
 // others with errors.Is. The guarantees — burst + rate·W over any window W
 // for any number of workers, at most two writes per call, clock skew,
 // lost answers, resets — and their derivations are in the repository's
-// docs/design.md.
+// docs/design.md. For unit tests without DynamoDB, package limitertest has
+// an in-memory limiter with the same calls on a clock the test moves.
 package limiter

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"time"
 
@@ -10,12 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 )
 
-// These examples are compiled by go test and go vet, so the README, which
-// copies the first one, cannot drift from the API. They need a DynamoDB (or
-// the local stack: eval "$(scripts/localstack.sh start)") to run, so they
-// have no Output lines.
+// Example is compiled by go test and go vet, so the README, which copies
+// it, cannot drift from the API; it needs a DynamoDB (or the local stack:
+// eval "$(scripts/localstack.sh start)") to run, so it has no Output lines.
+// The examples after it run, and their output is checked, on
+// limitertest's in-memory limiter at a fixed time: *limiter.Limiter
+// answers the same calls the same way from the fleet's shared table.
 
 // The README's example: one bucket per (credential, endpoint), shared by
 // every worker of the fleet; Reserve books a slot with one conditional write.
@@ -55,49 +59,125 @@ func Example() {
 	}
 }
 
-var (
-	lim    *limiter.Limiter
-	bucket = limiter.Bucket{Key: "expedia#cred-7#rates", Limit: limiter.PerSecond(5, 10)}
-)
+// t0 is the fixed time the runnable examples start at.
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// exampleLimiter is the in-memory limiter the examples run on, on a clock
+// that only Wait's sleeps and the example move.
+func exampleLimiter() (*limitertest.Limiter, *limitertest.Clock) {
+	clock := limitertest.NewClock(t0)
+	return limitertest.New(limitertest.WithClock(clock.Now), limitertest.WithSleep(clock.Sleep)), clock
+}
+
+// rates is 5 requests a second with a burst of 10: T = 200ms.
+var rates = limiter.Bucket{Key: "expedia#cred-7#rates", Limit: limiter.PerSecond(5, 10)}
 
 // Take grants now or says exactly when the same request would fit.
 func ExampleLimiter_Take() {
-	if _, err := lim.Take(context.Background(), bucket, 1); err != nil {
-		wait, ok := limiter.RetryAfter(err)
-		log.Printf("denied (exhausted %v), retry in %v", ok, wait)
-		return
+	lim, _ := exampleLimiter()
+	ctx := context.Background()
+	granted := 0
+	for range 11 {
+		_, err := lim.Take(ctx, rates, 1)
+		if wait, denied := limiter.RetryAfter(err); denied {
+			fmt.Printf("granted %d, then denied: retry in %v\n", granted, wait)
+			break
+		}
+		granted++ // push now
 	}
-	// push now
+	// Output:
+	// granted 10, then denied: retry in 200ms
 }
 
-// Wait reserves a slot and sleeps until it; it fails at once if the slot
-// is further than maxWait.
+// Reserve books the earliest slot within maxDelay, or says when the same
+// reservation would fit; the caller pushes at the slot (or defers the push
+// to it) with no further call.
+func ExampleLimiter_Reserve() {
+	lim, _ := exampleLimiter()
+	ctx := context.Background()
+	if _, err := lim.Take(ctx, rates, 10); err != nil { // the burst is spent
+		log.Fatal(err)
+	}
+	r, err := lim.Reserve(ctx, rates, 1, time.Minute)
+	fmt.Println("slot in", r.Delay(t0), err)
+	_, err = lim.Reserve(ctx, rates, 3, 500*time.Millisecond)
+	wait, _ := limiter.RetryAfter(err)
+	fmt.Println("3 more within 500ms: retry in", wait)
+	// Output:
+	// slot in 200ms <nil>
+	// 3 more within 500ms: retry in 300ms
+}
+
+// Wait reserves a slot and sleeps until it; it fails at once, spending
+// nothing, if the slot is further than maxWait.
 func ExampleLimiter_Wait() {
-	if _, err := lim.Wait(context.Background(), bucket, 1, 2*time.Second); err != nil {
-		log.Print("no slot within 2s: defer the work: ", err)
-		return
+	lim, clock := exampleLimiter()
+	ctx := context.Background()
+	if _, err := lim.Take(ctx, rates, 10); err != nil {
+		log.Fatal(err)
 	}
-	// push now
+	if _, err := lim.Wait(ctx, rates, 2, 2*time.Second); err == nil {
+		fmt.Println("pushed after", clock.Now().Sub(t0))
+	}
+	if _, err := lim.Wait(ctx, rates, 1, 100*time.Millisecond); errors.Is(err, limiter.ErrExhausted) {
+		wait, _ := limiter.RetryAfter(err)
+		fmt.Println("no slot within 100ms: defer the work, retry in", wait)
+	}
+	// Output:
+	// pushed after 400ms
+	// no slot within 100ms: defer the work, retry in 100ms
 }
 
-// ReserveBatch books a Lambda batch's slots, one emission interval apart,
-// with one conditional write.
+// ReserveBatch books a Lambda batch's slots, one emission interval apart
+// once the burst is spent, with one conditional write.
 func ExampleLimiter_ReserveBatch() {
-	b, err := lim.ReserveBatch(context.Background(), bucket,
-		limiter.BatchRequest{N: 10, MaxDelay: time.Minute, Partial: true})
+	lim, _ := exampleLimiter()
+	b, err := lim.ReserveBatch(context.Background(), rates,
+		limiter.BatchRequest{N: 13, MaxDelay: time.Minute, Partial: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	for i, slot := range b.Slots {
-		log.Printf("job %d pushes at %v", i, slot)
+	for i, slot := range b.Slots[8:] {
+		fmt.Printf("job %d pushes at +%v\n", 8+i, slot.Sub(t0))
 	}
+	// Output:
+	// job 8 pushes at +0s
+	// job 9 pushes at +0s
+	// job 10 pushes at +200ms
+	// job 11 pushes at +400ms
+	// job 12 pushes at +600ms
 }
 
 // Penalize empties the bucket for the whole fleet until a vendor's
-// Retry-After; it refills gradually after.
+// Retry-After; it refills gradually after, at the bucket's rate.
 func ExampleLimiter_Penalize() {
-	until := time.Now().Add(30 * time.Second)
-	if err := lim.Penalize(context.Background(), bucket, until); err != nil {
+	lim, clock := exampleLimiter()
+	ctx := context.Background()
+	if err := lim.Penalize(ctx, rates, t0.Add(30*time.Second)); err != nil {
 		log.Print("penalty not recorded: ", err)
 	}
+	_, err := lim.Take(ctx, rates, 1)
+	wait, _ := limiter.RetryAfter(err)
+	fmt.Println("retry in", wait)
+	clock.Advance(31 * time.Second)
+	s, _ := lim.State(ctx, rates)
+	fmt.Println("a second after the penalty:", s.Tokens, "tokens")
+	// Output:
+	// retry in 30.2s
+	// a second after the penalty: 5 tokens
+}
+
+// A margin keeps rate·margin of the burst free, so that requests that
+// reach the vendor later than their slot (store latency, scheduling) do
+// not bunch past burst + rate·W in the vendor's windows; the rate is kept.
+func ExampleLimit_margin() {
+	lim, _ := exampleLimiter()
+	bucket := limiter.Bucket{Key: "booking_com#cred-42#availability",
+		Limit: limiter.Limit{Rate: 20, Burst: 40, Margin: 100 * time.Millisecond}}
+	_, err := lim.Take(context.Background(), bucket, 39)
+	fmt.Println(err)
+	fmt.Println(bucket.Limit.Capacity(), "tokens at once")
+	// Output:
+	// invalid n: 39 exceeds the 38 tokens burst 40 less margin 100ms holds: it can never be granted
+	// 38 tokens at once
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
-	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 )
 
@@ -244,14 +242,7 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 		if err := ctx.Err(); err != nil {
 			return MultiReservation{}, err
 		}
-		items := make([]types.TransactWriteItem, len(buckets))
-		for i, lim := range limits {
-			f := idle
-			if forms[i] > now {
-				f = busy
-			}
-			items[i] = l.transactItem(keys[i], f, now, int64(n)*lim.Interval(), d.Bounds[i], ttlSeconds(now+lim.Tolerance()+delay), call, len(writes))
-		}
+		items := l.bucketItems(keys, limits, forms, now, n, delay, d, call, len(writes))
 		writes = append(writes, sentMulti{d: d, tats: append([]int64(nil), tats...), now: now})
 		reasons, err := l.transact(ctx, tx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil && reasons == nil {
@@ -277,22 +268,13 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 				continue
 			}
 		}
-		lastErr, contended = err, nil
-		if isConflict(err) {
-			lastErr, contended = nil, errors.Unwrap(err)
-		} else if !errors.Is(err, ErrUnavailable) || errors.Is(err, breaker.ErrOpen) {
-			return MultiReservation{}, err
+		var stop error
+		if lastErr, contended, stop = l.storeRetry(ctx, err, len(writes), attempts); stop != nil {
+			return MultiReservation{}, stop
 		}
-		if len(writes) == attempts {
-			continue
+		if len(writes) < attempts {
+			now = micros(l.now())
 		}
-		if err := ctxsleep.Sleep(ctx, backoff(len(writes))); err != nil {
-			if lastErr != nil {
-				return MultiReservation{}, lastErr
-			}
-			return MultiReservation{}, err
-		}
-		now = micros(l.now())
 	}
 }
 

@@ -298,14 +298,7 @@ func (l *Limiter) TakeWithQuota(ctx context.Context, buckets []Bucket, q QuotaBu
 		}
 		at := time.UnixMicro(now)
 		start, end := q.Quota.Window(at)
-		items := make([]types.TransactWriteItem, 0, len(buckets)+1)
-		for i, lim := range limits {
-			f := idle
-			if tats[i] > now {
-				f = busy
-			}
-			items = append(items, l.transactItem(keys[i], f, now, int64(n)*lim.Interval(), d.Bounds[i], ttlSeconds(now+lim.Tolerance()), call, len(writes)))
-		}
+		items := l.bucketItems(keys, limits, tats, now, n, 0, d, call, len(writes))
 		items = append(items, l.quotaTransactItem(q, open, start.Unix(), end.Unix(), n, call, len(writes)))
 		writes = append(writes, sentTx{d: d, tats: append([]int64(nil), tats...), now: now})
 		reasons, err := l.transact(ctx, tx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -347,21 +340,12 @@ func (l *Limiter) TakeWithQuota(ctx context.Context, buckets []Bucket, q QuotaBu
 				continue
 			}
 		}
-		lastErr = err
-		if isConflict(err) {
-			lastErr = nil
-		} else if !errors.Is(err, ErrUnavailable) || errors.Is(err, breaker.ErrOpen) {
-			return MultiReservation{}, err
+		var stop error
+		if lastErr, _, stop = l.storeRetry(ctx, err, len(writes), attempts); stop != nil {
+			return MultiReservation{}, stop
 		}
-		if len(writes) == attempts {
-			continue
+		if len(writes) < attempts {
+			now = micros(l.now())
 		}
-		if err := ctxsleep.Sleep(ctx, backoff(len(writes))); err != nil {
-			if lastErr != nil {
-				return MultiReservation{}, lastErr
-			}
-			return MultiReservation{}, err
-		}
-		now = micros(l.now())
 	}
 }

@@ -80,7 +80,7 @@ func SplitLimit(l Limit, k int) ([]Limit, error) {
 	}
 	out := make([]Limit, k)
 	for i := range out {
-		out[i] = Limit{Rate: l.Rate / float64(k), Burst: l.Burst / k}
+		out[i] = Limit{Rate: l.Rate / float64(k), Burst: l.Burst / k, Margin: l.Margin}
 		if i < l.Burst%k {
 			out[i].Burst++
 		}

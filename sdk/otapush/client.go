@@ -1,13 +1,4 @@
-// Package otapush sends one push to an OTA endpoint the way a well-behaved
-// fleet member must: its cost from the shared bucket before every request,
-// retries included (one token, or Request.Tokens for a body metered by
-// items); a throttle (429, or the statuses the endpoint's Signals
-// name, such as Hotelbeds' 403) empties the bucket for the whole fleet until
-// the vendor's Retry-After and, for an adaptive bucket, lowers its rate; a
-// low remaining count or percentage drains it, and a published limit lower
-// than the bucket's rate lowers that rate (Signals, DefaultSignals);
-// transient failures retry within a bounded budget and then hand the job
-// back for deferral; any other 4xx is permanent and never retried.
+// How a push behaves (package otapush is introduced in doc.go).
 //
 // Time bounds: every request runs under a context that ends when the push's
 // budget (Policy.MaxElapsed) does, so a vendor that never answers cannot
@@ -19,6 +10,7 @@
 // Contention is not exhaustion: when the limiter's writes all lose races to
 // other workers (limiter.ErrContended), the push asks again at once, after a
 // small jitter, within its budget; it never defers a job for that.
+
 package otapush
 
 import (

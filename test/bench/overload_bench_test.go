@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sort"
 	"sync"
@@ -273,15 +272,7 @@ func (r *overloadRun) report(jobs int) {
 }
 
 func (r *overloadRun) queue(name string) string {
-	qname := fmt.Sprintf("bench-%s-%08x", name, rand.Uint32())
-	out, err := r.sqs.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: &qname})
-	if err != nil {
-		r.b.Fatal(err)
-	}
-	r.b.Cleanup(func() {
-		_, _ = r.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
-	})
-	return *out.QueueUrl
+	return emulator.NewQueue(r.b, r.sqs, "bench-"+name)
 }
 
 // enqueue puts jobs on the changes queue, ten to a batch.

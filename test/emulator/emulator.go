@@ -9,8 +9,8 @@ package emulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,32 +23,28 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 )
 
-// Config returns an AWS config for the local stack, or skips (fails under
-// FLEETBUCKET_INTEGRATION=1) when no stack is configured.
+// Config returns an AWS config for the local stack, or for the endpoint the
+// user brings (see PrefixEnv). It skips (fails under
+// FLEETBUCKET_INTEGRATION=1) when neither is configured, and fails when an
+// endpoint off this machine is set without a prefix.
 func Config(tb testing.TB) aws.Config {
 	tb.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" || os.Getenv("AWS_ENDPOINT_URL_SQS") == "" {
-		msg := `local stack not configured: run eval "$(scripts/localstack.sh start)" first, or use scripts/test.sh`
-		if os.Getenv("FLEETBUCKET_INTEGRATION") == "1" {
-			tb.Fatal(msg)
+	if err := checkEnv(); err != nil {
+		if errors.Is(err, ErrNotConfigured) && os.Getenv("FLEETBUCKET_INTEGRATION") != "1" {
+			tb.Skip(err)
 		}
-		tb.Skip(msg)
+		tb.Fatal(err)
 	}
-	cfg, err := config.LoadDefaultConfig(context.Background(),
-		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-	)
+	cfg, err := Load(context.Background())
 	if err != nil {
-		tb.Fatalf("load AWS config: %v", err)
+		tb.Fatal(err)
 	}
-	cfg.Logger = QuietCancelled(cfg.Logger)
 	return cfg
 }
 
@@ -76,26 +72,48 @@ func DynamoDBAt(tb testing.TB, endpoint string) *dynamodb.Client {
 	return dynamodb.NewFromConfig(Config(tb), ForEmulator, func(o *dynamodb.Options) { o.BaseEndpoint = &endpoint })
 }
 
-var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
 
-// NewTable creates a limiter table with a name unique to the test and
-// deletes it when the test ends, so tests never see each other's buckets.
+// NewTable creates a limiter table with a name unique to the test (and
+// starting with Prefix) and deletes it when the test ends, so tests never
+// see each other's buckets.
 func NewTable(tb testing.TB, db *dynamodb.Client) string {
 	tb.Helper()
-	name := unsafeChars.ReplaceAllString(tb.Name(), "-")
-	if len(name) > 200 {
-		name = name[:200]
-	}
-	name = fmt.Sprintf("t-%s-%08x", name, rand.Uint32())
+	return newTable(tb, db, "t-"+tb.Name(), func(ctx context.Context, name string) error { return limiter.CreateTable(ctx, db, name) })
+}
+
+// NewStateTable creates a table for the pipeline's ARI state and lanes
+// (sdk/pipeline/ari's layout), as NewTable does a limiter table.
+func NewStateTable(tb testing.TB, db *dynamodb.Client) string {
+	tb.Helper()
+	return newTable(tb, db, "state-"+tb.Name(), func(ctx context.Context, name string) error { return ari.CreateTable(ctx, db, name) })
+}
+
+func newTable(tb testing.TB, db *dynamodb.Client, base string, create func(context.Context, string) error) string {
+	tb.Helper()
+	name := Name(base, 255)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := limiter.CreateTable(ctx, db, name); err != nil {
-		tb.Fatalf("create table: %v", err)
+	if err := create(ctx, name); err != nil {
+		tb.Fatalf("create table %s: %v", name, err)
 	}
 	tb.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name})
 	})
 	return name
+}
+
+// NewQueue creates a queue named after base (starting with Prefix), deletes
+// it when the test ends, and returns its URL.
+func NewQueue(tb testing.TB, q *sqs.Client, base string) string {
+	tb.Helper()
+	name := Name(base, 80)
+	out, err := q.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: &name})
+	if err != nil {
+		tb.Fatalf("create queue %s: %v", name, err)
+	}
+	tb.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	return *out.QueueUrl
 }
 
 // RepoRoot finds the module root by walking up to go.mod.
@@ -128,10 +146,25 @@ type Moto struct {
 // the test ends, if the test has not stopped it already.
 func StartMoto(tb testing.TB) *Moto {
 	tb.Helper()
+	return startMoto(tb, "--single-threaded")
+}
+
+// StartThreadedMoto starts a threaded moto server, as the local stack runs
+// for SQS (a long poll holds a request thread).
+func StartThreadedMoto(tb testing.TB) *Moto {
+	tb.Helper()
+	return startMoto(tb, "--threaded")
+}
+
+func startMoto(tb testing.TB, mode string) *Moto {
+	tb.Helper()
 	Config(tb) // skip or fail the same way as every emulator test
+	if Brought() {
+		tb.Skip("starts a private moto server; not run against an endpoint you bring (" + PrefixEnv + " is set)")
+	}
 	portFile := filepath.Join(tb.TempDir(), "port")
 	cmd := exec.Command(Python(tb), filepath.Join(RepoRoot(tb), "scripts", "moto_server.py"),
-		"--port", "0", "--single-threaded", "--port-file", portFile)
+		"--port", "0", mode, "--port-file", portFile)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start moto: %v", err)

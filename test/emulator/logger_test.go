@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
@@ -87,15 +86,11 @@ func TestCancelledCallsDoNotWarn(t *testing.T) {
 	cfg.Logger = QuietCancelled(&got)
 	q, db := sqs.NewFromConfig(cfg), dynamodb.NewFromConfig(cfg, ForEmulator)
 	ctx := context.Background()
-	out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("quiet-%08x", rand.Uint32()))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	url := NewQueue(t, q, "quiet")
 	table := NewTable(t, db)
 	body := strings.Repeat("x", 20_000) // big answers: more time spent reading bodies
 	for range 20 {
-		if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: &body}); err != nil {
+		if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: &body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +102,7 @@ func TestCancelledCallsDoNotWarn(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(150_000))*time.Microsecond)
 				var err error
 				if w%2 == 0 {
-					_, err = q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: out.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 0})
+					_, err = q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: 0})
 				} else {
 					_, err = db.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
 				}

@@ -2,8 +2,6 @@ package emulator
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"testing"
 
@@ -16,7 +14,7 @@ import (
 func SecretsManager(tb testing.TB) *secretsmanager.Client {
 	tb.Helper()
 	cfg := Config(tb)
-	if os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER") == "" {
+	if !Brought() && os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER") == "" {
 		msg := `AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run eval "$(scripts/localstack.sh start)" again (it exports it)`
 		if os.Getenv("FLEETBUCKET_INTEGRATION") == "1" {
 			tb.Fatal(msg)
@@ -30,7 +28,7 @@ func SecretsManager(tb testing.TB) *secretsmanager.Client {
 // it when the test ends, and returns its name.
 func NewSecret(tb testing.TB, sm *secretsmanager.Client, value string) string {
 	tb.Helper()
-	name := fmt.Sprintf("fleetbucket-test/%s-%08x", unsafeChars.ReplaceAllString(tb.Name(), "-"), rand.Uint32())
+	name := Name("fleetbucket-test-"+tb.Name(), 255)
 	if _, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: &name, SecretString: &value}); err != nil {
 		tb.Fatalf("create secret: %v", err)
 	}

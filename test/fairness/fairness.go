@@ -44,6 +44,9 @@ type Config struct {
 	Duration       time.Duration // how long they push
 	Rate           float64       // the bucket's (and the vendor's) limit
 	Burst          int
+	// Margin is the bucket's margin (limiter.Limit.Margin); the vendor
+	// enforces burst + rate·W without it.
+	Margin time.Duration
 	// Worker is the command that runs one worker (WorkerMain): a path and
 	// leading arguments, to which Run appends the worker's flags.
 	Worker []string
@@ -66,6 +69,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("fairness: duration %v, want ≥ 1s", c.Duration)
 	case len(c.Worker) == 0:
 		return errors.New("fairness: no worker command")
+	case c.Margin < 0:
+		return fmt.Errorf("fairness: margin %v, want ≥ 0", c.Margin)
 	case c.StartDelay < 0:
 		return fmt.Errorf("fairness: start delay %v, want ≥ 0", c.StartDelay)
 	}
@@ -79,6 +84,7 @@ type Result struct {
 		Duration       string
 		Rate           float64
 		Burst          int
+		Margin         string
 	} `json:"config"`
 	// PushesPerProcess counts, per process, the pushes the vendor accepted
 	// (by the job ids' process prefix).
@@ -109,6 +115,11 @@ type Result struct {
 	// ColdCallsPerGrant is the limiter's calls per grant in each pusher's
 	// first Wait (its process's cache cold), SteadyCallsPerGrant in all the
 	// others.
+	// FromSlot is how long after its slot each request left otapush, and
+	// FromWrite how long after its grant's write returned (grants due at
+	// once): the jitter a margin covers.
+	FromSlot            LatencyReport  `json:"from_slot"`
+	FromWrite           LatencyReport  `json:"from_write"`
 	ColdCallsPerGrant   float64        `json:"cold_calls_per_grant"`
 	SteadyCallsPerGrant float64        `json:"steady_calls_per_grant"`
 	Workers             []WorkerReport `json:"workers"`
@@ -151,7 +162,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	defer ota.Close()
 
 	wf := workerFlags{pushers: c.Pushers, ota: ota.URL(), table: table, key: fmt.Sprintf("fairness#%08x#availability", rand.Uint32()),
-		credential: credential, rate: c.Rate, burst: c.Burst, start: time.Now().Add(c.StartDelay).UnixMilli(), duration: c.Duration}
+		credential: credential, rate: c.Rate, burst: c.Burst, margin: c.Margin, start: time.Now().Add(c.StartDelay).UnixMilli(), duration: c.Duration}
 	reports := make([]WorkerReport, c.Procs)
 	errs := make([]error, c.Procs)
 	var wg sync.WaitGroup
@@ -196,6 +207,7 @@ func runProcess(ctx context.Context, worker, env []string, f workerFlags) (Worke
 func measure(c Config, ota *mockota.Server, reports []WorkerReport) *Result {
 	r := &Result{PushesPerProcess: make([]int, c.Procs), Workers: reports}
 	r.Config.Procs, r.Config.Pushers, r.Config.Duration, r.Config.Rate, r.Config.Burst = c.Procs, c.Pushers, c.Duration.String(), c.Rate, c.Burst
+	r.Config.Margin = c.Margin.String()
 	for job, n := range ota.AcceptedByJob() {
 		r.Accepted += n
 		if n > 1 {
@@ -216,7 +228,10 @@ func measure(c Config, ota *mockota.Server, reports []WorkerReport) *Result {
 	r.Fullest, r.FullestSent, r.Broken = windowReport(full), windowReport(sent), broken
 	var requests, writes, grants, calls, coldCalls, coldGrants int64
 	var slots []time.Time
+	var fromSlot, fromWrite []int64
 	for _, w := range reports {
+		fromSlot = append(fromSlot, w.FromSlotMicros...)
+		fromWrite = append(fromWrite, w.FromWriteMicros...)
 		requests += w.Requests
 		writes += w.Writes
 		grants += w.Grants
@@ -227,6 +242,7 @@ func measure(c Config, ota *mockota.Server, reports []WorkerReport) *Result {
 			slots = append(slots, time.UnixMicro(us))
 		}
 	}
+	r.FromSlot, r.FromWrite = latencyReport(fromSlot), latencyReport(fromWrite)
 	fs, _ := window.Fullest(slots, lim)
 	r.FullestSlots = windowReport(fs)
 	if grants > 0 {

@@ -14,6 +14,9 @@ func (r *Result) Markdown(env string) string {
 	p("## (f) Fairness across OS processes\n\n")
 	p("%d separate worker processes × %d pushers each push for %s through `otapush.Client` (`otapush.DefaultPolicy`, `limiter.Wait`) on one bucket of rate %g/s and burst %d, against one mock OTA that enforces the same limit with its own sliding-window log (`test/mockota/window`, no code in common with `sdk/gcra`). A deferred push waits its `DeferError.After` (as a job on the deferred queue would) before the pusher goes on. Pushes per process are counted by the vendor; DynamoDB requests by each process's own meter.",
 		r.Config.Procs, r.Config.Pushers, r.Config.Duration, r.Config.Rate, r.Config.Burst)
+	if r.Config.Margin != "" && r.Config.Margin != "0s" {
+		p(" The bucket keeps a margin of %s (`limiter.Limit.Margin`); the vendor enforces burst + rate·W without it.", r.Config.Margin)
+	}
 	if env != "" {
 		p(" Measured %s.", env)
 	}
@@ -41,6 +44,8 @@ func (r *Result) Markdown(env string) string {
 		windowCell(r.Fullest), windowCell(r.FullestSent), windowCell(r.FullestSlots), r.RequestsPerGrant,
 		r.ColdCallsPerGrant, r.SteadyCallsPerGrant, r.WritesPerGrant,
 		contended, exhausted, deferrals, float64(longest)/1000)
+	p("Latency from the grant to the request leaving `otapush` (ms, p50 / p99 / max): after its slot %s (n %d, min %.1f); after its grant's write returned, for grants due at once, %s (n %d).\n\n",
+		latencyCell(r.FromSlot), r.FromSlot.N, r.FromSlot.Min, latencyCell(r.FromWrite), r.FromWrite.N)
 	p("Target: max ÷ min ≤ 1.5, and no window of accepted pushes over burst + rate·W")
 	if r.Broken {
 		p(" — **broken in this run**")
@@ -58,4 +63,8 @@ func ratio(v float64) string {
 
 func windowCell(w WindowReport) string {
 	return fmt.Sprintf("%.3f (%d in %.0f ms, bound %.1f)", w.Ratio, w.Arrivals, w.WidthMS, w.Bound)
+}
+
+func latencyCell(l LatencyReport) string {
+	return fmt.Sprintf("%.1f / %.1f / %.1f", l.P50, l.P99, l.Max)
 }

@@ -59,6 +59,12 @@ type WorkerReport struct {
 	// Errors are pushes that failed otherwise (permanent, or the store).
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+	// FromSlotMicros are, per request sent, how long after its grant's
+	// slot it left otapush; FromWriteMicros, for grants due at once, how
+	// long after the grant's write returned.
+	FromSlotMicros  []int64 `json:"from_slot_us"`
+	SentSlots       []int64 `json:"sent_slots_us"` // the slot of each FromSlotMicros
+	FromWriteMicros []int64 `json:"from_write_us"`
 }
 
 // callCounter counts the limiter's DynamoDB calls, and apart those made
@@ -80,7 +86,9 @@ func (c *callCounter) count(ctx context.Context) {
 
 func (c *callCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.count(ctx)
-	return c.Client.UpdateItem(ctx, in, o...)
+	out, err := c.Client.UpdateItem(ctx, in, o...)
+	clockOf(ctx).written(time.Now())
+	return out, err
 }
 
 func (c *callCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -115,6 +123,7 @@ func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, max
 		c.mu.Lock()
 		c.slots = append(c.slots, r.Slot.UnixMicro())
 		c.mu.Unlock()
+		clockOf(ctx).granted(r.Slot)
 	case errors.Is(err, limiter.ErrContended):
 		c.contended.Add(1)
 	case errors.Is(err, limiter.ErrExhausted):
@@ -129,6 +138,7 @@ type workerFlags struct {
 	credential       string
 	rate             float64
 	burst            int
+	margin           time.Duration
 	start            int64 // unix ms
 	duration         time.Duration
 }
@@ -137,7 +147,7 @@ func (f *workerFlags) args() []string {
 	return []string{
 		"-process", fmt.Sprint(f.process), "-pushers", fmt.Sprint(f.pushers), "-ota", f.ota, "-table", f.table,
 		"-key", f.key, "-credential", f.credential, "-rate", fmt.Sprint(f.rate), "-burst", fmt.Sprint(f.burst),
-		"-start", fmt.Sprint(f.start), "-duration", f.duration.String(),
+		"-margin", f.margin.String(), "-start", fmt.Sprint(f.start), "-duration", f.duration.String(),
 	}
 }
 
@@ -156,6 +166,7 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.credential, "credential", "fairness", "the bearer credential")
 	fs.Float64Var(&f.rate, "rate", 20, "bucket rate per second")
 	fs.IntVar(&f.burst, "burst", 40, "bucket burst")
+	fs.DurationVar(&f.margin, "margin", 0, "the bucket's margin (limiter.Limit.Margin)")
 	fs.Int64Var(&f.start, "start", 0, "common start, unix milliseconds")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to push")
 	if err := fs.Parse(args); err != nil {
@@ -189,11 +200,13 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 		return rep, err
 	}
 	lim := &countingLimiter{Limiter: l}
-	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithLogger(slog.New(slog.DiscardHandler)))
+	lat := &latencies{}
+	hc := &http.Client{Transport: timedTransport{next: http.DefaultTransport, lat: lat}}
+	push, err := otapush.New(hc, lim, otapush.DefaultPolicy, otapush.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return rep, err
 	}
-	bucket := limiter.Bucket{Key: f.key, Limit: limiter.PerSecond(f.rate, f.burst)}
+	bucket := limiter.Bucket{Key: f.key, Limit: limiter.Limit{Rate: f.rate, Burst: f.burst, Margin: f.margin}}
 	if err := bucket.Validate(); err != nil {
 		return rep, err
 	}
@@ -215,7 +228,7 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 		wg.Go(func() {
 			first := &atomic.Bool{}
 			first.Store(true)
-			ctx := context.WithValue(ctx, pusherKey{}, first)
+			ctx := context.WithValue(context.WithValue(ctx, pusherKey{}, first), grantClockKey{}, &grantClock{})
 			for n := 0; runCtx.Err() == nil; n++ {
 				resp, err := push.Push(ctx, otapush.Request{
 					Bucket: bucket, URL: f.ota + "/v1/availability",
@@ -256,6 +269,7 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	rep.Grants, rep.Contended, rep.Exhausted = lim.grants.Load(), lim.contended.Load(), lim.exhausted.Load()
 	rep.Requests, rep.Writes, rep.ConditionFailed = u.Requests, u.Writes, u.ConditionFailed
 	rep.Slots = lim.slots
+	rep.FromSlotMicros, rep.FromWriteMicros, rep.SentSlots = lat.fromSlot, lat.fromWrite, lat.slots
 	rep.Calls, rep.ColdCalls, rep.ColdGrants = store.calls.Load(), store.cold.Load(), lim.coldGrants.Load()
 	return rep, nil
 }

@@ -16,17 +16,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 type options struct {
@@ -95,15 +94,22 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		return errors.New(`AWS_ENDPOINT_URL_DYNAMODB is not set: run eval "$(scripts/localstack.sh start)" first, or scripts/demo.sh`)
-	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The local stack or a brought endpoint; its logger is
+	// emulator.QuietCancelled, as calls cut short at the end warn for nothing.
+	cfg, err := emulator.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("AWS config: %w", err)
+		return fmt.Errorf("%w (or run scripts/demo.sh fleet)", err)
 	}
-	cfg.Logger = emulator.QuietCancelled(cfg.Logger) // calls cut short at the end warn for nothing
-	if err := limiter.CreateTable(ctx, dynamodb.NewFromConfig(cfg, emulator.ForEmulator), o.table); err != nil {
+	admin := dynamodb.NewFromConfig(cfg, emulator.ForEmulator)
+	if emulator.Brought() {
+		// A table of the run's own, deleted at the end: an endpoint the
+		// user brings keeps nothing of a run.
+		o.table = emulator.Name(o.table, 255)
+		defer func() {
+			_, _ = admin.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &o.table})
+		}()
+	}
+	if err := limiter.CreateTable(ctx, admin, o.table); err != nil {
 		return err
 	}
 	lim := limiter.PerSecond(o.rate, o.burst)
@@ -182,17 +188,10 @@ func progress(ctx context.Context, out io.Writer, start time.Time, lim limiter.L
 }
 
 func report(out io.Writer, grants []time.Time, lim limiter.Limit, elapsed time.Duration, calls, errs int64, workers int) error {
-	sort.Slice(grants, func(i, j int) bool { return grants[i].Before(grants[j]) })
-	allowed := float64(lim.Burst) + lim.Rate*elapsed.Seconds()
-	worst, worstWindow := 0.0, time.Duration(0)
-	for i := range grants {
-		for j := i; j < len(grants); j++ {
-			w := grants[j].Sub(grants[i])
-			if r := float64(j-i+1) / (float64(lim.Burst) + lim.Rate*w.Seconds()); r > worst {
-				worst, worstWindow = r, w
-			}
-		}
-	}
+	wl := window.Limit{Rate: lim.Rate, Burst: lim.Burst}
+	allowed := wl.Bound(elapsed)
+	fullest, broken := window.Fullest(grants, wl)
+	worst, worstWindow := fullest.Ratio(), fullest.Width()
 	steady := 0.0
 	if elapsed > time.Second && len(grants) > lim.Burst {
 		steady = float64(len(grants)-lim.Burst) / elapsed.Seconds()
@@ -203,7 +202,7 @@ func report(out io.Writer, grants []time.Time, lim limiter.Limit, elapsed time.D
 	fmt.Fprintf(out, "  fullest window            %.1f%% of its bound (window %v)\n", 100*worst, worstWindow.Round(time.Millisecond))
 	fmt.Fprintf(out, "  DynamoDB calls per grant  %.3f\n", float64(calls)/float64(max(len(grants), 1)))
 	fmt.Fprintf(out, "  store errors              %d\n", errs)
-	if worst > 1+1e-9 {
+	if broken {
 		return fmt.Errorf("the fleet exceeded its limit: a window used %.1f%% of burst + rate·W", 100*worst)
 	}
 	return nil

@@ -20,14 +20,10 @@ import (
 // worker A lowered, at the cost of one failed condition, and the climb
 // after the quiet period reaches both with no write at all.
 func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
-	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	f := newAdaptiveFleet(t, emulator.DynamoDB(t), "expedia#cred-1#rates", 4)
+	clock, t0, b, at := f.clock, f.t0, f.b, f.at
+	a, w := f.worker(t), f.worker(t)
 	ctx := context.Background()
-	b := limiter.Bucket{Key: "expedia#cred-1#rates", Limit: limiter.PerSecond(20, 4),
-		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
-	a, w := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
-	t0 := clock.Now()
-	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
 	take := func(wk worker) (limiter.Reservation, bool) {
 		t.Helper()
 		r, err := wk.Take(ctx, b, 1)
@@ -171,14 +167,10 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 // its slot revoked and books again at the rate that held, instead of
 // earning a 429 of its own. Slots granted outside a probe cost no read.
 func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
-	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	f := newAdaptiveFleet(t, emulator.DynamoDB(t), "booking_com#cred-1#rates", 2)
+	clock, t0, b, at := f.clock, f.t0, f.b, f.at
+	a, w := f.worker(t), f.worker(t)
 	ctx := context.Background()
-	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
-		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
-	a, w := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
-	t0 := clock.Now()
-	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
 	reserve := func(wk worker, ahead time.Duration) limiter.Reservation {
 		t.Helper()
 		r, err := wk.Reserve(ctx, b, 1, ahead)

@@ -23,15 +23,11 @@ import (
 // worker, after the fleet was idle, still grants at the learned rate.
 func TestLearnedRateOutlivesItsClimb(t *testing.T) {
 	db := emulator.DynamoDB(t)
-	table := emulator.NewTable(t, db)
-	clock := newManualClock()
-	ctx := context.Background()
 	// 20/s burst 2; quiet 10 s, then 1/s more per second.
-	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
-		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
-	a := newWorker(t, table, limiter.WithClock(clock.Now))
-	t0 := clock.Now()
-	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
+	f := newAdaptiveFleet(t, db, "booking_com#cred-1#rates", 2)
+	table, clock, t0, b, at := f.table, f.clock, f.t0, f.b, f.at
+	a := f.worker(t)
+	ctx := context.Background()
 	key := map[string]types.AttributeValue{limiter.KeyAttribute: &types.AttributeValueMemberS{Value: b.Key}}
 	expiry := func() time.Time {
 		t.Helper()
@@ -123,13 +119,10 @@ func TestLearnedRateOutlivesItsClimb(t *testing.T) {
 // condition, and the one it sends again covers the tat the answer showed.
 func TestAdaptiveChangeNeverExpiresBeforeTat(t *testing.T) {
 	db := emulator.DynamoDB(t)
-	table := emulator.NewTable(t, db)
-	clock := newManualClock()
+	f := newAdaptiveFleet(t, db, "booking_com#cred-1#rates", 2)
+	table, t0, b := f.table, f.t0, f.b
+	a, w := f.worker(t), f.worker(t)
 	ctx := context.Background()
-	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
-		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
-	a, w := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
-	t0 := clock.Now()
 	for range 40 { // 2 s at 20/s
 		if _, err := a.Reserve(ctx, b, 1, 5*time.Second); err != nil {
 			t.Fatal(err)

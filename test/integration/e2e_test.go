@@ -32,10 +32,7 @@ import (
 func TestSyncFunctionEndToEnd(t *testing.T) {
 	lim := limiter.PerSecond(5, 3)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow})
-	stateTable := "state-" + p.table
-	if err := ari.CreateTable(context.Background(), emulator.DynamoDB(t), stateTable); err != nil {
-		t.Fatal(err)
-	}
+	stateTable := emulator.NewStateTable(t, emulator.DynamoDB(t))
 	// The credential's token lives in Secrets Manager, as deployed: the
 	// function reads it at first use, and nothing in its environment holds it.
 	secret := emulator.NewSecret(t, emulator.SecretsManager(t), "tok")

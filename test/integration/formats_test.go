@@ -53,10 +53,7 @@ func newWireRig(t *testing.T, format string) *wireRig {
 		t.Fatal(err)
 	}
 	db := emulator.DynamoDB(t)
-	stateTable := "state-" + p.table
-	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
-		t.Fatal(err)
-	}
+	stateTable := emulator.NewStateTable(t, db)
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "fleet-user:s3cret-pw" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})

@@ -3,11 +3,9 @@ package integration
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
@@ -15,11 +13,7 @@ import (
 func newLaneStore(t *testing.T, now func() time.Time) *lane.Store {
 	t.Helper()
 	db := emulator.DynamoDB(t)
-	table := fmt.Sprintf("lanes-%d", time.Now().UnixNano())
-	if err := ari.CreateTable(context.Background(), db, table); err != nil {
-		t.Fatal(err)
-	}
-	return &lane.Store{DB: db, Table: table, Now: now}
+	return &lane.Store{DB: db, Table: emulator.NewStateTable(t, db), Now: now}
 }
 
 func el(room string, seq int64) lane.Element {

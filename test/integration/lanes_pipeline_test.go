@@ -97,10 +97,7 @@ func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, configJSON 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cfg, r.stateTable = cfg, "state-"+r.table
-	if err := ari.CreateTable(context.Background(), emulator.DynamoDB(t), r.stateTable); err != nil {
-		t.Fatal(err)
-	}
+	r.cfg, r.stateTable = cfg, emulator.NewStateTable(t, emulator.DynamoDB(t))
 	return r
 }
 

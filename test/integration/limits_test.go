@@ -30,7 +30,7 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
     "base_url": %q, "allow_http": true,
     "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": 20, "burst": 20},
       "limits": [{"per_minute": 6, "burst": 4}],
-      "property_share": {"rate": 0.05, "burst": 2}}},
+      "property_share": {"rate": 0.05, "burst": 2}, "margin": "0s"}},
     "credentials": {"cred-1": {"token_env": "T"}}
   }},
   "properties": {
@@ -41,10 +41,7 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := emulator.DynamoDB(t)
-	stateTable := "state-" + p.table
-	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
-		t.Fatal(err)
-	}
+	stateTable := emulator.NewStateTable(t, db)
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -66,13 +65,7 @@ func newPipeline(t *testing.T, limit limiter.Limit, ota mockota.Config) *pipelin
 
 func (p *pipeline) queue(name string) string {
 	p.t.Helper()
-	qname := fmt.Sprintf("%s-%08x", name, rand.Uint32())
-	out, err := p.sqs.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: &qname})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Cleanup(func() { _, _ = p.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	return *out.QueueUrl
+	return emulator.NewQueue(p.t, p.sqs, name)
 }
 
 // Route is the test's channel config: one channel, two endpoints.

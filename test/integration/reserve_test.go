@@ -18,12 +18,13 @@ import (
 )
 
 // meterConfig is rates (normal) and availability (urgent) on one meter of
-// 4/s with 4 of its burst of 8 kept for urgent pushes, pushed to url.
+// 4/s with 4 of its burst of 8 kept for urgent pushes, pushed to url. The
+// tests count the reserve's tokens exactly: no margin.
 func meterConfig(t *testing.T, url string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(`{"channels":{"bk":{"base_url":"` + url + `","allow_http":true,"endpoints":{
-  "rates":        {"path":"/v1/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4},
-  "availability": {"path":"/v1/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4,"priority":"urgent"}},
+  "rates":        {"path":"/v1/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4,"margin":"0s"},
+  "availability": {"path":"/v1/ari","meter":"ari","limit":{"rate":4,"burst":8},"urgent_reserve":4,"priority":"urgent","margin":"0s"}},
   "credentials":{"c1":{"token_env":"T"}}}},
   "properties":{"h1":[{"channel":"bk","credential":"c1","hotel_ref":"BK-1"}]}}`))
 	if err != nil {

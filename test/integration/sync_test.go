@@ -49,10 +49,7 @@ func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
 		t.Fatal(err)
 	}
 	db := emulator.DynamoDB(t)
-	stateTable := "state-" + p.table
-	if err := ari.CreateTable(context.Background(), db, stateTable); err != nil {
-		t.Fatal(err)
-	}
+	stateTable := emulator.NewStateTable(t, db)
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})

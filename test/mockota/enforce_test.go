@@ -39,21 +39,7 @@ func TestEnforcementsAgree(t *testing.T) {
 				if got, want := r.header.Get("Retry-After"), strconv.Itoa(int(max(1, (T+time.Second-1)/time.Second))); got != want {
 					t.Errorf("Retry-After %q, want %q", got, want)
 				}
-				for range 3 {
-					c.Advance(T - time.Microsecond)
-					take(http.StatusTooManyRequests)
-					c.Advance(time.Microsecond)
-					take(http.StatusOK)
-					take(http.StatusTooManyRequests)
-				}
-				c.Advance(100 * time.Duration(l.Burst) * T)
-				for range l.Burst {
-					take(http.StatusOK)
-				}
-				take(http.StatusTooManyRequests)
-				if got, want := len(s.AcceptedTimes("cred", "availability")), 2*l.Burst+3; got != want {
-					t.Errorf("accepted %d, want %d", got, want)
-				}
+				refillsExactly(t, s, c, T, l.Burst, take)
 				if err := s.CheckWindows(); err != nil {
 					t.Error(err)
 				}

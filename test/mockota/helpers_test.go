@@ -47,6 +47,29 @@ func start(t *testing.T, cfg Config) (*Server, *clock) {
 	return s, c
 }
 
+// refillsExactly drives a bucket whose burst was just spent (and one
+// request refused): three times, a request a microsecond before the next
+// interval T is refused and one at it accepted, then a long idle refills
+// the burst and no more. 2·burst + 3 requests are accepted in all.
+func refillsExactly(t *testing.T, s *Server, c *clock, T time.Duration, burst int, take func(want int) reply) {
+	t.Helper()
+	for range 3 {
+		c.Advance(T - time.Microsecond)
+		take(http.StatusTooManyRequests)
+		c.Advance(time.Microsecond)
+		take(http.StatusOK)
+		take(http.StatusTooManyRequests)
+	}
+	c.Advance(100 * time.Duration(burst) * T)
+	for range burst {
+		take(http.StatusOK)
+	}
+	take(http.StatusTooManyRequests)
+	if got, want := len(s.AcceptedTimes("cred", "availability")), 2*burst+3; got != want {
+		t.Errorf("accepted %d, want %d", got, want)
+	}
+}
+
 // reply is what a client saw.
 type reply struct {
 	status int

@@ -27,31 +27,18 @@ func TestLimitEnforcedExactly(t *testing.T) {
 			s, c := start(t, Config{Limit: l})
 			T := time.Duration(l.Interval()) * time.Microsecond
 			n := 0
-			take := func(want int) {
+			take := func(want int) reply {
 				t.Helper()
 				n++
-				wantStatus(t, post(t, s, "cred", "availability", "j"+strconv.Itoa(n)), want, fmt.Sprintf("request %d", n))
+				r := post(t, s, "cred", "availability", "j"+strconv.Itoa(n))
+				wantStatus(t, r, want, fmt.Sprintf("request %d", n))
+				return r
 			}
 			for range l.Burst {
 				take(http.StatusOK)
 			}
 			take(http.StatusTooManyRequests)
-			for range 3 {
-				c.Advance(T - time.Microsecond)
-				take(http.StatusTooManyRequests)
-				c.Advance(time.Microsecond)
-				take(http.StatusOK)
-				take(http.StatusTooManyRequests)
-			}
-			c.Advance(100 * time.Duration(l.Burst) * T)
-			for range l.Burst {
-				take(http.StatusOK)
-			}
-			take(http.StatusTooManyRequests)
-
-			if got, want := len(s.AcceptedTimes("cred", "availability")), 2*l.Burst+3; got != want {
-				t.Errorf("AcceptedTimes: %d, want %d", got, want)
-			}
+			refillsExactly(t, s, c, T, l.Burst, take)
 			if got, want := s.Count429(), 8; got != want {
 				t.Errorf("Count429: %d, want %d", got, want)
 			}

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -25,20 +22,23 @@ type stack struct {
 	changesURL, deferredURL, deadURL string
 }
 
-func newStack(ctx context.Context) (*stack, error) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" || os.Getenv("AWS_ENDPOINT_URL_SQS") == "" {
-		return nil, fmt.Errorf(`the local stack is not configured: run eval "$(scripts/localstack.sh start)" first, or scripts/demo.sh`)
-	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+func newStack(ctx context.Context) (_ *stack, err error) {
+	// The local stack, or the endpoint the user brings (docs/operations.md);
+	// its logger is emulator.QuietCancelled, as the run ends by cancelling
+	// the calls its pollers and workers still have in flight.
+	cfg, err := emulator.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("AWS config: %w", err)
+		return nil, fmt.Errorf("%w (or run scripts/demo.sh)", err)
 	}
-	// The run ends by cancelling the calls its pollers and workers still
-	// have in flight; see emulator.QuietCancelled.
-	cfg.Logger = emulator.QuietCancelled(cfg.Logger)
 	s := &stack{cfg: cfg, db: dynamodb.NewFromConfig(cfg, emulator.ForEmulator), sqs: sqs.NewFromConfig(cfg)}
-	run := fmt.Sprintf("demo-%08x", rand.Uint32())
+	run := emulator.Name("demo", 60) // a queue name adds at most 9
 	s.table, s.stateTable = run+"-limits", run+"-state"
+	// A brought endpoint keeps nothing of a run, even one that fails here.
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	if err := limiter.CreateTable(ctx, s.db, s.table); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,9 @@ func newStack(ctx context.Context) (*stack, error) {
 func (s *stack) close() {
 	ctx := context.Background()
 	for _, t := range []string{s.table, s.stateTable} {
-		_, _ = s.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)})
+		if t != "" {
+			_, _ = s.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)})
+		}
 	}
 	for _, q := range []string{s.changesURL, s.deferredURL, s.deadURL} {
 		if q != "" {

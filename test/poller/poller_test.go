@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -35,20 +34,16 @@ func TestGatherBatches(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("poller-%08x", rand.Uint32()))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+			url := emulator.NewQueue(t, client, "poller")
 			for i := range tt.sent {
-				if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(fmt.Sprint(i))}); err != nil {
+				if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String(fmt.Sprint(i))}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			var mu sync.Mutex
 			var got []int
 			seen := map[string]bool{}
-			p := &Poller{SQS: client, QueueURL: *q.QueueUrl, BatchSize: tt.size, Window: tt.window, ShortPoll: 10 * time.Millisecond,
+			p := &Poller{SQS: client, QueueURL: url, BatchSize: tt.size, Window: tt.window, ShortPoll: 10 * time.Millisecond,
 				Visibility: time.Minute,
 				Handler: func(_ context.Context, msgs []types.Message) ([]string, error) {
 					mu.Lock()
@@ -75,7 +70,7 @@ func TestGatherBatches(t *testing.T) {
 			}
 			dups -= len(seen)
 			for tries := 0; len(seen) < tt.sent && tries < 10; tries++ {
-				out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+				out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,6 +1,4 @@
-// Package fallback paces one process's pushes while the fleet's shared
-// bucket cannot be reached: each process takes an equal share of every
-// limit, so that the fleet as a whole still stays within it.
+// How the shares work (package fallback is introduced in doc.go).
 //
 // With N processes at most (the function's maximum concurrency), each one
 // paces a bucket of rate r and burst b with a local token bucket
@@ -30,6 +28,7 @@
 // the shared bucket booked ahead before the outage (jobs that hold one
 // still push at it), and processes that do not run take no share, so the
 // fleet under-uses the limit while the outage lasts.
+
 package fallback
 
 import (

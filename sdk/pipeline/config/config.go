@@ -1,11 +1,3 @@
-// Package config is the channel manager's map of who pushes where: for
-// each property, the channels (OTAs) it is connected to and with which
-// credential; for each channel, its endpoints and the limit the OTA meters
-// each (credential, endpoint) by.
-//
-// The file ships with the deployment (config/connections.example.json is
-// the documented example) and is validated in full at start-up: a function
-// with a bad config refuses to start rather than push under wrong limits.
 package config
 
 import (
@@ -141,6 +133,10 @@ type Endpoint struct {
 	// one that would pass it dead-letters the job as expired instead.
 	// Default dispatch.DefaultPolicy.MaxDeferrals.
 	MaxDeferrals *int `json:"max_deferrals,omitempty"`
+	// Margin is refill time the endpoint's buckets keep free for the jitter
+	// between a grant and its request reaching the vendor, as a Go duration
+	// ("100ms"; "0s" for none): see KeptMargin and limiter.Limit.Margin.
+	Margin string `json:"margin,omitempty"`
 }
 
 // Endpoint modes and store-unavailable behaviours.
@@ -347,6 +343,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateMargin(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
 			}
@@ -446,7 +443,7 @@ func (c *Config) Endpoint(channel, endpoint string) (string, limiter.Limit, erro
 	if !ok {
 		return "", limiter.Limit{}, fmt.Errorf("channel %q has no endpoint %q", channel, endpoint)
 	}
-	return strings.TrimRight(ch.BaseURL, "/") + "/" + strings.TrimLeft(ep.Path, "/"), limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}, nil
+	return strings.TrimRight(ch.BaseURL, "/") + "/" + strings.TrimLeft(ep.Path, "/"), ep.withMargin(limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}), nil
 }
 
 // MaxConcurrency sizes the function's concurrency from the quota: enough

@@ -91,15 +91,18 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 	if !ok {
 		return EndpointLimits{}, fmt.Errorf("channel %q has no endpoint %q", channel, endpoint)
 	}
-	out := EndpointLimits{Limit: limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}, Shards: 1}
+	// Every bucket of the endpoint keeps its margin: the vendor counts
+	// each of its limits at arrival.
+	out := EndpointLimits{Limit: ep.withMargin(limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}), Shards: 1}
 	for _, w := range ep.Limits {
-		out.Extra = append(out.Extra, w.Limit())
+		out.Extra = append(out.Extra, ep.withMargin(w.Limit()))
 	}
 	if ep.Shards != nil {
 		out.Shards = *ep.Shards
 	}
 	if s := ep.PropertyShare; s != nil {
-		out.PropertyShare = &limiter.Limit{Rate: s.Rate, Burst: s.Burst}
+		share := ep.withMargin(limiter.Limit{Rate: s.Rate, Burst: s.Burst})
+		out.PropertyShare = &share
 	}
 	out.Adaptive = ep.AdaptiveLimit()
 	return out, nil

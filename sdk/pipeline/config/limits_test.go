@@ -24,11 +24,13 @@ func TestEndpointLimitsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := el.Buckets("bk#c1#rates", "h1")
+	// Every bucket keeps the endpoint's margin (the default here).
+	m := func(l limiter.Limit) limiter.Limit { l.Margin = DefaultMargin; return l }
 	want := []limiter.Bucket{
-		{Key: "bk#c1#rates", Limit: limiter.PerSecond(10, 10)},
-		{Key: "bk#c1#rates#w0", Limit: limiter.PerMinute(300, 300)},
-		{Key: "bk#c1#rates#w1", Limit: limiter.PerSecond(5, 20)},
-		{Key: "bk#c1#rates#p#h1", Limit: limiter.PerSecond(1, 2)},
+		{Key: "bk#c1#rates", Limit: m(limiter.PerSecond(10, 10))},
+		{Key: "bk#c1#rates#w0", Limit: m(limiter.PerMinute(300, 300))},
+		{Key: "bk#c1#rates#w1", Limit: m(limiter.PerSecond(5, 20))},
+		{Key: "bk#c1#rates#p#h1", Limit: m(limiter.PerSecond(1, 2))},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Buckets = %+v, want %+v", got, want)

@@ -51,17 +51,18 @@ func slotTokens(route Route, j job.Job) int {
 	if route.ItemWeight <= 0 {
 		return 1
 	}
-	return min(tokensFor(j.Items, route.ItemWeight), route.Bucket.Limit.Burst)
+	return min(tokensFor(j.Items, route.ItemWeight), route.Bucket.Limit.Capacity())
 }
 
 // attemptTokens is what each attempt of a push of p costs: a retry
 // resends the whole body, and the vendor counts its items again. charge
-// has made p fit the tokens its slot holds, so this is at most the burst.
+// has made p fit the tokens its slot holds, so this is at most the burst
+// (less the bucket's margin).
 func attemptTokens(route Route, p Payload) int {
 	if route.ItemWeight <= 0 {
 		return 1
 	}
-	return min(tokensFor(p.Items, route.ItemWeight), route.Bucket.Limit.Burst)
+	return min(tokensFor(p.Items, route.ItemWeight), route.Bucket.Limit.Capacity())
 }
 
 // charge makes p fit the tokens j holds on an endpoint metered by items:
@@ -79,8 +80,9 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 		need = tokensFor(p.Messages[0].Items, w)
 	}
 	// One push reaches the vendor at one instant: it may take at most the
-	// burst, however many tokens have come free since its slot.
-	want := min(need, bucket.Limit.Burst)
+	// burst (less the margin), however many tokens have come free since
+	// its slot.
+	want := min(need, bucket.Limit.Capacity())
 	if want > held {
 		booker := d.Can.Batch
 		if booker == nil {

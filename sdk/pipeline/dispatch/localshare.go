@@ -63,7 +63,7 @@ func (d *Dispatcher) pendingLocal(route Route) int {
 		}
 	}
 	for _, b := range bursts {
-		n = min(n, b.Limit.Burst-1)
+		n = min(n, b.Limit.Capacity()-1)
 	}
 	return max(n, 0)
 }

@@ -37,7 +37,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		return res, true, err
 	}
 	tokens := slotTokens(route, *j)
-	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))
+	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Capacity(), tokens))
 	slot, key, stamp, err := d.reserveRoute(ctx, route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {

@@ -1,10 +1,3 @@
-// Package job is the unit of work a sync worker pushes to one OTA endpoint,
-// and its wire form on the deferred queue.
-//
-// A job carries its own scheduling state: the slot it reserved in the fleet
-// bucket, its deadline, and for waits beyond SQS's 15-minute delay the time
-// it is really due. A redelivered job therefore needs no lookup to know
-// whether it may push now.
 package job
 
 import (
@@ -50,12 +43,15 @@ func (h Hold) Held() bool { return !h.At.IsZero() }
 // deployment never misreads a message written by a newer one.
 const Version = 1
 
-// Job is one push of one change to one channel endpoint.
+// Job is one push to one channel endpoint: of a lane's pending changes,
+// read from state at push time (sdk/pipeline/syncer's work), or of a
+// payload the job carries itself.
 type Job struct {
 	V int `json:"v"`
 	// ID is stable across redeliveries, and names the push: the vendor's
-	// idempotency key (X-Job-Id), e.g.
-	// "<event id>#booking_com#<credential>#availability". Duplicates are
+	// idempotency key (X-Job-Id). A lane's job is named after the lane and
+	// its owner token, e.g.
+	// "hotel-aurora#availability#booking_com#cred-1#BK-1@<token>". Duplicates are
 	// told apart by Identity, which adds what else the push carries: jobs
 	// that share an ID but not a credential, endpoint or payload are two
 	// pushes.

@@ -1,6 +1,4 @@
-// Package lane keeps, per lane, what is waiting to be pushed and who is
-// pushing it, so that a lane has at most one push pending however many
-// changes it receives.
+// How lanes work (package lane is introduced in doc.go).
 //
 // A lane is one stream of pushes: a property's changes of one kind
 // (availability, rates, restrictions) to one connection of it (channel,
@@ -77,6 +75,7 @@
 // it flags the lane (x) and Finish refuses while the flag is up: the
 // owner's push may have read elements that the merge replaced, and its
 // next claim clears only what that push carried.
+
 package lane
 
 import (

@@ -1,17 +1,3 @@
-// Package queue turns "no token yet" into a delayed SQS message, and
-// "never" into a dead-letter message with its reason.
-//
-// A deferred job is sent back with DelaySeconds equal to the computed wait
-// and, when it holds one, its reserved slot: SQS hands it back when its
-// token is already its own, so it pushes with no second acquire. Waits past
-// SQS's 15-minute ceiling chain: the job carries its due time and is
-// deferred again for the remainder.
-//
-// No jitter is added. Jitter exists to spread retries that would otherwise
-// collide, but deferred jobs do not collide: each one owns a distinct slot,
-// one emission interval from the next, so their redeliveries are already
-// spread exactly as the bucket allows. Jitter could only move a job away
-// from its slot: earlier means waiting again, later means wasting the slot.
 package queue
 
 import (

@@ -1,17 +1,3 @@
-// Package syncer is what the sync function does with each message.
-//
-// A PMS change is written into ARI state (sdk/pipeline/ari) and marks the lanes it
-// fans out to dirty (sdk/pipeline/lane): one lane per connection of the property
-// and kind. A lane with no push scheduled gets exactly one: a job that
-// reserves a slot and then pushes or is deferred (sdk/pipeline/dispatch). At its
-// slot, the job pushes the current state of everything pending in the
-// lane, up to the endpoint's max_items and max_bytes, in the channel's
-// message format (sdk/pipeline/format: one or more requests, each paying
-// its own tokens), clears what the vendor accepted, and, if more arrived
-// meanwhile, books the lane's next slot. So a lane's requests follow the
-// slot rate however many changes it receives, and every push carries all
-// that is pending. A refused change is isolated from those merged with it
-// and dead-lettered alone (messages.go).
 package syncer
 
 import (

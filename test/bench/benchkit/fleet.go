@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // Outcome is what one attempt to get a token came to.
@@ -94,21 +95,16 @@ type FleetResult struct {
 
 // Allowed is what a bucket of limit l may grant over the run: burst + rate·T.
 func (r FleetResult) Allowed(l limiter.Limit) float64 {
-	return float64(l.Burst) + l.Rate*r.Elapsed.Seconds()
+	return window.Limit{Rate: l.Rate, Burst: l.Burst}.Bound(r.Elapsed)
 }
 
 // OverBound is the fullest window of the run as a fraction of what the
 // bucket allows in it: the largest (grants in [a, b]) ÷ (burst + rate·(b−a))
-// over all pairs of grants. Above 1 the fleet broke the limit somewhere.
+// over all pairs of grants, by package window (the mock OTA's check, which
+// shares no code with sdk/gcra). Above 1 the fleet broke the limit somewhere.
 func (r FleetResult) OverBound(l limiter.Limit) float64 {
-	worst := 0.0
-	for i := range r.Grants {
-		for j := i; j < len(r.Grants); j++ {
-			bound := float64(l.Burst) + l.Rate*r.Grants[j].Sub(r.Grants[i]).Seconds()
-			worst = max(worst, float64(j-i+1)/bound)
-		}
-	}
-	return worst
+	w, _ := window.Fullest(r.Grants, window.Limit{Rate: l.Rate, Burst: l.Burst})
+	return w.Ratio()
 }
 
 // RunFleet starts every taker at the same instant and lets each take

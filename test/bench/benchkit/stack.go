@@ -11,38 +11,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
 // ErrNoStack says the local stack's endpoints are not in the environment.
 var ErrNoStack = errors.New(`local stack not configured: run eval "$(scripts/localstack.sh start)" first, or use scripts/bench.sh`)
 
-// Config is an AWS config for the local stack (or whatever
-// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS point at), with dummy
-// credentials. It fails with ErrNoStack when those are unset, so that a
-// benchmark never runs against real AWS by accident.
+// Config is an AWS config for the local stack, or for an endpoint the user
+// brings (emulator.PrefixEnv). It fails with ErrNoStack when neither is
+// configured, so that a benchmark never runs against real AWS by accident.
 func Config(ctx context.Context) (aws.Config, error) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" || os.Getenv("AWS_ENDPOINT_URL_SQS") == "" {
+	cfg, err := emulator.Load(ctx)
+	if errors.Is(err, emulator.ErrNotConfigured) {
 		return aws.Config{}, ErrNoStack
 	}
-	return config.LoadDefaultConfig(ctx,
-		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-	)
+	return cfg, err
 }
 
-// NewTable creates a limiter table named prefix-<random> and returns its
-// name and a function that deletes it.
+// NewTable creates a limiter table named prefix-<random> (after the run's
+// emulator.Prefix) and returns its name and a function that deletes it.
 func NewTable(ctx context.Context, db *dynamodb.Client, prefix string) (string, func(), error) {
-	name := fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
+	name := emulator.Name(prefix, 255)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := limiter.CreateTable(cctx, db, name); err != nil {

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long they push")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "the bucket's and the vendor's rate per second")
 	fs.IntVar(&c.Burst, "burst", c.Burst, "the bucket's and the vendor's burst")
+	fs.DurationVar(&c.Margin, "margin", c.Margin, "the bucket's margin (limiter.Limit.Margin); the vendor enforces burst + rate·W without it")
 	fs.DurationVar(&c.StartDelay, "start-delay", c.StartDelay, "time for the processes to start before they all push")
 	fs.StringVar(&jsonOut, "json", "", "also write the result as JSON to this file")
 	fs.StringVar(&env, "env", "", "a line describing the machine, for the report")

@@ -1,0 +1,246 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// grant is a successful write: the reservation, and the tat and now it was
+// made with, from which a batch's slots follow.
+type grant struct {
+	Reservation
+	tat, now int64
+	lim      Limit // the effective limit of the write
+}
+
+// sent is what one write of a call asked for, to rebuild its grant when a
+// later write finds it landed.
+type sent struct {
+	n   int
+	now int64
+	lim Limit      // the effective limit it was decided with
+	st  AdaptState // and the adaptive state that limit came from
+}
+
+// book is the one place a grant is decided; Take, Reserve, Wait and
+// ReserveBatch all come through it. size says how many tokens to ask for
+// given the tat seen and now; it is asked again after a failed condition,
+// since a batch's size depends on the state.
+//
+// The call reads the clock once and keeps that now across failed
+// conditions: a failed idle write hands back tat > now, so the busy write
+// that follows cannot fail its first clause, and the call decides in at
+// most two writes unless the item is reset or deleted between them. (A
+// fresh now per attempt lets a write whose latency exceeds the gap between
+// tat and now flip between forms without end.) The clock is read again only
+// after a pause (a backoff after a store error), where keeping the old now
+// would let a write land long after the time it claims.
+func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit) int, maxDelay time.Duration) (grant, error) {
+	delay := maxDelay.Microseconds()
+	call := newCallTag()
+	now := micros(l.now())
+	tat, booked, fresh := l.seen.lookup(b.Key, now, l.cacheAge.Microseconds())
+	current := false // tat is what the store handed back to this call
+	var (
+		writes    []sent
+		lastErr   error // the last store error, if the last write had one
+		contended error // the last conflicting transaction, if any
+	)
+	for {
+		// An adaptive bucket's limit is recomputed each time round: a
+		// failed condition may have handed back a newer state.
+		lim, st := l.effective(b, now)
+		T, tau := lim.Interval(), lim.Tolerance()
+		n := size(tat, now, lim)
+		d := gcra.Decide(tat, now, lim, n, delay)
+		if !d.Allowed && l.final(tat, booked, now, d.RetryAfter, fresh, current) {
+			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0)}
+		}
+		// Any other denial is confirmed by a write: the busy form below
+		// cannot pass unless tat went backwards (a reset), and its failed
+		// condition hands back the current item.
+		if len(writes) == l.attempts {
+			if lastErr != nil {
+				return grant{}, lastErr
+			}
+			// Only a reset or deletion between writes, or a conflicting
+			// transaction, gets here: not a denial, not an outage.
+			return grant{}, &ContendedError{Key: b.Key, Writes: len(writes), Err: contended}
+		}
+		if err := ctx.Err(); err != nil {
+			return grant{}, err
+		}
+		f := idle
+		if tat > now {
+			f = busy
+		}
+		nT := int64(n) * T
+		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, adaptTTL(b, st, now+tau+delay), call, len(writes))
+		if b.Adaptive != nil {
+			withVersion(in, st.Version)
+		}
+		writes = append(writes, sent{n: n, now: now, lim: lim, st: st})
+		out, err := l.updateItem(ctx, in, noSDKRetry)
+		if err == nil {
+			return l.granted(b, lim, st, n, now, out.Attributes)
+		}
+		if item, failed := conditionFailed(err); failed {
+			if i, left, ours := call.landed(item); ours && i < len(writes) {
+				// An earlier write of this call landed and its answer was
+				// lost; its lane says what tat it left.
+				if cur, err := itemTAT(item); err == nil {
+					bk, _ := itemBooked(item)
+					l.seen.set(b.Key, cur, bk, micros(l.now()))
+				}
+				w := writes[i]
+				return l.grantedTAT(b, w.lim, w.st, w.n, w.now, left), nil
+			}
+			if tat, err = l.learnItem(b.Key, item); err != nil {
+				return grant{}, err
+			}
+			current, lastErr = true, nil
+			continue
+		}
+		var stop error
+		if lastErr, contended, stop = l.storeRetry(ctx, err, len(writes), l.attempts); stop != nil {
+			return grant{}, stop
+		}
+		if len(writes) < l.attempts {
+			// Paused: a fresh now, so that the next write claims the time
+			// it is sent at. The tat seen stays (it is still a lower bound).
+			now = micros(l.now())
+		}
+	}
+}
+
+// storeRetry is how a call goes on after its write number `wrote` failed
+// with err, a store error rather than a failed condition. A conflicting
+// transaction is contention: it comes back as contended, not as the
+// call's last error. An unavailable store is worth another attempt: it
+// comes back as last. Anything else ends the call (stop), as does ctx
+// ending during the backoff it sleeps while attempts are left, which
+// stops with the last store error if there is one.
+func (l *Limiter) storeRetry(ctx context.Context, err error, wrote, attempts int) (last, contended, stop error) {
+	switch {
+	case isConflict(err):
+		contended = errors.Unwrap(err)
+	case !errors.Is(err, ErrUnavailable) || errors.Is(err, breaker.ErrOpen):
+		return nil, nil, err
+	default:
+		last = err
+	}
+	if wrote == attempts {
+		return last, contended, nil
+	}
+	if serr := ctxsleep.Sleep(ctx, backoff(wrote)); serr != nil {
+		if last != nil {
+			return last, contended, last
+		}
+		return last, contended, serr
+	}
+	return last, contended, nil
+}
+
+// bucketItems is the transaction item of each bucket for a multi-bucket
+// decision d made at now, write number i of call: the busy form where the
+// tat seen (forms) runs ahead of now, each bounded by d.Bounds.
+func (l *Limiter) bucketItems(keys []string, limits []Limit, forms []int64, now int64, n int, delay int64, d gcra.MultiDecision, call callTag, i int) []types.TransactWriteItem {
+	items := make([]types.TransactWriteItem, len(keys), len(keys)+1)
+	for k, lim := range limits {
+		f := idle
+		if forms[k] > now {
+			f = busy
+		}
+		items[k] = l.transactItem(keys[k], f, now, int64(n)*lim.Interval(), d.Bounds[k], ttlSeconds(now+lim.Tolerance()+delay), call, i)
+	}
+	return items
+}
+
+// final reports whether a denial decided on tat (with the booked horizon
+// booked, both as this process saw them, fresh if within the cache age) at
+// now, with the given wait, is the answer, with no write to confirm it:
+//   - when the store handed tat back to this call, the denial is exact;
+//   - when even a full bucket denies (a Wait whose deadline is nearer than n
+//     tokens' refill), nothing can change it;
+//   - a denial for no longer than the cache age: the caller is back within
+//     the bound a Reset promises;
+//   - a recent tat at the booked horizon: only deleting the item lowers
+//     that, never a Reset, so the denial and its wait stand.
+//
+// Any other denial comes from a tat a penalty raised above the booked
+// horizon, or from an old entry. A Reset may have dropped that penalty
+// since (it lowers tat to the booked horizon), and a denial carrying the
+// penalty's wait would hold the caller (a dispatcher deferring a job) for
+// a wait the bucket no longer has: confirm it with a write.
+func (l *Limiter) final(tat, booked, now, wait int64, fresh, current bool) bool {
+	switch {
+	case current, tat <= now, wait <= l.cacheAge.Microseconds():
+		return true
+	}
+	return fresh && tat <= booked
+}
+
+// retryAfter turns a denial's wait, exact at the call's now, into a wait
+// from the moment the caller gets it: after writes, the store's latency has
+// passed since now, and a worker that slept the whole wait from its return
+// would wake that much late, every time.
+func (l *Limiter) retryAfter(now, wait int64, wrote bool) time.Duration {
+	if wrote {
+		wait = max(now+wait-micros(l.now()), 0)
+	}
+	return time.Duration(wait) * time.Microsecond
+}
+
+func (l *Limiter) granted(b Bucket, lim Limit, st AdaptState, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
+	tat, err := itemTAT(item)
+	if err != nil || tat == 0 {
+		return grant{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
+			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
+	}
+	l.seen.book(b.Key, tat, micros(l.now()))
+	return l.grantedTAT(b, lim, st, n, now, tat), nil
+}
+
+// grantedTAT is the grant of n tokens by a write made at now, with the
+// effective limit lim from adaptive state st, that left tat.
+func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat int64) grant {
+	slot := max(tat-lim.Tolerance(), now)
+	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, lim),
+		Rate: lim.Rate, adaptive: b.Adaptive != nil, version: st.Version, interval: lim.Interval(),
+		probing: b.Adaptive != nil && b.Adaptive.Climbing(st, b.Limit, now)}
+	return grant{Reservation: r, tat: tat, now: now, lim: lim}
+}
+
+// learnItem reads the tat of the item a failed condition (or a Reset)
+// returned (0 for no item) and remembers it, with the booked horizon and
+// the adaptive state, as the store's current values.
+func (l *Limiter) learnItem(key string, item map[string]types.AttributeValue) (int64, error) {
+	tat, err := itemTAT(item)
+	if err != nil {
+		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
+	booked, err := itemBooked(item)
+	if err != nil {
+		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
+	st, err := itemAdapt(item)
+	if err != nil {
+		return 0, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable, Err: fmt.Errorf("bucket %q: %w", key, err)}
+	}
+	l.seen.set(key, tat, booked, micros(l.now()))
+	l.adapt.set(key, st)
+	return tat, nil
+}
+
+// observeItem learns from the item a failed condition returned.
+func (l *Limiter) observeItem(key string, item map[string]types.AttributeValue) error {
+	_, err := l.learnItem(key, item)
+	return err
+}

@@ -1,0 +1,330 @@
+package limitertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+)
+
+// A push client takes it where it takes the real limiter.
+var (
+	_ otapush.Limiter     = (*Limiter)(nil)
+	_ otapush.MultiWaiter = (*Limiter)(nil)
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// step is one call at t0+at and what the documentation says it answers:
+// a slot at t0+slot, or a denial with RetryAfter wait, or an error
+// matching err.
+type step struct {
+	at   time.Duration
+	call func(ctx context.Context, l *Limiter) (slot time.Time, err error)
+	slot time.Duration // granted at t0+slot
+	wait time.Duration // denied, RetryAfter
+	err  error         // errors.Is(err, …) for other refusals
+}
+
+// ten is rate 10/s (T = 100ms), burst 5.
+var ten = limiter.Bucket{Key: "cm#cred#rates", Limit: limiter.PerSecond(10, 5)}
+
+func take(b limiter.Bucket, n int) func(context.Context, *Limiter) (time.Time, error) {
+	return func(ctx context.Context, l *Limiter) (time.Time, error) {
+		r, err := l.Take(ctx, b, n)
+		return r.Slot, err
+	}
+}
+
+func reserve(b limiter.Bucket, n int, maxDelay time.Duration) func(context.Context, *Limiter) (time.Time, error) {
+	return func(ctx context.Context, l *Limiter) (time.Time, error) {
+		r, err := l.Reserve(ctx, b, n, maxDelay)
+		return r.Slot, err
+	}
+}
+
+func penalize(b limiter.Bucket, until time.Duration) func(context.Context, *Limiter) (time.Time, error) {
+	return func(ctx context.Context, l *Limiter) (time.Time, error) {
+		return time.Time{}, l.Penalize(ctx, b, t0.Add(until))
+	}
+}
+
+func reset(b limiter.Bucket) func(context.Context, *Limiter) (time.Time, error) {
+	return func(ctx context.Context, l *Limiter) (time.Time, error) { return time.Time{}, l.Reset(ctx, b) }
+}
+
+// The behaviour the limiter documents (package limiter, docs/design.md),
+// step by step on one bucket.
+func TestDocumentedBehaviour(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"a full bucket grants its burst at once, then one token per interval", []step{
+			{at: 0, call: take(ten, 5), slot: 0},
+			{at: 0, call: take(ten, 1), wait: 100 * time.Millisecond},
+			{at: 100 * time.Millisecond, call: take(ten, 1), slot: 100 * time.Millisecond},
+			{at: 100 * time.Millisecond, call: take(ten, 2), wait: 200 * time.Millisecond},
+		}},
+		{"n over the burst can never be granted", []step{
+			{at: 0, call: take(ten, 6), err: limiter.ErrNeverGrantable},
+			{at: 0, call: reserve(ten, 8, 200*time.Millisecond), err: limiter.ErrNeverGrantable},
+			{at: 0, call: reserve(ten, 7, 200*time.Millisecond), slot: 200 * time.Millisecond},
+		}},
+		{"a reservation books the earliest slot within its max delay", []step{
+			{at: 0, call: take(ten, 5), slot: 0},
+			{at: 0, call: reserve(ten, 1, time.Second), slot: 100 * time.Millisecond},
+			{at: 0, call: reserve(ten, 1, time.Second), slot: 200 * time.Millisecond},
+			{at: 0, call: reserve(ten, 1, 250*time.Millisecond), wait: 50 * time.Millisecond},
+		}},
+		{"a penalty empties the bucket until its end, and it refills gradually after", []step{
+			{at: 0, call: penalize(ten, 2*time.Second)},
+			{at: time.Second, call: take(ten, 1), wait: time.Second + 100*time.Millisecond},
+			{at: 2*time.Second + 100*time.Millisecond, call: take(ten, 1), slot: 2*time.Second + 100*time.Millisecond},
+			{at: 2*time.Second + 100*time.Millisecond, call: take(ten, 1), wait: 100 * time.Millisecond},
+		}},
+		{"a penalty shorter than what is booked leaves the bucket alone", []step{
+			{at: 0, call: take(ten, 5), slot: 0},
+			{at: 0, call: reserve(ten, 5, time.Second), slot: 500 * time.Millisecond},
+			{at: 0, call: penalize(ten, -100*time.Millisecond)},
+			{at: 0, call: reserve(ten, 1, time.Second), slot: 600 * time.Millisecond},
+		}},
+		{"a penalty more than MaxPenalty ahead is refused", []step{
+			{at: 0, call: penalize(ten, limiter.MaxPenalty+time.Second), err: limiter.ErrInvalidArgument},
+		}},
+		{"reset drops a penalty: an idle bucket is full at once", []step{
+			{at: 0, call: penalize(ten, time.Minute)},
+			{at: time.Second, call: take(ten, 1), wait: time.Minute - time.Second + 100*time.Millisecond},
+			{at: time.Second, call: reset(ten)},
+			{at: time.Second, call: take(ten, 5), slot: time.Second},
+		}},
+		{"reset keeps the slots already booked", []step{
+			{at: 0, call: take(ten, 5), slot: 0},
+			{at: 0, call: reserve(ten, 5, time.Second), slot: 500 * time.Millisecond},
+			{at: 0, call: penalize(ten, time.Minute)},
+			{at: 0, call: reset(ten)},
+			{at: 0, call: reserve(ten, 1, time.Second), slot: 600 * time.Millisecond},
+		}},
+		{"a margin keeps rate·margin of the burst free, not the rate", []step{
+			{at: 0, call: take(withMargin(ten, 150*time.Millisecond), 3), slot: 0},
+			{at: 0, call: take(withMargin(ten, 150*time.Millisecond), 1), wait: 50 * time.Millisecond},
+			{at: 0, call: take(withMargin(ten, 150*time.Millisecond), 4), err: limiter.ErrNeverGrantable},
+			{at: 50 * time.Millisecond, call: take(withMargin(ten, 150*time.Millisecond), 1), slot: 50 * time.Millisecond},
+			{at: 150 * time.Millisecond, call: take(withMargin(ten, 150*time.Millisecond), 1), slot: 150 * time.Millisecond},
+		}},
+		{"buckets are apart", []step{
+			{at: 0, call: take(ten, 5), slot: 0},
+			{at: 0, call: take(limiter.Bucket{Key: "cm#cred#availability", Limit: ten.Limit}, 5), slot: 0},
+		}},
+		{"an invalid bucket names the field", []step{
+			{at: 0, call: take(limiter.Bucket{Key: "", Limit: ten.Limit}, 1), err: limiter.ErrInvalidArgument},
+			{at: 0, call: take(limiter.Bucket{Key: "k", Limit: limiter.Limit{Rate: 0, Burst: 1}}, 1), err: limiter.ErrInvalidArgument},
+			{at: 0, call: take(ten, 0), err: limiter.ErrInvalidArgument},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := NewClock(t0)
+			l := New(WithClock(clock.Now))
+			for i, s := range tt.steps {
+				clock.Advance(t0.Add(s.at).Sub(clock.Now()))
+				slot, err := s.call(t.Context(), l)
+				check(t, i, s, slot, err)
+			}
+		})
+	}
+}
+
+func withMargin(b limiter.Bucket, m time.Duration) limiter.Bucket {
+	b.Limit.Margin = m
+	return b
+}
+
+func check(t *testing.T, i int, s step, slot time.Time, err error) {
+	t.Helper()
+	switch wait, denied := limiter.RetryAfter(err); {
+	case s.err != nil:
+		if !errors.Is(err, s.err) {
+			t.Fatalf("step %d: err %v, want %v", i, err, s.err)
+		}
+	case s.wait != 0:
+		if !denied || wait != s.wait || !errors.Is(err, limiter.ErrExhausted) {
+			t.Fatalf("step %d: (%v, %v), want a denial with RetryAfter %v", i, slot, err, s.wait)
+		}
+	case err != nil:
+		t.Fatalf("step %d: %v, want granted", i, err)
+	case !slot.IsZero() || s.slot != 0:
+		if want := t0.Add(s.slot); !slot.Equal(want) {
+			t.Fatalf("step %d: slot t0%+v, want t0%+v", i, slot.Sub(t0), s.slot)
+		}
+	}
+}
+
+// Wait sleeps on the fake clock until its slot, and refuses at once,
+// without sleeping or spending, a slot past maxWait or ctx's deadline.
+func TestWait(t *testing.T) {
+	clock := NewClock(t0)
+	l := New(WithClock(clock.Now), WithSleep(clock.Sleep))
+	ctx := t.Context()
+	if _, err := l.Take(ctx, ten, 5); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Wait(ctx, ten, 2, time.Second)
+	if err != nil || !r.Slot.Equal(t0.Add(200*time.Millisecond)) || !clock.Now().Equal(r.Slot) {
+		t.Fatalf("Wait = (%+v, %v) at t0%+v, want slot and clock at t0+200ms", r, err, clock.Now().Sub(t0))
+	}
+	if _, err := l.Wait(ctx, ten, 1, 50*time.Millisecond); !errors.Is(err, limiter.ErrExhausted) || !clock.Now().Equal(t0.Add(200*time.Millisecond)) {
+		t.Fatalf("Wait past maxWait = %v at t0%+v, want ErrExhausted without sleeping", err, clock.Now().Sub(t0))
+	}
+	dctx, cancel := context.WithDeadline(ctx, clock.Now().Add(50*time.Millisecond))
+	defer cancel()
+	if wait, ok := limiter.RetryAfter(func() error { _, err := l.Wait(dctx, ten, 1, time.Second); return err }()); !ok || wait != 50*time.Millisecond {
+		t.Fatalf("Wait past the deadline: RetryAfter %v (%v), want a denial, 50ms", wait, ok)
+	}
+	if r, err := l.Take(ctx, ten, 1); err == nil {
+		t.Fatalf("the refused Waits spent nothing, so no token is free at t0+200ms; Take = %+v", r)
+	}
+}
+
+func TestReserveBatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		booked int // tokens taken first
+		req    limiter.BatchRequest
+		slots  []time.Duration
+		wait   time.Duration
+		err    error
+	}{
+		{"a full bucket: the burst at once, then T apart", 0, limiter.BatchRequest{N: 7, MaxDelay: time.Second},
+			[]time.Duration{0, 0, 0, 0, 0, 100 * time.Millisecond, 200 * time.Millisecond}, 0, nil},
+		{"whole or nothing: the wait until it fits", 5, limiter.BatchRequest{N: 3, MaxDelay: 100 * time.Millisecond}, nil, 200 * time.Millisecond, nil},
+		{"partial: what fits", 5, limiter.BatchRequest{N: 3, MaxDelay: 200 * time.Millisecond, Partial: true},
+			[]time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, 0, nil},
+		{"partial on an empty bucket: the wait for one", 5, limiter.BatchRequest{N: 3, Partial: true}, nil, 100 * time.Millisecond, nil},
+		{"N over MaxBatch", 0, limiter.BatchRequest{N: limiter.MaxBatch + 1}, nil, 0, limiter.ErrInvalidArgument},
+		{"N that can never fit", 0, limiter.BatchRequest{N: 8, MaxDelay: 200 * time.Millisecond}, nil, 0, limiter.ErrNeverGrantable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := NewClock(t0)
+			l := New(WithClock(clock.Now))
+			if tt.booked > 0 {
+				if _, err := l.Take(t.Context(), ten, tt.booked); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := l.ReserveBatch(t.Context(), ten, tt.req)
+			switch wait, denied := limiter.RetryAfter(err); {
+			case tt.err != nil:
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("err %v, want %v", err, tt.err)
+				}
+				return
+			case tt.wait != 0:
+				if !denied || wait != tt.wait {
+					t.Fatalf("(%+v, %v), want a denial with RetryAfter %v", b, err, tt.wait)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			got := make([]time.Duration, len(b.Slots))
+			for i, s := range b.Slots {
+				got[i] = s.Sub(t0)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.slots) || b.Requested != tt.req.N {
+				t.Fatalf("slots %v (requested %d), want %v (%d)", got, b.Requested, tt.slots, tt.req.N)
+			}
+		})
+	}
+}
+
+// Several buckets grant together or not at all; the denial names the
+// bucket that waits longest.
+func TestMulti(t *testing.T) {
+	clock := NewClock(t0)
+	l := New(WithClock(clock.Now))
+	ctx := t.Context()
+	perMinute := limiter.Bucket{Key: "cm#cred#rates#w0", Limit: limiter.PerMinute(6, 2)} // T = 10s
+	both := []limiter.Bucket{ten, perMinute}
+	if r, err := l.TakeMulti(ctx, both, 2); err != nil || !r.Slot.Equal(t0) {
+		t.Fatalf("TakeMulti = (%+v, %v), want granted now", r, err)
+	}
+	_, err := l.TakeMulti(ctx, both, 1)
+	var ex *limiter.ExhaustedError
+	if !errors.As(err, &ex) || ex.Key != perMinute.Key || ex.RetryAfter != 10*time.Second {
+		t.Fatalf("TakeMulti = %v, want a denial by %s for 10s", err, perMinute.Key)
+	}
+	// The denial charged nothing: ten still holds 3.
+	if _, err := l.Take(ctx, ten, 3); err != nil {
+		t.Fatalf("Take after a denied TakeMulti: %v, want the 3 tokens left", err)
+	}
+	r, err := l.ReserveMulti(ctx, both, 1, time.Minute)
+	if err != nil || !r.Slot.Equal(t0.Add(10*time.Second)) || r.Binding != perMinute.Key {
+		t.Fatalf("ReserveMulti = (%+v, %v), want slot t0+10s bound by %s", r, err, perMinute.Key)
+	}
+	// WaitMulti sleeps on the clock until the common slot.
+	w := New(WithClock(clock.Now), WithSleep(clock.Sleep))
+	if _, err := w.TakeMulti(ctx, both, 2); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.WaitMulti(ctx, both, 1, time.Minute); err != nil || !r.Slot.Equal(t0.Add(10*time.Second)) || !clock.Now().Equal(r.Slot) {
+		t.Fatalf("WaitMulti = (%+v, %v) at t0%+v, want slot and clock at t0+10s", r, err, clock.Now().Sub(t0))
+	}
+	if _, err := l.TakeMulti(ctx, []limiter.Bucket{ten, ten}, 1); !errors.Is(err, limiter.ErrInvalidArgument) {
+		t.Fatalf("the same bucket twice: %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestStateFirstConfirmAndFaults(t *testing.T) {
+	clock := NewClock(t0)
+	down := false
+	l := New(WithClock(clock.Now), WithFault(func(op, key string) error {
+		if down {
+			return fmt.Errorf("%w: %s %s: store down", limiter.ErrUnavailable, op, key)
+		}
+		return nil
+	}))
+	ctx := t.Context()
+	if s, err := l.State(ctx, ten); err != nil || s.Tokens != 5 || !s.TAT.IsZero() {
+		t.Fatalf("State of a new bucket = (%+v, %v), want 5 tokens, no tat", s, err)
+	}
+	if _, err := l.Take(ctx, ten, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := l.State(ctx, ten); s.Tokens != 2 || s.FullAfter != 300*time.Millisecond {
+		t.Fatalf("State = %+v, want 2 tokens, full after 300ms", s)
+	}
+	for i, want := range []bool{true, false, false} {
+		if first, err := l.First(ctx, "job-1", t0.Add(time.Minute)); err != nil || first != want {
+			t.Fatalf("First #%d = (%v, %v), want %v", i, first, err, want)
+		}
+	}
+	clock.Advance(time.Minute)
+	if first, _ := l.First(ctx, "job-1", t0.Add(2*time.Minute)); !first {
+		t.Fatal("First after until = false, want true: the fence expired")
+	}
+	if ok, err := l.Confirm(ctx, ten, limiter.Stamp{}); !ok || err != nil {
+		t.Fatalf("Confirm = (%v, %v), want true", ok, err)
+	}
+	down = true
+	if _, err := l.Take(ctx, ten, 1); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("Take with the store down = %v, want ErrUnavailable", err)
+	}
+	if _, err := l.First(ctx, "job-2", t0.Add(time.Hour)); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("First with the store down = %v, want ErrUnavailable", err)
+	}
+	down = false
+	if s, _ := l.State(ctx, ten); s.Tokens != 5 {
+		t.Fatalf("a faulted Take spent tokens: %+v", s)
+	}
+	adaptive := ten
+	adaptive.Adaptive = &limiter.Adaptive{}
+	if _, err := l.Take(ctx, adaptive, 1); !errors.Is(err, limiter.ErrInvalidArgument) {
+		t.Fatalf("an adaptive bucket: %v, want ErrInvalidArgument", err)
+	}
+}

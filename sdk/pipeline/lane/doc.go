@@ -1,0 +1,14 @@
+// Package lane keeps, per lane, what is waiting to be pushed and who is
+// pushing it, so that a lane has at most one push pending however many
+// changes it receives.
+//
+// A lane is one stream of pushes: a property's changes of one kind
+// (availability, rates, restrictions) to one connection of it (channel,
+// credential, hotel_ref). A change marks its lanes dirty; the first to find a
+// lane without an owner schedules its one push; at its slot the owner claims
+// the lane, pushes everything pending, and finishes it or schedules the next.
+//
+// Begin with a Store (a DynamoDB client and the ARI state table): Mark for a
+// change, Claim at the push's slot, Finish after it. Due and Sweep recover
+// lanes whose owner died. The protocol is in docs/design.md ("The pipeline").
+package lane
