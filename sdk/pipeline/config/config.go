@@ -141,6 +141,11 @@ type Endpoint struct {
 	// one that would pass it dead-letters the job as expired instead.
 	// Default dispatch.DefaultPolicy.MaxDeferrals.
 	MaxDeferrals *int `json:"max_deferrals,omitempty"`
+	// MaxInFlight, LeaseHold and Quota: requests in flight at once and a
+	// calendar quota (see meters.go).
+	MaxInFlight *int       `json:"max_in_flight,omitempty"`
+	LeaseHold   string     `json:"lease_hold,omitempty"`
+	Quota       *QuotaSpec `json:"quota,omitempty"`
 }
 
 // Endpoint modes and store-unavailable behaviours.
@@ -347,6 +352,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateInFlightAndQuota(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
 			}
