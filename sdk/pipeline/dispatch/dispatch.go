@@ -96,6 +96,9 @@ type Route struct {
 	// (connections' "max_age", "max_deferrals"); zero: the policy's.
 	MaxAge       time.Duration
 	MaxDeferrals int
+	// InFlight, Quota: see lease.go, quota.go.
+	InFlight *limiter.InFlight
+	Quota    *limiter.QuotaBucket
 }
 
 // buckets is every bucket the route draws from, Bucket first.
@@ -354,6 +357,9 @@ type Dispatcher struct {
 	// wait (tests make it deterministic).
 	Jitter func(max time.Duration) time.Duration
 	Log    *slog.Logger
+
+	// Leases holds the in-flight leases of InFlight routes (lease.go).
+	Leases *Leases
 
 	late lateness
 }
@@ -850,6 +856,11 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 			return d.workFailed(ctx, j, route, res, err)
 		}
 	}
+	ctx, release, ok, lres, err := d.lease(ctx, j, route)
+	if !ok {
+		return lres, nil, err
+	}
+	defer release()
 	if len(p.Messages) > 0 {
 		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
 	}
