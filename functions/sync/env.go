@@ -119,6 +119,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	leases := dispatch.NewLeases(limiter.NewLeaseGate(lim))
 	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log), otapush.WithSignals(cfg.Signals))
 	if err != nil {
 		return nil, err
@@ -134,6 +135,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
 		Queue:      &queue.Queue{SQS: sqsClient, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
 		LocalShare: fallback.New(maxInstances(cfg, s.maxConcurrency)),
+		Leases:     leases,
 	}
 	if err := d.Validate(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
@@ -70,11 +71,28 @@ func (e Endpoint) CalendarQuota(key string) (*limiter.QuotaBucket, error) {
 	if e.Quota == nil {
 		return nil, nil
 	}
-	q, err := gcra.LoadQuota(e.Quota.Count, e.Quota.Period, e.Quota.TimeZone)
+	loc, err := zone(e.Quota.TimeZone)
 	if err != nil {
 		return nil, err
 	}
-	return &limiter.QuotaBucket{Key: key, Quota: q}, nil
+	q := gcra.Quota{Count: e.Quota.Count, Period: gcra.Period(e.Quota.Period), Location: loc}
+	return &limiter.QuotaBucket{Key: key, Quota: q}, q.Validate()
+}
+
+// zones caches loaded time zones: a route is resolved per job, and
+// time.LoadLocation reads the zone database every time.
+var zones sync.Map // name -> *time.Location
+
+func zone(name string) (*time.Location, error) {
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	q, err := gcra.LoadQuota(1, string(gcra.Day), name)
+	if err != nil {
+		return nil, err
+	}
+	zones.Store(name, q.Location)
+	return q.Location, nil
 }
 
 // validateInFlightAndQuota checks max_in_flight, lease_hold and quota; at is the

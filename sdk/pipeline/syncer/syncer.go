@@ -451,6 +451,10 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		// Zero where the file sets none: the dispatcher's defaults.
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
+		InFlight:     ep.InFlight(key),
+	}
+	if route.Quota, err = ep.CalendarQuota(key); err != nil {
+		return dispatch.Route{}, err
 	}
 	// The token is read last, so that a job whose token cannot be read
 	// now is deferred under its route's lifetime bounds.
