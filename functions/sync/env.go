@@ -120,7 +120,8 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		return nil, err
 	}
 	leases := dispatch.NewLeases(limiter.NewLeaseGate(lim))
-	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log), otapush.WithSignals(cfg.Signals))
+	pusher, err := otapush.New(&http.Client{Timeout: 10 * time.Second}, lim, otapush.DefaultPolicy, otapush.WithLogger(log), otapush.WithSignals(cfg.Signals),
+		otapush.WithConcurrency(leases.Publish))
 	if err != nil {
 		return nil, err
 	}

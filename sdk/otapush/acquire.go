@@ -19,6 +19,12 @@ type MultiWaiter interface {
 	WaitMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxWait time.Duration) (limiter.MultiReservation, error)
 }
 
+// QuotaTaker is the part of *limiter.Limiter that takes tokens and a
+// calendar quota in one transaction, for requests with a Quota.
+type QuotaTaker interface {
+	TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, q limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error)
+}
+
 // acquire waits for a token within what is left of the push's budget.
 //
 // A call that ends in limiter.ErrContended (every write lost a race to other
@@ -56,9 +62,10 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 		}
 		wait, denied := limiter.RetryAfter(err)
 		switch {
-		case denied && req.Horizon > 0:
+		case denied && (req.Horizon > 0 || req.Quota != nil):
 			// The share is booked past the horizon: booking further
-			// ahead would take the urgent reserve. Sleep until the next
+			// ahead would take the urgent reserve (or a quota's take is
+			// now or never, its RetryAfter from now). Sleep until the next
 			// token is near (Wait's RetryAfter counts from the end of its
 			// max wait), plus a jitter so that retries denied together do
 			// not all ask at once, and contend for it afresh.
@@ -85,6 +92,16 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 // of a single bucket.
 func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (*limiter.Reservation, error) {
 	n := max(req.Tokens, 1)
+	if req.Quota != nil {
+		taker, ok := c.limiter.(QuotaTaker)
+		if !ok {
+			return nil, fmt.Errorf("the limiter (%T) cannot take a quota", c.limiter)
+		}
+		// A take is now or never: its RetryAfter counts from now, as the
+		// horizon's branch of acquire reads it.
+		_, err := taker.TakeWithQuota(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), *req.Quota, n, req.JobID)
+		return nil, err
+	}
 	if len(req.Also) == 0 {
 		r, err := c.limiter.Wait(ctx, req.Bucket, n, left)
 		if err != nil {

@@ -110,6 +110,10 @@ type Client struct {
 	jitter  func(max time.Duration) time.Duration
 	sleep   func(ctx context.Context, d time.Duration) error
 	signals func(bucketKey string) (Signals, bool)
+	// concurrency receives the vendor's published concurrency per bucket
+	// (WithConcurrency); nil ignores it.
+	concurrency func(bucketKey string, n int)
+	notes       notes
 }
 
 // Option configures a Client.
@@ -127,6 +131,15 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // Signals come first.
 func WithSignals(lookup func(bucketKey string) (Signals, bool)) Option {
 	return func(c *Client) { c.signals = lookup }
+}
+
+// WithConcurrency gives the client where a vendor's published
+// concurrency goes: a RateLimit-Policy in qu=concurrent-requests calls f
+// with the request's bucket key and the quota, on every answer that
+// carries one (dispatch.Leases.Publish lowers the bucket's max_in_flight
+// to it, never above the configuration).
+func WithConcurrency(f func(bucketKey string, n int)) Option {
+	return func(c *Client) { c.concurrency = f }
 }
 
 // WithSleep replaces the pause between attempts (tests move a fake clock
@@ -273,15 +286,18 @@ func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *li
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	resp.Body.Close()
 	s := resp.StatusCode
-	a := answer{status: s, throttled: sig.Throttles(s)}
+	r := sig.ReadAnswer(s, resp.Header, body)
+	// A 503 of temporary reduced capacity is a throttle: its lower policy
+	// (r.Rate) is published, and the bucket emptied and slowed.
+	a := answer{status: s, throttled: sig.Throttles(s) || r.ReducedCapacity}
 	j := c.judge(req, s, resp.Status, resp.Header, body)
 	a.throttled = a.throttled || j.Throttled
-	c.readSignals(ctx, req, sig, resp.Header, a.throttled)
+	c.readSignals(ctx, req, sig, r, a.throttled)
 	switch {
 	case a.throttled:
 		wait := j.RetryAfter
 		if wait <= 0 || wait > c.policy.MaxRetryAfter {
-			wait = c.retryAfter(req, resp.Header.Get("Retry-After"))
+			wait = c.throttleWait(req, resp.Header, r)
 		}
 		until := c.now().Add(wait)
 		c.throttle(ctx, req, granted, until)

@@ -52,6 +52,12 @@ type Request struct {
 	// their weight. The vendor meters every attempt, so a retry resends,
 	// and pays for, the whole body again.
 	Tokens int
+	// Quota, if set, is the endpoint's calendar quota: every attempt
+	// after the first takes one unit of it with its tokens, in one
+	// transaction (QuotaTaker), since the vendor counts retries too. A
+	// retry it denies sleeps until the token or the reset if that is
+	// within the push's budget, and is deferred otherwise.
+	Quota *limiter.QuotaBucket
 	// Method is the HTTP method; "" is POST. Header may set the
 	// Content-Type (JSON when it does not).
 	Method string

@@ -870,7 +870,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	resp, err := d.Pusher.Push(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Slot,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
-		Stamp: jobStamp(j),
+		Stamp: jobStamp(j), Quota: route.Quota,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
