@@ -596,7 +596,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		return res, true, err
 	}
 	if route.Quota != nil {
-		return d.takeQuota(ctx, j, route, maxDelay, bound, maxAge)
+		return d.takeQuota(ctx, j, route, bound, maxAge)
 	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Burst, tokens))

@@ -37,14 +37,14 @@ type QuotaTaker interface {
 
 // takeQuota takes route's token and quota for j now, or disposes of j
 // (done): deferred to the next token or the quota's reset, shed or
-// expired when that is past its bound (maxDelay, bound as in reserve).
-func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, maxDelay time.Duration, bound int, maxAge time.Duration) (Result, bool, error) {
+// expired when that is past its deadline or max age. bound is reserve's
+// (a shadow route records it).
+func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bound int, maxAge time.Duration) (Result, bool, error) {
 	taker, ok := d.Limiter.(QuotaTaker)
 	if !ok {
 		res, err := d.deadLetter(ctx, *j, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
 		return res, true, err
 	}
-	start := d.now()
 	for try := 0; ; try++ {
 		_, err := taker.TakeWithQuota(ctx, route.buckets(), *route.Quota, 1, j.ID)
 		if err == nil {
@@ -59,9 +59,15 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, max
 			return d.shadowRefused(j, route, err, bound != noBound, d.now())
 		}
 		wait, denied := limiter.RetryAfter(err)
+		back := d.now().Add(wait)
 		switch {
-		case denied && d.now().Add(wait).After(start.Add(maxDelay)) && bound != noBound:
-			res, err := d.unbookable(ctx, *j, bound, maxAge, start.Add(maxDelay))
+		case denied && !j.Deadline.IsZero() && !back.Before(j.Deadline):
+			// A reset hours away would bring the job back past its
+			// deadline (beyond MaxReserve, which bounds only slots).
+			res, err := d.unbookable(ctx, *j, deadlineBound, maxAge, j.Deadline)
+			return res, true, err
+		case denied && !back.Before(j.FirstSeen.Add(maxAge)):
+			res, err := d.unbookable(ctx, *j, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
 			return res, true, err
 		case denied && !quotaSpent(err, route) && d.canSleep(ctx, wait):
 			// The next token is near: wait for it here, as for a slot.
