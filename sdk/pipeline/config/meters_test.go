@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
 func TestInFlightAndQuotaParsed(t *testing.T) {
@@ -95,5 +96,20 @@ func TestMeterEndpointsAgreeOnInFlightAndQuota(t *testing.T) {
 		if _, err := Parse([]byte(cfg)); err == nil || !strings.Contains(err.Error(), "shares meter") {
 			t.Errorf("%s: Parse = %v, want a meter mismatch", extra, err)
 		}
+	}
+}
+
+// The default hold is the push's budget and the time to start it: if the
+// sync function's push budget changes, so must the crash bound.
+func TestDefaultLeaseHoldCoversThePushBudget(t *testing.T) {
+	if DefaultLeaseHold != otapush.DefaultPolicy.MaxElapsed+5*time.Second || MinLeaseHold != otapush.DefaultPolicy.MaxElapsed {
+		t.Fatalf("DefaultLeaseHold %v, MinLeaseHold %v; want the push budget %v + 5s, and the budget", DefaultLeaseHold, MinLeaseHold, otapush.DefaultPolicy.MaxElapsed)
+	}
+	c, err := Parse([]byte(modesConfig(`{"path":"/r","limit":{"rate":5,"burst":5},"max_in_flight":2}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := c.Channels["bk"].Endpoints["rates"].InFlight("k"); f.Timeout != otapush.DefaultPolicy.MaxElapsed || f.Hold != DefaultLeaseHold {
+		t.Fatalf("InFlight = %+v, want the push budget as Timeout and the default hold", f)
 	}
 }

@@ -128,9 +128,7 @@ func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, route Route, e
 	case ctx.Err() != nil:
 		return Result{}, ctx.Err()
 	case errors.As(err, &busy):
-		res, err := d.deferJob(ctx, j, route, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
-		res.Bucket = route.Bucket.Key
-		return res, err
+		return d.deferJob(ctx, j, route, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
 	case errors.Is(err, limiter.ErrInvalidArgument):
 		return d.deadLetter(ctx, j, DeadLettered, "route has an invalid max_in_flight: "+err.Error())
 	}
