@@ -169,3 +169,39 @@ func TestLeaseWaitsWithinTheHold(t *testing.T) {
 		t.Fatalf("holdLeft = %v past the hold, want 0", got)
 	}
 }
+
+// A lease awaited within the hold costs the push nothing it booked: the
+// token's slot is used (late), not re-booked, and counted as no waste.
+func TestLeaseAwaitedWithinTheHoldKeepsTheToken(t *testing.T) {
+	r := newRig(t)
+	var events []string
+	g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute)}
+	waiting := &waitingGate{gate: g, clock: r.clock, wait: 1500 * time.Millisecond}
+	p := &leasePusher{events: &events}
+	r.d.Routes, r.d.Pusher, r.d.Leases = leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, p, NewLeases(waiting)
+	start := r.clock.Now()
+	res, err := r.d.HandleJob(context.Background(), testJob(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Pushed || res.WastedSlots != 0 || r.lim.calls != 1 || !res.Slot.Equal(start) || r.clock.Now().Sub(start) != 1500*time.Millisecond {
+		t.Fatalf("result %+v after %d reservations, %v later; want pushed on its one slot after the 1.5s lease wait, nothing wasted",
+			res, r.lim.calls, r.clock.Now().Sub(start))
+	}
+}
+
+// waitingGate grants after the clock moved by wait (a release of another
+// push of the process).
+type waitingGate struct {
+	*gate
+	clock *clock
+	wait  time.Duration
+}
+
+func (w *waitingGate) Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error) {
+	if w.wait > maxWait {
+		return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: f.Max, RetryAfter: w.wait}
+	}
+	_ = w.clock.Sleep(ctx, w.wait)
+	return w.gate.Wait(ctx, f, maxWait)
+}
