@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	// A quota's time zone is loaded at start-up, and the provided.al2023
+	// runtime has no zone database of its own.
+	_ "time/tzdata"
 
 	"github.com/aws/aws-lambda-go/lambda"
 )

@@ -102,6 +102,10 @@ type Client struct {
 	jitter  func(max time.Duration) time.Duration
 	sleep   func(ctx context.Context, d time.Duration) error
 	signals func(bucketKey string) (Signals, bool)
+	// concurrency receives the vendor's published concurrency per bucket
+	// (WithConcurrency); nil ignores it.
+	concurrency func(bucketKey string, n int)
+	notes       notes
 }
 
 // Option configures a Client.
@@ -121,6 +125,15 @@ func WithSignals(lookup func(bucketKey string) (Signals, bool)) Option {
 	return func(c *Client) { c.signals = lookup }
 }
 
+// WithConcurrency gives the client where a vendor's published
+// concurrency goes: a RateLimit-Policy in qu=concurrent-requests calls f
+// with the request's bucket key and the quota, on every answer that
+// carries one (dispatch.Leases.Publish lowers the bucket's max_in_flight
+// to it, never above the configuration).
+func WithConcurrency(f func(bucketKey string, n int)) Option {
+	return func(c *Client) { c.concurrency = f }
+}
+
 // WithSleep replaces the pause between attempts (tests move a fake clock
 // with it); it must return ctx's error if ctx ends first.
 func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
@@ -137,10 +150,6 @@ func WithJitter(f func(max time.Duration) time.Duration) Option {
 // rules (vendors are expected to answer in 1–2 s). Each attempt is also
 // bounded by what is left of Policy.MaxElapsed, whichever ends first.
 const DefaultHTTPTimeout = 20 * time.Second
-
-// maxContendedJitter caps the pause before asking the limiter again after
-// its writes all lost races (see acquire).
-const maxContendedJitter = 50 * time.Millisecond
 
 // New returns a Client. hc nil means a client with DefaultHTTPTimeout (not
 // http.DefaultClient, which waits forever for a vendor that never answers).
@@ -160,112 +169,6 @@ func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error
 		o(c)
 	}
 	return c, nil
-}
-
-// MultiWaiter is the part of *limiter.Limiter that waits for a token of
-// several buckets at once, for requests with Also.
-type MultiWaiter interface {
-	WaitMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxWait time.Duration) (limiter.MultiReservation, error)
-}
-
-// Request is one push.
-type Request struct {
-	Bucket limiter.Bucket
-	// Also are further buckets every attempt draws from with Bucket, in one
-	// transaction (extra windows, a property's share). A 429 penalizes
-	// Bucket only: it is what the vendor meters.
-	Also   []limiter.Bucket
-	URL    string
-	JobID  string // sent as X-Job-Id: the vendor's idempotency key
-	Body   []byte // JSON
-	Header http.Header
-	// Reserved says the caller already holds a token (a reservation whose
-	// slot has come) for the first attempt; later attempts draw their own.
-	Reserved bool
-	// Slot is the time the held token was booked for (with Reserved): the
-	// vendor meters the push when it arrives, up to the claim, render and
-	// request latency after it.
-	Slot time.Time
-	// Stamp is the held token's grant on an adaptive bucket (with
-	// Reserved; nil if unknown): a throttle on the first attempt tells the
-	// limiter which rate it was granted at.
-	Stamp *limiter.Stamp
-	// Siblings are the other shards of a sharded bucket (Bucket is the
-	// shard the slot came from): the vendor meters them as one, so a 429
-	// or a low remaining count empties them all.
-	Siblings []limiter.Bucket
-	// Signals, if set, say how this vendor throttles; otherwise the
-	// client's WithSignals lookup, or DefaultSignals.
-	Signals *Signals
-	// Reserve is the part of the meter's burst that Bucket leaves to
-	// urgent pushes (a normal push on a meter with an urgent_reserve,
-	// whose Bucket's burst is the normal share). A throttle or a drain
-	// empties the meter's whole burst: the vendor said nothing is left,
-	// urgent tokens included.
-	Reserve int
-	// Horizon, if positive, is the furthest ahead a retry books (a normal
-	// push's, whose share must never run ahead of now by more than its
-	// burst): a retry whose token lies further sleeps until it is near
-	// and asks again, within the push's budget.
-	Horizon time.Duration
-	// Tokens is what one attempt costs in the bucket (0 counts as 1): on
-	// an endpoint metered by items, the items the body carries times
-	// their weight. The vendor meters every attempt, so a retry resends,
-	// and pays for, the whole body again.
-	Tokens int
-	// Method is the HTTP method; "" is POST. Header may set the
-	// Content-Type (JSON when it does not).
-	Method string
-	// Judge, if set, reads each answer in the request's message format:
-	// a vendor that answers 200 with an error in its body refused the
-	// request, whatever the status says. Without it, the status decides.
-	Judge Judge
-}
-
-// Judge reads a vendor's answer (its status, headers and the start of its
-// body) in the request's message format.
-type Judge func(status int, header http.Header, body []byte) Judgement
-
-// Judgement is how a message format reads an answer; the zero Judgement
-// is an accepted request.
-type Judgement struct {
-	// Refused: the vendor will not apply the request as sent (Push
-	// returns a *PermanentError carrying Status, Reason and Detail).
-	Refused bool
-	// Throttled: over the vendor's limit; the throttle path, as a 429.
-	Throttled bool
-	// Transient: the vendor failed; retried with backoff, as a 5xx.
-	Transient bool
-	// Reason is the vendor's error text (Refused, Transient).
-	Reason string
-	// RetryAfter is the vendor's wait (Throttled); 0: its Retry-After
-	// header, or the policy's default.
-	RetryAfter time.Duration
-	// Warnings are an accepted request's warnings (Response.Warnings).
-	Warnings []string
-	// Detail is the format's own reading (for instance the items the
-	// vendor named as refused), handed back on PermanentError.Detail.
-	Detail any
-}
-
-// meter is the bucket as the vendor meters it: Bucket with the urgent
-// reserve it leaves out (Reserve) back in its burst.
-func (req Request) meter() limiter.Bucket {
-	b := req.Bucket
-	b.Limit.Burst += req.Reserve
-	return b
-}
-
-// Response is what a push came to; Push returns it with its error too.
-type Response struct {
-	Status   int // the last status received (0 if none)
-	Attempts int // requests sent
-	// Throttled is how many of them the vendor answered with a throttle
-	// status (429, or one of the endpoint's Signals.Statuses), or a
-	// throttle its Judge read in the body.
-	Throttled int
-	// Warnings are the vendor's warnings on the accepted request (Judge).
-	Warnings []string
 }
 
 // Push sends req, retrying within the policy. It returns a *DeferError when
@@ -310,86 +213,6 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 	}
 }
 
-// acquire waits for a token within what is left of the push's budget.
-//
-// A call that ends in limiter.ErrContended (every write lost a race to other
-// workers: the bucket may well have tokens) is made again at once, after a
-// jitter of up to one emission interval of the bucket (at most
-// maxContendedJitter, at least 1ms) so that the losers do not collide again,
-// for as long as the budget and ctx last. It is never turned into a
-// deferral for the whole budget, which would starve this worker while the
-// winners of the race take every token.
-func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*limiter.Reservation, error) {
-	for {
-		left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
-		ahead := left
-		if req.Horizon > 0 {
-			ahead = min(left, req.Horizon)
-		}
-		r, err := c.wait(ctx, req, ahead)
-		if err == nil {
-			return r, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if errors.Is(err, limiter.ErrContended) {
-			pause := c.contendedPause(req.Bucket)
-			if c.now().Sub(start)+pause >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(pause)) {
-				// The budget ran out in the race: come back soon, not after
-				// a whole budget; nobody proved the bucket empty.
-				return nil, &DeferError{After: pause, Cause: err}
-			}
-			if err := c.sleep(ctx, pause); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		wait, denied := limiter.RetryAfter(err)
-		switch {
-		case denied && req.Horizon > 0:
-			// The share is booked past the horizon: booking further
-			// ahead would take the urgent reserve. Sleep until the next
-			// token is near (Wait's RetryAfter counts from the end of its
-			// max wait), plus a jitter so that retries denied together do
-			// not all ask at once, and contend for it afresh.
-			pause := wait + c.contendedPause(req.Bucket)
-			if c.now().Sub(start)+pause >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(pause)) {
-				return nil, &DeferError{After: pause, Cause: err}
-			}
-			if err := c.sleep(ctx, pause); err != nil {
-				return nil, err
-			}
-			continue
-		case denied:
-			// A real exhaustion: the slot lies beyond the budget. Wait's
-			// RetryAfter counts from the end of its max wait.
-			return nil, &DeferError{After: wait + left, Cause: err}
-		}
-		// The store is down or unsure: fail closed, the job waits in the queue.
-		return nil, &DeferError{Cause: err}
-	}
-}
-
-// wait asks the limiter for what one attempt of req costs (Request.Tokens)
-// in every bucket of req, at most left ahead, and returns the reservation
-// of a single bucket.
-func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (*limiter.Reservation, error) {
-	n := max(req.Tokens, 1)
-	if len(req.Also) == 0 {
-		r, err := c.limiter.Wait(ctx, req.Bucket, n, left)
-		if err != nil {
-			return nil, err
-		}
-		return &r, nil
-	}
-	if multi, ok := c.limiter.(MultiWaiter); ok {
-		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), n, left)
-		return nil, err
-	}
-	return nil, fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
-}
-
 // signalsFor is how the vendor of req throttles.
 func (c *Client) signalsFor(req Request) Signals {
 	if req.Signals != nil {
@@ -403,18 +226,6 @@ func (c *Client) signalsFor(req Request) Signals {
 	s := DefaultSignals
 	s.LowRemaining = c.policy.LowRemaining
 	return s
-}
-
-// contendedPause is the jitter before asking again after contention: a draw
-// in [0, min(T, maxContendedJitter)), at least 1ms, where T = 1/rate is the
-// bucket's emission interval (a token a T from now is the next one to win).
-func (c *Client) contendedPause(b limiter.Bucket) time.Duration {
-	ceiling := maxContendedJitter
-	if b.Limit.Rate > 0 {
-		t := time.Duration(float64(time.Second) / b.Limit.Rate)
-		ceiling = min(max(t, time.Millisecond), maxContendedJitter)
-	}
-	return max(c.jitter(ceiling), time.Millisecond)
 }
 
 // answer is what send learnt of one attempt.
@@ -467,15 +278,18 @@ func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *li
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	resp.Body.Close()
 	s := resp.StatusCode
-	a := answer{status: s, throttled: sig.Throttles(s)}
+	r := sig.ReadAnswer(s, resp.Header, body)
+	// A 503 of temporary reduced capacity is a throttle: its lower policy
+	// (r.Rate) is published, and the bucket emptied and slowed.
+	a := answer{status: s, throttled: sig.Throttles(s) || r.ReducedCapacity}
 	j := c.judge(req, s, resp.Status, resp.Header, body)
 	a.throttled = a.throttled || j.Throttled
-	c.readSignals(ctx, req, sig, resp.Header, a.throttled)
+	c.readSignals(ctx, req, sig, r, a.throttled)
 	switch {
 	case a.throttled:
 		wait := j.RetryAfter
 		if wait <= 0 || wait > c.policy.MaxRetryAfter {
-			wait = c.retryAfter(req, resp.Header.Get("Retry-After"))
+			wait = c.throttleWait(req, resp.Header, r)
 		}
 		until := c.now().Add(wait)
 		c.throttle(ctx, req, granted, until)
@@ -506,72 +320,6 @@ func (c *Client) judge(req Request, status int, statusText string, h http.Header
 		return Judgement{Transient: true}
 	}
 	return Judgement{Refused: true, Reason: summarize(statusText, body)}
-}
-
-// retryAfter turns the header into a wait, logging what it had to repair.
-func (c *Client) retryAfter(req Request, header string) time.Duration {
-	wait, err := ParseRetryAfter(header, c.now())
-	switch {
-	case err != nil:
-		c.log.Warn("429 without a usable Retry-After; using the default", "job_id", req.JobID, "bucket", req.Bucket.Key, "retry_after", header, "default", c.policy.DefaultRetryAfter, "err", err)
-		return c.policy.DefaultRetryAfter
-	case wait > c.policy.MaxRetryAfter:
-		c.log.Warn("Retry-After over the cap; clamped", "job_id", req.JobID, "bucket", req.Bucket.Key, "retry_after", header, "cap", c.policy.MaxRetryAfter)
-		return c.policy.MaxRetryAfter
-	}
-	return wait
-}
-
-// readSignals acts on what the answer's headers say. A low count or
-// percentage left empties the fleet bucket: someone else (another system,
-// a hidden sub-limit) is using the credential, and the next request would
-// be throttled (a throttled answer empties it anyway). A published limit
-// reaches an adaptive bucket, which lowers its rate to it or climbs to a
-// raised one.
-func (c *Client) readSignals(ctx context.Context, req Request, sig Signals, h http.Header, throttled bool) {
-	r := sig.Read(h)
-	if sig.Low(r) && !throttled {
-		c.penalize(ctx, req, c.now(), "drain on low remaining failed")
-	}
-	if a, ok := c.limiter.(Adapter); ok && r.Rate > 0 {
-		if err := a.Publish(ctx, req.Bucket, r.Rate); err != nil {
-			c.log.Warn("published limit not recorded", "job_id", req.JobID, "bucket", req.Bucket.Key, "rate", r.Rate, "err", err)
-		}
-	}
-}
-
-// throttle empties the request's bucket until `until` for the whole fleet
-// and, where the limiter adapts, lowers its rate; sibling shards are
-// emptied too.
-func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Reservation, until time.Time) {
-	const failure = "throttle not recorded; other workers will learn from their own throttled answers"
-	a, ok := c.limiter.(Adapter)
-	if !ok {
-		c.penalize(ctx, req, until, failure)
-		return
-	}
-	stamp := req.Stamp // the held token's, for the first attempt
-	if granted != nil {
-		s, _ := granted.Stamp()
-		stamp = &s
-	}
-	if err := a.Throttle(ctx, req.meter(), stamp, until); err != nil {
-		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
-	}
-	for _, b := range req.Siblings {
-		if err := c.limiter.Penalize(ctx, b, until); err != nil {
-			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
-		}
-	}
-}
-
-// penalize empties the request's bucket, and its sibling shards, until.
-func (c *Client) penalize(ctx context.Context, req Request, until time.Time, failure string) {
-	for _, b := range append([]limiter.Bucket{req.meter()}, req.Siblings...) {
-		if err := c.limiter.Penalize(ctx, b, until); err != nil {
-			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
-		}
-	}
 }
 
 // backoff is exponential with full jitter, at least 1ms.

@@ -150,6 +150,10 @@ func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, err
 	if err != nil {
 		return nil, err
 	}
+	// Leases cap the requests in flight of routes with max_in_flight; a
+	// vendor's published concurrency lowers the cap (never raises it).
+	leases := dispatch.NewLeases(limiter.NewLeaseGate(lim))
+	pushOpts = append(pushOpts, otapush.WithConcurrency(leases.Publish))
 	push, err := otapush.New(c.HTTP, lim, otapush.DefaultPolicy, append(pushOpts, o.pushOpts...)...)
 	if err != nil {
 		return nil, err
@@ -165,7 +169,7 @@ func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, err
 		})
 		p.Syncer.Invalidate = p.Credentials.Invalidate
 	}
-	p.Dispatcher = &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: o.policy, Log: o.log, Now: o.now,
+	p.Dispatcher = &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: o.policy, Log: o.log, Now: o.now, Leases: leases,
 		Queue: &queue.Queue{SQS: c.SQS, DeferredURL: n.DeferredURL, DeadURL: n.DeadURL, Now: o.now}}
 	if o.localShare > 0 {
 		p.Dispatcher.LocalShare = fallback.New(o.localShare)

@@ -32,12 +32,14 @@ import (
 	"os/exec"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/test/bench/benchkit"
 )
@@ -138,6 +140,9 @@ type Config struct {
 	// process 0 starts Lead earlier than the others, so it holds leases
 	// when it dies.
 	Kill, Lead time.Duration
+	// Pipeline pushes through dispatch.Dispatcher (pipeline.go) rather
+	// than the LeaseGate directly.
+	Pipeline bool
 }
 
 // Result is what a run measured.
@@ -183,7 +188,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	var wg sync.WaitGroup
 	for p := range c.Procs {
 		f := workerFlags{process: p, pushers: c.Pushers, url: v.URL(), table: table, key: key, max: c.Max, hold: c.Hold, timeout: c.Timeout,
-			start: start.Add(c.Lead).UnixMilli(), duration: c.Duration}
+			start: start.Add(c.Lead).UnixMilli(), duration: c.Duration, pipeline: c.Pipeline}
 		if p == 0 {
 			f.start = start.UnixMilli()
 			f.duration += c.Lead
@@ -274,6 +279,9 @@ type WorkerReport struct {
 	Lost int `json:"lost"`
 	// Writes are conditional writes sent (UpdateItem calls).
 	Writes int64 `json:"writes"`
+	// LeaseWrites are those of them on the lease item (the rest are the
+	// pipeline's token writes).
+	LeaseWrites int64 `json:"lease_writes"`
 	// WriteMicros is the time spent in those writes, summed.
 	WriteMicros int64  `json:"write_us"`
 	Errors      int    `json:"errors"`
@@ -286,21 +294,26 @@ type workerFlags struct {
 	hold, timeout         time.Duration
 	duration              time.Duration
 	start                 int64
+	pipeline              bool
 }
 
 func (f workerFlags) args() []string {
 	return []string{"-process", fmt.Sprint(f.process), "-pushers", fmt.Sprint(f.pushers), "-url", f.url, "-table", f.table,
-		"-key", f.key, "-max", fmt.Sprint(f.max), "-hold", f.hold.String(), "-timeout", f.timeout.String(), "-start", fmt.Sprint(f.start), "-duration", f.duration.String()}
+		"-key", f.key, "-max", fmt.Sprint(f.max), "-hold", f.hold.String(), "-timeout", f.timeout.String(), "-start", fmt.Sprint(f.start), "-duration", f.duration.String(),
+		"-pipeline=" + strconv.FormatBool(f.pipeline)}
 }
 
 // counting counts the limiter's writes.
 type counting struct {
 	*dynamodb.Client
-	writes, micros atomic.Int64
+	writes, leaseWrites, micros atomic.Int64
 }
 
 func (c *counting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.writes.Add(1)
+	if pk, ok := in.Key[limiter.KeyAttribute].(*types.AttributeValueMemberS); ok && strings.HasSuffix(pk.Value, limiter.LeaseKey("")) {
+		c.leaseWrites.Add(1)
+	}
 	start := time.Now()
 	defer func() { c.micros.Add(time.Since(start).Microseconds()) }()
 	return c.Client.UpdateItem(ctx, in, o...)
@@ -321,6 +334,7 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.timeout, "timeout", 0, "")
 	fs.DurationVar(&f.duration, "duration", time.Second, "")
 	fs.Int64Var(&f.start, "start", 0, "")
+	fs.BoolVar(&f.pipeline, "pipeline", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -346,6 +360,15 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 		rep = WorkerReport{Process: f.process}
 	)
 	note := func(fn func(*WorkerReport)) { mu.Lock(); fn(&rep); mu.Unlock() }
+	if f.pipeline {
+		if err := runPipeline(ctx, f, l, client, end, note); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		rep.Writes, rep.LeaseWrites, rep.WriteMicros = db.writes.Load(), db.leaseWrites.Load(), db.micros.Load()
+		_ = json.NewEncoder(stdout).Encode(rep)
+		return 0
+	}
 	var wg sync.WaitGroup
 	for w := range f.pushers {
 		wg.Go(func() {
@@ -375,7 +398,7 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 		})
 	}
 	wg.Wait()
-	rep.Writes, rep.WriteMicros = db.writes.Load(), db.micros.Load()
+	rep.Writes, rep.LeaseWrites, rep.WriteMicros = db.writes.Load(), db.leaseWrites.Load(), db.micros.Load()
 	_ = json.NewEncoder(stdout).Encode(rep)
 	return 0
 }

@@ -71,6 +71,128 @@ func TestKilledProcessFreesItsLeasesWithinHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkKilled(t, r, hold)
+}
+
+// BenchmarkLeaseThroughput is the concurrency benchmark of issue 20: 40
+// pushers in 4 OS processes, max_in_flight 3, a vendor answering in
+// FLEETBUCKET_INFLIGHT_LATENCY (default 250ms), for 10 s. It reports the
+// throughput as a share of max ÷ latency, the steady utilization, the
+// vendor's peak concurrency and the writes per push.
+//
+//	eval "$(scripts/localstack.sh start)"
+//	go test -run '^$' -bench BenchmarkLeaseThroughput -benchtime 1x ./test/inflight/
+func BenchmarkLeaseThroughput(b *testing.B) { benchLeases(b, false) }
+
+// BenchmarkPipelineLeaseThroughput is the same fleet through the
+// pipeline's push path (dispatch.Dispatcher, Route.InFlight): the token
+// from the route's bucket, then the lease, the push through otapush.
+// lease-writes/push is the lease's cost alone; writes/push adds the
+// token's.
+//
+//	go test -run '^$' -bench BenchmarkPipelineLeaseThroughput -benchtime 1x ./test/inflight/
+func BenchmarkPipelineLeaseThroughput(b *testing.B) { benchLeases(b, true) }
+
+func benchLeases(b *testing.B, pipeline bool) {
+	latency := 250 * time.Millisecond
+	if v := os.Getenv("FLEETBUCKET_INFLIGHT_LATENCY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		latency = d
+	}
+	// A push times out after 2 s (8 latencies); its lease lasts 5 s, the
+	// crash bound. FLEETBUCKET_INFLIGHT_TIMEOUT=5s measures one write per
+	// push (Timeout = Hold: every pass renews the lease).
+	hold, timeout := 5*time.Second, 2*time.Second
+	if v := os.Getenv("FLEETBUCKET_INFLIGHT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		timeout = d
+	}
+	for b.Loop() {
+		r, err := Run(b.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: hold, Timeout: timeout,
+			Latency: latency, Duration: 10 * time.Second, Pipeline: pipeline}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pushes, writes, leaseWrites, us := 0, int64(0), int64(0), int64(0)
+		for _, w := range r.Workers {
+			pushes += w.Pushes
+			writes += w.Writes
+			leaseWrites += w.LeaseWrites
+			us += w.WriteMicros
+		}
+		b.ReportMetric(float64(us)/float64(writes)/1000, "ms/write")
+		b.ReportMetric(100*r.Throughput/r.Ideal, "%ideal")
+		b.ReportMetric(100*r.Utilization, "%steady")
+		b.ReportMetric(float64(r.Peak), "peak")
+		b.ReportMetric(float64(writes)/float64(pushes), "writes/push")
+		b.ReportMetric(float64(leaseWrites)/float64(pushes), "lease-writes/push")
+		b.ReportMetric(float64(pushes), "pushes")
+		if r.Peak > 3 {
+			b.Errorf("the vendor saw %d concurrent requests", r.Peak)
+		}
+	}
+}
+
+// The pipeline's push path (dispatch.Dispatcher with Route.InFlight, the
+// token first, then the lease, the push through otapush): 40 pushers in 4
+// OS processes, max_in_flight 3. The vendor never sees a 4th request at
+// once, and no job arrives twice. Throughput is BenchmarkPipelineLeaseThroughput's.
+func TestPipelineVendorNeverSeesMoreThanMaxInFlight(t *testing.T) {
+	emulator.Config(t)
+	r, err := Run(t.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: 2 * time.Second,
+		Timeout: time.Second, Latency: 100 * time.Millisecond, Duration: 3 * time.Second, Pipeline: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Peak > 3 {
+		t.Errorf("the vendor saw %d concurrent requests, max_in_flight is 3", r.Peak)
+	}
+	if r.Peak < 3 {
+		t.Errorf("the vendor never saw 3 concurrent requests (peak %d): the leases serialize more than they must", r.Peak)
+	}
+	if r.Duplicates != 0 {
+		t.Errorf("%d jobs pushed twice", r.Duplicates)
+	}
+	pushes, writes := 0, int64(0)
+	for _, w := range r.Workers {
+		pushes += w.Pushes
+		writes += w.Writes
+		if w.Errors > 0 {
+			t.Errorf("process %d: %d errors (first %q)", w.Process, w.Errors, w.FirstError)
+		}
+	}
+	if pushes != len(r.Requests) || pushes == 0 {
+		t.Errorf("workers report %d pushes, the vendor saw %d requests", pushes, len(r.Requests))
+	}
+	t.Logf("%d pushes, peak %d, throughput %.2f/s = %.1f%% of max ÷ latency (%.1f/s), steady utilization %.1f%%, %.2f writes per push (token and lease)",
+		pushes, r.Peak, r.Throughput, 100*r.Throughput/r.Ideal, r.Ideal, 100*r.Utilization, float64(writes)/float64(pushes))
+}
+
+// The same through the pipeline: process 0 takes every lease through its
+// dispatcher and is killed mid-push; its slots open to the others when its
+// leases expire, at most hold after the kill, and not before.
+func TestPipelineKilledProcessFreesItsLeasesWithinHold(t *testing.T) {
+	emulator.Config(t)
+	const hold = 2 * time.Second
+	r, err := Run(t.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: hold, Timeout: time.Second,
+		Latency: 300 * time.Millisecond, Duration: 4 * time.Second, Lead: 500 * time.Millisecond, Kill: 1200 * time.Millisecond, Pipeline: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKilled(t, r, hold)
+}
+
+// checkKilled checks a run whose process 0 was killed: never more than 3
+// at once, nothing twice, and each dead lease's slot closed to the others
+// until its expiry (by kill + hold) and used after it.
+func checkKilled(t *testing.T, r *Result, hold time.Duration) {
+	t.Helper()
 	if r.Peak > 3 {
 		t.Errorf("the vendor saw %d concurrent requests, max_in_flight is 3", r.Peak)
 	}
@@ -109,57 +231,5 @@ func TestKilledProcessFreesItsLeasesWithinHold(t *testing.T) {
 		}
 		t.Logf("slot %d: dead lease expired %v after the kill; reused %v after its expiry", slot,
 			d.Expires.Sub(r.Killed).Round(time.Millisecond), reused.Start.Sub(d.Expires).Round(time.Millisecond))
-	}
-}
-
-// BenchmarkLeaseThroughput is the concurrency benchmark of issue 20: 40
-// pushers in 4 OS processes, max_in_flight 3, a vendor answering in
-// FLEETBUCKET_INFLIGHT_LATENCY (default 250ms), for 10 s. It reports the
-// throughput as a share of max ÷ latency, the steady utilization, the
-// vendor's peak concurrency and the writes per push.
-//
-//	eval "$(scripts/localstack.sh start)"
-//	go test -run '^$' -bench BenchmarkLeaseThroughput -benchtime 1x ./test/inflight/
-func BenchmarkLeaseThroughput(b *testing.B) {
-	latency := 250 * time.Millisecond
-	if v := os.Getenv("FLEETBUCKET_INFLIGHT_LATENCY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		latency = d
-	}
-	// A push times out after 2 s (8 latencies); its lease lasts 5 s, the
-	// crash bound. FLEETBUCKET_INFLIGHT_TIMEOUT=5s measures one write per
-	// push (Timeout = Hold: every pass renews the lease).
-	hold, timeout := 5*time.Second, 2*time.Second
-	if v := os.Getenv("FLEETBUCKET_INFLIGHT_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		timeout = d
-	}
-	for b.Loop() {
-		r, err := Run(b.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: hold, Timeout: timeout,
-			Latency: latency, Duration: 10 * time.Second}))
-		if err != nil {
-			b.Fatal(err)
-		}
-		pushes, writes, us := 0, int64(0), int64(0)
-		for _, w := range r.Workers {
-			pushes += w.Pushes
-			writes += w.Writes
-			us += w.WriteMicros
-		}
-		b.ReportMetric(float64(us)/float64(writes)/1000, "ms/write")
-		b.ReportMetric(100*r.Throughput/r.Ideal, "%ideal")
-		b.ReportMetric(100*r.Utilization, "%steady")
-		b.ReportMetric(float64(r.Peak), "peak")
-		b.ReportMetric(float64(writes)/float64(pushes), "writes/push")
-		b.ReportMetric(float64(pushes), "pushes")
-		if r.Peak > 3 {
-			b.Errorf("the vendor saw %d concurrent requests", r.Peak)
-		}
 	}
 }

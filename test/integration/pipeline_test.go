@@ -38,6 +38,7 @@ type pipeline struct {
 	limit                           limiter.Limit
 	adaptive                        *limiter.Adaptive // the buckets', if they adapt
 	endpoints                       map[string]bool
+	inFlight                        *limiter.InFlight // the routes' (its Key is replaced by the bucket's)
 
 	sends atomic.Int64 // SQS messages sent: jobs enqueued plus deferrals
 	// lastCounter counts the DynamoDB calls of the last dispatcher built.
@@ -76,11 +77,17 @@ func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
 	if !p.endpoints[j.Endpoint] {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no endpoint %q", j.Channel, j.Endpoint)
 	}
-	return dispatch.Route{
+	r := dispatch.Route{
 		Bucket: limiter.Bucket{Key: config.BucketKey(j.Channel, j.Credential, j.Endpoint), Limit: p.limit, Adaptive: p.adaptive},
 		URL:    p.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
-	}, nil
+	}
+	if p.inFlight != nil {
+		f := *p.inFlight
+		f.Key = r.Bucket.Key
+		r.InFlight = &f
+	}
+	return r, nil
 }
 
 // countingSQS counts the messages the dispatchers send.
@@ -133,7 +140,8 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 	}
 	d := &dispatch.Dispatcher{
 		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim,
-		Queue: &queue.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
+		Leases: dispatch.NewLeases(limiter.NewLeaseGate(lim)),
+		Queue:  &queue.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
 	}
 	if err := d.Validate(); err != nil {
 		p.t.Fatal(err)

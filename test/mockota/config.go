@@ -66,6 +66,17 @@ type Config struct {
 	// X-RateLimit-Remaining, for clients that must cope without them.
 	OmitRateLimitHeaders bool
 
+	// MaxConcurrent, when positive, is how many requests of one
+	// (credential, endpoint) the vendor works on at once (SiteMinder's
+	// pmsXchange allows 3 per account): one more is answered 429 without
+	// charging the rate limit. The vendor counts its own running requests
+	// (entered, not yet answered) with no code shared with the limiter;
+	// PeakConcurrent reports the most it saw, refusals included.
+	MaxConcurrent int
+	// PublishConcurrency sends MaxConcurrent on every answer as an IETF
+	// RateLimit-Policy in concurrent-requests (draft-11 qu).
+	PublishConcurrency bool
+
 	// Wire, when set, makes the mock take a vendor's own message format
 	// (see Wire) instead of fleetbucket's JSON body, which is the default.
 	Wire *Wire

@@ -38,6 +38,9 @@ type Server struct {
 	// hiddenLogs its arrivals per bucket.
 	hiddenWindow *window.Limit
 	hiddenLogs   map[bucketKey]*window.Log
+	// running counts the requests of each bucket in their handler, and
+	// peak the most at once (concurrent.go).
+	running, peak map[bucketKey]int
 }
 
 // Start listens on 127.0.0.1 (never all interfaces: a mock that grants
@@ -64,6 +67,8 @@ func Start(cfg Config) (*Server, error) {
 		buckets:  make(map[bucketKey]tats),
 		windows:  make(map[bucketKey]*window.Log),
 		failures: make(map[string][]int),
+		running:  make(map[bucketKey]int),
+		peak:     make(map[bucketKey]int),
 	}
 	for _, c := range cfg.Credentials {
 		s.creds[c] = true
@@ -114,7 +119,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// arrivals disagree with what was decided (62 in a window whose bound
 	// was 61.97 on a loaded machine).
 	rec.At = time.UnixMicro(s.cfg.Now().UnixMicro())
+	over := false
 	if status == 0 {
+		k := bucketKey{rec.Credential, rec.Endpoint}
+		over = s.enter(k)
+		defer s.leave(k)
+	}
+	if status == 0 && over {
+		status, msg, rec.Metered = http.StatusTooManyRequests, "too many concurrent requests", true
+	} else if status == 0 {
 		limited, rec.Metered = true, true
 		v = s.take(bucketKey{rec.Credential, rec.Endpoint}, rec.At.UnixMicro())
 		switch {
@@ -152,6 +165,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/json")
 	if limited {
 		s.setRateHeaders(h, v)
+	}
+	if s.cfg.MaxConcurrent > 0 && s.cfg.PublishConcurrency {
+		h.Set("RateLimit-Policy", `"concurrency";q=`+strconv.Itoa(s.cfg.MaxConcurrent)+`;qu="concurrent-requests"`)
+	}
+	if over {
+		h.Set("Retry-After", "1")
 	}
 	if limited && !v.allowed && !s.cfg.OmitRetryAfter {
 		h.Set("Retry-After", retryAfter(rec.At, v.wait, s.cfg.RetryAfterHTTPDate))

@@ -137,6 +137,11 @@ type Endpoint struct {
 	// between a grant and its request reaching the vendor, as a Go duration
 	// ("100ms"; "0s" for none): see KeptMargin and limiter.Limit.Margin.
 	Margin string `json:"margin,omitempty"`
+	// MaxInFlight, LeaseHold and Quota: requests in flight at once and a
+	// calendar quota (see meters.go).
+	MaxInFlight *int       `json:"max_in_flight,omitempty"`
+	LeaseHold   string     `json:"lease_hold,omitempty"`
+	Quota       *QuotaSpec `json:"quota,omitempty"`
 }
 
 // Endpoint modes and store-unavailable behaviours.
@@ -344,6 +349,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateMargin(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateInFlightAndQuota(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
 			}

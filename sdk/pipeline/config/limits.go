@@ -267,7 +267,7 @@ func validateMeters(at string, ch Channel) []error {
 			continue
 		}
 		if !sameLimits(ch.Endpoints[f], ch.Endpoints[name]) {
-			errs = append(errs, fmt.Errorf("%s.endpoints.%s: shares meter %q with %s but not its limits (limit, limits, shards, property_share, cost, item_weight, urgent_reserve, adaptive, throttle must match)", at, name, m, f))
+			errs = append(errs, fmt.Errorf("%s.endpoints.%s: shares meter %q with %s but not its limits (limit, limits, shards, property_share, cost, item_weight, urgent_reserve, max_in_flight, lease_hold, quota, adaptive, throttle must match)", at, name, m, f))
 		}
 	}
 	return errs
@@ -276,7 +276,7 @@ func validateMeters(at string, ch Channel) []error {
 func sameLimits(a, b Endpoint) bool {
 	key := func(e Endpoint) string {
 		// One bucket learns one rate from one set of signals.
-		j, _ := json.Marshal([]any{e.Limit, e.Limits, e.Shards, e.PropertyShare, e.Cost, e.ItemCost(), e.UrgentReserve, e.AdaptiveLimit(), e.Signals()})
+		j, _ := json.Marshal([]any{e.Limit, e.Limits, e.Shards, e.PropertyShare, e.Cost, e.ItemCost(), e.UrgentReserve, e.AdaptiveLimit(), e.Signals(), e.MaxInFlight, e.LeaseHold, e.Quota})
 		return string(j)
 	}
 	return key(a) == key(b)

@@ -27,6 +27,9 @@ type Capabilities struct {
 	// Penalize pauses a bucket, for the whole fleet, whose credential the
 	// vendor refuses; without it only the job that met the refusal waits.
 	Penalize Penalizer
+	// Quota takes a route's tokens and its calendar quota in one
+	// transaction.
+	Quota QuotaTaker
 	// Recheck, Abandon, Shrink and Isolate are what the Work may also do
 	// (see each interface); Refresh is what the Router may.
 	Recheck Rechecker
@@ -46,6 +49,7 @@ func CapabilitiesOf(limiter Reserver, work Work, routes Router) Capabilities {
 	c.Batch, _ = limiter.(Booker)
 	c.Confirm, _ = limiter.(Confirmer)
 	c.Penalize, _ = limiter.(Penalizer)
+	c.Quota, _ = limiter.(QuotaTaker)
 	c.Recheck, _ = work.(Rechecker)
 	c.Abandon, _ = work.(Abandoner)
 	c.Shrink, _ = work.(Shrinker)
@@ -69,12 +73,16 @@ type Needs struct {
 	// LocalShare: a route pushes within a local share while the store is
 	// down (Route.LocalShare).
 	LocalShare bool
+	// Quota: a route has a calendar quota (Route.Quota).
+	Quota bool
+	// InFlight: a route caps its requests in flight (Route.InFlight).
+	InFlight bool
 }
 
 // Or is what n and m need together.
 func (n Needs) Or(m Needs) Needs {
 	return Needs{Sharded: n.Sharded || m.Sharded, Multi: n.Multi || m.Multi, Items: n.Items || m.Items,
-		Adaptive: n.Adaptive || m.Adaptive, LocalShare: n.LocalShare || m.LocalShare}
+		Adaptive: n.Adaptive || m.Adaptive, LocalShare: n.LocalShare || m.LocalShare, Quota: n.Quota || m.Quota, InFlight: n.InFlight || m.InFlight}
 }
 
 // missing names, one per line of the error, each capability d's Needs use
@@ -93,6 +101,8 @@ func (d *Dispatcher) missing() error {
 	add(n.Items && d.Work != nil, c.Shrink != nil, fmt.Sprintf("a route is metered by items, and the work (%T) cannot make a push carry fewer (Shrink)", d.Work))
 	add(n.Adaptive, c.Confirm != nil, fmt.Sprintf("a route's bucket is adaptive, and the limiter (%T) cannot confirm a slot granted ahead (Confirm): its pushes would spend slots a throttle revoked", d.Limiter))
 	add(n.LocalShare, d.LocalShare != nil, "a route pushes within a local share while the store is down (on_store_unavailable: local-share), and Dispatcher.LocalShare is nil: set it (fallback.New)")
+	add(n.Quota, c.Quota != nil, fmt.Sprintf("a route has a calendar quota, and the limiter (%T) cannot take one with its tokens (TakeWithQuota)", d.Limiter))
+	add(n.InFlight, d.Leases != nil, "a route has max_in_flight, and Dispatcher.Leases is nil: set it (dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
 	if len(errs) == 0 {
 		return nil
 	}

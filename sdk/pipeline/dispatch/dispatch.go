@@ -98,6 +98,9 @@ type Route struct {
 	// (connections' "max_age", "max_deferrals"); zero: the policy's.
 	MaxAge       time.Duration
 	MaxDeferrals int
+	// InFlight, Quota: see lease.go, quota.go.
+	InFlight *limiter.InFlight
+	Quota    *limiter.QuotaBucket
 }
 
 // buckets is every bucket the route draws from, Bucket first.
@@ -192,6 +195,10 @@ type Dispatcher struct {
 	Needs Needs
 
 	once sync.Once
+
+	// Leases holds the in-flight leases of InFlight routes (lease.go).
+	Leases *Leases
+
 	late lateness
 }
 

@@ -71,7 +71,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 		req := otapush.Request{
 			Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL + m.Path, Header: mergeHeader(route.Header, m.Header),
 			JobID: messageID(j.ID, i), Body: m.Body, Method: m.Method, Judge: m.Judge,
-			Tokens: attemptTokens(route, Payload{Items: m.Items}), Reserve: route.Reserve, Horizon: route.Horizon,
+			Tokens: attemptTokens(route, Payload{Items: m.Items}), Reserve: route.Reserve, Horizon: route.Horizon, Quota: route.Quota,
 		}
 		switch {
 		case i == 0:

@@ -53,13 +53,18 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 			return d.workFailed(ctx, j, route, res, err)
 		}
 	}
+	ctx, release, ok, lres, err := d.lease(ctx, j, route)
+	if !ok {
+		return lres, nil, err
+	}
+	defer release()
 	if len(p.Messages) > 0 {
 		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
 	}
 	resp, err := d.send(ctx, otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
-		Stamp: stampOf(j.Hold),
+		Stamp: stampOf(j.Hold), Quota: route.Quota,
 	})
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {

@@ -36,6 +36,9 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
 		return res, true, err
 	}
+	if route.Quota != nil {
+		return d.takeQuota(ctx, j, route, bound, maxAge)
+	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Capacity(), tokens))
 	slot, key, stamp, err := d.reserveRoute(ctx, route, n, maxDelay)

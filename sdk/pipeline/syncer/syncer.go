@@ -394,7 +394,8 @@ func (s *Syncer) Needs() dispatch.Needs {
 				continue // Route refuses it, job by job
 			}
 			n = n.Or(dispatch.Needs{Sharded: limits.Shards > 1, Multi: len(limits.Extra) > 0 || limits.PropertyShare != nil,
-				Items: ep.ItemCost() > 0, Adaptive: limits.Adaptive != nil, LocalShare: ep.LocalShare()})
+				Items: ep.ItemCost() > 0, Adaptive: limits.Adaptive != nil, LocalShare: ep.LocalShare(),
+				Quota: ep.Quota != nil, InFlight: ep.MaxInFlight != nil})
 		}
 	}
 	return n
@@ -455,6 +456,10 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		// Zero where the file sets none: the dispatcher's defaults.
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
+		InFlight:     ep.InFlight(key),
+	}
+	if route.Quota, err = ep.CalendarQuota(key); err != nil {
+		return dispatch.Route{}, err
 	}
 	// The token is read last, so that a job whose token cannot be read
 	// now is deferred under its route's lifetime bounds.

@@ -1,0 +1,177 @@
+package otapush
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// throttleWait is how long a throttled request waits: Retry-After where
+// the vendor sent a usable one, which takes precedence over the RateLimit
+// item's effective window t (draft-11 §7), else t of an item with nothing
+// left, else the policy's default; at most Policy.MaxRetryAfter. What it
+// had to repair is logged.
+func (c *Client) throttleWait(req Request, h http.Header, r Reading) time.Duration {
+	wait, ok := Pause(h, r, c.now())
+	switch {
+	case !ok:
+		c.log.Warn("throttled without a usable Retry-After or RateLimit t; using the default", "job_id", req.JobID, "bucket", req.Bucket.Key,
+			"retry_after", h.Get("Retry-After"), "default", c.policy.DefaultRetryAfter)
+		return c.policy.DefaultRetryAfter
+	case wait > c.policy.MaxRetryAfter:
+		c.log.Warn("Retry-After over the cap; clamped", "job_id", req.JobID, "bucket", req.Bucket.Key, "retry_after", h.Get("Retry-After"), "cap", c.policy.MaxRetryAfter)
+		return c.policy.MaxRetryAfter
+	}
+	return wait
+}
+
+// readSignals acts on what the answer's headers said (r). A low count or
+// percentage left empties the fleet bucket: someone else (another system,
+// a hidden sub-limit) is using the credential, and the next request would
+// be throttled (a throttled answer empties it anyway). A published limit
+// reaches an adaptive bucket, which lowers its rate to it or climbs to a
+// raised one. The draft-11 fields beyond a request rate: a concurrency
+// quota goes to WithConcurrency's receiver; a content-bytes quota is
+// logged and ignored, since no endpoint meters bytes (cost is requests or
+// items); a partition key is checked against the buckets (notePartition).
+// Malformed fields were left out of r; each is logged once per bucket.
+func (c *Client) readSignals(ctx context.Context, req Request, sig Signals, r Reading, throttled bool) {
+	bucket := bucketOf(req.Bucket.Key)
+	for _, line := range r.Ignored {
+		if c.notes.first(bucket, "ignored", line) {
+			c.log.Warn("malformed rate-limit field ignored (logged once per bucket)", "bucket", bucket, "field", line)
+		}
+	}
+	if sig.Low(r) && !throttled {
+		c.penalize(ctx, req, c.now(), "drain on low remaining failed")
+	}
+	if a, ok := c.limiter.(Adapter); ok && r.Rate > 0 {
+		if err := a.Publish(ctx, req.Bucket, r.Rate); err != nil {
+			c.log.Warn("published limit not recorded", "job_id", req.JobID, "bucket", req.Bucket.Key, "rate", r.Rate, "err", err)
+		}
+	}
+	if r.Concurrency > 0 && c.concurrency != nil {
+		c.concurrency(req.Bucket.Key, r.Concurrency)
+	}
+	if r.BytesRate > 0 && c.notes.first(bucket, "bytes", "") {
+		c.log.Info("the vendor publishes a content-bytes quota; this endpoint meters requests or items, so it is ignored (logged once per bucket)",
+			"bucket", bucket, "bytes_per_second", r.BytesRate)
+	}
+	if r.PartitionKey != nil {
+		c.notePartition(bucket, string(r.PartitionKey))
+	}
+}
+
+// notePartition logs, once per pair, a vendor whose quota partitions (pk)
+// do not match the config's buckets: one partition charged by two buckets
+// (the vendor meters them as one: give their endpoints one meter, or the
+// fleet sends twice what the vendor allows), or one bucket charged to two
+// partitions (the vendor meters finer than the config: the bucket is
+// stricter than it needs to be).
+func (c *Client) notePartition(bucket, pk string) {
+	other, partitions := c.notes.partition(bucket, pk)
+	if other != "" && c.notes.first(other+"|"+bucket, "pk-shared", pk) {
+		c.log.Warn("the vendor charges two buckets to one quota partition (pk): they share a limit at the vendor; give their endpoints one meter",
+			"bucket", bucket, "other_bucket", other, "pk", pk)
+	}
+	if len(partitions) > 1 && c.notes.first(bucket, "pk-split", "") {
+		c.log.Warn("the vendor charges one bucket to several quota partitions (pk): it meters finer than the config",
+			"bucket", bucket, "partitions", partitions)
+	}
+}
+
+// bucketOf is the bucket a shard's key belongs to: the vendor meters a
+// sharded bucket as one.
+func bucketOf(key string) string {
+	base, _, _ := strings.Cut(key, limiter.ShardSeparator)
+	return base
+}
+
+// maxNotes bounds what notes remembers: a vendor sending a new malformed
+// value on every answer must not grow a process's memory without end
+// (past it, nothing more is logged).
+const maxNotes = 4096
+
+// notes remembers what was logged once, and the partitions seen.
+type notes struct {
+	mu         sync.Mutex
+	seen       map[string]bool
+	byPK       map[string]string   // pk -> the first bucket charged to it
+	partitions map[string][]string // bucket -> the pks it was charged to
+}
+
+// first reports whether (key, kind, detail) is new, and remembers it.
+func (n *notes) first(key, kind, detail string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := key + "\x00" + kind + "\x00" + detail
+	if n.seen[k] || len(n.seen) >= maxNotes {
+		return false
+	}
+	if n.seen == nil {
+		n.seen = map[string]bool{}
+	}
+	n.seen[k] = true
+	return true
+}
+
+// partition records that bucket was charged to pk, and returns another
+// bucket charged to the same pk ("" if none) and every pk bucket was
+// charged to.
+func (n *notes) partition(bucket, pk string) (other string, pks []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.byPK == nil {
+		n.byPK, n.partitions = map[string]string{}, map[string][]string{}
+	}
+	if b, ok := n.byPK[pk]; !ok && len(n.byPK) < maxNotes {
+		n.byPK[pk] = bucket
+	} else if ok && b != bucket {
+		other = b
+	}
+	ps := n.partitions[bucket]
+	if !slices.Contains(ps, pk) && len(ps) < 8 {
+		ps = append(ps, pk)
+		n.partitions[bucket] = ps
+	}
+	return other, slices.Clone(ps)
+}
+
+// throttle empties the request's bucket until `until` for the whole fleet
+// and, where the limiter adapts, lowers its rate; sibling shards are
+// emptied too.
+func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Reservation, until time.Time) {
+	const failure = "throttle not recorded; other workers will learn from their own throttled answers"
+	a, ok := c.limiter.(Adapter)
+	if !ok {
+		c.penalize(ctx, req, until, failure)
+		return
+	}
+	stamp := req.Stamp // the held token's, for the first attempt
+	if granted != nil {
+		s, _ := granted.Stamp()
+		stamp = &s
+	}
+	if err := a.Throttle(ctx, req.meter(), stamp, until); err != nil {
+		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
+	}
+	for _, b := range req.Siblings {
+		if err := c.limiter.Penalize(ctx, b, until); err != nil {
+			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
+		}
+	}
+}
+
+// penalize empties the request's bucket, and its sibling shards, until.
+func (c *Client) penalize(ctx context.Context, req Request, until time.Time, failure string) {
+	for _, b := range append([]limiter.Bucket{req.meter()}, req.Siblings...) {
+		if err := c.limiter.Penalize(ctx, b, until); err != nil {
+			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
+		}
+	}
+}

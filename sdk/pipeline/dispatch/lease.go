@@ -1,0 +1,168 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/breaker"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// In-flight leases (Route.InFlight, connections' "max_in_flight").
+//
+// A vendor that allows N requests at once counts what is in flight at its
+// end, whichever worker sent it. A push therefore takes its token first
+// (its slot, as every push) and then a lease, just before its request, and
+// gives the lease back when the answer is in: at most two conditional
+// writes per push (limiter.LeaseGate: acquire and release, or one write
+// for both when the lease passes to a waiter of the same process).
+//
+// A push that finds no free lease waits for one within the call's hold
+// (Policy.MaxHold, WithHold) and the invocation's deadline, as it sleeps
+// for a slot: the gate queues it and wakes it when a push of this process
+// releases one or when the earliest held lease expires, with no polling.
+// Its token is not lost meanwhile: the slot was booked for it and is
+// spent by its push, only later. Past the hold the job is deferred like a
+// slot beyond blocking distance, with its slot, to come back when the
+// earliest lease expires (the store's exact bound); a slot that has passed
+// its grace by then is booked again, as for any late job.
+//
+// The push runs under its lease's deadline (context.WithDeadline: now +
+// InFlight.Timeout, the push's budget, or the lease's expiry if sooner),
+// so it never outlives the lease: a lease another worker takes after the
+// expiry never overlaps this push's request. A worker that dies mid-push
+// frees its slot when the lease expires, at most Hold after it was taken.
+// With Timeout below Hold, a lease with at least Timeout left passes to
+// the next push of the process with no write (limiter.InFlight.Timeout).
+
+// LeaseGate is the part of *limiter.LeaseGate the dispatcher uses.
+type LeaseGate interface {
+	Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error)
+	Release(ctx context.Context, lease limiter.Lease) error
+}
+
+// Leases is a process's in-flight leases, and the bounds vendors publish
+// on them (a RateLimit-Policy in concurrent-requests, see Lower). Use one
+// per process, over one *limiter.LeaseGate.
+type Leases struct {
+	Gate LeaseGate
+
+	mu sync.Mutex
+	// published is, per lease key, the last concurrency the vendor
+	// published; it lowers the configured max, never raises it.
+	published map[string]int
+}
+
+// NewLeases returns the leases of gate.
+func NewLeases(gate LeaseGate) *Leases {
+	return &Leases{Gate: gate, published: map[string]int{}}
+}
+
+// Publish records the concurrency a vendor published for the bucket key
+// (a RateLimit-Policy with qu=concurrent-requests; otapush.WithConcurrency
+// calls it): the effective max_in_flight of the key is the lower of it and
+// the configured one, so a vendor may lower the bound and raise it back up
+// to the configuration, never above. A shard's key counts for its bucket.
+func (l *Leases) Publish(key string, n int) {
+	if n < 1 {
+		return
+	}
+	key, _, _ = strings.Cut(key, limiter.ShardSeparator)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.published[key] = n
+}
+
+// Effective is f with its Max lowered to what the vendor last published.
+func (l *Leases) Effective(f limiter.InFlight) limiter.InFlight {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n, ok := l.published[f.Key]; ok && n < f.Max {
+		f.Max = n
+	}
+	return f
+}
+
+// lease takes route's in-flight lease for j's push, waiting within the
+// call's hold. ok is false when the push does not go out now: res and err
+// are then what became of j (deferred, or dead-lettered for a route the
+// dispatcher cannot lease for). With ok, the push runs under lctx, which
+// ends at the lease's expiry, and calls release once the answer is in.
+// A route with no InFlight goes out as before: lctx is ctx.
+func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route) (lctx context.Context, release func(), ok bool, res Result, err error) {
+	if route.InFlight == nil {
+		return ctx, func() {}, true, Result{}, nil
+	}
+	if d.Leases == nil {
+		res, err := d.deadLetter(ctx, j, DeadLettered, "route has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
+		return nil, nil, false, res, err
+	}
+	f := d.Leases.Effective(*route.InFlight)
+	lease, err := d.Leases.Gate.Wait(ctx, f, d.holdLeft(ctx))
+	if err == nil {
+		lctx, cancel := context.WithDeadline(context.WithValue(ctx, leaseKey{}, lease), lease.Deadline(d.now(), f.Timeout))
+		return lctx, func() {
+			cancel()
+			if err := d.Leases.Gate.Release(context.WithoutCancel(ctx), lease); err != nil {
+				// Lost: it expired first (the push outlived lease_hold).
+				// Otherwise the slot frees itself at its expiry.
+				d.log().Warn("releasing an in-flight lease failed", "job_id", j.ID, "lease", lease.Key, "slot", lease.Slot, "err", err)
+			}
+		}, true, Result{}, nil
+	}
+	res, err = d.leaseRefused(ctx, j, route, err)
+	return nil, nil, false, res, err
+}
+
+// leaseRefused disposes of j, whose push found no lease within the hold
+// (deferred to when the earliest held lease expires), or whose gate
+// failed (deferred for the store cooldown, failing closed).
+func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, route Route, err error) (Result, error) {
+	var busy *limiter.LeaseBusyError
+	switch {
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case errors.As(err, &busy):
+		return d.deferJob(ctx, j, route, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
+	case errors.Is(err, limiter.ErrInvalidArgument):
+		return d.deadLetter(ctx, j, DeadLettered, "route has an invalid max_in_flight: "+err.Error())
+	}
+	cooldown := d.Policy.StoreCooldown
+	var open *breaker.OpenError
+	if errors.As(err, &open) {
+		cooldown = max(cooldown, open.RetryAfter)
+	}
+	d.log().Warn("in-flight lease unavailable; deferring (fail closed)", "job_id", j.ID, "lease", route.InFlight.Key, "err", err)
+	res, derr := d.deferJob(ctx, j, route, cooldown, "in-flight lease unavailable: "+err.Error())
+	res.StoreError = true
+	return res, derr
+}
+
+type leaseKey struct{}
+
+// LeaseOf is the in-flight lease a push runs under: the dispatcher's
+// Pusher finds it on the context of its Push (for logging, or a vendor
+// request that names it).
+func LeaseOf(ctx context.Context) (limiter.Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(limiter.Lease)
+	return l, ok
+}
+
+// holdLeft is how long a push may wait in process now: to the end of the
+// call's hold, and DeadlineMargin before the invocation's deadline.
+func (d *Dispatcher) holdLeft(ctx context.Context) time.Duration {
+	now := d.now()
+	left := d.Policy.MaxHold
+	if hold, ok := ctx.Value(holdKey{}).(time.Time); ok {
+		left = hold.Sub(now)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		left = min(left, deadline.Add(-d.Policy.DeadlineMargin).Sub(now))
+	}
+	return max(left, 0)
+}

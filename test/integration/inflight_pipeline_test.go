@@ -1,0 +1,32 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+)
+
+// The whole pipeline (SQS, the dispatchers of 8 simulated instances, each
+// with its own LeaseGate, the limiter table) against a vendor that works
+// on at most 2 requests of a credential and endpoint at once and counts
+// them itself (mockota's MaxConcurrent): with max_in_flight 2 it never
+// sees a 3rd, refuses nothing for concurrency, and every job lands once.
+func TestPipelineMaxInFlightAgainstAConcurrencyVendor(t *testing.T) {
+	lim := limiter.PerSecond(50, 50)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim, MaxConcurrent: 2, Latency: 200 * time.Millisecond})
+	p.inFlight = &limiter.InFlight{Max: 2, Hold: 3 * time.Second, Timeout: time.Second}
+	jobs := makeJobs(40, "availability")
+	p.enqueue(jobs)
+	p.run(8, 120*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
+	p.assertExactlyOnce(jobs)
+	if peak := p.ota.PeakConcurrent("cred-1", "availability"); peak > 2 {
+		t.Errorf("the vendor had %d requests in flight at once, max_in_flight is 2", peak)
+	} else if peak < 2 {
+		t.Errorf("the vendor never had 2 requests in flight (peak %d): the leases serialize more than they must", peak)
+	}
+	if n := p.ota.Count429(); n != 0 {
+		t.Errorf("%d 429s, want none", n)
+	}
+}
