@@ -497,8 +497,9 @@ func readUnits(size int, consistent bool) float64 {
 }
 
 // itemSize is an item's size as DynamoDB counts it: attribute names plus
-// values (strings and binaries by length, numbers by about one byte per two
-// digits plus one, containers 3 bytes plus an element's overhead each).
+// values (strings and binaries by length, numbers by one byte per two
+// significant digits plus one, lists and maps 3 bytes plus 1 per element),
+// as DynamoDB's item size rules state.
 func itemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for name, v := range item {
@@ -551,12 +552,18 @@ func valueSize(v types.AttributeValue) int {
 	return 1
 }
 
+// numberSize follows DynamoDB's rule: 1 byte per two significant digits,
+// leading and trailing zeros trimmed, plus 1.
 func numberSize(s string) int {
-	digits := 0
-	for _, c := range s {
-		if c >= '0' && c <= '9' {
-			digits++
+	var digits []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == 'e' || s[i] == 'E' {
+			break // the exponent only places the digits
+		}
+		if s[i] >= '0' && s[i] <= '9' {
+			digits = append(digits, s[i])
 		}
 	}
-	return (digits+1)/2 + 1
+	sig := strings.Trim(string(digits), "0")
+	return (len(sig)+1)/2 + 1
 }
