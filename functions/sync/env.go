@@ -140,7 +140,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	}
 	sy.Dispatcher = d
 	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
-		namespace: s.namespace, out: os.Stdout}, nil
+		namespace: s.namespace, out: os.Stdout, queues: newChangeQueues(sqsClient)}, nil
 }
 
 // maxInstances bounds how many processes of the function run at once, the

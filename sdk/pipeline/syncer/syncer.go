@@ -150,8 +150,12 @@ type Message struct {
 	Deferred bool
 	// Redelivered says the queue handed the message out before (its
 	// ApproximateReceiveCount is above 1): the worker that had it may have
-	// died between marking a lane and scheduling its push.
+	// died between marking a lane and scheduling its push. A change Retry
+	// sent again counts as redelivered too.
 	Redelivered bool
+	// Attempt is how many times the change failed before, for a change
+	// Retry sent again (its RetryAttribute); 0 otherwise.
+	Attempt int
 }
 
 // MessageResult is what became of one message. Err non-nil means it must
