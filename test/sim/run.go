@@ -60,6 +60,7 @@ type sim struct {
 	seq     map[int32]int64
 	// samples are the run's state every sampleEvery.
 	samples []Sample
+	mem     memWatch
 }
 
 // instance is one Lambda execution environment: its own limiter, caches and
@@ -78,6 +79,9 @@ type Stats struct {
 	StoreErrors, LocalShares            int
 	Sweeps                              int
 	InvalidChanges, FailedMessages      int
+	// RetriedChanges are failed changes sent again after a backoff
+	// (syncer.Retry) rather than left for the visibility timeout.
+	RetriedChanges int
 	// LoadEnd is when the PMS sent its last change, EndedAt when the run
 	// ended (drained or out of time), both from its start.
 	LoadEnd, EndedAt time.Duration
@@ -327,9 +331,15 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	}
 	batch := make([]syncer.Message, len(msgs))
 	for i, m := range msgs {
-		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1}
+		attempt := syncer.AttemptOf(m.Attrs[syncer.RetryAttribute])
+		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt}
 	}
 	results := in.sy.HandleBatch(ictx, batch)
+	// As functions/sync does: a failed change goes again after a backoff.
+	var retried map[string]bool
+	if !deferred && (die < 0 || time.Since(start) < die) {
+		retried = syncer.Retry(ictx, s.sqs, q.Name, batch, results)
+	}
 	took := time.Since(start)
 	died := die >= 0 && took >= die
 	s.mu.Lock()
@@ -344,9 +354,14 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	var ok []*Message
 	for i, r := range results {
 		s.count(r)
-		if r.Err == nil && i < len(msgs) {
+		switch {
+		case i >= len(msgs):
+		case r.Err == nil:
 			ok = append(ok, msgs[i])
-		} else if r.Err != nil {
+		case retried[msgs[i].ID]:
+			ok = append(ok, msgs[i])
+			s.stats.RetriedChanges++
+		default:
 			s.stats.FailedMessages++
 		}
 	}
@@ -405,13 +420,14 @@ func (s *sim) sample(ctx context.Context) {
 		floor, dirty := s.ledger.Floor(credOf, rate)
 		sm := Sample{At: time.Since(s.start), DirtyLanes: dirty, Floor: floor,
 			Backlog: s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)}
+		s.mem.sample()
 		s.mu.Lock()
 		s.samples = append(s.samples, sm)
 		changes, invocations := s.stats.Changes, s.stats.Invocations
 		s.mu.Unlock()
 		if s.progress != nil && sm.At%time.Minute < sampleEvery {
-			fmt.Fprintf(s.progress, "sim %s: %v simulated, %d changes, %d invocations, %d dirty lanes, backlog %d, floor %v\n",
-				s.sc.Name, sm.At.Round(time.Second), changes, invocations, dirty, sm.Backlog, floor.Round(time.Millisecond))
+			fmt.Fprintf(s.progress, "sim %s: %v simulated, %d changes, %d invocations, %d dirty lanes, backlog %d, floor %v, peak heap %d MiB\n",
+				s.sc.Name, sm.At.Round(time.Second), changes, invocations, dirty, sm.Backlog, floor.Round(time.Millisecond), s.mem.peak>>20)
 		}
 	}
 }

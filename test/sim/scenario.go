@@ -28,6 +28,8 @@ package sim
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 )
 
@@ -239,6 +241,9 @@ func storm(size Size) Scenario {
 	props, dur := 400, 3*time.Minute
 	if size == Small {
 		props, dur = 10, 2*time.Minute
+	}
+	if n, err := strconv.Atoi(os.Getenv("FLEETBUCKET_SIM_PROPERTIES")); err == nil && n > 0 {
+		props = n
 	}
 	s := steadyOf("storm", props, dur)
 	s.Burst = &Burst{At: 30 * time.Second, Over: time.Minute, Properties: props, RangeDays: 31, Ranges: 12, Rooms: 5, Plans: 2, StopSellsPerSecond: 2}

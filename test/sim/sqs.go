@@ -124,6 +124,35 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...fu
 	return &sqs.SendMessageOutput{MessageId: &id}, nil
 }
 
+// SendMessageBatch is syncer.RetryAPI's one method: up to 10 messages in
+// one request.
+func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	size := 0
+	for _, e := range in.Entries {
+		size += len(aws.ToString(e.MessageBody))
+	}
+	s.Requests += 1 + size/(64<<10)
+	q, ok := s.queues[aws.ToString(in.QueueUrl)]
+	if !ok {
+		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String(aws.ToString(in.QueueUrl))}
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		attrs := map[string]string{}
+		for k, v := range e.MessageAttributes {
+			attrs[k] = aws.ToString(v.StringValue)
+		}
+		id := s.put(q, aws.ToString(e.MessageBody), attrs, time.Duration(e.DelaySeconds)*time.Second)
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(id)})
+	}
+	return out, nil
+}
+
 // Put sends a message without latency or billing, for the PMS's own
 // stream (EventBridge's delivery is billed apart: see Report).
 func (s *SQS) Put(q *Queue, body string) {
