@@ -129,7 +129,17 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 			// The error names the variable or secret, never a token.
 			log.Error("credential token unavailable; the job is deferred and retried", "token_ref", ref, "err", err)
 		}),
-		Invalidate: secrets.Invalidate}
+		Invalidate: secrets.Invalidate,
+		// No linger: at a channel manager's load a lane sees a change
+		// every minute or so, so a linger merges almost nothing, and a
+		// push that waits out its linger takes a trip through the
+		// deferred queue (a send, a receive, a delete, an invocation's
+		// share) and books its slot alone. Without it a change batch's
+		// pushes book their slots with one write per bucket and go out
+		// in process (syncer.ChangesHold); a busy lane still merges what
+		// arrives while its push is under way. docs/benchmarks.md: the
+		// simulated steady fleet.
+		Linger: -1}
 	d := &dispatch.Dispatcher{
 		Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: log,
 		Queue:      &queue.Queue{SQS: sqsClient, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
