@@ -27,6 +27,7 @@ type Report struct {
 	Stats                                 Stats
 	DB                                    DBStats
 	SQSReqs                               int
+	SQSByCall                             map[string]int
 	Simulated                             time.Duration
 	Requests, Accepted, Throttled, Failed int
 	HotKey                                string
@@ -60,6 +61,12 @@ func (s *sim) report() *Report {
 	s.mu.Unlock()
 	minutes := s.stats.EndedAt.Minutes()
 	r.SQSReqs = s.sqs.Requests + int(2*idlePollsPerMinute*minutes)
+	s.sqs.mu.Lock()
+	r.SQSByCall = map[string]int{"idle long polls (modeled)": int(2 * idlePollsPerMinute * minutes)}
+	for k, n := range s.sqs.ByCall {
+		r.SQSByCall[k] = n
+	}
+	s.sqs.mu.Unlock()
 	r.HotKey, r.HotWrites, r.HotWCU, r.HotTotal = s.db.Hottest()
 	for _, v := range s.vendors {
 		v.mu.Lock()
@@ -195,6 +202,7 @@ func (r *Report) Write(w io.Writer) {
 		r.SQSReqs, per(float64(r.SQSReqs), ch), st.Invocations, per(float64(st.Invocations), ch), st.Cold, st.Deaths, st.Timeouts, st.GBSeconds, per(st.GBSeconds, ch))
 	fmt.Fprintf(w, "  $ per million changes: DynamoDB %.3f + SQS %.3f + Lambda %.3f = %.3f (EventBridge apart: %.2f)\n",
 		c.DynamoDB, c.SQS, c.Lambda, c.Total(), c.EventBridge)
+	r.writeBreakdown(w)
 	fmt.Fprintf(w, "  hottest item %s: %d writes and %d WCU in its busiest second (%.0f%% of a partition's 1,000 WCU/s), %d writes in all\n",
 		r.HotKey, r.HotWrites, r.HotWCU, 100*float64(r.HotWCU)/1000, r.HotTotal)
 	fmt.Fprintf(w, "  freshness (a day's newest value → OTA): p50 %v, p99 %v, max %v over %d days; stop-sells p50 %v p99 %v over %d\n",

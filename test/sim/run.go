@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -237,7 +238,7 @@ func (s *sim) newInstance() (*instance, error) {
 		return nil, err
 	}
 	sy := &syncer.Syncer{Config: s.cfg, State: &ari.Store{DB: s.db, Table: "state"}, Lanes: &lane.Store{DB: s.db, Table: "state"},
-		Token: func(env string) string { return "token-" + env }}
+		Token: func(env string) string { return "token-" + env }, FillQuota: s.lingerYields(), Linger: s.linger()}
 	d := &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
 		Queue:      &queue.Queue{SQS: s.sqs, DeferredURL: "deferred", DeadURL: "dlq"},
 		LocalShare: fallback.New(s.maxInstances)}
@@ -246,6 +247,30 @@ func (s *sim) newInstance() (*instance, error) {
 	}
 	sy.Dispatcher = d
 	return &instance{sy: sy}, nil
+}
+
+// lingerYields and linger wire the syncer's linger as functions/sync does
+// (none: a lane's push goes out at its slot), unless the scenario wires the
+// pipeline demo (a linger that runs its course) or FLEETBUCKET_SIM_LINGER
+// asks, to compare: "course" for the demo's, "yield" for a linger that
+// ends once its bucket would fill up (FillQuota).
+func (s *sim) lingerYields() bool { return s.lingerMode() == "yield" }
+
+func (s *sim) linger() time.Duration {
+	if s.lingerMode() == "none" {
+		return -1
+	}
+	return 0 // syncer.DefaultLinger
+}
+
+func (s *sim) lingerMode() string {
+	if v := os.Getenv("FLEETBUCKET_SIM_LINGER"); v != "" {
+		return v
+	}
+	if s.sc.LingerRunsItsCourse {
+		return "course"
+	}
+	return "none"
 }
 
 func (s *sim) acquire() (*instance, error) {

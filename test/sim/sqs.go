@@ -57,8 +57,10 @@ type SQS struct {
 	dupChance  float64
 	maxReceive int
 	queues     map[string]*Queue
-	// Requests counts billed requests (one per 64 KB of each call).
+	// Requests counts billed requests (one per 64 KB of each call), and
+	// ByCall the same by queue and call.
 	Requests int
+	ByCall   map[string]int
 	nextID   int
 	dlq      *Queue
 }
@@ -77,7 +79,7 @@ type Queue struct {
 // NewSQS is a set of queues whose calls take lat, where a receive hands a
 // message out a second time with probability dup.
 func NewSQS(r *rand.Rand, lat Latency, dup float64, maxReceive int) *SQS {
-	return &SQS{rng: r, latency: lat, dupChance: dup, maxReceive: maxReceive, queues: map[string]*Queue{}}
+	return &SQS{rng: r, latency: lat, dupChance: dup, maxReceive: maxReceive, queues: map[string]*Queue{}, ByCall: map[string]int{}}
 }
 
 // Create adds a queue; its URL is its name. The first one named "dlq" is the
@@ -115,7 +117,7 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...fu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests += 1 + len(body)/(64<<10)
+	s.bill(aws.ToString(in.QueueUrl)+" SendMessage", 1+len(body)/(64<<10))
 	q, ok := s.queues[aws.ToString(in.QueueUrl)]
 	if !ok {
 		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String(aws.ToString(in.QueueUrl))}
@@ -136,7 +138,7 @@ func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInpu
 	for _, e := range in.Entries {
 		size += len(aws.ToString(e.MessageBody))
 	}
-	s.Requests += 1 + size/(64<<10)
+	s.bill(aws.ToString(in.QueueUrl)+" SendMessageBatch", 1+size/(64<<10))
 	q, ok := s.queues[aws.ToString(in.QueueUrl)]
 	if !ok {
 		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String(aws.ToString(in.QueueUrl))}
@@ -158,7 +160,7 @@ func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInpu
 func (s *SQS) Put(q *Queue, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests++
+	s.bill(q.Name+" EventBridge delivery", 1)
 	s.put(q, body, nil, 0)
 }
 
@@ -216,7 +218,7 @@ func (s *SQS) Receive(q *Queue, n int) []*Message {
 		}
 	}
 	if len(out) > 0 {
-		s.Requests++
+		s.bill(q.Name+" ReceiveMessage", 1)
 	}
 	return out
 }
@@ -225,7 +227,7 @@ func (s *SQS) Receive(q *Queue, n int) []*Message {
 func (s *SQS) Delete(q *Queue, ms []*Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests += (len(ms) + 9) / 10
+	s.bill(q.Name+" DeleteMessageBatch", (len(ms)+9)/10)
 	for _, m := range ms {
 		if m.entry != nil && !m.entry.deleted {
 			s.drop(q, m.entry)
@@ -237,6 +239,11 @@ func (s *SQS) drop(q *Queue, e *entry) {
 	e.deleted = true
 	e.gen++
 	q.live--
+}
+
+func (s *SQS) bill(call string, n int) {
+	s.Requests += n
+	s.ByCall[call] += n
 }
 
 // Pending is how many messages the queue holds, delayed and in flight
