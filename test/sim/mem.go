@@ -4,6 +4,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"sync"
+	"time"
 )
 
 // memWatch records the run's peak heap, the figure that decides whether a
@@ -30,4 +32,23 @@ func (m *memWatch) sample() {
 		_ = pprof.WriteHeapProfile(f)
 		_ = f.Close()
 	}
+}
+
+// profileCPU writes a CPU profile of the run's first wall-clock minute to
+// FLEETBUCKET_SIM_CPUPROFILE, if set: where a full run spends its time.
+// Call it outside the synctest bubble.
+func profileCPU() (stop func()) {
+	path := os.Getenv("FLEETBUCKET_SIM_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil || pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }
+	// Called outside the synctest bubble: a real minute.
+	time.AfterFunc(time.Minute, stop)
+	return stop
 }
