@@ -331,14 +331,26 @@ func (s *sim) stormDrain(b Burst, samples []Sample) string {
 		use := float64(v.SentBetween(key, from, to)) / (c.Rate * (to - from).Seconds())
 		minUse, maxUse = min(minUse, use), max(maxUse, use)
 	}
-	base, _ := baseline(samples, 10*time.Second, b.At)
-	var floor time.Duration
+	// Drained once the quota-bound floor is back to where it was before
+	// the wave: dirty lanes alone never are at a large fleet, whose
+	// background load keeps about as many dirty as before the wave, a
+	// few more or less from one sample to the next.
+	var base, floor time.Duration
 	for _, sm := range samples {
+		if sm.At >= 10*time.Second && sm.At < b.At {
+			base = max(base, sm.Floor)
+		}
 		if sm.At >= to && sm.At < to+sampleEvery {
 			floor = sm.Floor
 		}
 	}
-	end, ok := back(samples, to, base)
+	end, ok := time.Duration(0), false
+	for _, sm := range samples {
+		if sm.At >= to && sm.Floor <= base {
+			end, ok = sm.At, true
+			break
+		}
+	}
 	drained := "not drained by the end"
 	if ok {
 		drained = fmt.Sprintf("drained %v after the wave ended, against a floor of %v then (%.2f×)", end-to, floor, (end-to).Seconds()/max(floor.Seconds(), 1e-9))
