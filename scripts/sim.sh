@@ -48,4 +48,4 @@ export GOGC=${GOGC:-400}
 # about 5 GB live) well inside this machine's memory.
 export GOMEMLIMIT=${GOMEMLIMIT:-12GiB}
 FLEETBUCKET_SIM=$1 FLEETBUCKET_SIM_SEED=$seed FLEETBUCKET_SIM_SMALL=$small FLEETBUCKET_SIM_OUT=$out \
-	go test -count=1 -timeout 15m -run '^TestSimFull$' -v ./test/sim/ | grep -v -e '^=== RUN' -e '^PASS$'
+	go test -count=1 -timeout 40m -run '^TestSimFull$' -v ./test/sim/ | grep -v -e '^=== RUN' -e '^PASS$'
