@@ -105,8 +105,9 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
+	sqsClient := sqs.NewFromConfig(awsCfg)
 	p, err := pipeline.New(cfg,
-		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Secrets: secretsmanager.NewFromConfig(awsCfg),
+		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg),
 			HTTP: &http.Client{Timeout: 10 * time.Second}},
 		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
 		pipeline.WithLogger(log),
@@ -118,7 +119,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	}
 	sy, secrets := p.Syncer, p.Credentials
 	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
-		namespace: s.namespace, out: os.Stdout}, nil
+		namespace: s.namespace, out: os.Stdout, queues: newChangeQueues(sqsClient)}, nil
 }
 
 // maxInstances bounds how many processes of the function run at once, the

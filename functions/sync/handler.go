@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -42,6 +43,9 @@ type handler struct {
 	metrics       *emf.Counters
 	namespace     string
 	out           io.Writer
+	// queues sends failed changes again (syncer.Retry) to the queue they
+	// came from; nil leaves them to the visibility timeout.
+	queues *changeQueues
 }
 
 // Invoke routes an invocation: an SQS batch from the function's event
@@ -101,11 +105,14 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	h.zeroMetrics()
 	msgs := make([]syncer.Message, len(ev.Records))
 	for i, rec := range ev.Records {
+		attempt := syncer.AttemptOf(aws.ToString(rec.MessageAttributes[syncer.RetryAttribute].StringValue))
 		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue),
-			Redelivered: redelivered(rec.Attributes["ApproximateReceiveCount"])}
+			Redelivered: redelivered(rec.Attributes["ApproximateReceiveCount"]) || attempt > 0, Attempt: attempt}
 	}
 	var resp events.SQSEventResponse
-	for _, out := range h.syncer.HandleBatch(ctx, msgs) {
+	outs := h.syncer.HandleBatch(ctx, msgs)
+	retried := h.retry(ctx, ev, msgs, outs)
+	for _, out := range outs {
 		if out.Change.Invalid != "" {
 			h.metrics.Add(contract.MetricDeadLetters, 1)
 			h.log.Warn("message dead-lettered", "message_id", out.ID, "event_id", out.Change.EventID, "reason", out.Change.Invalid)
@@ -113,7 +120,9 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		for _, res := range out.Jobs {
 			h.observe(res, out.Change.EventID)
 		}
-		if out.Err != nil {
+		if out.Err != nil && retried[out.ID] {
+			h.log.Error("change sent again after a backoff", "message_id", out.ID, "err", out.Err)
+		} else if out.Err != nil {
 			h.log.Error("message left on its queue for redelivery", "message_id", out.ID, "err", out.Err)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: out.ID})
 		}

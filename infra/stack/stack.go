@@ -451,6 +451,14 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 			Resources: &arns,
 		}))
 	}
+	// A change whose handling failed is sent again to the changes queue
+	// after a short backoff (syncer.Retry) rather than left for the
+	// visibility timeout.
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("RetryChanges"),
+		Actions:   jsii.Strings("sqs:SendMessage"),
+		Resources: &[]*string{s.ChangesQueue.QueueArn()},
+	}))
 	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("DeferAndDeadLetter"),
 		Actions:   jsii.Strings("sqs:SendMessage"),

@@ -391,7 +391,7 @@ func TestIAMLeastPrivilege(t *testing.T) {
 		"dynamodb:Query":        {st + "/index/" + lane.SweepIndex},
 		"dynamodb:BatchGetItem": {st}, // a push's render; the limiter never batch-reads
 		"dynamodb:UpdateItem":   {lim, st},
-		"sqs:SendMessage":       {def, dlq},
+		"sqs:SendMessage":       {chg, def, dlq}, // chg: a failed change sent again after a backoff (syncer.Retry)
 		"logs:CreateLogStream":  {id(t, s, s.LogGroup)},
 		"logs:PutLogEvents":     {id(t, s, s.LogGroup)},
 	}

@@ -161,6 +161,14 @@ func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, err
 	p := &Pipeline{Limiter: lim, Pusher: push}
 	p.Syncer = &syncer.Syncer{Config: cfg, State: &ari.Store{DB: c.DynamoDB, Table: n.StateTable}, Lanes: &lane.Store{DB: c.DynamoDB, Table: n.StateTable},
 		Token: o.token}
+	switch linger, err := cfg.LingerFor(); {
+	case err != nil:
+		return nil, err
+	case linger == 0:
+		p.Syncer.Linger = -1 // none
+	case linger > 0:
+		p.Syncer.Linger = linger
+	}
 	if c.Secrets != nil && o.token == nil {
 		p.Credentials = credentials.New(c.Secrets, o.credOpts...)
 		p.Syncer.Credential = p.Credentials.Lookup(TokenReadTimeout, func(ref string, err error) {

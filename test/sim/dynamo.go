@@ -63,6 +63,7 @@ func (l Latency) draw(r *rand.Rand) time.Duration {
 type DB struct {
 	mu      sync.Mutex
 	c       *client.Client
+	shards  []*client.Client // the ARI items (shards.go)
 	rng     *rand.Rand
 	latency Latency
 	ttl     map[string]string
@@ -86,6 +87,15 @@ type DBStats struct {
 	FirstErrors  []string
 	TooLarge     int
 	LimiterCalls int
+	// Sites are the calls by where the SDK made them (callSite).
+	Sites map[string]*Site
+	site  *Site // the call being billed, under DB.mu
+}
+
+// Site is one call site's calls and what they were billed.
+type Site struct {
+	Calls, Conditional int
+	WCU, RCU           float64
 }
 
 // itemHeat is one item's writes in the current simulated second and the
@@ -99,8 +109,8 @@ type itemHeat struct {
 
 // NewDB is an empty store drawing latencies from lat with r.
 func NewDB(r *rand.Rand, lat Latency) *DB {
-	return &DB{c: client.NewClient(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{},
-		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}}, hot: map[string]*itemHeat{}}
+	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{},
+		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}}
 }
 
 // SetOutage makes every call fail while down(now) holds.
@@ -118,6 +128,11 @@ func (d *DB) Stats() DBStats {
 	s.WCUByOp = map[string]float64{}
 	for k, v := range d.stats.WCUByOp {
 		s.WCUByOp[k] = v
+	}
+	s.Sites = map[string]*Site{}
+	for k, v := range d.stats.Sites {
+		cp := *v
+		s.Sites[k] = &cp
 	}
 	return s
 }
@@ -139,6 +154,7 @@ func (d *DB) Hottest() (key string, writes, wcu, total int) {
 // step (the step happens at one instant, somewhere in the round trip), the
 // outage and the counters. It holds no lock while sleeping.
 func (d *DB) call(ctx context.Context, table, op string, step func() error) error {
+	where := table + " " + op + " " + callSite()
 	d.mu.Lock()
 	lat := d.latency.draw(d.rng)
 	d.mu.Unlock()
@@ -148,6 +164,12 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 	d.mu.Lock()
 	d.stats.Calls[table+" "+op]++
 	d.stats.op = table + " " + op
+	d.stats.site = d.stats.Sites[where]
+	if d.stats.site == nil {
+		d.stats.site = &Site{}
+		d.stats.Sites[where] = d.stats.site
+	}
+	d.stats.site.Calls++
 	var err error
 	if d.down != nil && d.down(time.Now()) {
 		d.stats.Failed++
@@ -174,6 +196,7 @@ func (d *DB) classify(err error) {
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &ccf) || errors.As(err, &tce) {
 		d.stats.Conditional++
+		d.stats.site.Conditional++
 		return
 	}
 	d.stats.Unexpected++
@@ -203,7 +226,7 @@ func (d *DB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ .
 	for _, k := range in.KeySchema {
 		d.keys[aws.ToString(in.TableName)] = append(d.keys[aws.ToString(in.TableName)], aws.ToString(k.AttributeName))
 	}
-	return d.c.CreateTable(ctx, in)
+	return d.createTable(ctx, in)
 }
 
 // DescribeTable answers an active table.
@@ -247,7 +270,7 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		cp.ConditionExpression = d.fixBeginsWith(in.ConditionExpression, in.ExpressionAttributeNames, before)
 		cp.ExpressionAttributeValues = copyItem(used(in.ExpressionAttributeValues, cp.ConditionExpression, cp.UpdateExpression))
 		var err error
-		out, err = d.c.UpdateItem(ctx, &cp)
+		out, err = d.shardOf(table, in.Key).UpdateItem(ctx, &cp)
 		if err != nil {
 			d.bill(table, in.Key, writeUnits(itemSize(before)), false)
 			var ccf *types.ConditionalCheckFailedException
@@ -258,7 +281,7 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		}
 		after := d.peek(table, in.Key)
 		if fixed, changed := fixSets(before, after, &cp); changed {
-			_, _ = d.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: fixed})
+			_, _ = d.shardOf(table, in.Key).PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: fixed})
 			after = fixed
 		}
 		// The item as stored, not minidyn's rendering of it.
@@ -287,9 +310,9 @@ func (d *DB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*
 	table := aws.ToString(in.TableName)
 	err := d.call(ctx, table, "GetItem", func() error {
 		var err error
-		out, err = d.c.GetItem(ctx, in)
+		out, err = d.shardOf(table, in.Key).GetItem(ctx, in)
 		if err == nil {
-			d.stats.RCU += readUnits(itemSize(d.peek(table, in.Key)), aws.ToBool(in.ConsistentRead))
+			d.addRCU(readUnits(itemSize(d.peek(table, in.Key)), aws.ToBool(in.ConsistentRead)))
 		}
 		return err
 	})
@@ -305,13 +328,13 @@ func (d *DB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _
 	}
 	err := d.call(ctx, table, "BatchGetItem", func() error {
 		var err error
-		out, err = d.c.BatchGetItem(ctx, in)
+		out, err = d.batchGet(ctx, in)
 		if err != nil {
 			return err
 		}
 		for t, ka := range in.RequestItems {
 			for _, k := range ka.Keys {
-				d.stats.RCU += readUnits(itemSize(d.peek(t, k)), aws.ToBool(ka.ConsistentRead))
+				d.addRCU(readUnits(itemSize(d.peek(t, k)), aws.ToBool(ka.ConsistentRead)))
 			}
 		}
 		return nil
@@ -333,7 +356,7 @@ func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dyna
 		for _, it := range out.Items {
 			total += itemSize(it)
 		}
-		d.stats.RCU += readUnits(total, aws.ToBool(in.ConsistentRead))
+		d.addRCU(readUnits(total, aws.ToBool(in.ConsistentRead)))
 		return nil
 	})
 	return out, err
@@ -382,7 +405,7 @@ func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteI
 
 // peek reads an item without billing or latency, under d.mu.
 func (d *DB) peek(table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
-	out, err := d.c.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key})
+	out, err := d.shardOf(table, key).GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key})
 	if err != nil || out == nil {
 		return nil
 	}
@@ -392,16 +415,17 @@ func (d *DB) peek(table string, key map[string]types.AttributeValue) map[string]
 // restore puts an item back as it was before a write that made it too large.
 func (d *DB) restore(ctx context.Context, table string, key, before map[string]types.AttributeValue) {
 	if before == nil {
-		_, _ = d.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
+		_, _ = d.shardOf(table, key).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
 		return
 	}
-	_, _ = d.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: before})
+	_, _ = d.shardOf(table, key).PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: before})
 }
 
 // bill adds write units and, for a write that happened, the item's heat.
 func (d *DB) bill(table string, key map[string]types.AttributeValue, wcu int, wrote bool) {
 	d.stats.WCU += float64(wcu)
 	d.stats.WCUByOp[d.stats.op] += float64(wcu)
+	d.stats.site.WCU += float64(wcu)
 	if !wrote {
 		return
 	}
@@ -497,8 +521,9 @@ func readUnits(size int, consistent bool) float64 {
 }
 
 // itemSize is an item's size as DynamoDB counts it: attribute names plus
-// values (strings and binaries by length, numbers by about one byte per two
-// digits plus one, containers 3 bytes plus an element's overhead each).
+// values (strings and binaries by length, numbers by one byte per two
+// significant digits plus one, lists and maps 3 bytes plus 1 per element),
+// as DynamoDB's item size rules state.
 func itemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for name, v := range item {
@@ -551,12 +576,18 @@ func valueSize(v types.AttributeValue) int {
 	return 1
 }
 
+// numberSize follows DynamoDB's rule: 1 byte per two significant digits,
+// leading and trailing zeros trimmed, plus 1.
 func numberSize(s string) int {
-	digits := 0
-	for _, c := range s {
-		if c >= '0' && c <= '9' {
-			digits++
+	var digits []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == 'e' || s[i] == 'E' {
+			break // the exponent only places the digits
+		}
+		if s[i] >= '0' && s[i] <= '9' {
+			digits = append(digits, s[i])
 		}
 	}
-	return (digits+1)/2 + 1
+	sig := strings.Trim(string(digits), "0")
+	return (len(sig)+1)/2 + 1
 }

@@ -160,3 +160,28 @@ func sameString(v types.AttributeValue, want string) bool {
 	s, ok := v.(*types.AttributeValueMemberS)
 	return ok && s.Value == want
 }
+
+// Item sizes follow DynamoDB's documented rules: numbers by significant
+// digits (leading and trailing zeros trimmed), lists and maps 3 bytes plus
+// 1 per element.
+func TestItemSize(t *testing.T) {
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	for _, tt := range []struct {
+		name string
+		item map[string]types.AttributeValue
+		want int
+	}{
+		{"a number's trailing zeros", map[string]types.AttributeValue{"a": n("1000000")}, 1 + 2},
+		{"leading zeros and a point", map[string]types.AttributeValue{"a": n("0.0012")}, 1 + 2},
+		{"zero", map[string]types.AttributeValue{"a": n("0")}, 1 + 1},
+		{"significant digits", map[string]types.AttributeValue{"a": n("-12345")}, 1 + 4},
+		{"a map", map[string]types.AttributeValue{"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"k": &types.AttributeValueMemberS{Value: "vv"}, "j": n("7")}}}, 1 + 3 + (1 + 1 + 2) + (1 + 1 + 2)},
+		{"a list", map[string]types.AttributeValue{"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberS{Value: "ab"}, &types.AttributeValueMemberBOOL{Value: true}}}}, 1 + 3 + (1 + 2) + (1 + 1)},
+	} {
+		if got := itemSize(tt.item); got != tt.want {
+			t.Errorf("%s: itemSize = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ type Report struct {
 	Stats                                 Stats
 	DB                                    DBStats
 	SQSReqs                               int
+	SQSByCall                             map[string]int
 	Simulated                             time.Duration
 	Requests, Accepted, Throttled, Failed int
 	HotKey                                string
@@ -60,6 +61,12 @@ func (s *sim) report() *Report {
 	s.mu.Unlock()
 	minutes := s.stats.EndedAt.Minutes()
 	r.SQSReqs = s.sqs.Requests + int(2*idlePollsPerMinute*minutes)
+	s.sqs.mu.Lock()
+	r.SQSByCall = map[string]int{"idle long polls (modeled)": int(2 * idlePollsPerMinute * minutes)}
+	for k, n := range s.sqs.ByCall {
+		r.SQSByCall[k] = n
+	}
+	s.sqs.mu.Unlock()
 	r.HotKey, r.HotWrites, r.HotWCU, r.HotTotal = s.db.Hottest()
 	for _, v := range s.vendors {
 		v.mu.Lock()
@@ -195,6 +202,7 @@ func (r *Report) Write(w io.Writer) {
 		r.SQSReqs, per(float64(r.SQSReqs), ch), st.Invocations, per(float64(st.Invocations), ch), st.Cold, st.Deaths, st.Timeouts, st.GBSeconds, per(st.GBSeconds, ch))
 	fmt.Fprintf(w, "  $ per million changes: DynamoDB %.3f + SQS %.3f + Lambda %.3f = %.3f (EventBridge apart: %.2f)\n",
 		c.DynamoDB, c.SQS, c.Lambda, c.Total(), c.EventBridge)
+	r.writeBreakdown(w)
 	fmt.Fprintf(w, "  hottest item %s: %d writes and %d WCU in its busiest second (%.0f%% of a partition's 1,000 WCU/s), %d writes in all\n",
 		r.HotKey, r.HotWrites, r.HotWCU, 100*float64(r.HotWCU)/1000, r.HotTotal)
 	fmt.Fprintf(w, "  freshness (a day's newest value → OTA): p50 %v, p99 %v, max %v over %d days; stop-sells p50 %v p99 %v over %d\n",
@@ -224,9 +232,9 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    %3d' %10v %10v %10v | %8v | %6d | %6d\n", m, ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()), ms(fl), dirty, backlog)
 	}
-	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d, invalid changes %d, messages left for redelivery %d\n",
+	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d, invalid changes %d, messages left for redelivery %d, failed changes sent again after a backoff %d\n",
 		st.Outcomes[dispatch.Pushed], st.Outcomes[dispatch.Deferred], st.Outcomes[dispatch.Coalesced], st.Outcomes[dispatch.Shed],
-		st.Outcomes[dispatch.DeadLettered], st.Outcomes[dispatch.Expired], st.StoreErrors, st.LocalShares, st.Sweeps, st.InvalidChanges, st.FailedMessages)
+		st.Outcomes[dispatch.DeadLettered], st.Outcomes[dispatch.Expired], st.StoreErrors, st.LocalShares, st.Sweeps, st.InvalidChanges, st.FailedMessages, st.RetriedChanges)
 	reasons := make([]string, 0, len(r.DeadByReason))
 	for k, n := range r.DeadByReason {
 		reasons = append(reasons, fmt.Sprintf("%d × %s", n, k))
@@ -323,14 +331,26 @@ func (s *sim) stormDrain(b Burst, samples []Sample) string {
 		use := float64(v.SentBetween(key, from, to)) / (c.Rate * (to - from).Seconds())
 		minUse, maxUse = min(minUse, use), max(maxUse, use)
 	}
-	base, _ := baseline(samples, 10*time.Second, b.At)
-	var floor time.Duration
+	// Drained once the quota-bound floor is back to where it was before
+	// the wave: dirty lanes alone never are at a large fleet, whose
+	// background load keeps about as many dirty as before the wave, a
+	// few more or less from one sample to the next.
+	var base, floor time.Duration
 	for _, sm := range samples {
+		if sm.At >= 10*time.Second && sm.At < b.At {
+			base = max(base, sm.Floor)
+		}
 		if sm.At >= to && sm.At < to+sampleEvery {
 			floor = sm.Floor
 		}
 	}
-	end, ok := back(samples, to, base)
+	end, ok := time.Duration(0), false
+	for _, sm := range samples {
+		if sm.At >= to && sm.Floor <= base {
+			end, ok = sm.At, true
+			break
+		}
+	}
 	drained := "not drained by the end"
 	if ok {
 		drained = fmt.Sprintf("drained %v after the wave ended, against a floor of %v then (%.2f×)", end-to, floor, (end-to).Seconds()/max(floor.Seconds(), 1e-9))

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +61,7 @@ type sim struct {
 	seq     map[int32]int64
 	// samples are the run's state every sampleEvery.
 	samples []Sample
+	mem     memWatch
 }
 
 // instance is one Lambda execution environment: its own limiter, caches and
@@ -78,6 +80,9 @@ type Stats struct {
 	StoreErrors, LocalShares            int
 	Sweeps                              int
 	InvalidChanges, FailedMessages      int
+	// RetriedChanges are failed changes sent again after a backoff
+	// (syncer.Retry) rather than left for the visibility timeout.
+	RetriedChanges int
 	// LoadEnd is when the PMS sent its last change, EndedAt when the run
 	// ended (drained or out of time), both from its start.
 	LoadEnd, EndedAt time.Duration
@@ -233,7 +238,7 @@ func (s *sim) newInstance() (*instance, error) {
 		return nil, err
 	}
 	sy := &syncer.Syncer{Config: s.cfg, State: &ari.Store{DB: s.db, Table: "state"}, Lanes: &lane.Store{DB: s.db, Table: "state"},
-		Token: func(env string) string { return "token-" + env }}
+		Token: func(env string) string { return "token-" + env }, FillQuota: s.lingerYields(), Linger: s.linger()}
 	d := &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
 		Queue:      &queue.Queue{SQS: s.sqs, DeferredURL: "deferred", DeadURL: "dlq"},
 		LocalShare: fallback.New(s.maxInstances)}
@@ -242,6 +247,30 @@ func (s *sim) newInstance() (*instance, error) {
 	}
 	sy.Dispatcher = d
 	return &instance{sy: sy}, nil
+}
+
+// lingerYields and linger wire the syncer's linger as functions/sync does
+// (none: a lane's push goes out at its slot), unless the scenario wires the
+// pipeline demo (a linger that runs its course) or FLEETBUCKET_SIM_LINGER
+// asks, to compare: "course" for the demo's, "yield" for a linger that
+// ends once its bucket would fill up (FillQuota).
+func (s *sim) lingerYields() bool { return s.lingerMode() == "yield" }
+
+func (s *sim) linger() time.Duration {
+	if s.lingerMode() == "none" {
+		return -1
+	}
+	return 0 // syncer.DefaultLinger
+}
+
+func (s *sim) lingerMode() string {
+	if v := os.Getenv("FLEETBUCKET_SIM_LINGER"); v != "" {
+		return v
+	}
+	if s.sc.LingerRunsItsCourse {
+		return "course"
+	}
+	return "none"
 }
 
 func (s *sim) acquire() (*instance, error) {
@@ -327,9 +356,15 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	}
 	batch := make([]syncer.Message, len(msgs))
 	for i, m := range msgs {
-		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1}
+		attempt := syncer.AttemptOf(m.Attrs[syncer.RetryAttribute])
+		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt}
 	}
 	results := in.sy.HandleBatch(ictx, batch)
+	// As functions/sync does: a failed change goes again after a backoff.
+	var retried map[string]bool
+	if !deferred && (die < 0 || time.Since(start) < die) {
+		retried = syncer.Retry(ictx, s.sqs, q.Name, batch, results)
+	}
 	took := time.Since(start)
 	died := die >= 0 && took >= die
 	s.mu.Lock()
@@ -344,9 +379,14 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	var ok []*Message
 	for i, r := range results {
 		s.count(r)
-		if r.Err == nil && i < len(msgs) {
+		switch {
+		case i >= len(msgs):
+		case r.Err == nil:
 			ok = append(ok, msgs[i])
-		} else if r.Err != nil {
+		case retried[msgs[i].ID]:
+			ok = append(ok, msgs[i])
+			s.stats.RetriedChanges++
+		default:
 			s.stats.FailedMessages++
 		}
 	}
@@ -405,13 +445,14 @@ func (s *sim) sample(ctx context.Context) {
 		floor, dirty := s.ledger.Floor(credOf, rate)
 		sm := Sample{At: time.Since(s.start), DirtyLanes: dirty, Floor: floor,
 			Backlog: s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)}
+		s.mem.sample()
 		s.mu.Lock()
 		s.samples = append(s.samples, sm)
 		changes, invocations := s.stats.Changes, s.stats.Invocations
 		s.mu.Unlock()
 		if s.progress != nil && sm.At%time.Minute < sampleEvery {
-			fmt.Fprintf(s.progress, "sim %s: %v simulated, %d changes, %d invocations, %d dirty lanes, backlog %d, floor %v\n",
-				s.sc.Name, sm.At.Round(time.Second), changes, invocations, dirty, sm.Backlog, floor.Round(time.Millisecond))
+			fmt.Fprintf(s.progress, "sim %s: %v simulated, %d changes, %d invocations, %d dirty lanes, backlog %d, floor %v, peak heap %d MiB\n",
+				s.sc.Name, sm.At.Round(time.Second), changes, invocations, dirty, sm.Backlog, floor.Round(time.Millisecond), s.mem.peak>>20)
 		}
 	}
 }

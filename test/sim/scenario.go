@@ -28,6 +28,8 @@ package sim
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 )
 
@@ -107,6 +109,9 @@ type Scenario struct {
 	SweepEvery time.Duration
 	// MemoryGB is the function's memory, for GB-seconds.
 	MemoryGB float64
+	// LingerRunsItsCourse wires the syncer as the pipeline demo does (no
+	// FillQuota) rather than as functions/sync does.
+	LingerRunsItsCourse bool
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
@@ -195,7 +200,7 @@ func calibrate() Scenario {
 		DBLatency:      Latency{P50: 52 * time.Millisecond, P99: 170 * time.Millisecond},
 		SQSLatency:     Latency{P50: 8 * time.Millisecond, P99: 40 * time.Millisecond},
 		OTALatency:     Latency{P50: 2 * time.Millisecond, P99: 10 * time.Millisecond},
-		MaxConcurrency: 8, Drain: 2 * time.Minute, SweepEvery: 30 * time.Second,
+		MaxConcurrency: 8, Drain: 2 * time.Minute, SweepEvery: 30 * time.Second, LingerRunsItsCourse: true,
 		Note: "the pipeline demo's defaults; DynamoDB latency as the demo measured on single-threaded moto (p50 52 ms), the mock OTA on loopback",
 	}
 }
@@ -229,16 +234,16 @@ func steadyOf(name string, props int, dur time.Duration) Scenario {
 	return s
 }
 
-// storm: properties reprice 365 days × 10 room-rates within one minute, on
-// the peak hour's background; stop-sells arrive during it. The brief's
-// fleet is 2,000 properties; the full run takes 400 (4 credentials of 100
-// per channel): every bucket sees the load it would see in the 2,000, and
-// the real code's work per push (about 3 ms of CPU for a push of 240 days)
-// would make 2,000 × 5 channels take the better part of an hour.
+// storm: 2,000 properties reprice 365 days × 10 room-rates within one
+// minute, on the peak hour's background; stop-sells arrive during it.
+// FLEETBUCKET_SIM_PROPERTIES overrides the fleet's size.
 func storm(size Size) Scenario {
-	props, dur := 400, 3*time.Minute
+	props, dur := 2000, 3*time.Minute
 	if size == Small {
 		props, dur = 10, 2*time.Minute
+	}
+	if n, err := strconv.Atoi(os.Getenv("FLEETBUCKET_SIM_PROPERTIES")); err == nil && n > 0 {
+		props = n
 	}
 	s := steadyOf("storm", props, dur)
 	s.Burst = &Burst{At: 30 * time.Second, Over: time.Minute, Properties: props, RangeDays: 31, Ranges: 12, Rooms: 5, Plans: 2, StopSellsPerSecond: 2}

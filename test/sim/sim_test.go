@@ -72,6 +72,7 @@ func TestSimFull(t *testing.T) {
 	if os.Getenv("FLEETBUCKET_SIM_SMALL") != "" {
 		size = Small
 	}
+	defer profileCPU()()
 	rep := runScenario(t, name, size, testSeed(t), os.Stderr)
 	if out := os.Getenv("FLEETBUCKET_SIM_OUT"); out != "" {
 		var b strings.Builder

@@ -57,8 +57,10 @@ type SQS struct {
 	dupChance  float64
 	maxReceive int
 	queues     map[string]*Queue
-	// Requests counts billed requests (one per 64 KB of each call).
+	// Requests counts billed requests (one per 64 KB of each call), and
+	// ByCall the same by queue and call.
 	Requests int
+	ByCall   map[string]int
 	nextID   int
 	dlq      *Queue
 }
@@ -77,7 +79,7 @@ type Queue struct {
 // NewSQS is a set of queues whose calls take lat, where a receive hands a
 // message out a second time with probability dup.
 func NewSQS(r *rand.Rand, lat Latency, dup float64, maxReceive int) *SQS {
-	return &SQS{rng: r, latency: lat, dupChance: dup, maxReceive: maxReceive, queues: map[string]*Queue{}}
+	return &SQS{rng: r, latency: lat, dupChance: dup, maxReceive: maxReceive, queues: map[string]*Queue{}, ByCall: map[string]int{}}
 }
 
 // Create adds a queue; its URL is its name. The first one named "dlq" is the
@@ -115,7 +117,7 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...fu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests += 1 + len(body)/(64<<10)
+	s.bill(aws.ToString(in.QueueUrl)+" SendMessage", 1+len(body)/(64<<10))
 	q, ok := s.queues[aws.ToString(in.QueueUrl)]
 	if !ok {
 		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String(aws.ToString(in.QueueUrl))}
@@ -124,12 +126,41 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...fu
 	return &sqs.SendMessageOutput{MessageId: &id}, nil
 }
 
+// SendMessageBatch is syncer.RetryAPI's one method: up to 10 messages in
+// one request.
+func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	size := 0
+	for _, e := range in.Entries {
+		size += len(aws.ToString(e.MessageBody))
+	}
+	s.bill(aws.ToString(in.QueueUrl)+" SendMessageBatch", 1+size/(64<<10))
+	q, ok := s.queues[aws.ToString(in.QueueUrl)]
+	if !ok {
+		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String(aws.ToString(in.QueueUrl))}
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		attrs := map[string]string{}
+		for k, v := range e.MessageAttributes {
+			attrs[k] = aws.ToString(v.StringValue)
+		}
+		id := s.put(q, aws.ToString(e.MessageBody), attrs, time.Duration(e.DelaySeconds)*time.Second)
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(id)})
+	}
+	return out, nil
+}
+
 // Put sends a message without latency or billing, for the PMS's own
 // stream (EventBridge's delivery is billed apart: see Report).
 func (s *SQS) Put(q *Queue, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests++
+	s.bill(q.Name+" EventBridge delivery", 1)
 	s.put(q, body, nil, 0)
 }
 
@@ -187,7 +218,7 @@ func (s *SQS) Receive(q *Queue, n int) []*Message {
 		}
 	}
 	if len(out) > 0 {
-		s.Requests++
+		s.bill(q.Name+" ReceiveMessage", 1)
 	}
 	return out
 }
@@ -196,7 +227,7 @@ func (s *SQS) Receive(q *Queue, n int) []*Message {
 func (s *SQS) Delete(q *Queue, ms []*Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests += (len(ms) + 9) / 10
+	s.bill(q.Name+" DeleteMessageBatch", (len(ms)+9)/10)
 	for _, m := range ms {
 		if m.entry != nil && !m.entry.deleted {
 			s.drop(q, m.entry)
@@ -208,6 +239,11 @@ func (s *SQS) drop(q *Queue, e *entry) {
 	e.deleted = true
 	e.gen++
 	q.live--
+}
+
+func (s *SQS) bill(call string, n int) {
+	s.Requests += n
+	s.ByCall[call] += n
 }
 
 // Pending is how many messages the queue holds, delayed and in flight

@@ -23,6 +23,10 @@ type Config struct {
 	MaxRangeDays int                   `json:"max_range_days"`
 	Channels     map[string]Channel    `json:"channels"`
 	Properties   map[string][]Property `json:"properties"`
+	// Linger is how long a lane collects changes before its push (a Go
+	// duration, "0s" for none; default syncer.DefaultLinger): see
+	// LingerFor and docs/configuration.md.
+	Linger string `json:"linger,omitempty"`
 }
 
 // Channel is one OTA.
@@ -321,6 +325,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Channels) == 0 {
 		add("channels: none configured")
+	}
+	if _, err := c.LingerFor(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, name := range sortedKeys(c.Channels) {
 		ch := c.Channels[name]
