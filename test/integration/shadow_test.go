@@ -18,8 +18,10 @@ import (
 // tolerated it), so that what shadow mode lets through is seen whole.
 func shadowRig(t *testing.T, lim limiter.Limit, hotels int) *laneRig {
 	t.Helper()
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceNone}, hotelsConfig(lim, hotels, `, "mode": "shadow"`))
+	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceNone}, hotelsConfig(lim, hotels, `, "mode": "shadow", "margin": "0s"`))
 	r.linger = -1 // no deferral but enforcement's: a linger defers in every mode
+	// The vendor's own window is the oracle of what enforcement would
+	// schedule; a margin would schedule each push a little later than it.
 	return r
 }
 
