@@ -41,6 +41,9 @@ type options struct {
 	format string
 	// poison is how many changes name a room type no OTA has mapped.
 	poison int
+	// margin is every endpoint's "margin" (config.Endpoint.Margin); empty:
+	// the config's default.
+	margin string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -56,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.fillQuota, "fillquota", false, "every lane's linger yields to a bucket that would fill up meanwhile (syncer.Syncer.FillQuota; normal lanes on a meter with an urgent reserve always do)")
 	fs.StringVar(&o.format, "format", "wire", `message format: "wire" (booking_com takes opentravel, expedia expedia-ar, each read by an independent decoder) or "json" (both take fleetbucket's JSON body)`)
 	fs.IntVar(&o.poison, "poison", 0, "this many changes name a room type no OTA has mapped: each is refused, isolated from the changes merged with it, and dead-lettered alone (≥ 0, ≤ -events)")
+	fs.StringVar(&o.margin, "margin", "", `every endpoint's "margin": refill time its bucket keeps free for the delay between a grant and its request reaching the OTA (a Go duration, "0s" for none; empty: the config's default)`)
 	fs.StringVar(&o.trace, "trace", "", "write a line per worker event (reservations, pushes, deferrals, deliveries) to this file, for finding where a run's time goes")
 	if err := fs.Parse(args); err != nil {
 		return o, err

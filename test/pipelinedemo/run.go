@@ -618,8 +618,11 @@ func connectionsJSON(o options, otas map[string]*mockota.Server, lim gcra.Limit)
 		var eps []string
 		for _, ep := range ch.endpoints {
 			priority := ""
+			if o.margin != "" {
+				priority = fmt.Sprintf(`, "margin": %q`, o.margin)
+			}
 			if ch.meter != "" {
-				priority = fmt.Sprintf(`, "meter": %q, "urgent_reserve": %d`, ch.meter, lim.Burst/2)
+				priority += fmt.Sprintf(`, "meter": %q, "urgent_reserve": %d`, ch.meter, lim.Burst/2)
 				if ep == "availability" {
 					priority += `, "priority": "urgent"`
 				}
