@@ -115,6 +115,11 @@ type bucketState struct {
 	Key              string     `json:"key"`
 	Rate             float64    `json:"rate"`
 	Burst            int        `json:"burst"`
+	// Capacity is what the bucket grants at once: Burst less what its
+	// margin keeps free (gcra.Limit.Capacity); a full bucket has this many
+	// tokens.
+	Capacity         int        `json:"capacity"`
+	Margin           string     `json:"margin,omitempty"`
 	Tokens           int        `json:"tokens"`
 	TAT              *time.Time `json:"tat"`
 	FullAfter        string     `json:"full_after"`
@@ -128,8 +133,11 @@ func (t target) states(ctx context.Context) ([]bucketState, error) {
 		if err != nil {
 			return nil, err
 		}
-		bs := bucketState{Key: b.Key, Rate: b.Limit.Rate, Burst: b.Limit.Burst, Tokens: s.Tokens,
+		bs := bucketState{Key: b.Key, Rate: b.Limit.Rate, Burst: b.Limit.Burst, Capacity: b.Limit.Capacity(), Tokens: s.Tokens,
 			FullAfter: s.FullAfter.Round(time.Millisecond).String(), FullAfterSeconds: s.FullAfter.Seconds()}
+		if b.Limit.Margin > 0 {
+			bs.Margin = b.Limit.Margin.String()
+		}
 		if !s.TAT.IsZero() {
 			tat := s.TAT.UTC()
 			bs.TAT = &tat
@@ -149,8 +157,12 @@ func writeStates(w io.Writer, states []bucketState) {
 			tat = s.TAT.Format(time.RFC3339Nano)
 		}
 		fmt.Fprintf(w, "bucket      %s\n", s.Key)
-		fmt.Fprintf(w, "limit       %g/s, burst %d\n", s.Rate, s.Burst)
-		fmt.Fprintf(w, "tokens      %d of %d\n", s.Tokens, s.Burst)
+		margin := ""
+		if s.Margin != "" {
+			margin = fmt.Sprintf(", margin %s (%d at once)", s.Margin, s.Capacity)
+		}
+		fmt.Fprintf(w, "limit       %g/s, burst %d%s\n", s.Rate, s.Burst, margin)
+		fmt.Fprintf(w, "tokens      %d of %d\n", s.Tokens, s.Capacity)
 		fmt.Fprintf(w, "tat         %s\n", tat)
 		fmt.Fprintf(w, "full after  %s\n", s.FullAfter)
 	}

@@ -50,12 +50,14 @@ func TestStatePenalizeReset(t *testing.T) {
 		takeWaits  [2]time.Duration // a Take by another worker is denied for this long (0: granted)
 		textChecks []string
 	}{
-		{name: "fresh bucket is full", args: []string{"state", "bk", "c1", "availability"}, tokens: 20,
-			textChecks: []string{"bucket      bk#c1#availability", "limit       10/s, burst 20", "tokens      20 of 20", "tat         none (no item: the bucket is full)"}},
+		// Full is burst 20 less what the default margin keeps free:
+		// 10/s × 100ms = 1 token.
+		{name: "fresh bucket is full", args: []string{"state", "bk", "c1", "availability"}, tokens: 19,
+			textChecks: []string{"bucket      bk#c1#availability", "limit       10/s, burst 20, margin 100ms (19 at once)", "tokens      19 of 19", "tat         none (no item: the bucket is full)"}},
 		{name: "penalize for 2m", args: []string{"penalize", "bk", "c1", "availability", "--for", "2m"}, tokens: 0,
 			fullAfter: [2]time.Duration{2*time.Minute + 2*time.Second - 5*time.Second, 2*time.Minute + 2*time.Second},
 			headline:  "penalized bk#c1#availability until ", takeWaits: [2]time.Duration{115 * time.Second, 2*time.Minute + 100*time.Millisecond}},
-		{name: "reset refills", args: []string{"reset", "bk", "c1", "availability"}, tokens: 20,
+		{name: "reset refills", args: []string{"reset", "bk", "c1", "availability"}, tokens: 19,
 			headline: "reset bk#c1#availability: penalties dropped"},
 	}
 	for _, s := range steps {
@@ -122,8 +124,8 @@ func TestEndpointBuckets(t *testing.T) {
 				var keys []string
 				for _, b := range out.Buckets {
 					keys = append(keys, b.Key)
-					if want := map[string]int{"reset": b.Burst}[cmd[0]]; b.Tokens != want {
-						t.Errorf("%s: %s has %d tokens, want %d", cmd[0], b.Key, b.Tokens, want)
+					if want := map[string]int{"reset": b.Capacity}[cmd[0]]; b.Tokens != want || b.Capacity >= b.Burst {
+						t.Errorf("%s: %s has %d tokens, want %d (its capacity, less than burst %d by the default margin)", cmd[0], b.Key, b.Tokens, want, b.Burst)
 					}
 				}
 				if strings.Join(keys, " ") != strings.Join(tt.keys, " ") {
@@ -199,8 +201,8 @@ func TestWatch(t *testing.T) {
 			// business too (a loaded one takes slower than the refill).
 			for _, l := range lines {
 				w := decode[watchOut](t, l)
-				if w.Rate < tt.rate[0] || w.Rate > tt.rate[1] || w.Burst != 20 || (tt.fullBucket && w.Tokens != 20) || w.Tokens < 0 || w.Tokens > 20 {
-					t.Errorf("line %s: want grants/s in %v, burst 20, tokens within 0…20 (20 when quiet)", l, tt.rate)
+				if w.Rate < tt.rate[0] || w.Rate > tt.rate[1] || w.Burst != 20 || (tt.fullBucket && w.Tokens != 19) || w.Tokens < 0 || w.Tokens > 19 {
+					t.Errorf("line %s: want grants/s in %v, burst 20, tokens within 0…19 (19 when quiet: the default margin keeps 10/s × 100ms free)", l, tt.rate)
 				}
 			}
 		})

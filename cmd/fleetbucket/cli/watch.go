@@ -85,13 +85,15 @@ type watchLine struct {
 	Key             string    `json:"key"`
 	Tokens          int       `json:"tokens"`
 	Burst           int       `json:"burst"`
+	Capacity        int       `json:"capacity"` // a full bucket's tokens: burst less the margin
 	GrantsPerSecond float64   `json:"grants_per_second"`
 }
 
 func (a *App) watch(ctx context.Context, t target, interval time.Duration, count int) error {
-	burst := 0
+	burst, capacity := 0, 0
 	for _, b := range t.primary {
 		burst += b.Limit.Burst
+		capacity += b.Limit.Capacity()
 	}
 	prev, err := a.read(ctx, t)
 	if err != nil {
@@ -116,9 +118,9 @@ func (a *App) watch(ctx context.Context, t target, interval time.Duration, count
 			return err
 		}
 		rate := grants(prev, cur, t.primary) / cur.at.Sub(prev.at).Seconds()
-		line := watchLine{Time: cur.at.UTC(), Key: t.key, Tokens: cur.tokens, Burst: burst, GrantsPerSecond: rate}
+		line := watchLine{Time: cur.at.UTC(), Key: t.key, Tokens: cur.tokens, Burst: burst, Capacity: capacity, GrantsPerSecond: rate}
 		if err := a.emit(line, func(w io.Writer) {
-			fmt.Fprintf(w, "%s  tokens %4d/%d  grants/s %7.2f\n", line.Time.Format("15:04:05.000"), line.Tokens, burst, rate)
+			fmt.Fprintf(w, "%s  tokens %4d/%d  grants/s %7.2f\n", line.Time.Format("15:04:05.000"), line.Tokens, capacity, rate)
 		}); err != nil {
 			return err
 		}
