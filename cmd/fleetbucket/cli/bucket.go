@@ -112,9 +112,9 @@ func keys[V any](m map[string]V) []string {
 
 // bucketState is one bucket as printed.
 type bucketState struct {
-	Key              string     `json:"key"`
-	Rate             float64    `json:"rate"`
-	Burst            int        `json:"burst"`
+	Key   string  `json:"key"`
+	Rate  float64 `json:"rate"`
+	Burst int     `json:"burst"`
 	// Capacity is what the bucket grants at once: Burst less what its
 	// margin keeps free (gcra.Limit.Capacity); a full bucket has this many
 	// tokens.
