@@ -26,6 +26,13 @@ func (c *clock) Now() time.Time {
 	return c.now
 }
 
+// set moves the clock to now, backwards if need be.
+func (c *clock) set(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = now
+}
+
 func (c *clock) Sleep(_ context.Context, d time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -45,7 +45,7 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 			c := &clock{now: t0}
 			// The normal share is booked 1.2 s ahead: the next token comes
 			// in 449 ms, after the job's bound.
-			b := checkedBucket{&memBucket{clock: c, tat: t0.Add(1200 * ms).UnixMicro()}}
+			b := checkedBucket{newMemBucket(t, c, normalShare.Bucket, 1200*ms)}
 			q := &fakeQueue{}
 			p := &timedPusher{clock: c, t0: t0}
 			d := &Dispatcher{Routes: fixedRoute(normalShare), Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
@@ -59,8 +59,8 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 			if res.Outcome != tt.want || !strings.Contains(res.Reason, tt.reason) || len(p.at) != 0 {
 				t.Fatalf("outcome %s (%q), %d pushes; want %s with a reason naming the %s, no push", res.Outcome, res.Reason, len(p.at), tt.want, tt.name)
 			}
-			if b.tat != t0.Add(1200*ms).UnixMicro() {
-				t.Fatalf("the bucket's tat moved by %v: a token was spent", time.Duration(b.tat-t0.Add(1200*ms).UnixMicro())*time.Microsecond)
+			if tat := b.tat(t, normalShare.Bucket); !tat.Equal(t0.Add(1200 * ms)) {
+				t.Fatalf("the bucket's tat moved by %v: a token was spent", tat.Sub(t0.Add(1200*ms)))
 			}
 		})
 	}

@@ -147,7 +147,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 	route := plain
 	route.LocalShare = true
-	b := &outageBucket{memBucket: &memBucket{clock: c}, down: true}
+	b := &outageBucket{memBucket: newMemBucket(t, c, route.Bucket, 0), down: true}
 	vendor := &timedPusher{clock: c, t0: c.Now()}
 	pacer := fallback.New(1)
 	d := &Dispatcher{Routes: fixedRoute(route), Limiter: b, Pusher: vendor, Queue: &fakeQueue{}, Policy: DefaultPolicy,

@@ -7,45 +7,57 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// memBucket is one GCRA bucket in memory on the test's clock: it decides
-// like the limiter's store (sdk/gcra), so that the tests below check the
-// dispatcher's choices, not the bucket's arithmetic.
+// memBucket is limitertest's in-memory limiter on the test's clock, so the
+// tests below check the dispatcher's choices, not the bucket's
+// arithmetic. It shows the dispatcher only Reserve and ReserveBatch (no
+// Confirm, Penalize or Multi: capabilities are found by type assertion)
+// and records what each was asked.
 type memBucket struct {
-	clock *clock
-	tat   int64 // µs
+	lim   *limitertest.Limiter
 	calls []string
 }
 
-func (b *memBucket) Reserve(_ context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	b.calls = append(b.calls, fmt.Sprintf("reserve burst %d within %v", bk.Limit.Burst, maxDelay))
-	now := b.clock.Now().UnixMicro()
-	d := gcra.Decide(b.tat, now, bk.Limit, n, maxDelay.Microseconds())
-	if !d.Allowed {
-		return limiter.Reservation{}, &limiter.ExhaustedError{Key: bk.Key, N: n, RetryAfter: time.Duration(d.RetryAfter) * time.Microsecond}
+// newMemBucket is a bucket on c whose tat is c's now plus tat; a tat
+// short of one emission interval is a full bucket.
+func newMemBucket(t *testing.T, c *clock, bk limiter.Bucket, tat time.Duration) *memBucket {
+	t.Helper()
+	b := &memBucket{lim: limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))}
+	if interval := time.Duration(bk.Limit.Interval()) * time.Microsecond; tat >= interval {
+		// One token taken an interval before tat leaves tat there.
+		now := c.Now()
+		c.set(now.Add(tat - interval))
+		if _, err := b.lim.Take(t.Context(), bk, 1); err != nil {
+			t.Fatalf("seeding the bucket: %v", err)
+		}
+		c.set(now)
 	}
-	b.tat = d.TAT
-	return limiter.Reservation{Key: bk.Key, Tokens: n, Slot: time.UnixMicro(d.Slot)}, nil
+	return b
 }
 
-func (b *memBucket) ReserveBatch(_ context.Context, bk limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
+func (b *memBucket) Reserve(ctx context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	b.calls = append(b.calls, fmt.Sprintf("reserve burst %d within %v", bk.Limit.Burst, maxDelay))
+	return b.lim.Reserve(ctx, bk, n, maxDelay)
+}
+
+func (b *memBucket) ReserveBatch(ctx context.Context, bk limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
 	b.calls = append(b.calls, fmt.Sprintf("batch of %d, burst %d within %v", req.N, bk.Limit.Burst, req.MaxDelay))
-	now := b.clock.Now().UnixMicro()
-	k := gcra.Fit(b.tat, now, bk.Limit, req.N, req.MaxDelay.Microseconds())
-	if k == 0 {
-		return limiter.Batch{}, &limiter.ExhaustedError{Key: bk.Key, N: 1}
+	return b.lim.ReserveBatch(ctx, bk, req)
+}
+
+// tat is the bucket's tat, as the store would show it.
+func (b *memBucket) tat(t *testing.T, bk limiter.Bucket) time.Time {
+	t.Helper()
+	s, err := b.lim.State(t.Context(), bk)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b.tat = gcra.Decide(b.tat, now, bk.Limit, k, req.MaxDelay.Microseconds()).TAT
-	batch := limiter.Batch{Key: bk.Key, Requested: req.N}
-	for _, s := range gcra.Slots(b.tat, now, bk.Limit, k) {
-		batch.Slots = append(batch.Slots, time.UnixMicro(s))
-	}
-	return batch, nil
+	return s.TAT
 }
 
 // timedPusher records when, after t0, each push went out.
@@ -108,7 +120,7 @@ func TestLingerYieldsToAFillingBucket(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			b := &memBucket{clock: c, tat: t0.Add(tt.tat).UnixMicro()}
+			b := newMemBucket(t, c, tt.route.Bucket, tt.tat)
 			p := &timedPusher{clock: c, t0: t0}
 			d := &Dispatcher{Routes: fixedRoute(tt.route), Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}
 			j := testJob(t0)
@@ -123,7 +135,7 @@ func TestLingerYieldsToAFillingBucket(t *testing.T) {
 			if got := fmt.Sprint(b.calls); got != tt.wantCalls {
 				t.Errorf("reservations %s, want %s", got, tt.wantCalls)
 			}
-			if got := time.UnixMicro(b.tat).Sub(t0); got != tt.wantTAT {
+			if got := b.tat(t, tt.route.Bucket).Sub(t0); got != tt.wantTAT {
 				t.Errorf("tat left at %v, want %v", got, tt.wantTAT)
 			}
 		})
@@ -153,7 +165,7 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			b := &memBucket{clock: c, tat: t0.Add(tt.tat).UnixMicro()}
+			b := newMemBucket(t, c, tt.route.Bucket, tt.tat)
 			d := &Dispatcher{Routes: fixedRoute(tt.route), Limiter: b, Pusher: &timedPusher{clock: c, t0: t0}, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}
 			jobs := make([]job.Job, 5)
 			for i := range jobs {
@@ -206,7 +218,7 @@ func TestHorizonDenialsRetrySpread(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			b := &memBucket{clock: c, tat: t0.Add(1200 * ms).UnixMicro()}
+			b := newMemBucket(t, c, normalShare.Bucket, 1200*ms)
 			p := &timedPusher{clock: c, t0: t0}
 			var asked []time.Duration
 			d := &Dispatcher{Routes: fixedRoute(normalShare), Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,

@@ -44,7 +44,7 @@ func (w *ownerWork) Hold(context.Context, job.Job, time.Time) error           { 
 func TestRecheckJobsDoNotSpendSlots(t *testing.T) {
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 	c := &clock{now: t0}
-	b := &memBucket{clock: c}
+	b := newMemBucket(t, c, plain.Bucket, 0)
 	q := &fakeQueue{}
 	p := &timedPusher{clock: c, t0: t0}
 	w := &ownerWork{clock: c, alive: 2}
