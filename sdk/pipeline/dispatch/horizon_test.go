@@ -6,21 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/gcra"
-	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
-
-// checkedBucket is memBucket refusing the arguments the limiter refuses
-// (a negative maxDelay among them), with the limiter's error.
-type checkedBucket struct{ *memBucket }
-
-func (b checkedBucket) Reserve(ctx context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	if err := gcra.Check(bk.Limit, n, maxDelay.Microseconds()); err != nil {
-		return limiter.Reservation{}, err
-	}
-	return b.memBucket.Reserve(ctx, bk, n, maxDelay)
-}
 
 // Issue 17, item 13: a normal push denied by its horizon sleeps for the
 // next token; a deadline or max age that passes during that sleep made
@@ -45,7 +32,9 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 			c := &clock{now: t0}
 			// The normal share is booked 1.2 s ahead: the next token comes
 			// in 449 ms, after the job's bound.
-			b := checkedBucket{newMemBucket(t, c, normalShare.Bucket, 1200*ms)}
+			// limitertest refuses what the limiter refuses, a negative maxDelay
+			// among them, with the limiter's error.
+			b := newMemBucket(t, c, normalShare.Bucket, 1200*ms)
 			q := &fakeQueue{}
 			p := &timedPusher{clock: c, t0: t0}
 			d := &Dispatcher{Routes: fixedRoute(normalShare), Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
