@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/test/mockota/window"
@@ -117,26 +119,6 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 	}
 }
 
-// outageBucket is memBucket behind a store that may be down.
-type outageBucket struct {
-	*memBucket
-	down bool
-}
-
-func (b *outageBucket) Reserve(ctx context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	if b.down {
-		return limiter.Reservation{}, storeDown()
-	}
-	return b.memBucket.Reserve(ctx, bk, n, maxDelay)
-}
-
-func (b *outageBucket) ReserveBatch(ctx context.Context, bk limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
-	if b.down {
-		return limiter.Batch{}, storeDown()
-	}
-	return b.memBucket.ReserveBatch(ctx, bk, req)
-}
-
 // Issue 17, item 3: the first booking after an outage must book the
 // pushes the local share let through, as a single reservation does
 // (pendingLocal); a batch booked them not, so the shared bucket, full
@@ -147,7 +129,14 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 	route := plain
 	route.LocalShare = true
-	b := &outageBucket{memBucket: newMemBucket(t, c, route.Bucket, 0), down: true}
+	var down atomic.Bool // the store is down until the local share has pushed
+	down.Store(true)
+	b := newMemBucket(t, c, route.Bucket, 0, limitertest.WithFault(func(string, string) error {
+		if down.Load() {
+			return storeDown()
+		}
+		return nil
+	}))
 	vendor := &timedPusher{clock: c, t0: c.Now()}
 	pacer := fallback.New(1)
 	d := &Dispatcher{Routes: fixedRoute(route), Limiter: b, Pusher: vendor, Queue: &fakeQueue{}, Policy: DefaultPolicy,
@@ -165,7 +154,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	if local < 8 {
 		t.Fatalf("%d local pushes in the outage, want the share's pace (4/s)", local)
 	}
-	b.down = false // the store is back, full: it never saw the local pushes
+	down.Store(false) // the store is back, full: it never saw the local pushes
 	jobs := make([]job.Job, 8)
 	idx := make([]int, len(jobs))
 	for i := range jobs {

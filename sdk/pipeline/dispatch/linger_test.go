@@ -24,10 +24,12 @@ type memBucket struct {
 }
 
 // newMemBucket is a bucket on c whose tat is c's now plus tat; a tat
-// short of one emission interval is a full bucket.
-func newMemBucket(t *testing.T, c *clock, bk limiter.Bucket, tat time.Duration) *memBucket {
+// short of one emission interval is a full bucket. opts come after the
+// clock (a fault, say).
+func newMemBucket(t *testing.T, c *clock, bk limiter.Bucket, tat time.Duration, opts ...limitertest.Option) *memBucket {
 	t.Helper()
-	b := &memBucket{lim: limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))}
+	opts = append([]limitertest.Option{limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep)}, opts...)
+	b := &memBucket{lim: limitertest.New(opts...)}
 	if interval := time.Duration(bk.Limit.Interval()) * time.Microsecond; tat >= interval {
 		// One token taken an interval before tat leaves tat there.
 		now := c.Now()
