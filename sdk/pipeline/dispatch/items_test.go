@@ -58,19 +58,6 @@ func (v *itemsVendor) Push(_ context.Context, req otapush.Request) (otapush.Resp
 	return otapush.Response{Status: 200, Attempts: 1}, nil
 }
 
-// downStore is a limiter store that cannot be reached.
-type downStore struct{ calls int }
-
-func (s *downStore) Reserve(context.Context, limiter.Bucket, int, time.Duration) (limiter.Reservation, error) {
-	s.calls++
-	return limiter.Reservation{}, storeDown()
-}
-
-func (s *downStore) ReserveBatch(context.Context, limiter.Bucket, limiter.BatchRequest) (limiter.Batch, error) {
-	s.calls++
-	return limiter.Batch{}, storeDown()
-}
-
 // itemsRoute is an endpoint metered by items, 40 items/s with a burst of
 // 20, one token an item, paced locally while the store is down.
 var itemsRoute = Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.PerSecond(40, 20)}, URL: "http://ota.invalid",
@@ -86,7 +73,9 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 		t.Run(fmt.Sprintf("%d items pending", items), func(t *testing.T) {
 			c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 			vendor := &itemsVendor{clock: c}
-			d := &Dispatcher{Routes: fixedRoute(itemsRoute), Limiter: &downStore{}, Pusher: vendor, Queue: &fakeQueue{},
+			// A store that cannot be reached.
+			down := newMemBucket(t, c, itemsRoute.Bucket, 0, limitertest.WithFault(func(string, string) error { return storeDown() }))
+			d := &Dispatcher{Routes: fixedRoute(itemsRoute), Limiter: down, Pusher: vendor, Queue: &fakeQueue{},
 				Policy: DefaultPolicy, Work: itemsWork{items: items}, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}
 			start := c.Now()
 			for c.Now().Sub(start) < 10*time.Second {
