@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
@@ -176,13 +177,6 @@ func TestPayloadJobExpires(t *testing.T) {
 	}
 }
 
-// downReserver is a limiter whose store never answers.
-type downReserver struct{}
-
-func (downReserver) Reserve(context.Context, limiter.Bucket, int, time.Duration) (limiter.Reservation, error) {
-	return limiter.Reservation{}, storeDown()
-}
-
 // Whatever keeps a job coming back, it ends: each case runs a job through
 // the deferred queue (the clock moved on by each wait, Deferrals counted
 // as deferral.Queue counts them) until it stops coming back.
@@ -197,7 +191,10 @@ func TestNothingLoopsForever(t *testing.T) {
 		lived     time.Duration
 	}{
 		// 200 trips of the 10 s store cooldown, each handled at once.
-		{"the limiter's store never comes back", func(r *rig, _ *abandoning) { r.d.Limiter = downReserver{} },
+		{"the limiter's store never comes back", func(r *rig, _ *abandoning) {
+			// Reserver alone: the capabilities the rig's limiter has.
+			r.d.Limiter = struct{ Reserver }{limitertest.New(limitertest.WithFault(func(string, string) error { return storeDown() }))}
+		},
 			Expired, 200, 200 * 10 * time.Second},
 		// Rechecked every 15 minutes: the 96th trip would be back at 24h.
 		{"its lane is rechecked every 15 minutes forever", func(r *rig, w *abandoning) {
