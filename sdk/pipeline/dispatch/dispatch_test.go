@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
@@ -253,22 +254,11 @@ func TestHandleJob(t *testing.T) {
 	}
 }
 
-// fence remembers the keys it was asked for.
-type fence map[string]bool
-
-func (f fence) First(_ context.Context, key string, _ time.Time) (bool, error) {
-	if f[key] {
-		return false, nil
-	}
-	f[key] = true
-	return true, nil
-}
-
 // A payload job the deferred queue delivers twice pushes once: the second
 // copy finds the fence taken.
 func TestFenceStopsASecondDelivery(t *testing.T) {
 	r := newRig(t)
-	r.d.Work, r.d.Fence = nil, fence{}
+	r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now))
 	j := testJob(r.clock.Now())
 	j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, r.clock.Now()
 	first, err := r.d.HandleJob(context.Background(), j)
@@ -295,7 +285,7 @@ func TestFenceLetsARetryThrough(t *testing.T) {
 	for name, failure := range failures {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t)
-			r.d.Work, r.d.Fence = nil, fence{}
+			r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now))
 			r.push.err = failure
 			original := testJob(r.clock.Now())
 			original.Payload = []byte(`{"n":1}`)
