@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,20 +27,14 @@ func (l lifeRouter) Route(job.Job) (Route, error) {
 		MaxAge: l.maxAge, MaxDeferrals: l.maxDeferrals}, nil
 }
 
-// boundedReserver refuses a slot further away than maxDelay, as the
-// limiter does, without booking it, and records each maxDelay asked for.
-type boundedReserver struct {
-	*reserver
-	maxDelays []time.Duration
-}
-
-func (r *boundedReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	r.maxDelays = append(r.maxDelays, maxDelay)
-	now := r.clock.Now()
-	if wait := r.next.Sub(now); wait > maxDelay {
-		return limiter.Reservation{}, &limiter.ExhaustedError{Key: b.Key, N: n, RetryAfter: wait - maxDelay}
+// lifeNext is the tat that puts b's next slot next from now (none: a
+// full bucket).
+func lifeNext(b limiter.Bucket, next time.Duration) time.Duration {
+	if next == 0 {
+		return 0
 	}
-	return r.reserver.Reserve(ctx, b, n, maxDelay)
+	// gcra grants one token τ−T before tat.
+	return next + time.Duration(b.Limit.Tolerance()-b.Limit.Interval())*time.Microsecond
 }
 
 // abandoning is the rig's work that also gives a dead-lettered job's claim
@@ -73,6 +68,10 @@ func TestJobLifetime(t *testing.T) {
 		// maxDelay, if set, is the bound the one reservation asked for.
 		maxDelay   time.Duration
 		storeError bool
+		// next is how far ahead the bucket's next slot lies; fail, the
+		// store's answer to the first reservation.
+		next time.Duration
+		fail error
 	}{
 		{name: "first seen max_age ago: expired at receipt, no slot booked",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-day) },
@@ -84,38 +83,28 @@ func TestJobLifetime(t *testing.T) {
 			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-time.Hour) },
 			want:  Expired, reason: "max_age 1h0m0s", abandoned: 1},
 		{name: "no slot before max_age ends: expired, no token spent",
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
-				j.FirstSeen, r.lim.next = now.Add(-day+10*time.Second), now.Add(30*time.Second)
-			},
-			want: Expired, reason: "no slot before its max_age", abandoned: 1, maxDelay: 10 * time.Second},
+			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-day + 10*time.Second) },
+			next:  30 * time.Second, want: Expired, reason: "no slot before its max_age", abandoned: 1, maxDelay: 10 * time.Second},
 		{name: "max_deferrals reached and its slot far: expired instead of deferred, slot wasted",
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
-				j.Deferrals, r.lim.next = maxDef, now.Add(5*time.Second)
-			},
-			want: Expired, reason: "expired: 200 deferrals, max_deferrals 200 (was to be deferred: waiting for its reserved slot)", abandoned: 1, wasted: 1},
+			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef },
+			next:  5 * time.Second, want: Expired, reason: "expired: 200 deferrals, max_deferrals 200 (was to be deferred: waiting for its reserved slot)", abandoned: 1, wasted: 1},
 		{name: "one deferral left: deferred",
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
-				j.Deferrals, r.lim.next = maxDef-1, now.Add(5*time.Second)
-			},
-			want: Deferred, deferrals: 1},
+			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef - 1 },
+			next:  5 * time.Second, want: Deferred, deferrals: 1},
 		{name: "max_deferrals reached but its slot is now: pushed",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef },
 			want:  Pushed, pushes: 1},
 		{name: "the route's max_deferrals, not the policy's", route: lifeRouter{maxDeferrals: 10},
-			setup: func(r *rig, _ *abandoning, j *job.Job, now time.Time) {
-				j.Deferrals, r.lim.next = 10, now.Add(5*time.Second)
-			},
-			want: Expired, reason: "10 deferrals, max_deferrals 10", abandoned: 1, wasted: 1},
+			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = 10 },
+			next:  5 * time.Second, want: Expired, reason: "10 deferrals, max_deferrals 10", abandoned: 1, wasted: 1},
 		{name: "a deferral that would come back past max_age: expired now",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) {
 				j.FirstSeen, j.NotBefore = now.Add(-day+30*time.Second), now.Add(time.Minute)
 			},
 			want: Expired, reason: "past its max_age", abandoned: 1},
 		{name: "store down at max_deferrals: expired, not deferred for the cooldown again",
-			setup: func(r *rig, _ *abandoning, j *job.Job, _ time.Time) {
-				j.Deferrals, r.lim.fail = maxDef, []error{storeDown()}
-			},
-			want: Expired, reason: "(was to be deferred: limiter store unavailable)", abandoned: 1, storeError: true},
+			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef },
+			fail:  storeDown(), want: Expired, reason: "(was to be deferred: limiter store unavailable)", abandoned: 1, storeError: true},
 		{name: "a duplicate whose work moved on: dropped, not dead-lettered",
 			setup: func(_ *rig, w *abandoning, j *job.Job, now time.Time) {
 				j.FirstSeen, w.err = now.Add(-day), ErrNothingToPush
@@ -130,9 +119,16 @@ func TestJobLifetime(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			lim := &boundedReserver{reserver: r.lim}
+			fail := tt.fail
+			route, _ := tt.route.Route(job.Job{})
+			lim := newMemBucket(t, r.clock, route.Bucket, lifeNext(route.Bucket, tt.next), limitertest.WithFault(func(string, string) error {
+				err := fail
+				fail = nil
+				return err
+			}))
 			w := &abandoning{work: r.work}
-			r.d.Routes, r.d.Limiter, r.d.Work = tt.route, lim, w
+			// Reserver alone: the capabilities the rig's limiter has.
+			r.d.Routes, r.d.Limiter, r.d.Work = tt.route, struct{ Reserver }{lim}, w
 			j := testJob(r.clock.Now())
 			tt.setup(r, w, &j, r.clock.Now())
 			res, err := r.d.HandleJob(t.Context(), j)
@@ -154,8 +150,8 @@ func TestJobLifetime(t *testing.T) {
 			if res.WastedSlots != tt.wasted || res.StoreError != tt.storeError {
 				t.Fatalf("wasted %d, store error %v; want %d, %v", res.WastedSlots, res.StoreError, tt.wasted, tt.storeError)
 			}
-			if tt.maxDelay != 0 && (len(lim.maxDelays) != 1 || lim.maxDelays[0] != tt.maxDelay) {
-				t.Fatalf("reservations asked for maxDelay %v, want one of %v", lim.maxDelays, tt.maxDelay)
+			if want := fmt.Sprintf("[reserve burst 8 within %v]", tt.maxDelay); tt.maxDelay != 0 && fmt.Sprint(lim.calls) != want {
+				t.Fatalf("reservations %v, want %s", lim.calls, want)
 			}
 		})
 	}
