@@ -335,20 +335,26 @@ func (l *Limiter) AcquireLease(ctx context.Context, f InFlight) (Lease, error) {
 
 // ReleaseLease frees lease's slot: one conditional write, which does
 // nothing but report ErrLeaseLost when the lease had expired and someone
-// else took the slot. Releasing twice is harmless. Release even after a
-// failed push, so the slot frees now rather than at Expires.
+// else took the slot. Releasing twice is harmless and reports nothing: a
+// slot found free is released (a retried release whose first write landed
+// while its answer was lost finds it so). Release even after a failed
+// push, so the slot frees now rather than at Expires.
 func (l *Limiter) ReleaseLease(ctx context.Context, lease Lease) error {
 	names := leaseNames(lease.Slot)
 	delete(names, "#ttl")
 	_, err := l.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &l.table,
-		Key:                       l.leaseItemKey(lease.Key),
-		UpdateExpression:          aws.String("REMOVE #e, #o, #a"),
-		ConditionExpression:       aws.String("#o = :me"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(lease.Owner)},
+		TableName:                           &l.table,
+		Key:                                 l.leaseItemKey(lease.Key),
+		UpdateExpression:                    aws.String("REMOVE #e, #o, #a"),
+		ConditionExpression:                 aws.String("#o = :me"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":me": str(lease.Owner)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if _, failed := conditionFailed(err); failed {
+	if item, failed := conditionFailed(err); failed {
+		if _, held := item[names["#o"]]; !held {
+			return nil // already free: nobody else holds it
+		}
 		return fmt.Errorf("%w: %q slot %d", ErrLeaseLost, lease.Key, lease.Slot)
 	}
 	return contention(LeaseKey(lease.Key), err)
