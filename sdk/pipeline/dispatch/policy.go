@@ -129,8 +129,16 @@ func (d *Dispatcher) lifetime(route Route) (maxAge time.Duration, maxDeferrals i
 // expiring slots on it would re-acquire every job of a small-burst bucket.
 const minGrace = 100 * time.Millisecond
 
-// grace is how late a job may use its slot under limit l.
+// grace is how late a job may use its slot under limit l. A bucket with
+// a margin keeps that much refill free for requests that reach the vendor
+// after their slots, so a job later than its margin books a new slot
+// rather than arrive where the vendor's window counts it beside slots
+// granted since (docs/design.md, the margin); without one, half the
+// burst's refill. Never under minGrace, the process's own latency.
 func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
 	slack := time.Duration(int64(l.Burst-1)*l.Interval()/2) * time.Microsecond
+	if l.Margin > 0 {
+		slack = min(slack, l.Margin)
+	}
 	return min(d.Policy.Grace, max(slack, minGrace))
 }
