@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -33,7 +34,20 @@ type setClause struct {
 	path, value string
 }
 
+// clauseCache holds setClauses by update expression: the SDK sends a few
+// expressions many times.
+var clauseCache sync.Map // string → []setClause
+
 func setClauses(update string) []setClause {
+	if v, ok := clauseCache.Load(update); ok {
+		return v.([]setClause)
+	}
+	out := parseClauses(update)
+	clauseCache.Store(update, out)
+	return out
+}
+
+func parseClauses(update string) []setClause {
 	idx := clauseKeyword.FindAllStringSubmatchIndex(update, -1)
 	var out []setClause
 	for i, m := range idx {

@@ -18,7 +18,7 @@ import (
 // their partition key; lane items (sort key lane.SortKey), the only ones
 // the sweep's index Query reads, all stay in shard 0 with the limiter's
 // items, so a Query and a transaction see one client.
-const dbShards = 64
+const dbShards = 1024
 
 func newShards() []*client.Client {
 	out := make([]*client.Client, dbShards)
