@@ -283,6 +283,12 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		cp := *in
 		cp.ConditionExpression = d.fixBeginsWith(in.ConditionExpression, in.ExpressionAttributeNames, before)
 		cp.ExpressionAttributeValues = copyItem(used(in.ExpressionAttributeValues, cp.ConditionExpression, cp.UpdateExpression))
+		// minidyn renders the new item as its GetItem would, for one
+		// conversion less than reading it again.
+		renderNew := in.ReturnValues == "" || in.ReturnValues == types.ReturnValueNone || in.ReturnValues == types.ReturnValueAllNew
+		if renderNew {
+			cp.ReturnValues = types.ReturnValueAllNew
+		}
 		var err error
 		out, err = d.shardOf(table, in.Key).UpdateItem(ctx, &cp)
 		if err != nil {
@@ -294,17 +300,22 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 			}
 			return err
 		}
-		after := d.peek(table, in.Key)
+		after := out.Attributes
+		if !renderNew {
+			after = d.peek(table, in.Key)
+		}
 		if fixed, changed := fixSets(before, after, &cp); changed {
 			_, _ = d.shardOf(table, in.Key).PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: fixed})
 			after = fixed
 		}
 		// The item as stored, not minidyn's rendering of it.
-		switch cp.ReturnValues {
+		switch in.ReturnValues {
 		case types.ReturnValueAllNew:
 			out.Attributes = copyItem(after)
 		case types.ReturnValueAllOld:
 			out.Attributes = copyItem(before)
+		case "", types.ReturnValueNone:
+			out.Attributes = nil
 		}
 		afterSize := itemSize(after)
 		if afterSize > maxItemBytes {
