@@ -50,6 +50,12 @@ func (l Latency) draw(r *rand.Rand) time.Duration {
 // counts each item's writes per simulated second, sleeps a drawn latency in
 // the bubble, and fails every call during an outage.
 //
+// One lock for every shard costs no parallelism: latencies are drawn from
+// a continuous distribution, so two calls almost never wake at the same
+// simulated instant, and the bubble runs one goroutine at a time between
+// instants (a 400-property storm's profile: the lock held 45% of the wall
+// time, the program's own goroutines never more than one core busy).
+//
 // What minidyn lacks, and what DB does about it:
 //   - begins_with on a missing attribute is a ValidationException ("invalid
 //     type NULL") where DynamoDB evaluates false, and OR does not
