@@ -280,7 +280,8 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		sk := sizeKey(table, in.Key)
 		beforeSize := d.sizes[sk]
 		var before map[string]types.AttributeValue
-		if d.needsBefore(in, beforeSize) {
+		peeked := d.needsBefore(in, beforeSize)
+		if peeked {
 			before = d.peek(table, in.Key)
 			if n := itemSize(before); n != beforeSize {
 				panic(fmt.Sprintf("sim: %s is %d bytes, its size was kept as %d: a write bypassed DB.sizes", sk, n, beforeSize))
@@ -325,6 +326,9 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		}
 		afterSize := itemSize(after)
 		if afterSize > maxItemBytes {
+			if !peeked {
+				panic(fmt.Sprintf("sim: %s grew from %d to %d bytes, past needsBefore's bound", sk, beforeSize, afterSize))
+			}
 			d.restore(ctx, table, in.Key, before)
 			d.stats.TooLarge++
 			out = nil
