@@ -318,7 +318,9 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		// The item as stored, not minidyn's rendering of it.
 		switch in.ReturnValues {
 		case types.ReturnValueAllNew:
-			out.Attributes = copyItem(after)
+			// after is minidyn's own rendering or fixSets' item: nothing
+			// else holds it, so the caller may have it uncopied.
+			out.Attributes = after
 		case types.ReturnValueAllOld:
 			out.Attributes = copyItem(before)
 		case "", types.ReturnValueNone:

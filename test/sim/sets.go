@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -77,7 +78,9 @@ func fixSets(before, after map[string]types.AttributeValue, in *dynamodb.UpdateI
 	if len(clauses) == 0 {
 		return nil, false
 	}
-	fixed := copyItem(after)
+	// after is a fresh rendering that nothing else holds, and the clauses
+	// replace values rather than change them: a shallow copy will do.
+	fixed := maps.Clone(after)
 	if fixed == nil {
 		fixed = map[string]types.AttributeValue{}
 	}
