@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -182,6 +183,22 @@ func TestItemSize(t *testing.T) {
 	} {
 		if got := itemSize(tt.item); got != tt.want {
 			t.Errorf("%s: itemSize = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestMentionsIsWordBoundaryMatch checks mentions against the regular
+// expression it replaces, name\b, on the shapes expressions take.
+func TestMentionsIsWordBoundaryMatch(t *testing.T) {
+	texts := []string{"SET #a = :v ", "SET #a = :v1 ", "SET #a = :v, #b = :vv ", "attribute_exists(#a) AND :v_2 > #b ",
+		"SET #s01 = :seq, #v01 = :v ", "x = :v) ", ":v", "", "ADD #n :one DELETE #d :done "}
+	names := []string{":v", ":v1", ":vv", ":v_2", ":seq", ":one", ":done", ":d", ":", "#a", "a-"}
+	for _, text := range texts {
+		for _, name := range names {
+			want := regexp.MustCompile(regexp.QuoteMeta(name) + `\b`).MatchString(text)
+			if got := mentions(text, name); got != want {
+				t.Errorf("mentions(%q, %q) = %v, want %v", text, name, got, want)
+			}
 		}
 	}
 }

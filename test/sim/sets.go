@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -33,7 +35,20 @@ type setClause struct {
 	path, value string
 }
 
+// clauseCache holds setClauses by update expression: the SDK sends a few
+// expressions many times.
+var clauseCache sync.Map // string → []setClause
+
 func setClauses(update string) []setClause {
+	if v, ok := clauseCache.Load(update); ok {
+		return v.([]setClause)
+	}
+	out := parseClauses(update)
+	clauseCache.Store(update, out)
+	return out
+}
+
+func parseClauses(update string) []setClause {
 	idx := clauseKeyword.FindAllStringSubmatchIndex(update, -1)
 	var out []setClause
 	for i, m := range idx {
@@ -63,7 +78,9 @@ func fixSets(before, after map[string]types.AttributeValue, in *dynamodb.UpdateI
 	if len(clauses) == 0 {
 		return nil, false
 	}
-	fixed := copyItem(after)
+	// after is a fresh rendering that nothing else holds, and the clauses
+	// replace values rather than change them: a shallow copy will do.
+	fixed := maps.Clone(after)
 	if fixed == nil {
 		fixed = map[string]types.AttributeValue{}
 	}
