@@ -14,7 +14,7 @@
 #   (e) the seed articles' figure: per-worker local limiters vs one shared
 #       bucket at 4 and 40 workers against the mock OTA, drawn to
 #       docs/bench/fleet-vs-local.svg;
-#   (f) fairness across OS processes: 8 worker processes × 5 pushers push
+#   (f) fairness across OS processes (margin 100ms, the config default): 8 worker processes × 5 pushers push
 #       for 10 s through otapush on one bucket (20/s, burst 40) against a mock
 #       OTA with its own sliding-window check (test/fairness, ~15 s).
 #
@@ -162,7 +162,7 @@ env_line="$(date -u +%Y-%m-%d), $(go env GOVERSION) $(go env GOOS)/$(go env GOAR
 failed=()
 fairness() { # (f): the section goes to $tmp/fairness.md, the numbers to $tmp/fairness.json
 	step "(f) fairness across OS processes (8 processes × 5 pushers, 10 s)"
-	if ! "$tmp/fairness" -procs 8 -pushers 5 -duration 10s -env "$env_line" -json "$tmp/fairness.json" >"$tmp/fairness.md"; then
+	if ! "$tmp/fairness" -procs 8 -pushers 5 -duration 10s -margin 100ms -env "$env_line" -json "$tmp/fairness.json" >"$tmp/fairness.md"; then
 		failed+=("(f) fairness")
 	fi
 }
