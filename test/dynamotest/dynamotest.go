@@ -11,20 +11,36 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
 // Counter counts the calls that pass through it to DB.
 type Counter struct {
-	DB      limiter.DynamoDBAPI
-	updates atomic.Int64
-	gets    atomic.Int64
+	DB       limiter.DynamoDBAPI
+	updates  atomic.Int64
+	gets     atomic.Int64
+	unheard  atomic.Int64 // updates that ended without an answer from the store
+	lastMiss atomic.Value // the error of the latest of them
 }
 
 // UpdateItem counts and forwards.
 func (c *Counter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.updates.Add(1)
-	return c.DB.UpdateItem(ctx, in, opts...)
+	out, err := c.DB.UpdateItem(ctx, in, opts...)
+	c.hear(err)
+	return out, err
+}
+
+// hear counts an update the store never answered: an error that is not
+// the service's (a reset connection, a timeout). The limiter retries those,
+// so on a loaded machine they add writes no algorithm asked for.
+func (c *Counter) hear(err error) {
+	var api smithy.APIError
+	if err != nil && !errors.As(err, &api) {
+		c.unheard.Add(1)
+		c.lastMiss.Store(err)
+	}
 }
 
 // GetItem counts and forwards.
@@ -40,7 +56,9 @@ func (c *Counter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	if !ok {
 		return nil, limiter.ErrNoTransactions
 	}
-	return tx.TransactWriteItems(ctx, in, opts...)
+	out, err := tx.TransactWriteItems(ctx, in, opts...)
+	c.hear(err)
+	return out, err
 }
 
 // Calls is the number of calls of any kind so far.
@@ -48,6 +66,19 @@ func (c *Counter) Calls() int64 { return c.updates.Load() + c.gets.Load() }
 
 // Updates is the number of UpdateItem calls so far.
 func (c *Counter) Updates() int64 { return c.updates.Load() }
+
+// Answered is the number of updates the store answered, with a result or
+// with its own error (a failed condition): Updates less those lost to the
+// transport. A count of the writes an algorithm spends uses it, so that a
+// reset connection on a busy emulator does not read as an extra write.
+func (c *Counter) Answered() int64 { return c.updates.Load() - c.unheard.Load() }
+
+// LastUnanswered is the error of the latest update the store did not
+// answer, or nil; for a test's message.
+func (c *Counter) LastUnanswered() error {
+	err, _ := c.lastMiss.Load().(error)
+	return err
+}
 
 // Fault decides, per call, what error (if any) to return instead of or after
 // the real call.

@@ -48,11 +48,11 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 
 	// The vendor throttles A's request: the rate halves and the bucket is
 	// empty at the new rate (tat = t0 + 4 × 100 ms), in one write.
-	before := a.calls.Updates()
+	before := a.calls.Answered()
 	if err := a.Throttle(ctx, b, stampOf(ra), t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := a.calls.Updates() - before; n != 1 {
+	if n := a.calls.Answered() - before; n != 1 {
 		t.Fatalf("Throttle sent %d writes, want 1", n)
 	}
 
@@ -60,12 +60,12 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 	// write fails its version condition, the answer carries the new state,
 	// and its second write grants the one token 10/s burst 4 leaves.
 	at(100 * time.Millisecond)
-	before = w.calls.Updates()
+	before = w.calls.Answered()
 	rb2, ok := take(w)
 	if !ok || math.Abs(rb2.Rate-10) > 1e-9 {
 		t.Fatalf("B at +100ms: %+v, %v; want a grant at 10/s", rb2, ok)
 	}
-	if n := w.calls.Updates() - before; n != 2 {
+	if n := w.calls.Answered() - before; n != 2 {
 		t.Fatalf("B's take sent %d writes, want 2 (one failed condition that taught it the rate, one grant)", n)
 	}
 	if _, ok := take(w); ok {
@@ -117,12 +117,12 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 		// 100 ms apart, so that each finds the bucket idle as its cache
 		// says: the form switch a busy bucket costs is not what is counted.
 		at(15*time.Second + time.Duration(i)*100*time.Millisecond)
-		before := wk.calls.Updates()
+		before := wk.calls.Answered()
 		r, ok := take(wk)
 		if want := 15 + 0.1*float64(i); !ok || math.Abs(r.Rate-want) > 0.01 {
 			t.Fatalf("grant %v into the climb: %+v, %v; want one at %v/s", clock.Now().Sub(t0)-10*time.Second, r, ok, want)
 		}
-		if n := wk.calls.Updates() - before; n != 1 {
+		if n := wk.calls.Answered() - before; n != 1 {
 			t.Fatalf("a grant during the climb sent %d writes, want 1", n)
 		}
 	}
@@ -138,21 +138,21 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 		t.Fatalf("B after a published 5/s: %+v, %v; want a grant at 5/s", r, ok)
 	}
 	// Publishing the same limit again changes nothing and costs no call.
-	before = a.calls.Updates()
+	before = a.calls.Answered()
 	if err := a.Publish(ctx, b, 5); err != nil {
 		t.Fatal(err)
 	}
-	if n := a.calls.Updates() - before; n != 0 {
+	if n := a.calls.Answered() - before; n != 0 {
 		t.Fatalf("publishing an unchanged limit sent %d writes", n)
 	}
 	// The vendor raises it to 8/s: the cap lifts in one write (one that
 	// touches neither tat nor the TTL), and the rate climbs from 5/s at
 	// once, 1/s per second: 2 s later B grants at 7/s.
-	before = a.calls.Updates()
+	before = a.calls.Answered()
 	if err := a.Publish(ctx, b, 8); err != nil {
 		t.Fatalf("publishing a raised limit: %v", err)
 	}
-	if n := a.calls.Updates() - before; n != 1 {
+	if n := a.calls.Answered() - before; n != 1 {
 		t.Fatalf("publishing a raised limit sent %d writes, want 1", n)
 	}
 	at(19 * time.Second)

@@ -34,12 +34,12 @@ func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
 	slots := map[int]bool{}
 	for i := range 3 {
 		clock.Set(t0.Add(time.Duration(i) * time.Second))
-		before := w.calls.Updates()
+		before := w.calls.Answered()
 		l, err := w.AcquireLease(ctx, f)
 		if err != nil {
 			t.Fatalf("acquire %d: %v", i, err)
 		}
-		if n := w.calls.Updates() - before; n > 2 {
+		if n := w.calls.Answered() - before; n > 2 {
 			t.Errorf("acquire %d cost %d writes, want at most 2", i, n)
 		}
 		if slots[l.Slot] || l.Slot >= 3 {
@@ -53,7 +53,7 @@ func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
 	}
 
 	clock.Set(t0.Add(3 * time.Second))
-	before := w.calls.Updates()
+	before := w.calls.Answered()
 	_, err := w.AcquireLease(ctx, f)
 	var busy *limiter.LeaseBusyError
 	if !errors.As(err, &busy) || !errors.Is(err, limiter.ErrExhausted) {
@@ -65,7 +65,7 @@ func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
 	if d, ok := limiter.RetryAfter(err); !ok || d != 7*time.Second {
 		t.Errorf("limiter.RetryAfter = %v, %v; want 7s, true", d, ok)
 	}
-	if n := w.calls.Updates() - before; n != 1 {
+	if n := w.calls.Answered() - before; n != 1 {
 		t.Errorf("learning that no slot is free cost %d writes, want 1 (ALL_OLD shows every slot)", n)
 	}
 
@@ -244,7 +244,7 @@ func TestLeaseGatePassesLeasesWithinAProcess(t *testing.T) {
 	if live, err := w.Leases(context.Background(), f.Key); err != nil || len(live) != 0 {
 		t.Errorf("after every release: %v, %v; want no lease held", live, err)
 	}
-	writes := w.calls.Updates()
+	writes := w.calls.Answered()
 	if writes >= 2*40 {
 		t.Errorf("%d writes for 40 pushes: no pass within the process saved a write", writes)
 	}

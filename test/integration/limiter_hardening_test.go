@@ -79,7 +79,7 @@ func TestWritesPerCallAtMostTwo(t *testing.T) {
 				w := newWorker(t, table)
 				wg.Go(func() {
 					for ctx.Err() == nil {
-						before := w.calls.Updates()
+						before := w.calls.Answered()
 						var err error
 						if tt.mode == waitSlot {
 							_, err = w.Wait(ctx, b, 1, 2*time.Second)
@@ -89,7 +89,7 @@ func TestWritesPerCallAtMostTwo(t *testing.T) {
 						if ctx.Err() != nil {
 							return
 						}
-						hist.add(w.calls.Updates() - before)
+						hist.add(w.calls.Answered() - before)
 						switch wait, denied := limiter.RetryAfter(err); {
 						case denied:
 							sleep(ctx, wait)
@@ -227,9 +227,10 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 2 {
-				before := warm.calls.Updates()
-				if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Updates()-before != 1 {
-					t.Fatalf("warm Take %d after the penalty = %v after %d writes, want denied by one write", i, err, warm.calls.Updates()-before)
+				before := warm.calls.Answered()
+				if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Answered()-before != 1 {
+					t.Fatalf("warm Take %d after the penalty = %v after %d answered writes (last unanswered: %v), want denied by one write",
+						i, err, warm.calls.Answered()-before, warm.calls.LastUnanswered())
 				}
 			}
 			undo := func() {
@@ -251,12 +252,12 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 			if _, err := op.Take(ctx, b, 1); how == "Reset" && err != nil {
 				t.Fatalf("the resetting worker's Take = %v, want granted", err)
 			}
-			before := warm.calls.Updates()
+			before := warm.calls.Answered()
 			r, err := warm.Reserve(ctx, b, 1, 15*time.Minute)
 			if err != nil || r.Delay(clock.Now()) > 0 {
 				t.Fatalf("warm Reserve right after the %s = %+v, %v; want granted now", how, r, err)
 			}
-			if w := warm.calls.Updates() - before; w > 2 {
+			if w := warm.calls.Answered() - before; w > 2 {
 				t.Fatalf("the warm worker's grant cost %d writes, want at most 2", w)
 			}
 			r, err = warm.Take(ctx, b, 1)
@@ -276,9 +277,9 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 				if when == "after" {
 					undo()
 				}
-				before = warm.calls.Updates()
-				if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Updates() != before {
-					t.Fatalf("warm Take on booked slots %s the deletion = %v after %d writes, want a denial from the cache", when, err, warm.calls.Updates()-before)
+				before = warm.calls.Answered()
+				if _, err := warm.Take(ctx, b, 1); !errors.Is(err, limiter.ErrExhausted) || warm.calls.Answered() != before {
+					t.Fatalf("warm Take on booked slots %s the deletion = %v after %d writes, want a denial from the cache", when, err, warm.calls.Answered()-before)
 				}
 			}
 			clock.Set(clock.Now().Add(limiter.DefaultDenialCacheAge + time.Microsecond))

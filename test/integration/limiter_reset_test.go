@@ -133,13 +133,13 @@ func TestDenialAfterResetCarriesTheNewWait(t *testing.T) {
 	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
 	denied := func(w worker, name string, maxDelay, want time.Duration, maxWrites int64) {
 		t.Helper()
-		before := w.calls.Updates()
+		before := w.calls.Answered()
 		_, err := w.Reserve(ctx, b, 1, maxDelay)
 		wait, ok := limiter.RetryAfter(err)
 		if !ok || wait != want {
 			t.Fatalf("%s at t0+%v = %v, want a denial with retry-after %v", name, clock.Now().Sub(t0), err, want)
 		}
-		if n := w.calls.Updates() - before; n > maxWrites {
+		if n := w.calls.Answered() - before; n > maxWrites {
 			t.Fatalf("%s cost %d writes, want at most %d", name, n, maxWrites)
 		}
 	}

@@ -56,14 +56,14 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 		t.Fatalf("job 1: %+v, %v; want it deferred to its slot", res, err)
 	}
 	deferred := p.receiveDeferred(t, 1)
-	before := p.lastCounter.Updates()
+	before := p.lastCounter.Answered()
 	results, errs := d.HandleJobs(ctx, []job.Job{pushJob(2, "rates", clock.Now()), pushJob(3, "rates", clock.Now())})
 	for i, res := range results {
 		if errs[i] != nil || res.Outcome != dispatch.Deferred {
 			t.Fatalf("batch job: %+v, %v; want it deferred to its slot", res, errs[i])
 		}
 	}
-	if n := p.lastCounter.Updates() - before; n != 1 {
+	if n := p.lastCounter.Answered() - before; n != 1 {
 		t.Fatalf("the batch's two jobs booked with %d writes, want 1", n)
 	}
 	batch := p.receiveDeferred(t, 2)

@@ -59,9 +59,9 @@ func TestQuotaOnTheStoreResetsAtTheVendorsMidnight(t *testing.T) {
 
 	take := func(at time.Time, id string) (limiter.QuotaGrant, int64, error) {
 		clock.Set(at)
-		before := w.calls.Updates()
+		before := w.calls.Answered()
 		g, err := w.TakeQuota(ctx, q, 1, id)
-		return g, w.calls.Updates() - before, err
+		return g, w.calls.Answered() - before, err
 	}
 	day1 := time.Date(2026, 3, 28, 10, 0, 0, 0, time.UTC)
 	for i := range 3 {
