@@ -204,10 +204,13 @@ func classify(params any) (kind opKind, consistent bool, size int) {
 // units is ceil(size/per), at least 1.
 func units(size, per int) float64 { return max(1, math.Ceil(float64(size)/float64(per))) }
 
-// ItemBytes is an item's size as DynamoDB bills it: each attribute's name
-// plus its value (strings and binaries their length, a number about one
-// byte per two significant digits plus one, booleans and nulls one byte,
-// lists and maps three bytes plus their elements).
+// ItemBytes is an item's size as DynamoDB bills it (the developer
+// guide's "Item sizes and formats"): each attribute's name plus its value.
+// Strings and binaries count their bytes, a number one byte per two
+// significant digits plus one (the exponent only places the digits),
+// booleans and nulls one byte, a set the sum of its members, and a list or
+// map three bytes plus one byte per element besides the element itself (a
+// map element is its name and its value).
 func ItemBytes(item map[string]types.AttributeValue) int {
 	n := 0
 	for name, v := range item {
@@ -238,6 +241,12 @@ func valueBytes(v types.AttributeValue) int {
 			n += numberBytes(s)
 		}
 		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -245,12 +254,22 @@ func valueBytes(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberM:
-		return 3 + ItemBytes(v.Value)
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueBytes(e)
+		}
+		return n
 	}
 	return 0
 }
 
+// numberBytes is (significant digits + 1)/2 + 1: leading and trailing
+// zeros, the sign, the point and the exponent carry no digit DynamoDB
+// stores.
 func numberBytes(s string) int {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
 	digits := strings.Trim(strings.NewReplacer("-", "", ".", "", "+", "").Replace(s), "0")
 	return (len(digits)+1)/2 + 1
 }
