@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
@@ -117,12 +119,57 @@ func assertReleased(t *testing.T, r *laneRig) {
 	}
 }
 
+// countedReads counts the ARI store's reads (BatchGetItem).
+type countedReads struct {
+	ari.DynamoDBAPI
+	n *atomic.Int64
+}
+
+func (c countedReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.n.Add(1)
+	return c.DynamoDBAPI.BatchGetItem(ctx, in, o...)
+}
+
+// oneChange sends one change to hotel-aurora's rates, which fan out to
+// lanes lanes, through one invocation, and checks that every lane pushed
+// it once and ended released. It returns the lane writes the store
+// answered and the ARI reads.
+func oneChange(t *testing.T, lanes int) (writes, reads int64) {
+	t.Helper()
+	lim := limiter.PerSecond(20, 10)
+	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, lanes))
+	r.linger = -1
+	sy := r.worker()
+	var w dynamotest.Counter
+	countLanes(sy, &w, nil)
+	var n atomic.Int64
+	sy.State.DB = countedReads{DynamoDBAPI: sy.State.DB, n: &n}
+	src := newPMS("hotel-aurora")
+	body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
+
+	out := sy.HandleBatch(context.Background(), []syncer.Message{{ID: "1", Body: body}})[0]
+	if out.Err != nil || out.Change.Scheduled != lanes {
+		t.Fatalf("change: %+v, want %d lanes scheduled", out, lanes)
+	}
+	pushes := pushesPerLane(r)
+	for i := 1; i <= lanes; i++ {
+		if ref := fmt.Sprintf("BK-%d", i); pushes[ref] != 1 {
+			t.Errorf("lane %s pushed %d times, want once (pushes %v, results %+v)", ref, pushes[ref], pushes, out.Jobs)
+		}
+		src.assertNewest(t, otaCopy(t, r.pipeline), fmt.Sprintf("BK-%d", i))
+	}
+	assertReleased(t, r)
+	if err := w.LastUnanswered(); err != nil {
+		t.Logf("a lane write went unanswered: %v", err)
+	}
+	return w.Answered(), n.Load()
+}
+
 // A change's push in the invocation that marked its lanes costs no claim,
 // and the lanes of its item finish with one write: one mark and one finish
 // per change, however many lanes it fans out to (before: a claim and a
 // finish per lane besides the mark).
 func TestMarkingInvocationPushesWithoutAClaim(t *testing.T) {
-	lim := limiter.PerSecond(20, 10)
 	for _, tt := range []struct {
 		name  string
 		lanes int
@@ -132,31 +179,26 @@ func TestMarkingInvocationPushesWithoutAClaim(t *testing.T) {
 		{"five lanes", 5},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, tt.lanes))
-			r.linger = -1
-			sy := r.worker()
-			var writes dynamotest.Counter
-			countLanes(sy, &writes, nil)
-			src := newPMS("hotel-aurora")
-			body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
+			if writes, _ := oneChange(t, tt.lanes); writes != 2 {
+				t.Errorf("%d lane writes answered for one change on %d lanes, want 2 (one mark, one finish)", writes, tt.lanes)
+			}
+		})
+	}
+}
 
-			out := sy.HandleBatch(context.Background(), []syncer.Message{{ID: "1", Body: body}})[0]
-			if out.Err != nil || out.Change.Scheduled != tt.lanes {
-				t.Fatalf("change: %+v, want %d lanes scheduled", out, tt.lanes)
-			}
-			pushes := pushesPerLane(r)
-			for i := 1; i <= tt.lanes; i++ {
-				if ref := fmt.Sprintf("BK-%d", i); pushes[ref] != 1 {
-					t.Errorf("lane %s pushed %d times, want once (pushes %v, results %+v)", ref, pushes[ref], pushes, out.Jobs)
-				}
-			}
-			for i := 1; i <= tt.lanes; i++ {
-				src.assertNewest(t, otaCopy(t, r.pipeline), fmt.Sprintf("BK-%d", i))
-			}
-			assertReleased(t, r)
-			if got := writes.Answered(); got != 2 {
-				t.Errorf("%d lane writes answered for one change on %d lanes, want 2 (one mark, one finish); last unanswered: %v",
-					got, tt.lanes, writes.LastUnanswered())
+// The first pushes of the lanes one change woke carry the same dates, and
+// render them from one read of the ARI state (before: one per lane).
+func TestMarkingInvocationReadsTheStateOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lanes int
+	}{
+		{"one lane", 1},
+		{"five lanes", 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, reads := oneChange(t, tt.lanes); reads != 1 {
+				t.Errorf("%d ARI reads for one change on %d lanes, want 1", reads, tt.lanes)
 			}
 		})
 	}

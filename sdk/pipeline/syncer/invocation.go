@@ -15,14 +15,22 @@
 //     (lane.Store.FinishAll): each such push's Done waits until every
 //     other lane of the group has pushed or left the invocation (see
 //     finishGroup), then one write clears and releases them all.
+//
+// And a read: those lanes carry the same elements (one mark added them to
+// every lane), so the state their first pushes render is read once
+// (sharedRead). A change that lands after the read is pending on each
+// lane beside what the push carried, so the lane's finish fails and its
+// next push reads that change's state.
 
 package syncer
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
@@ -40,11 +48,20 @@ type invocation struct {
 	mu     sync.Mutex
 	fresh  map[string]lane.Pending
 	groups map[string]*finishGroup
+	reads  map[string]*sharedRead // by the ranges read (readKey)
+}
+
+// sharedRead is one ARI read that the first pushes of an item's lanes
+// render from; ready is closed once it answered.
+type sharedRead struct {
+	ready chan struct{}
+	state map[string][]ari.Day
+	err   error
 }
 
 // withInvocation starts what HandleBatch's jobs share.
 func withInvocation(ctx context.Context) (context.Context, *invocation) {
-	inv := &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}}
+	inv := &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}}
 	return context.WithValue(ctx, invocationKey{}, inv), inv
 }
 
@@ -59,7 +76,7 @@ func (inv *invocation) marked(marks []lane.Mark) {
 	if inv == nil {
 		return
 	}
-	g := &finishGroup{waiting: map[string]bool{}, done: make(chan struct{})}
+	g := newFinishGroup()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, m := range marks {
@@ -82,6 +99,42 @@ func (inv *invocation) unclaimed(token string) (lane.Pending, bool) {
 	p, ok := inv.fresh[token]
 	delete(inv.fresh, token)
 	return p, ok
+}
+
+// read is the state of ranges, read once per invocation for the first
+// pushes that ask for the same ranges; the state is only ever read.
+func (inv *invocation) read(ctx context.Context, ranges []ari.Range, read func() (map[string][]ari.Day, error)) (map[string][]ari.Day, error) {
+	if inv == nil {
+		return read()
+	}
+	k := readKey(ranges)
+	inv.mu.Lock()
+	r := inv.reads[k]
+	first := r == nil
+	if first {
+		r = &sharedRead{ready: make(chan struct{})}
+		inv.reads[k] = r
+	}
+	inv.mu.Unlock()
+	if first {
+		r.state, r.err = read()
+		close(r.ready)
+		return r.state, r.err
+	}
+	select {
+	case <-r.ready:
+		return r.state, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func readKey(ranges []ari.Range) string {
+	var b strings.Builder
+	for _, r := range ranges {
+		b.WriteString(r.Cell + "\x00" + r.From + "\x00" + r.To + "\x00")
+	}
+	return b.String()
 }
 
 // group is token's finish group, or nil; a token leaves it at once.
@@ -107,14 +160,20 @@ func (inv *invocation) leave(token string) {
 
 // finishGroup gathers the Finish of the lanes of one item that one
 // invocation marked fresh: the write goes once no lane is still on its way
-// (each has finished or left).
+// (each has finished or left). Nothing waits on a lock held across a store
+// call: waiters wait on channels.
 type finishGroup struct {
 	mu      sync.Mutex
 	waiting map[string]bool // tokens neither finished nor gone
 	lanes   []lane.Done
+	closed  bool          // the write is under way: later lanes finish alone
+	done    chan struct{} // closed once no lane is on its way
+	written chan struct{} // closed once out is set
 	out     []lane.Finished
-	flushed bool
-	done    chan struct{}
+}
+
+func newFinishGroup() *finishGroup {
+	return &finishGroup{waiting: map[string]bool{}, done: make(chan struct{}), written: make(chan struct{})}
 }
 
 func (g *finishGroup) leave(token string) {
@@ -132,10 +191,16 @@ func (g *finishGroup) leave(token string) {
 // Each lane's result is what lane.Store.Finish would have returned.
 func (g *finishGroup) finish(ctx context.Context, store *lane.Store, d lane.Done) (bool, lane.Pending, error) {
 	g.mu.Lock()
+	late := g.closed
 	i := len(g.lanes)
-	g.lanes = append(g.lanes, d)
+	if !late {
+		g.lanes = append(g.lanes, d)
+	}
 	g.mu.Unlock()
 	g.leave(d.Owner)
+	if late {
+		return store.Finish(ctx, d.Lane, d.Owner, d.Elements)
+	}
 	t := time.NewTimer(finishWait)
 	defer t.Stop()
 	select {
@@ -144,15 +209,15 @@ func (g *finishGroup) finish(ctx context.Context, store *lane.Store, d lane.Done
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.flushed {
-		// Lanes that join later than this (a timeout) finish on their
-		// own: the write below has only those here now.
-		g.flushed = true
-		g.out = store.FinishAll(ctx, g.lanes)
-	}
-	if i >= len(g.out) {
-		return store.Finish(ctx, d.Lane, d.Owner, d.Elements)
+	writer := !g.closed
+	g.closed = true
+	lanes := g.lanes
+	g.mu.Unlock()
+	if writer {
+		g.out = store.FinishAll(ctx, lanes)
+		close(g.written)
+	} else {
+		<-g.written
 	}
 	r := g.out[i]
 	return r.Released, r.Pending, r.Err

@@ -187,7 +187,7 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 		}
 	}
 	pending, whole := resume(p.Elements, ref.Part)
-	body, items, els, state, err := s.render(ctx, id, pending)
+	body, items, els, state, err := s.render(ctx, id, pending, next == ref.Token)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
