@@ -26,6 +26,35 @@
 // lease runs out, and the next change or a redelivered job takes over.
 // Owners renew the lease on every write and before every deferral.
 //
+// # Pushing without a claim
+//
+// At a fleet's load nearly every push is the first of a lane that its own
+// change just marked, and its claim would only move the owner from one
+// token of that invocation to another and read back what the mark's
+// answer (ALL_NEW) already said. So a mark's token is unique to the
+// delivery (not derived from the change), and a mark that made it the
+// owner of a lane with no owner, neither stranded nor compacted
+// (Mark.Fresh), lets that invocation push the lane at once with no claim:
+// no other delivery holds the token, so a second delivery of the same
+// change finds the lane owned and pushes nothing itself (the syncer
+// schedules a recheck, which takes the lane over if the first delivery
+// died holding it), and no other push of the lane can start while the
+// lease lasts. Every other push claims as above: a job that left the invocation
+// (deferred, redriven), a lane's next push, a takeover. Finish still
+// checks the owner, so a push that outlived its lease clears nothing.
+//
+// The price is a crash's: a delivery that dies after marking holds its
+// lanes until the lease runs out (DefaultLease), where a token derived
+// from the change let the redelivery take them up at once. The next
+// change, or the redelivery's recheck, takes them over then. The queue's
+// visibility timeout comes before the redelivery anyway; a change that
+// the worker sent again itself (syncer.Retry, seconds later) waits for
+// the lease.
+//
+// The lanes of one item pushed in one invocation also finish together
+// (FinishAll): one write clears and releases them all, on every lane's
+// condition; if one fails, each finishes on its own.
+//
 // # Layout
 //
 // All lanes of one property and kind share one item in the ARI state table
@@ -174,19 +203,30 @@ type Mark struct {
 	// offered) and must schedule its push. Otherwise an owner is already
 	// on its way and will push this change's element too.
 	Claimed bool
+	// Fresh: the mark's own write made the change the owner of a lane
+	// that had none, neither stranded (w) nor compacted (x), and Pending
+	// is all the lane held then. Its push may go out without a Claim, in
+	// the same process, while the lease lasts (see Pushing without a
+	// claim). A takeover is never fresh.
+	Fresh   bool
 	Pending Pending
 }
 
 // Mark adds els to every lane of one property and kind, in one write, and
 // makes token(lane) the owner of each lane that had none (or whose owner's
-// lease ran out, which costs a second write). tokens should be
-// deterministic per change and lane, so that a redelivered change finds
-// itself the owner again and schedules the push its first delivery may
-// not have.
+// lease ran out, which costs a second write). token is called once per
+// lane. Tokens should be unique to the delivery (see Pushing without a
+// claim): a second delivery of the same change then finds the lane owned
+// and schedules nothing, or only a recheck.
 func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(ID) string) ([]Mark, error) {
 	if len(lanes) == 0 || len(els) == 0 {
 		return nil, nil
 	}
+	tokens := make(map[ID]string, len(lanes))
+	for _, id := range lanes {
+		tokens[id] = token(id)
+	}
+	token = func(id ID) string { return tokens[id] }
 	now := s.now()
 	lease := now.Add(s.lease())
 	names := map[string]string{}
@@ -223,6 +263,7 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 			return nil, err
 		}
 		marks[i] = Mark{Lane: id, Claimed: p.Owner == token(id), Pending: p}
+		marks[i].Fresh = marks[i].Claimed && settled(out.Attributes, id)
 		if !marks[i].Claimed && p.Owner != "" && p.LeaseUntil.Before(now) {
 			// The owner's lease ran out: it died between its writes.
 			if marks[i].Pending, marks[i].Claimed, err = s.takeOver(ctx, id, p, token(id), lease); err != nil {
@@ -521,6 +562,14 @@ func pendingOf(item map[string]types.AttributeValue, id ID) (Pending, error) {
 		p.LeaseUntil = time.UnixMicro(us)
 	}
 	return p, nil
+}
+
+// settled reports whether the lane is neither stranded (w) nor compacted
+// (x) in item: a Claim would have nothing to remove.
+func settled(item map[string]types.AttributeValue, id ID) bool {
+	_, w := item["w:"+id.suffix()]
+	_, x := item["x:"+id.suffix()]
+	return !w && !x
 }
 
 // refused reads the lane from the item a failed condition handed back. It

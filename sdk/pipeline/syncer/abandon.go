@@ -34,6 +34,7 @@ func (s *Syncer) Abandon(ctx context.Context, j job.Job) error {
 	if err != nil || ref.SeenOwner != "" {
 		return nil
 	}
+	invocationOf(ctx).leave(ref.Token)
 	err = s.Lanes.EndLease(ctx, id, ref.Token)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) {

@@ -145,31 +145,32 @@ func (p pushed) cleared() []lane.Element {
 
 // Begin claims the lane for the job's push, which also clears what the
 // owner's previous push carried and fences off a second delivery of the
-// same job, and renders what is pending.
-func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payload, error) {
+// same job, and renders what is pending. The first push of a lane that
+// this invocation marked fresh needs no claim (invocation.go): it pushes
+// what the mark read, under the mark's token.
+func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Payload, err error) {
 	start := s.now()
 	id, ref, done, err := laneOf(j)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
+	inv := invocationOf(ctx)
+	defer func() {
+		if err != nil {
+			inv.leave(ref.Token) // no push: its lane finishes another time
+		}
+	}()
 	if len(ref.Refused) > 0 {
 		return j, dispatch.Payload{}, fmt.Errorf("%w: job %q is a refused change's dead letter, which HandleBatch marks again", dispatch.ErrNothingToPush, j.ID)
 	}
-	next := newToken()
-	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
+	next, p, err := s.claim(ctx, inv, id, ref, done)
 	var other *lane.NotOwnerError
-	switch {
-	case errors.As(err, &other) && other.Pending.Owner == next:
-		// The claim landed and its answer was lost; the SDK's retry then
-		// found the lane already ours, and what it saw is what is pending.
-		p, err = other.Pending, nil
-	case errors.As(err, &other):
+	if errors.As(err, &other) {
 		return s.notOwner(j, id, ref, other)
 	}
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
-	s.owned.leased(next, p.LeaseUntil)
 	// The part survives a push that does not go out (deferred to book its
 	// tokens, or failed): the next one resumes it.
 	j = s.rebased(j, id, laneRef{Token: next, Part: ref.Part})
@@ -186,7 +187,7 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 		}
 	}
 	pending, whole := resume(p.Elements, ref.Part)
-	body, items, els, state, err := s.render(ctx, id, pending)
+	body, items, els, state, err := s.render(ctx, id, pending, next == ref.Token)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
@@ -212,6 +213,32 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (job.Job, dispatch.Payloa
 		return j, dispatch.Payload{}, dispatch.ErrIdle
 	}
 	return j, pay, nil
+}
+
+// claim makes the lane the push's, under the owner token it returns, and
+// returns what is pending. A lane this invocation marked fresh is the
+// job's already, under the mark's token, while most of its lease is left;
+// any other is claimed (lane.Store.Claim), and then finishes on its own.
+func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref laneRef, done []lane.Element) (string, lane.Pending, error) {
+	if len(done) == 0 && ref.Part == nil && ref.SeenOwner == "" {
+		p, fresh := inv.unclaimed(ref.Token)
+		if fresh && p.LeaseUntil.Sub(s.now()) > s.Lanes.LeaseLength()/2 {
+			return ref.Token, p, nil
+		}
+	}
+	inv.leave(ref.Token)
+	next := newToken()
+	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) && other.Pending.Owner == next {
+		// The claim landed and its answer was lost; the SDK's retry then
+		// found the lane already ours, and what it saw is what is pending.
+		p, err = other.Pending, nil
+	}
+	if err == nil {
+		s.owned.leased(next, p.LeaseUntil)
+	}
+	return next, p, err
 }
 
 // payload is st's push in its channel's message format; body and items
@@ -292,8 +319,10 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 		st.elements, st.more = acc, true
 	}
 	rest := func() []lane.Element { return st.rest }
-	if !st.more {
-		released, seen, err := s.Lanes.Finish(ctx, st.lane, st.owner, st.cleared())
+	if st.more {
+		invocationOf(ctx).leave(st.owner)
+	} else {
+		released, seen, err := s.finish(ctx, st)
 		var other *lane.NotOwnerError
 		if errors.As(err, &other) {
 			// Our lease ran out mid-push and another took the lane over:
@@ -319,6 +348,17 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	return &next, nil
 }
 
+// finish clears what st carried and releases the lane if that was all
+// pending: with the other lanes of its item that this invocation marked
+// fresh, in one write, if st's lane is one of them.
+func (s *Syncer) finish(ctx context.Context, st pushed) (bool, lane.Pending, error) {
+	d := lane.Done{Lane: st.lane, Owner: st.owner, Elements: st.cleared()}
+	if g := invocationOf(ctx).group(st.owner); g != nil {
+		return g.finish(ctx, s.Lanes, d)
+	}
+	return s.Lanes.Finish(ctx, d.Lane, d.Owner, d.Elements)
+}
+
 // Hold renews the job's lease to cover a deferral until until, when the
 // lease it holds would not.
 func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
@@ -326,6 +366,7 @@ func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
 	if err != nil || ref.SeenOwner != "" {
 		return nil // not an owner: nothing to hold
 	}
+	invocationOf(ctx).leave(ref.Token) // it leaves the invocation
 	need := s.Lanes.LeaseFor(until)
 	lease, known := s.owned.lease(ref.Token)
 	switch {

@@ -100,15 +100,21 @@ func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
 // render reads the state of the oldest pending elements that fit the
 // endpoint's max_items, in one call, and encodes them (see fitBytes). It
 // returns the body, its item count, the elements it carries and the state
-// it read.
-func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
+// it read. A fresh lane's first push shares the read with the other lanes
+// of its item (invocation.read).
+func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element, fresh bool) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
 	maxItems, maxBytes := s.requestLimits(id)
 	els := fitItems(pending, maxItems)
 	ranges := make([]ari.Range, len(els))
 	for i, e := range els {
 		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
 	}
-	state, err := s.State.Read(ctx, ranges)
+	read := func() (map[string][]ari.Day, error) { return s.State.Read(ctx, ranges) }
+	var inv *invocation
+	if fresh {
+		inv = invocationOf(ctx)
+	}
+	state, err := inv.read(ctx, ranges, read)
 	if err != nil {
 		return nil, 0, nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,6 +176,7 @@ const prepareConcurrency = 10
 // one write (dispatch.HandleJobs).
 func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
 	out := make([]MessageResult, len(msgs))
+	ctx, _ = withInvocation(ctx)
 	jobsOf := make([][]job.Job, len(msgs))
 	changes := make([]*ari.Change, len(msgs))
 	var wg sync.WaitGroup
@@ -325,23 +327,28 @@ const compactAbove = 256
 // compact merges a lane's pending elements once they pass compactAbove,
 // into one per cell and block of max_range_days dates. It is
 // opportunistic: a lane that changed since the mark, or a write that
-// failed, is left to the next mark (the mark itself stands).
-func (s *Syncer) compact(ctx context.Context, m lane.Mark) {
+// failed, is left to the next mark (the mark itself stands). It reports
+// whether it tried: the lane may no longer hold what the mark read.
+func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 	if len(m.Pending.Elements) <= compactAbove {
-		return
+		return false
 	}
 	merged := lane.Coalesce(m.Pending.Elements, s.Config.MaxRangeDays)
 	if len(merged) >= len(m.Pending.Elements) {
-		return
+		return false
 	}
 	_, _ = s.Lanes.Compact(ctx, m.Lane, m.Pending, merged)
+	return true
 }
 
 // mark marks the lanes of changes (one property and kind) dirty with one
 // write and returns a job for each lane it found idle. For a redelivered
 // change it also returns a recheck job for each lane it found owned: that
 // owner may be the worker that died with this very message, and the job
-// takes the lane over if its lease runs out unrenewed.
+// takes the lane over if its lease runs out unrenewed. So does a change
+// that finds its lane owned by another delivery of the same changes (a
+// duplicate receive), whose worker may die after this one deleted the
+// message.
 func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([]job.Job, int, int, error) {
 	targets, _ := s.Config.Targets(cs[0].PropertyID, cs[0].Kind)
 	if len(targets) == 0 {
@@ -357,31 +364,39 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 		els[i] = lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence}
 		seed += c.EventID + "\x00" + els[i].String() + "\x00"
 	}
-	// The token is the same for every delivery of the same changes, so a
-	// batch redelivered whole after a crash finds itself the owner and
-	// schedules the push its first delivery may not have.
-	token := func(id lane.ID) string { return markToken(seed, id) }
-	marks, err := s.Lanes.Mark(ctx, ids, els, token)
+	// The token is this delivery's own, so that its first push may go out
+	// without a claim (invocation.go): a second delivery of the same
+	// changes finds the lane owned and pushes nothing of its own. A
+	// delivery that died holding the lane is recovered by its lease: the
+	// next change takes the lane over, or the recheck below. The token
+	// starts with what every delivery of these changes shares, so that
+	// another delivery knows it; 26 characters in all, as long as a
+	// claim's (every byte of the lane item is billed on every write).
+	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
+	marks, err := s.Lanes.Mark(ctx, ids, els, func(id lane.ID) string { return kin(id) + newToken()[2:18] })
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	var jobs []job.Job
 	scheduled := 0
-	for _, m := range marks {
-		s.compact(ctx, m)
+	for i, m := range marks {
+		if s.compact(ctx, m) {
+			marks[i].Fresh = false
+		}
 		switch {
 		case m.Claimed:
-			s.owned.leased(token(m.Lane), m.Pending.LeaseUntil)
-			j := s.laneJob(m.Lane, laneRef{Token: token(m.Lane)})
+			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
+			j := s.laneJob(m.Lane, laneRef{Token: m.Pending.Owner})
 			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
 			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
 			jobs, scheduled = append(jobs, j), scheduled+1
-		case redelivered && m.Pending.Owner != "":
+		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane))):
 			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
 			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
 			jobs = append(jobs, j)
 		}
 	}
+	invocationOf(ctx).marked(marks)
 	return jobs, len(marks), scheduled, nil
 }
 

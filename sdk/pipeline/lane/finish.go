@@ -1,0 +1,96 @@
+package lane
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Done is one lane's part of FinishAll: the owner that pushed it and the
+// elements the push carried.
+type Done struct {
+	Lane     ID
+	Owner    string
+	Elements []Element
+}
+
+// Finished is what FinishAll did to one lane, as Finish returns it.
+type Finished struct {
+	Released bool
+	Pending  Pending
+	Err      error
+}
+
+// FinishAll finishes lanes of one item (one property and kind) with one
+// write when it can: it clears each lane's done elements and releases it,
+// on the same condition as Finish for every lane (its owner, nothing else
+// pending, no compaction since). If any lane's condition fails, nothing is
+// written and each lane is finished on its own (Finish), so that no lane is
+// released with something pending and none is left owned with nothing: the
+// refused write costs one failed condition more. out[i] is lanes[i]'s.
+func (s *Store) FinishAll(ctx context.Context, lanes []Done) []Finished {
+	out := make([]Finished, len(lanes))
+	if len(lanes) == 1 || !finishableTogether(lanes) {
+		s.finishEach(ctx, lanes, out)
+		return out
+	}
+	names := map[string]string{}
+	vals := map[string]types.AttributeValue{}
+	var dels, removes, conds []string
+	for i, ln := range lanes {
+		d, o, l, f, x := attr(names, "d", ln.Lane, i), attr(names, "o", ln.Lane, i), attr(names, "l", ln.Lane, i), attr(names, "f", ln.Lane, i), attr(names, "x", ln.Lane, i)
+		vals[fmt.Sprintf(":done%d", i)] = elementSet(ln.Elements)
+		vals[fmt.Sprintf(":o%d", i)] = str(ln.Owner)
+		vals[fmt.Sprintf(":n%d", i)] = &types.AttributeValueMemberN{Value: strconv.Itoa(len(ln.Elements))}
+		dels = append(dels, fmt.Sprintf("%s :done%d", d, i))
+		removes = append(removes, o, l, f)
+		// As in Finish: only the owner removes elements, so a set of
+		// done's size is exactly done.
+		conds = append(conds, fmt.Sprintf("(%s = :o%d AND size(%s) = :n%d AND attribute_not_exists(%s))", o, i, d, i, x))
+	}
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.Table,
+		Key:                       key(lanes[0].Lane),
+		UpdateExpression:          strPtr("DELETE " + strings.Join(dels, ", ") + " REMOVE " + strings.Join(removes, ", ")),
+		ConditionExpression:       strPtr(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+	})
+	if _, failed := conditionFailed(err); failed {
+		// Some lane has more pending, or another owner: each on its own
+		// says which, and releases the others.
+		s.finishEach(ctx, lanes, out)
+		return out
+	}
+	for i := range out {
+		out[i] = Finished{Released: err == nil}
+		if err != nil {
+			out[i].Err = fmt.Errorf("finish lanes of %s#%s: %w", lanes[0].Lane.Property, lanes[0].Lane.Kind, err)
+		}
+	}
+	return out
+}
+
+// finishableTogether reports whether lanes are distinct lanes of one item,
+// each with something done: a lane with nothing done only releases
+// (Release), and one lane twice is two writes' worth of conditions.
+func finishableTogether(lanes []Done) bool {
+	seen := map[ID]bool{}
+	for _, ln := range lanes {
+		if len(ln.Elements) == 0 || seen[ln.Lane] || ln.Lane.Property != lanes[0].Lane.Property || ln.Lane.Kind != lanes[0].Lane.Kind {
+			return false
+		}
+		seen[ln.Lane] = true
+	}
+	return true
+}
+
+func (s *Store) finishEach(ctx context.Context, lanes []Done, out []Finished) {
+	for i, ln := range lanes {
+		out[i].Released, out[i].Pending, out[i].Err = s.Finish(ctx, ln.Lane, ln.Owner, ln.Elements)
+	}
+}
