@@ -205,3 +205,58 @@ func (w *waitingGate) Wait(ctx context.Context, f limiter.InFlight, maxWait time
 	_ = w.clock.Sleep(ctx, w.wait)
 	return w.gate.Wait(ctx, f, maxWait)
 }
+
+// settlingWork records when the work settles a push, among the lease's
+// events, and whether the context it settles on is still live.
+type settlingWork struct {
+	*work
+	events   *[]string
+	messages bool
+	ctxErr   error
+}
+
+func (w *settlingWork) Begin(ctx context.Context, j job.Job) (job.Job, Payload, error) {
+	if w.messages {
+		return j, Payload{Messages: []Message{{Body: []byte("a"), Items: 1}, {Body: []byte("b"), Items: 1}}, Items: 2}, nil
+	}
+	return w.work.Begin(ctx, j)
+}
+
+func (w *settlingWork) Done(ctx context.Context, j job.Job, p Payload) (*job.Job, error) {
+	*w.events = append(*w.events, "done")
+	w.ctxErr = ctx.Err()
+	return w.work.Done(ctx, j, p)
+}
+
+// The vendor's concurrency is held for its request only: the lease is
+// released before the work settles the push (a store write, which may
+// wait for the lane's siblings), and the settling runs on a live context.
+func TestInFlightLeaseIsFreedBeforeThePushSettles(t *testing.T) {
+	tests := []struct {
+		name     string
+		messages bool
+		want     string
+	}{
+		{"one body", false, "acquire,push,release,done"},
+		{"messages", true, "acquire,push,push,release,done"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			var events []string
+			g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute)}
+			w := &settlingWork{work: &work{clock: r.clock}, events: &events, messages: tt.messages}
+			r.d.Routes, r.d.Pusher, r.d.Leases, r.d.Work = leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, &leasePusher{events: &events}, NewLeases(g), w
+			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+			if err != nil || res.Outcome != Pushed {
+				t.Fatalf("result %+v, %v; want pushed", res, err)
+			}
+			if got := strings.Join(events, ","); got != tt.want || len(g.released) != 1 {
+				t.Fatalf("events %s, %d releases; want %s and one release", got, len(g.released), tt.want)
+			}
+			if w.ctxErr != nil {
+				t.Fatalf("the push settled on a context that had ended: %v", w.ctxErr)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -53,11 +54,14 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 			return d.workFailed(ctx, j, route, res, err)
 		}
 	}
+	base := ctx
 	ctx, release, ok, lres, err := d.lease(ctx, j, route)
 	if !ok {
 		return lres, nil, err
 	}
+	release = sync.OnceFunc(release)
 	defer release()
+	ctx = withSettle(ctx, base, release)
 	if len(p.Messages) > 0 {
 		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
 	}
@@ -144,8 +148,29 @@ func (d *Dispatcher) recheck(ctx context.Context, j job.Job, route Route) (owned
 	return nil, res, err
 }
 
-// done settles a push with the work and returns the work's next job.
+// settleKey carries, on a push's context, what done needs to step out of
+// the push's in-flight lease.
+type settleKey struct{}
+
+type settle struct {
+	base    context.Context // the push's context before the lease
+	release func()          // frees the lease; safe to call twice
+}
+
+func withSettle(leased, base context.Context, release func()) context.Context {
+	return context.WithValue(leased, settleKey{}, settle{base: base, release: release})
+}
+
+// done settles a push with the work and returns the work's next job. The
+// vendor has answered by now, so a push's in-flight lease is freed first:
+// the lease bounds requests at the vendor, and settling is a store write
+// that may also wait for the lane's siblings (syncer's finish groups),
+// which would otherwise hold the vendor's concurrency idle.
 func (d *Dispatcher) done(ctx context.Context, j job.Job, route Route, p Payload, res Result) (Result, *job.Job, error) {
+	if s, ok := ctx.Value(settleKey{}).(settle); ok {
+		s.release()
+		ctx = s.base
+	}
 	if d.Work == nil {
 		return res, nil, nil
 	}
