@@ -17,10 +17,19 @@ type Booker interface {
 
 // HandleJobs handles a batch of jobs, as a Lambda receives them. The jobs
 // that need a slot are grouped by bucket, and each group of two or more is
-// booked with one conditional write (if the Limiter is a Booker); then
-// every job runs concurrently, each waiting for its own slot. Jobs the
-// group could not book within MaxReserve reserve on their own and are
-// deferred. results[i] and errs[i] are job i's, as from HandleJob.
+// booked with one conditional write (if the Limiter is a Booker); every
+// job runs concurrently, each waiting for its own slot. Jobs the group
+// could not book within MaxReserve reserve on their own and are deferred.
+// results[i] and errs[i] are job i's, as from HandleJob.
+//
+// A group's jobs start as soon as its own write returns, never after the
+// batch's other writes: a slot due at once is the now its write read, the
+// vendor counts the push when it arrives, and the bucket's margin covers
+// only so much between the two (the simulated storm's lingering jobs,
+// started after every bucket of their change batch was booked, reached
+// the vendor 100 ms and more after their slots). A bucket with both
+// lingering and due jobs books their groups one after the other, each
+// with its own now, rather than race two writes on one item.
 func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, []error) {
 	results, errs := make([]Result, len(jobs)), make([]error, len(jobs))
 	first := map[string]int{}
@@ -40,22 +49,69 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 		todo = append(todo, i)
 	}
 	d.init()
-	if booker := d.Can.Batch; booker != nil {
-		d.prebookLingering(ctx, booker, jobs, todo)
-		d.prebook(ctx, booker, jobs, todo)
-	}
 	var wg sync.WaitGroup
-	for _, i := range todo {
-		wg.Go(func() { results[i], errs[i] = d.HandleJob(ctx, jobs[i]) })
+	start := func(idx []int) {
+		for _, i := range idx {
+			wg.Go(func() { results[i], errs[i] = d.HandleJob(ctx, jobs[i]) })
+		}
 	}
+	alone := todo
+	if booker := d.Can.Batch; booker != nil {
+		var groups map[string][]group
+		groups, alone = d.groups(booker, jobs, todo)
+		for _, gs := range groups {
+			wg.Go(func() {
+				for _, g := range gs {
+					g.book(ctx)
+					start(g.jobs)
+				}
+			})
+		}
+	}
+	start(alone)
 	wg.Wait()
 	return results, errs
 }
 
-// prebook gives slots to the jobs that would otherwise reserve one each.
-// A failed booking is left to the jobs themselves: each then meets the
-// same store error (or denial) and is deferred as usual.
-func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job, todo []int) {
+// group is two or more jobs of a batch whose slots in one bucket book
+// with one write: book gives each its slot, or leaves it to book its own.
+type group struct {
+	jobs []int
+	book func(ctx context.Context)
+}
+
+// groups sorts a batch's jobs into the groups that book together, by
+// bucket (lingering jobs' early slots first, then the due jobs'), and the
+// jobs that book alone. The two kinds never share a job: a lingering job
+// is not due.
+func (d *Dispatcher) groups(booker Booker, jobs []job.Job, todo []int) (map[string][]group, []int) {
+	out := map[string][]group{}
+	grouped := map[int]bool{}
+	for _, kind := range []map[string]group{d.lingerGroups(booker, jobs, todo), d.dueGroups(booker, jobs, todo)} {
+		for key, g := range kind {
+			if len(g.jobs) < 2 {
+				continue // a single job books on its own
+			}
+			out[key] = append(out[key], g)
+			for _, i := range g.jobs {
+				grouped[i] = true
+			}
+		}
+	}
+	var alone []int
+	for _, i := range todo {
+		if !grouped[i] {
+			alone = append(alone, i)
+		}
+	}
+	return out, alone
+}
+
+// dueGroups are the groups in which due jobs book the slots they would
+// otherwise reserve one each. A failed booking is left to the jobs
+// themselves: each then meets the same store error (or denial) and is
+// deferred as usual.
+func (d *Dispatcher) dueGroups(booker Booker, jobs []job.Job, todo []int) map[string]group {
 	now := d.now()
 	groups := map[string][]int{}
 	routes := map[string]Route{}
@@ -71,44 +127,37 @@ func (d *Dispatcher) prebook(ctx context.Context, booker Booker, jobs []job.Job,
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
 		routes[route.Bucket.Key] = route
 	}
-	bookGroups(groups, func(key string, idx []int) {
-		route := routes[key]
-		// The first booking after an outage also books the pushes this
-		// process paced locally meanwhile, as a single reservation does
-		// (see pendingLocal): its first slots are theirs, spent already,
-		// so that the bucket, full again, grants no burst on top of them.
-		local := d.pendingLocal(route)
-		batch, err := booker.ReserveBatch(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
-		if err != nil {
-			d.log().Info("batch booking failed; jobs reserve on their own", "bucket", key, "jobs", len(idx), "err", err)
-			return
-		}
-		if len(batch.Slots) < local {
-			// Not even the local pushes fit: they stay pending, and the
-			// jobs' own reservations book them (again: quota lost, never
-			// overspent).
-			return
-		}
-		d.drainLocal(route, now)
-		stamp := granted(batch.Stamp())
-		for n, slot := range batch.Slots[local:] {
-			jobs[idx[n]].Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
-		}
-	})
+	out := map[string]group{}
+	for key, idx := range groups {
+		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookDue(ctx, booker, routes[key], jobs, idx) }}
+	}
+	return out
 }
 
-// bookGroups runs book for every group of two or more jobs on one
-// bucket (a single job books on its own), all groups at once: a group
-// booked after another's round trip would hold its slots for that long
-// before its jobs could use them.
-func bookGroups(groups map[string][]int, book func(key string, idx []int)) {
-	var wg sync.WaitGroup
-	for key, idx := range groups {
-		if len(idx) >= 2 {
-			wg.Go(func() { book(key, idx) })
-		}
+// bookDue books the slots of the due jobs idx of route's bucket.
+func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, jobs []job.Job, idx []int) {
+	now := d.now()
+	// The first booking after an outage also books the pushes this
+	// process paced locally meanwhile, as a single reservation does
+	// (see pendingLocal): its first slots are theirs, spent already,
+	// so that the bucket, full again, grants no burst on top of them.
+	local := d.pendingLocal(route)
+	batch, err := booker.ReserveBatch(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+	if err != nil {
+		d.log().Info("batch booking failed; jobs reserve on their own", "bucket", route.Bucket.Key, "jobs", len(idx), "err", err)
+		return
 	}
-	wg.Wait()
+	if len(batch.Slots) < local {
+		// Not even the local pushes fit: they stay pending, and the
+		// jobs' own reservations book them (again: quota lost, never
+		// overspent).
+		return
+	}
+	d.drainLocal(route, now)
+	stamp := granted(batch.Stamp())
+	for n, slot := range batch.Slots[local:] {
+		jobs[idx[n]].Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
+	}
 }
 
 // needsSlot reports whether HandleJob would reserve a slot for j with
@@ -129,14 +178,14 @@ func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
 	return !j.Hold.Held()
 }
 
-// prebookLingering books, with one write per bucket, the slots that
-// lingering jobs would each ask for on their own (Dispatcher.lingerSlot):
-// a batch of changes wakes its lanes together, and their jobs would
-// otherwise all ask at once, one write each. The jobs that get a slot
-// push at it; the others linger on without asking again (their bucket
-// does not fill up before their linger ends, or the store failed: their
-// reservation after the linger deals with it).
-func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs []job.Job, todo []int) {
+// lingerGroups are the groups in which lingering jobs book the slots they
+// would each ask for on their own (Dispatcher.lingerSlot): a batch of
+// changes wakes its lanes together, and their jobs would otherwise all
+// ask at once, one write each. The jobs that get a slot push at it; the
+// others linger on without asking again (their bucket does not fill up
+// before their linger ends, or the store failed: their reservation after
+// the linger deals with it).
+func (d *Dispatcher) lingerGroups(booker Booker, jobs []job.Job, todo []int) map[string]group {
 	now := d.now()
 	groups := map[string][]int{}
 	routes := map[string]Route{}
@@ -157,21 +206,30 @@ func (d *Dispatcher) prebookLingering(ctx context.Context, booker Booker, jobs [
 		groups[k] = append(groups[k], i)
 		routes[k] = route
 	}
-	bookGroups(groups, func(key string, idx []int) {
-		// The local pushes of an outage first, as in prebook.
-		local := d.pendingLocal(routes[key])
-		batch, err := booker.ReserveBatch(ctx, burstOne(routes[key].Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach[key], Partial: true})
-		if err != nil || len(batch.Slots) < local {
-			batch = limiter.Batch{}
-		} else {
-			d.drainLocal(routes[key], now)
-			batch.Slots = batch.Slots[local:]
+	out := map[string]group{}
+	for key, idx := range groups {
+		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookLingering(ctx, booker, routes[key], reach[key], jobs, idx) }}
+	}
+	return out
+}
+
+// bookLingering books the early slots of the lingering jobs idx of
+// route's bucket, within reach.
+func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Route, reach time.Duration, jobs []job.Job, idx []int) {
+	now := d.now()
+	// The local pushes of an outage first, as in bookDue.
+	local := d.pendingLocal(route)
+	batch, err := booker.ReserveBatch(ctx, burstOne(route.Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach, Partial: true})
+	if err != nil || len(batch.Slots) < local {
+		batch = limiter.Batch{}
+	} else {
+		d.drainLocal(route, now)
+		batch.Slots = batch.Slots[local:]
+	}
+	for n, i := range idx {
+		if n < len(batch.Slots) {
+			jobs[i].Hold, jobs[i].NotBefore = job.Hold{At: batch.Slots[n], Tokens: 1}, time.Time{}
 		}
-		for n, i := range idx {
-			if n < len(batch.Slots) {
-				jobs[i].Hold, jobs[i].NotBefore = job.Hold{At: batch.Slots[n], Tokens: 1}, time.Time{}
-			}
-			jobs[i].Linger = false // asked; lingerSlot does not ask again
-		}
-	})
+		jobs[i].Linger = false // asked; lingerSlot does not ask again
+	}
 }

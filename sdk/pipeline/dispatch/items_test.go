@@ -150,7 +150,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 		jobs[i] = testJob(c.Now())
 		jobs[i].ID, idx[i] = fmt.Sprintf("job-%d", i), i
 	}
-	d.prebook(t.Context(), b, jobs, idx)
+	bookAll(t.Context(), d.dueGroups(b, jobs, idx))
 	var at []time.Time
 	for _, dt := range vendor.at {
 		at = append(at, vendor.t0.Add(dt))

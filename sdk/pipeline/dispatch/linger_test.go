@@ -76,6 +76,16 @@ func (p *timedPusher) Push(context.Context, otapush.Request) (otapush.Response, 
 
 type fixedRoute Route
 
+// bookAll books every group of two or more jobs, as HandleJobs does
+// before it starts their jobs.
+func bookAll(ctx context.Context, groups map[string]group) {
+	for _, g := range groups {
+		if len(g.jobs) >= 2 {
+			g.book(ctx)
+		}
+	}
+}
+
 func (r fixedRoute) Route(job.Job) (Route, error) { return Route(r), nil }
 
 var (
@@ -175,7 +185,7 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 				jobs[i].ID = fmt.Sprintf("lane-%d@tok", i)
 				jobs[i].NotBefore, jobs[i].Linger = t0.Add(time.Second), true
 			}
-			d.prebookLingering(context.Background(), b, jobs, []int{0, 1, 2, 3, 4})
+			bookAll(context.Background(), d.lingerGroups(b, jobs, []int{0, 1, 2, 3, 4}))
 			var got []string
 			for _, j := range jobs {
 				switch {
