@@ -27,7 +27,8 @@ import (
 // for a slot: the gate queues it and wakes it when a push of this process
 // releases one or when the earliest held lease expires, with no polling.
 // Its token is not lost meanwhile: the slot was booked for it and is
-// spent by its push, only later. Past the hold the job is deferred like a
+// spent by its push, only later, within the slot's grace (past it, the
+// request books a fresh token: spendable). Past the hold the job is deferred like a
 // slot beyond blocking distance, with its slot, to come back when the
 // earliest lease expires (the store's exact bound); a slot that has passed
 // its grace by then is booked again, as for any late job.

@@ -79,6 +79,10 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 		case req.Tokens <= spare:
 			req.Reserved, req.Slot, spare = true, j.Hold.At, spare-req.Tokens
 		}
+		req, late := d.spendable(req)
+		if late {
+			res.WastedSlots++
+		}
 		resp, err := d.send(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
 		var perm *otapush.PermanentError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -65,11 +66,15 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 	if len(p.Messages) > 0 {
 		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
 	}
-	resp, err := d.send(ctx, otapush.Request{
+	req, late := d.spendable(otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
 		Stamp: stampOf(j.Hold), Quota: route.Quota,
 	})
+	if late {
+		res.WastedSlots++
+	}
+	resp, err := d.send(ctx, req)
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
 		return d.pushFailed(ctx, j, route, p, res, err)
@@ -202,6 +207,22 @@ func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, route Route, res
 
 // send is where every request of a push goes to the vendor: a step around
 // the vendor's request (a fleet-wide in-flight lease, say) hooks in here.
+// spendable is req as it may leave now. The grace was checked before the
+// push began; a held slot the request reaches later than its grace (a
+// claim and render that took long, a lease awaited) is not spent: the
+// vendor's window would count the request beside the slots granted since,
+// past what the bucket's margin leaves free (docs/design.md, the margin).
+// The request books a fresh token instead, as a later message of a push
+// does, and late says the held slot went unused.
+func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late bool) {
+	if !req.Reserved || req.Slot.IsZero() || d.now().Sub(req.Slot) <= d.grace(req.Bucket.Limit) {
+		return req, false
+	}
+	d.log().Info("the push reached its slot past its grace; booking a fresh token", "job_id", req.JobID, "bucket", req.Bucket.Key, "slot", req.Slot, "late", d.now().Sub(req.Slot))
+	req.Reserved, req.Slot, req.Stamp = false, time.Time{}, nil
+	return req, true
+}
+
 func (d *Dispatcher) send(ctx context.Context, req otapush.Request) (otapush.Response, error) {
 	return d.Pusher.Push(ctx, req)
 }

@@ -1,0 +1,63 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// slowBegin begins a push in took (a claim and a render on a slow store).
+type slowBegin struct {
+	*work
+	took time.Duration
+}
+
+func (w *slowBegin) Begin(ctx context.Context, j job.Job) (job.Job, Payload, error) {
+	_ = w.clock.Sleep(ctx, w.took)
+	return w.work.Begin(ctx, j)
+}
+
+type marginRouter struct{}
+
+func (marginRouter) Route(job.Job) (Route, error) {
+	l := limiter.PerSecond(10, 20)
+	l.Margin = 100 * time.Millisecond
+	return Route{Bucket: limiter.Bucket{Key: "k", Limit: l}, URL: "http://ota.invalid"}, nil
+}
+
+// The grace is checked again once the push has begun: a slot the request
+// reaches past its margin (a claim and render that took long) is left
+// unused and the request books a fresh token, since the vendor's window
+// would count it beside the slots granted since. Within the margin, the
+// request goes on its slot.
+func TestPushPastItsGraceAfterBeginBooksAFreshToken(t *testing.T) {
+	tests := []struct {
+		begin    time.Duration
+		reserved bool
+		wasted   int
+	}{
+		{0, true, 0},
+		{100 * time.Millisecond, true, 0},
+		{101 * time.Millisecond, false, 1},
+		{300 * time.Millisecond, false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.begin.String(), func(t *testing.T) {
+			r := newRig(t)
+			var events []string
+			p := &leasePusher{events: &events}
+			r.d.Routes, r.d.Pusher, r.d.Work = marginRouter{}, p, &slowBegin{work: r.work, took: tt.begin}
+			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+			if err != nil || res.Outcome != Pushed {
+				t.Fatalf("result %+v, %v; want pushed", res, err)
+			}
+			if len(p.reserved) != 1 || p.reserved[0] != tt.reserved || res.WastedSlots != tt.wasted {
+				t.Fatalf("begun in %v: requests on their held slot %v, %d wasted; want [%v], %d wasted",
+					tt.begin, p.reserved, res.WastedSlots, tt.reserved, tt.wasted)
+			}
+		})
+	}
+}
