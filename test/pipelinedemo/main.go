@@ -59,12 +59,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.fillQuota, "fillquota", false, "every lane's linger yields to a bucket that would fill up meanwhile (syncer.Syncer.FillQuota; normal lanes on a meter with an urgent reserve always do)")
 	fs.StringVar(&o.format, "format", "wire", `message format: "wire" (booking_com takes opentravel, expedia expedia-ar, each read by an independent decoder) or "json" (both take fleetbucket's JSON body)`)
 	fs.IntVar(&o.poison, "poison", 0, "this many changes name a room type no OTA has mapped: each is refused, isolated from the changes merged with it, and dead-lettered alone (≥ 0, ≤ -events)")
-	// The emulator's writes take far longer than DynamoDB's (p99 about
-	// 80 ms, a tail of several hundred under the demo's load, against tens
-	// of ms), and a grant's request reaches the OTA that much after its
-	// slot: the demo keeps 250 ms free, where the config's default (100
-	// ms) let through 0–1 429s a run (docs/benchmarks.md).
-	fs.StringVar(&o.margin, "margin", "250ms", `every endpoint's "margin": refill time its bucket keeps free for the delay between a grant and its request reaching the OTA (a Go duration, "0s" for none; empty: the config's default, 100ms)`)
+	// The emulator's calls take far longer than DynamoDB's (p50 about
+	// 60 ms, p99 about 200 ms under the demo's load, against single-digit
+	// ms), and a push reaches the OTA a delivery, a claim and a render
+	// after its slot: a job later than its margin books a new slot, and
+	// at 250 ms a fifth of the demo's slots went unused so; 500 ms keeps
+	// that to about 1% (docs/benchmarks.md).
+	fs.StringVar(&o.margin, "margin", "500ms", `every endpoint's "margin": refill time its bucket keeps free for the delay between a grant and its request reaching the OTA (a Go duration, "0s" for none; empty: the config's default, 100ms)`)
 	fs.StringVar(&o.trace, "trace", "", "write a line per worker event (reservations, pushes, deferrals, deliveries) to this file, for finding where a run's time goes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
