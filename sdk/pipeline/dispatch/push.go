@@ -33,15 +33,7 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 // push sends j at its slot. With Work, the body is what the work has
 // pending now, and after the vendor settles the push (accepted, or refused
 // for good) the work may hand back the next job.
-//
-// The work is begun (a lane's claim and render) before the call sleeps to
-// the slot, wake, so that the request leaves at the slot rather than a
-// claim and a render after it: the slot's grace is checked again as it
-// leaves (spendable), and on a slow store those two calls alone would
-// spend it. What changes meanwhile stays pending for the lane's next push.
-// A call ended during that sleep leaves the lane claimed by a token only
-// it knew; the claim's lease brings the lane back (package lane).
-func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, wake time.Time) (Result, *job.Job, error) {
+func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Hold.At}
 	held := j.Hold.Held()
 	j, p, err := d.begin(ctx, j, route)
@@ -61,11 +53,6 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, wake time
 				return *deferred, nil, err
 			}
 			return d.workFailed(ctx, j, route, res, err)
-		}
-	}
-	if rest := wake.Sub(d.now()); rest > 0 {
-		if err := d.sleep(ctx, rest); err != nil {
-			return Result{}, nil, err
 		}
 	}
 	base := ctx

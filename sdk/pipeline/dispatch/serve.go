@@ -71,7 +71,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
 		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
 		if route.Shadow {
-			res, next, err := d.push(ctx, j, route, time.Time{})
+			res, next, err := d.push(ctx, j, route)
 			return pre.then(res), next, err
 		}
 		if dec.Wait > 0 {
@@ -92,7 +92,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			s.Owned, s.Booked, s.LingerAsked = false, false, false
 			continue
 		}
-		res, next, err := d.push(ctx, j, route, j.Hold.At)
+		if rest := j.Hold.At.Sub(d.now()); rest > 0 {
+			if err := d.sleep(ctx, rest); err != nil {
+				return Result{}, nil, err
+			}
+		}
+		res, next, err := d.push(ctx, j, route)
 		return pre.then(res), next, err
 	}
 }
