@@ -107,7 +107,8 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	for i, rec := range ev.Records {
 		attempt := syncer.AttemptOf(aws.ToString(rec.MessageAttributes[syncer.RetryAttribute].StringValue))
 		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue),
-			Redelivered: redelivered(rec.Attributes["ApproximateReceiveCount"]) || attempt > 0, Attempt: attempt}
+			Redelivered: redelivered(rec.Attributes["ApproximateReceiveCount"]) || attempt > 0, Attempt: attempt,
+			Owners: syncer.OwnersOf(aws.ToString(rec.MessageAttributes[syncer.RetryOwnersAttribute].StringValue))}
 	}
 	var resp events.SQSEventResponse
 	outs := h.syncer.HandleBatch(ctx, msgs)

@@ -357,7 +357,8 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	batch := make([]syncer.Message, len(msgs))
 	for i, m := range msgs {
 		attempt := syncer.AttemptOf(m.Attrs[syncer.RetryAttribute])
-		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt}
+		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt,
+			Owners: syncer.OwnersOf(m.Attrs[syncer.RetryOwnersAttribute])}
 	}
 	results := in.sy.HandleBatch(ictx, batch)
 	// As functions/sync does: a failed change goes again after a backoff.

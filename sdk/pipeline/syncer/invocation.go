@@ -49,6 +49,8 @@ type invocation struct {
 	fresh  map[string]lane.Pending
 	groups map[string]*finishGroup
 	reads  map[string]*sharedRead // by the ranges read (readKey)
+	moved  map[string]string      // owner token → the token its claim made owner
+	nonce  string                 // every mark token's tail derives from it (markTail)
 }
 
 // sharedRead is one ARI read that the first pushes of an item's lanes
@@ -61,7 +63,7 @@ type sharedRead struct {
 
 // withInvocation starts what HandleBatch's jobs share.
 func withInvocation(ctx context.Context) (context.Context, *invocation) {
-	inv := &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}}
+	inv := &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}, moved: map[string]string{}, nonce: newNonce()}
 	return context.WithValue(ctx, invocationKey{}, inv), inv
 }
 
@@ -99,6 +101,34 @@ func (inv *invocation) unclaimed(token string) (lane.Pending, bool) {
 	p, ok := inv.fresh[token]
 	delete(inv.fresh, token)
 	return p, ok
+}
+
+// claimed records that a claim moved a lane from token to next.
+func (inv *invocation) claimed(token, next string) {
+	if inv == nil {
+		return
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.moved[token] = next
+}
+
+// current is the tokens that own, after this invocation's claims, the
+// lanes that tokens owned.
+func (inv *invocation) current(tokens []string) []string {
+	if inv == nil || len(tokens) == 0 {
+		return tokens
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	out := make([]string, len(tokens))
+	for i, t := range tokens {
+		for n := 0; n < 100 && inv.moved[t] != ""; n++ { // each claim's token is new: no cycle
+			t = inv.moved[t]
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // read is the state of ranges, read once per invocation for the first

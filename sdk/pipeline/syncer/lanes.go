@@ -237,6 +237,7 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 	}
 	if err == nil {
 		s.owned.leased(next, p.LeaseUntil)
+		inv.claimed(ref.Token, next)
 	}
 	return next, p, err
 }

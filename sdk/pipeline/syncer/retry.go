@@ -2,7 +2,9 @@ package syncer
 
 import (
 	"context"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,12 +26,35 @@ import (
 // is deleted like a handled one. The attempt rides in RetryAttribute;
 // after MaxRetries the change is left on its queue as before, so a change
 // that can never succeed still ends in the dead-letter queue. A change is
-// idempotent (sequence-guarded state, deterministic lane marks), so a copy
-// sent twice is harmless.
+// idempotent (sequence-guarded state, lane marks fenced by their owner
+// tokens), so a copy sent twice is harmless.
+//
+// A change that failed after its mark left its lanes owned by tokens of
+// its delivery's own for a lease (lane.DefaultLease). Its copy would find
+// them owned by another and wait out that lease and a recheck, minutes
+// after the store is back. So Retry carries in RetryOwnersAttribute what
+// tells those lanes (owners.go), and the copy's mark takes a lane they
+// hold as its own: its push claims (lane.Store.Claim), never the
+// claim-free first push, since a job of the failed delivery may be
+// deferred under the same token, and the claim lets exactly one of them
+// push. A plain redelivery (visibility timeout) carries nothing and
+// recovers by the lease, as before.
 
 // RetryAttribute is the message attribute of a change sent again by Retry:
 // how many times it has failed.
 const RetryAttribute = "fleetbucket-retry"
+
+// RetryOwnersAttribute is the message attribute of a change sent again by
+// Retry: what tells the lanes its failed deliveries held (the nonces of
+// their marks, the tokens their claims made owners: owners.go), comma
+// separated (OwnersOf).
+const RetryOwnersAttribute = "fleetbucket-retry-owners"
+
+// maxRetryOwners bounds what one retried change carries (27 bytes at
+// most each): ten retried changes then stay far within SendMessageBatch's
+// 256 KB. The lanes of a change held under more are recovered by their
+// lease, as a plain redelivery's are.
+const maxRetryOwners = 100
 
 const (
 	// RetryBase is the first retry's delay: the limiter's breaker cooldown
@@ -73,12 +98,17 @@ func Retry(ctx context.Context, q RetryAPI, queueURL string, msgs []Message, out
 		n := m.Attempt + 1
 		id := strconv.Itoa(i)
 		ids[id] = m.ID
+		attrs := map[string]sqstypes.MessageAttributeValue{
+			RetryAttribute: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(n))},
+		}
+		if owners := out[i].Owners; len(owners) > 0 {
+			owners = owners[:min(len(owners), maxRetryOwners)]
+			attrs[RetryOwnersAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Join(owners, ","))}
+		}
 		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{
 			Id: aws.String(id), MessageBody: aws.String(m.Body),
-			DelaySeconds: int32((RetryDelay(n) + time.Second - 1) / time.Second),
-			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-				RetryAttribute: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(n))},
-			},
+			DelaySeconds:      int32((RetryDelay(n) + time.Second - 1) / time.Second),
+			MessageAttributes: attrs,
 		})
 	}
 	sent := map[string]bool{}
@@ -103,4 +133,27 @@ func AttemptOf(v string) int {
 		return 0
 	}
 	return n
+}
+
+// ownerToken is what a failed delivery held (owners.go): the nonce of its
+// marks, or a token a claim made owner (newToken).
+var ownerToken = regexp.MustCompile(`^(n-[0-9a-f]{16}|t-[0-9a-f]{24})$`)
+
+// OwnersOf reads RetryOwnersAttribute's value: nil if absent or malformed
+// (a token of another shape, or more than Retry sends), which leaves the
+// change to recover its lanes by their lease, like a plain redelivery.
+func OwnersOf(v string) []string {
+	if v == "" {
+		return nil
+	}
+	owners := strings.Split(v, ",")
+	if len(owners) > maxRetryOwners {
+		return nil
+	}
+	for _, o := range owners {
+		if !ownerToken.MatchString(o) {
+			return nil
+		}
+	}
+	return owners
 }

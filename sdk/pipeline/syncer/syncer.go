@@ -153,6 +153,11 @@ type Message struct {
 	// Attempt is how many times the change failed before, for a change
 	// Retry sent again (its RetryAttribute); 0 otherwise.
 	Attempt int
+	// Owners tell the lanes the change's failed deliveries held (their
+	// mark nonces, their claims' tokens: owners.go), for a change Retry
+	// sent again (its RetryOwnersAttribute, OwnersOf): such a lane is this
+	// delivery's to push, by a claim.
+	Owners []string
 }
 
 // MessageResult is what became of one message. Err non-nil means it must
@@ -162,6 +167,9 @@ type MessageResult struct {
 	Err    error
 	Change ChangeReport      // for a change event
 	Jobs   []dispatch.Result // every job the message produced or carried
+	// Owners, for a failed change, tell the lanes its delivery held at
+	// the end (as Message.Owners): Retry hands them to the change's copy.
+	Owners []string
 }
 
 // prepareConcurrency bounds the state writes one batch has in flight: a
@@ -176,7 +184,7 @@ const prepareConcurrency = 10
 // one write (dispatch.HandleJobs).
 func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
 	out := make([]MessageResult, len(msgs))
-	ctx, _ = withInvocation(ctx)
+	ctx, inv := withInvocation(ctx)
 	jobsOf := make([][]job.Job, len(msgs))
 	changes := make([]*ari.Change, len(msgs))
 	var wg sync.WaitGroup
@@ -190,7 +198,7 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 		})
 	}
 	wg.Wait()
-	s.markAll(ctx, msgs, changes, jobsOf, out)
+	marked, held := s.markAll(ctx, msgs, changes, jobsOf, out)
 	var all []job.Job
 	var owner []int
 	for i, js := range jobsOf {
@@ -215,6 +223,11 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 		out[i].Jobs = append(out[i].Jobs, res)
 		if !msgs[i].Deferred {
 			out[i].Change.Results = append(out[i].Change.Results, res)
+		}
+	}
+	for i := range out {
+		if out[i].Err != nil && !msgs[i].Deferred {
+			out[i].Owners = heldAfter(inv, marked[i], held[i], msgs[i].Owners)
 		}
 	}
 	return out
@@ -266,7 +279,11 @@ func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change
 // markAll marks the lanes of a batch's applied changes: one write per
 // property and kind, however many of the batch's changes share it. The
 // jobs of the lanes it wakes go to the first message of each group.
-func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Change, jobsOf [][]job.Job, out []MessageResult) {
+// marked[i] says message i's lanes were marked (or the mark's write may
+// have landed), and held[i] are the owner tokens of the lanes its mark
+// holds.
+func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Change, jobsOf [][]job.Job, out []MessageResult) (marked []bool, held [][]string) {
+	marked, held = make([]bool, len(msgs)), make([][]string, len(msgs))
 	groups := map[[2]string][]int{}
 	var order [][2]string
 	for i, c := range changes {
@@ -284,17 +301,19 @@ func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Cha
 		idx := groups[k]
 		wg.Go(func() {
 			redelivered := false
+			var offered offers
 			cs := make([]ari.Change, len(idx))
 			for n, i := range idx {
 				cs[n], redelivered = *changes[i], redelivered || msgs[i].Redelivered
+				offered.add(msgs[i].Owners)
 			}
-			jobs, lanes, scheduled, err := s.mark(ctx, cs, redelivered)
+			jobs, lanes, scheduled, tokens, err := s.mark(ctx, cs, redelivered, offered)
 			if errors.Is(err, lane.ErrRejected) {
 				s.rejectMarks(ctx, msgs, changes, idx, out, err)
 				return
 			}
 			for _, i := range idx {
-				out[i].Change.Lanes = lanes
+				out[i].Change.Lanes, marked[i], held[i] = lanes, true, tokens
 				out[i].Err = errors.Join(out[i].Err, err)
 			}
 			out[idx[0]].Change.Scheduled = scheduled
@@ -302,6 +321,7 @@ func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Cha
 		})
 	}
 	wg.Wait()
+	return marked, held
 }
 
 // rejectMarks dead-letters the changes whose lanes the store refused to
@@ -348,11 +368,13 @@ func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 // takes the lane over if its lease runs out unrenewed. So does a change
 // that finds its lane owned by another delivery of the same changes (a
 // duplicate receive), whose worker may die after this one deleted the
-// message.
-func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([]job.Job, int, int, error) {
+// message. A lane that offered holds (what a failed delivery of these
+// changes held, Message.Owners) is this delivery's: its job claims it at
+// once. held are the owner tokens of the lanes this delivery holds.
+func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool, offered offers) (jobs []job.Job, lanes, scheduled int, held []string, err error) {
 	targets, _ := s.Config.Targets(cs[0].PropertyID, cs[0].Kind)
 	if len(targets) == 0 {
-		return nil, 0, 0, nil
+		return nil, 0, 0, nil, nil
 	}
 	ids := make([]lane.ID, len(targets))
 	for i, t := range targets {
@@ -371,17 +393,27 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 	// next change takes the lane over, or the recheck below. The token
 	// starts with what every delivery of these changes shares, so that
 	// another delivery knows it; 26 characters in all, as long as a
-	// claim's (every byte of the lane item is billed on every write).
-	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
-	marks, err := s.Lanes.Mark(ctx, ids, els, func(id lane.ID) string { return kin(id) + newToken()[2:18] })
-	if err != nil {
-		return nil, 0, 0, err
+	// claim's (every byte of the lane item is billed on every write). Its
+	// tail derives from the invocation's nonce, which a copy of a failed
+	// delivery is given (owners.go).
+	nonce := newNonce()
+	if inv := invocationOf(ctx); inv != nil {
+		nonce = inv.nonce
 	}
-	var jobs []job.Job
-	scheduled := 0
+	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
+	marks, err := s.Lanes.Mark(ctx, ids, els, func(id lane.ID) string { return kin(id) + markTail(nonce, id) })
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
 	for i, m := range marks {
 		if s.compact(ctx, m) {
 			marks[i].Fresh = false
+		}
+		if !m.Claimed && offered.holds(m.Pending.Owner, m.Lane) {
+			// Our failed delivery's: not fresh, so its push claims, and
+			// only one of this job and a deferred job of that delivery
+			// under the same token pushes.
+			m.Claimed, marks[i].Fresh = true, false
 		}
 		switch {
 		case m.Claimed:
@@ -390,6 +422,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
 			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
 			jobs, scheduled = append(jobs, j), scheduled+1
+			held = append(held, m.Pending.Owner)
 		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane))):
 			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
 			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
@@ -397,7 +430,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool) ([
 		}
 	}
 	invocationOf(ctx).marked(marks)
-	return jobs, len(marks), scheduled, nil
+	return jobs, len(marks), scheduled, held, nil
 }
 
 func markToken(seed string, id lane.ID) string {
