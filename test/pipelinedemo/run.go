@@ -99,9 +99,14 @@ type tally struct {
 	refused, isolation, warnings int
 	limiterCalls, stateCalls     atomic.Int64
 	failed                       atomic.Int64
-	storeLatency                 []time.Duration // every DynamoDB call's
-	trace                        *tracer         // nil unless -trace
-	ops                          map[string]int  // state calls by kind
+	// receivedAgain counts the messages handed to a worker a second time
+	// or more: each had been left for redelivery (failed), or received
+	// without reaching a worker, and came back after the visibility
+	// timeout.
+	receivedAgain atomic.Int64
+	storeLatency  []time.Duration // every DynamoDB call's
+	trace         *tracer         // nil unless -trace
+	ops           map[string]int  // state calls by kind
 }
 
 func (t *tally) op(kind string) {
@@ -207,7 +212,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			pool <- sy
 		}
 		name := map[bool]string{false: "changes", true: "deferred"}[q.deferred]
-		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
+		pl := &poller.Poller{SQS: receiver(st.sqs, t.trace, name), QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
 			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t),
 			// A receive whose answer is lost hides its messages for the
 			// visibility timeout, and a failed delete hands them out
@@ -254,6 +259,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	return report(out, o, lim, otas, t, tr, dead, time.Since(start))
+}
+
+// receiver is the queue's client, traced with -trace.
+func receiver(c *sqs.Client, t *tracer, queue string) poller.SQSAPI {
+	if t == nil {
+		return c
+	}
+	return tracedReceiver{SQSAPI: c, t: t, queue: queue}
 }
 
 // demoSweepInterval is the demo's stand-in for syncer.SweepInterval.
@@ -417,8 +430,15 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 				}
 			}
 		}
+		for _, m := range batch {
+			if m.Redelivered {
+				t.receivedAgain.Add(1)
+			}
+		}
+		start := time.Now()
 		results := sy.HandleBatch(ctx, batch)
 		if t.trace != nil {
+			traceBatch(t.trace, msgs, results, deferred, time.Since(start))
 			for _, r := range results {
 				for _, j := range r.Jobs {
 					t.trace.event("outcome", j.JobID, "%s pushes=%d reason=%q", j.Outcome, j.Pushes, j.Reason)
