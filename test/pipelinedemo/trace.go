@@ -158,9 +158,14 @@ func (r tracedReceiver) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessa
 		r.t.event("receive-error", r.queue, "err=%v took=%d", err, took)
 		return out, err
 	}
-	attempts := 1
+	attempts, failed := 1, []string(nil)
 	if res, ok := retry.GetAttemptResults(out.ResultMetadata); ok {
 		attempts = len(res.Results)
+		for _, a := range res.Results {
+			if a.Err != nil {
+				failed = append(failed, a.Err.Error())
+			}
+		}
 	}
 	if len(out.Messages) == 0 && attempts == 1 {
 		return out, nil
@@ -169,7 +174,7 @@ func (r tracedReceiver) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessa
 	for i, m := range out.Messages {
 		ids[i] = messageName(m, r.queue == "deferred") + "/" + m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]
 	}
-	r.t.event("received", r.queue, "n=%d attempts=%d took=%d %v", len(ids), attempts, took, ids)
+	r.t.event("received", r.queue, "n=%d attempts=%d took=%d %v failed-attempts=%q", len(ids), attempts, took, ids, failed)
 	return out, nil
 }
 
