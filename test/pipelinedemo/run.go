@@ -212,12 +212,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			pool <- sy
 		}
 		name := map[bool]string{false: "changes", true: "deferred"}[q.deferred]
-		pl := &poller.Poller{SQS: receiver(st.sqs, t.trace, name), QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
+		onError := func(err error) { fmt.Fprintf(os.Stderr, "pipelinedemo: %s queue poller: %v\n", name, err) }
+		pl := &poller.Poller{SQS: pollerClient(st.sqs, t.trace, name, onError), QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
 			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t),
-			// A receive whose answer is lost hides its messages for the
-			// visibility timeout, and a failed delete hands them out
-			// again after it: either shows as a change a minute late.
-			OnError: func(err error) { fmt.Fprintf(os.Stderr, "pipelinedemo: %s queue poller: %v\n", name, err) }}
+			// A receive whose answer is lost hides its messages for
+			// lostAnswerVisibility (shortReceiver), and a failed delete
+			// hands them out again after the visibility timeout: a
+			// change a minute late.
+			OnError: onError}
 		if !q.deferred {
 			// As the stack's changes event source gathers them.
 			pl.BatchSize, pl.Window = syncer.ChangesBatchSize, syncer.ChangesBatchingWindow
@@ -259,14 +261,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	return report(out, o, lim, otas, t, tr, dead, time.Since(start))
-}
-
-// receiver is the queue's client, traced with -trace.
-func receiver(c *sqs.Client, t *tracer, queue string) poller.SQSAPI {
-	if t == nil {
-		return c
-	}
-	return tracedReceiver{SQSAPI: c, t: t, queue: queue}
 }
 
 // demoSweepInterval is the demo's stand-in for syncer.SweepInterval.
