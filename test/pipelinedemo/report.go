@@ -112,6 +112,11 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 	var latencies []time.Duration
 	byKind := map[string][]time.Duration{}
 	missing, poisoned, poisonedDead, otherDead := 0, 0, 0, 0
+	var slowest struct {
+		lat time.Duration
+		c   change
+		ch  string
+	}
 	for _, c := range tr.changes {
 		if c.RoomType == poisonRoom {
 			// Refused by every vendor: it must be dead-lettered, never
@@ -140,6 +145,9 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 				}
 			}
 			if !last.IsZero() {
+				if l := last.Sub(c.at); slowest.lat < l {
+					slowest.lat, slowest.c, slowest.ch = l, c, ch
+				}
 				latencies = append(latencies, last.Sub(c.at))
 				byKind[c.Kind] = append(byKind[c.Kind], last.Sub(c.at))
 			}
@@ -174,6 +182,11 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 	if len(latencies) > 0 {
 		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		fmt.Fprintf(out, "  change → OTA latency: p50 %v, p99 %v, max %v\n", pct(latencies, 0.50), pct(latencies, 0.99), latencies[len(latencies)-1].Round(time.Millisecond))
+		if t.trace != nil {
+			c := slowest.c
+			fmt.Fprintf(out, "  the slowest: %s (%s %s %s/%s %s..%s, sequence %d) sent at %dms reached %s after %v\n", c.EventID, c.PropertyID, c.Kind,
+				c.RoomType, c.RatePlan, c.From, c.To, c.Sequence, t.trace.since(c.at), slowest.ch, slowest.lat.Round(time.Millisecond))
+		}
 	}
 	if o.stopsells > 0 {
 		fmt.Fprintf(out, "  by kind:")
@@ -191,9 +204,9 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 		}
 		fmt.Fprintln(out)
 	}
-	fmt.Fprintf(out, "  slots wasted %d (%.1f%% of pushes); lane jobs deferred %d times, nothing to push %d, shed %d, dead-lettered %d; messages left for redelivery %d\n",
+	fmt.Fprintf(out, "  slots wasted %d (%.1f%% of pushes); lane jobs deferred %d times, nothing to push %d, shed %d, dead-lettered %d; messages left for redelivery %d, received again %d\n",
 		t.wasted, 100*float64(t.wasted)/float64(max(t.pushes, 1)), t.outcomes[dispatch.Deferred], t.outcomes[dispatch.Coalesced],
-		t.outcomes[dispatch.Shed], t.outcomes[dispatch.DeadLettered], t.failed.Load())
+		t.outcomes[dispatch.Shed], t.outcomes[dispatch.DeadLettered], t.failed.Load(), t.receivedAgain.Load())
 	if len(t.lateness) > 0 {
 		late := append([]time.Duration(nil), t.lateness...)
 		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })

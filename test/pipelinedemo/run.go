@@ -99,9 +99,14 @@ type tally struct {
 	refused, isolation, warnings int
 	limiterCalls, stateCalls     atomic.Int64
 	failed                       atomic.Int64
-	storeLatency                 []time.Duration // every DynamoDB call's
-	trace                        *tracer         // nil unless -trace
-	ops                          map[string]int  // state calls by kind
+	// receivedAgain counts the messages handed to a worker a second time
+	// or more: each had been left for redelivery (failed), or received
+	// without reaching a worker, and came back after the visibility
+	// timeout.
+	receivedAgain atomic.Int64
+	storeLatency  []time.Duration // every DynamoDB call's
+	trace         *tracer         // nil unless -trace
+	ops           map[string]int  // state calls by kind
 }
 
 func (t *tally) op(kind string) {
@@ -207,12 +212,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			pool <- sy
 		}
 		name := map[bool]string{false: "changes", true: "deferred"}[q.deferred]
-		pl := &poller.Poller{SQS: st.sqs, QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
+		onError := func(err error) { fmt.Fprintf(os.Stderr, "pipelinedemo: %s queue poller: %v\n", name, err) }
+		pl := &poller.Poller{SQS: pollerClient(st.sqs, t.trace, name, onError), QueueURL: q.url, Visibility: 60 * time.Second, Concurrency: o.workers,
 			ShortPoll: 20 * time.Millisecond, Handler: handler(pool, q.deferred, t),
-			// A receive whose answer is lost hides its messages for the
-			// visibility timeout, and a failed delete hands them out
-			// again after it: either shows as a change a minute late.
-			OnError: func(err error) { fmt.Fprintf(os.Stderr, "pipelinedemo: %s queue poller: %v\n", name, err) }}
+			// A receive whose answer is lost hides its messages for
+			// lostAnswerVisibility (shortReceiver), and a failed delete
+			// hands them out again after the visibility timeout: a
+			// change a minute late.
+			OnError: onError}
 		if !q.deferred {
 			// As the stack's changes event source gathers them.
 			pl.BatchSize, pl.Window = syncer.ChangesBatchSize, syncer.ChangesBatchingWindow
@@ -417,8 +424,15 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 				}
 			}
 		}
+		for _, m := range batch {
+			if m.Redelivered {
+				t.receivedAgain.Add(1)
+			}
+		}
+		start := time.Now()
 		results := sy.HandleBatch(ctx, batch)
 		if t.trace != nil {
+			traceBatch(t.trace, msgs, results, deferred, time.Since(start))
 			for _, r := range results {
 				for _, j := range r.Jobs {
 					t.trace.event("outcome", j.JobID, "%s pushes=%d reason=%q", j.Outcome, j.Pushes, j.Reason)

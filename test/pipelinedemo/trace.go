@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,10 +11,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/poller"
 )
 
 // tracer writes one line per event a worker sees (-trace), for finding
@@ -117,4 +124,74 @@ func (l tracedLimiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req l
 	}
 	l.t.event("batch-granted", b.Key, "burst=%d n=%d horizon=%v slots=%v took=%d", b.Limit.Burst, req.N, req.MaxDelay, slots, took)
 	return batch, nil
+}
+
+// traceBatch traces one handled batch: a line per message with its queue,
+// receive count and, if it failed (left for redelivery), why; the change
+// events by their event id, so that a late change's message can be found.
+func traceBatch(t *tracer, msgs []sqstypes.Message, results []syncer.MessageResult, deferred bool, took time.Duration) {
+	queue := map[bool]string{false: "changes", true: "deferred"}[deferred]
+	for i, m := range msgs {
+		id := messageName(m, deferred)
+		receives := m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]
+		t.event("handled", id, "queue=%s batch=%d receives=%s took=%d failed=%v err=%q", queue, len(msgs), receives, took.Milliseconds(), results[i].Err != nil, fmt.Sprint(results[i].Err))
+	}
+}
+
+// tracedReceiver traces each receive that returned messages: their event
+// or job ids with their receive counts, and the SDK's attempts when it
+// retried. A message received but never handled (its receive's answer lost
+// on the way, or a retried receive whose first attempt the emulator served)
+// shows here, or by its absence here, and comes back after the visibility
+// timeout with a receive count of 2.
+type tracedReceiver struct {
+	poller.SQSAPI
+	t     *tracer
+	queue string
+}
+
+func (r tracedReceiver) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	start := time.Now()
+	out, err := r.SQSAPI.ReceiveMessage(ctx, in, o...)
+	took := time.Since(start).Milliseconds()
+	if err != nil {
+		r.t.event("receive-error", r.queue, "err=%v took=%d", err, took)
+		return out, err
+	}
+	attempts, failed := 1, []string(nil)
+	if res, ok := retry.GetAttemptResults(out.ResultMetadata); ok {
+		attempts = len(res.Results)
+		for _, a := range res.Results {
+			if a.Err != nil {
+				failed = append(failed, a.Err.Error())
+			}
+		}
+	}
+	if len(out.Messages) == 0 && attempts == 1 {
+		return out, nil
+	}
+	ids := make([]string, len(out.Messages))
+	for i, m := range out.Messages {
+		ids[i] = messageName(m, r.queue == "deferred") + "/" + m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]
+	}
+	r.t.event("received", r.queue, "n=%d attempts=%d took=%d %v failed-attempts=%q", len(ids), attempts, took, ids, failed)
+	return out, nil
+}
+
+// messageName is a change message's event id or a deferred job's id.
+func messageName(m sqstypes.Message, deferred bool) string {
+	body := aws.ToString(m.Body)
+	if deferred {
+		if j, err := job.Decode(body); err == nil {
+			return j.ID
+		}
+	} else {
+		var ev struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(body), &ev) == nil && ev.ID != "" {
+			return ev.ID
+		}
+	}
+	return aws.ToString(m.MessageId)
 }
