@@ -206,6 +206,9 @@ func connections(sc Scenario) string {
 			if c.Shards > 0 {
 				extra = fmt.Sprintf(`, "shards": %d`, c.Shards)
 			}
+			if sc.Margin != "" {
+				extra += fmt.Sprintf(`, "margin": %q`, sc.Margin)
+			}
 			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}%s}`, k, k, c.Rate, c.Burst, extra))
 		}
 		var creds []string
