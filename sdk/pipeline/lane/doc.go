@@ -9,6 +9,9 @@
 // the lane, pushes everything pending, and finishes it or schedules the next.
 //
 // Begin with a Store (a DynamoDB client and the ARI state table): Mark for a
-// change, Claim at the push's slot, Finish after it. Due and Sweep recover
-// lanes whose owner died. The protocol is in docs/design.md ("The pipeline").
+// change (a lane it took fresh, Mark.Fresh, is pushed by the marking
+// invocation with no claim), Claim at a later push's slot, Finish after it,
+// or FinishAll for the lanes of one item pushed together. Due and Sweep
+// recover lanes whose owner died. The protocol is in protocol.go and
+// docs/design.md ("The pipeline").
 package lane
