@@ -20,8 +20,8 @@ type Counter struct {
 	DB       limiter.DynamoDBAPI
 	updates  atomic.Int64
 	gets     atomic.Int64
-	unheard  atomic.Int64 // updates that ended without an answer from the store
-	lastMiss atomic.Value // the error of the latest of them
+	unheard  atomic.Int64          // updates that ended without an answer from the store
+	lastMiss atomic.Pointer[error] // the error of the latest of them
 }
 
 // UpdateItem counts and forwards.
@@ -39,7 +39,7 @@ func (c *Counter) hear(err error) {
 	var api smithy.APIError
 	if err != nil && !errors.As(err, &api) {
 		c.unheard.Add(1)
-		c.lastMiss.Store(err)
+		c.lastMiss.Store(&err)
 	}
 }
 
@@ -76,8 +76,10 @@ func (c *Counter) Answered() int64 { return c.updates.Load() - c.unheard.Load() 
 // LastUnanswered is the error of the latest update the store did not
 // answer, or nil; for a test's message.
 func (c *Counter) LastUnanswered() error {
-	err, _ := c.lastMiss.Load().(error)
-	return err
+	if p := c.lastMiss.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Fault decides, per call, what error (if any) to return instead of or after
