@@ -82,6 +82,11 @@ type DB struct {
 	// sizes are every stored item's size by sizeKey, kept on each write,
 	// so that billing a read or a write needs no copy of the item.
 	sizes map[string]int
+	// items are stored items by sizeKey as DB last wrote or read them
+	// (items.go): a read copies one instead of having minidyn convert it.
+	items map[string]map[string]types.AttributeValue
+	// checkItems has every read of a kept item check it against minidyn.
+	checkItems bool
 }
 
 // DBStats are the store's counters for the report.
@@ -119,7 +124,8 @@ type itemHeat struct {
 // NewDB is an empty store drawing latencies from lat with r.
 func NewDB(r *rand.Rand, lat Latency) *DB {
 	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{},
-		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{}}
+		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{},
+		items: map[string]map[string]types.AttributeValue{}}
 }
 
 // SetOutage makes every call fail while down(now) holds.
@@ -298,6 +304,9 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		}
 		var err error
 		out, err = d.shardOf(table, in.Key).UpdateItem(ctx, &cp)
+		if err == nil {
+			d.forget(sk)
+		}
 		if err != nil {
 			d.bill(table, in.Key, writeUnits(beforeSize), false)
 			var ccf *types.ConditionalCheckFailedException
@@ -338,6 +347,7 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 				Message: fmt.Sprintf("Item size to update has exceeded the maximum allowed size (%d bytes)", afterSize)}
 		}
 		d.sizes[sk] = afterSize
+		d.keep(sk, after)
 		d.bill(table, in.Key, writeUnits(max(beforeSize, afterSize)), true)
 		return nil
 	})
@@ -350,7 +360,7 @@ func (d *DB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*
 	table := aws.ToString(in.TableName)
 	err := d.call(ctx, table, "GetItem", func() error {
 		var err error
-		out, err = d.shardOf(table, in.Key).GetItem(ctx, in)
+		out, err = d.getItem(ctx, table, in)
 		if err == nil {
 			d.addRCU(readUnits(d.sizes[sizeKey(table, in.Key)], aws.ToBool(in.ConsistentRead)))
 		}
@@ -434,6 +444,7 @@ func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteI
 			t := aws.ToString(it.Update.TableName)
 			size := itemSize(befores[i])
 			if err == nil {
+				d.forget(sizeKey(t, it.Update.Key))
 				after := itemSize(d.peek(t, it.Update.Key))
 				d.sizes[sizeKey(t, it.Update.Key)] = after
 				size = max(size, after)
@@ -445,17 +456,15 @@ func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteI
 	return out, err
 }
 
-// peek reads an item without billing or latency, under d.mu.
+// peek reads an item without billing or latency, under d.mu. The item is
+// DB's own (items.go): its callers read it, copy it or put it back whole.
 func (d *DB) peek(table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
-	out, err := d.shardOf(table, key).GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key})
-	if err != nil || out == nil {
-		return nil
-	}
-	return out.Item
+	return d.stored(table, key)
 }
 
 // restore puts an item back as it was before a write that made it too large.
 func (d *DB) restore(ctx context.Context, table string, key, before map[string]types.AttributeValue) {
+	d.forget(sizeKey(table, key))
 	if before == nil {
 		delete(d.sizes, sizeKey(table, key))
 		_, _ = d.shardOf(table, key).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})

@@ -117,6 +117,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	}
 	s.ledger = NewLedger(s.start, names, carries)
 	s.db = NewDB(child(), sc.DBLatency)
+	s.db.checkItems = sc.CheckItems
 	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
 	s.changes = s.sqs.Create("changes", visibility)
 	s.defers = s.sqs.Create("deferred", visibility)

@@ -102,6 +102,9 @@ type Scenario struct {
 	DBLatency, SQSLatency, OTALatency Latency
 	// MaxConcurrency caps each event source (0: the config's).
 	MaxConcurrency int
+	// CheckItems has every read of the in-memory DynamoDB compare the item
+	// it kept with minidyn's (items.go); the small runs set it.
+	CheckItems bool
 	// Drain is how long the run may go on after the load, for the fleet to
 	// catch up; it ends as soon as every lane is fresh and the queues empty.
 	Drain time.Duration
@@ -176,6 +179,7 @@ func Named(name string, size Size, seed uint64) (Scenario, error) {
 		return s, fmt.Errorf("no scenario %q: want calibrate, steady, storm, single-credential, single-credential-sharded or faults", name)
 	}
 	s.Seed = seed
+	s.CheckItems = size == Small
 	if s.SweepEvery == 0 {
 		s.SweepEvery = 5 * time.Minute
 	}

@@ -73,7 +73,7 @@ func (d *DB) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) (*dyn
 	}
 	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
 	for _, c := range order {
-		o, err := c.BatchGetItem(ctx, parts[c])
+		o, err := d.batchGetShard(ctx, c, parts[c])
 		if err != nil {
 			return nil, err
 		}
