@@ -79,14 +79,14 @@ func (d *DB) check(table string, key, kept map[string]types.AttributeValue) {
 	var diff []string
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		if k, f := kept[n], fresh[n]; !reflect.DeepEqual(k, f) {
-			diff = append(diff, fmt.Sprintf("%s: kept %s, minidyn %s", n, describe(k), describe(f)))
+			diff = append(diff, fmt.Sprintf("%s: kept %s, minidyn %s", n, valueText(k), valueText(f)))
 		}
 	}
 	panic(fmt.Sprintf("sim: the item kept for %s differs from minidyn's (a write bypassed DB.forget):\n%s", sizeKey(table, key), strings.Join(diff, "\n")))
 }
 
-// describe renders a value for a message.
-func describe(v types.AttributeValue) string {
+// valueText renders a value for a message.
+func valueText(v types.AttributeValue) string {
 	if v == nil {
 		return "missing"
 	}

@@ -10,12 +10,19 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 )
 
-// Prices are on-demand list prices (us-east-1) the report uses.
+// Prices are on-demand list prices (us-east-1) the report uses, and
+// provisioned capacity's per unit-hour for the line stated apart.
 var Prices = struct {
 	WRU, RRU, SQS, LambdaRequest, LambdaGBs, EventBridge float64
+	WCUHour, RCUHour                                     float64
 }{
 	WRU: 0.625e-6, RRU: 0.125e-6, SQS: 0.40e-6, LambdaRequest: 0.20e-6, LambdaGBs: 0.0000133334, EventBridge: 1.00e-6,
+	WCUHour: 0.00065, RCUHour: 0.00013,
 }
+
+// provisionedUse is the utilization DynamoDB auto scaling targets by
+// default: provisioned capacity pays for the units a run used divided by it.
+const provisionedUse = 0.70
 
 // idlePollsPerMinute is what an event source mapping's pollers bill while
 // a queue is empty: about five pollers long-polling 20 s each.
@@ -144,8 +151,10 @@ func per(n, d float64) float64 {
 	return n / d
 }
 
-// Cost is dollars per million changes, by service.
-type Cost struct{ DynamoDB, SQS, Lambda, EventBridge float64 }
+// Cost is dollars per million changes, by service. DynamoDBProvisioned is
+// DynamoDB's at provisioned capacity instead of on demand, for a load auto
+// scaling can follow (a day's curve, not a storm's minute): stated apart.
+type Cost struct{ DynamoDB, SQS, Lambda, EventBridge, DynamoDBProvisioned float64 }
 
 // Total is DynamoDB + SQS + Lambda (EventBridge apart).
 func (c Cost) Total() float64 { return c.DynamoDB + c.SQS + c.Lambda }
@@ -159,6 +168,8 @@ func (r *Report) Cost() Cost {
 		SQS:         m * float64(r.SQSReqs) * Prices.SQS,
 		Lambda:      m * (float64(r.Stats.Invocations)*Prices.LambdaRequest + r.Stats.GBSeconds*Prices.LambdaGBs),
 		EventBridge: m * ch * Prices.EventBridge,
+		// A unit a second for an hour serves 3,600 units.
+		DynamoDBProvisioned: m * (r.DB.WCU*Prices.WCUHour + r.DB.RCU*Prices.RCUHour) / 3600 / provisionedUse,
 	}
 }
 
@@ -202,6 +213,8 @@ func (r *Report) Write(w io.Writer) {
 		r.SQSReqs, per(float64(r.SQSReqs), ch), st.Invocations, per(float64(st.Invocations), ch), st.Cold, st.Deaths, st.Timeouts, st.GBSeconds, per(st.GBSeconds, ch))
 	fmt.Fprintf(w, "  $ per million changes: DynamoDB %.3f + SQS %.3f + Lambda %.3f = %.3f (EventBridge apart: %.2f)\n",
 		c.DynamoDB, c.SQS, c.Lambda, c.Total(), c.EventBridge)
+	fmt.Fprintf(w, "    apart: at provisioned capacity ($%g per WCU-hour, $%g per RCU-hour, auto scaling holding %.0f%% utilization) DynamoDB %.3f, so %.3f all-in\n",
+		Prices.WCUHour, Prices.RCUHour, 100*provisionedUse, c.DynamoDBProvisioned, c.DynamoDBProvisioned+c.SQS+c.Lambda)
 	r.writeBreakdown(w)
 	fmt.Fprintf(w, "  hottest item %s: %d writes and %d WCU in its busiest second (%.0f%% of a partition's 1,000 WCU/s), %d writes in all\n",
 		r.HotKey, r.HotWrites, r.HotWCU, 100*float64(r.HotWCU)/1000, r.HotTotal)
