@@ -73,3 +73,22 @@ func TestParseAtTheBounds(t *testing.T) {
 		})
 	}
 }
+
+func TestChangeDates(t *testing.T) {
+	tests := []struct{ from, to, want string }{
+		{"2026-12-01", "2026-12-01", "2026-12-01"},
+		{"2026-12-30", "2027-01-02", "2026-12-30,2026-12-31,2027-01-01,2027-01-02"},
+		{"2028-02-27", "2028-03-01", "2028-02-27,2028-02-28,2028-02-29,2028-03-01"}, // a leap year
+		{"2027-02-27", "2027-03-01", "2027-02-27,2027-02-28,2027-03-01"},
+		{"2027-03-27", "2027-03-29", "2027-03-27,2027-03-28,2027-03-29"}, // Europe's clocks change; UTC dates do not
+		{"2026-12-03", "2026-12-01", ""},
+	}
+	for _, tc := range tests {
+		if got := strings.Join(Change{From: tc.from, To: tc.to}.Dates(), ","); got != tc.want {
+			t.Errorf("%s..%s: Dates = %q, want %q", tc.from, tc.to, got, tc.want)
+		}
+	}
+	if n := len(Change{From: "2027-01-01", To: "2027-12-31"}.Dates()); n != 365 {
+		t.Errorf("a year of 2027: %d dates, want 365", n)
+	}
+}
