@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,15 +265,44 @@ func (p *pipeline) runUntil(n int, want int, progress func() int, stall, limit t
 			last, lastAt = got, time.Now()
 		}
 		if time.Since(lastAt) > stall {
-			p.t.Errorf("pipeline stalled at %d of %d for %v", got, want, stall)
+			p.t.Errorf("pipeline stalled at %d of %d for %v; what became of the jobs: %s", got, want, stall, p.tally())
 			break
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}
 	if ctx.Err() != nil {
-		p.t.Errorf("pipeline did not finish within %v (%d of %d)", limit, progress(), want)
+		p.t.Errorf("pipeline did not finish within %v (%d of %d); what became of the jobs: %s", limit, progress(), want, p.tally())
 	}
 	stop()
+}
+
+// tally counts the results so far by outcome and reason, for a message.
+func (p *pipeline) tally() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := map[string]int{}
+	for _, rs := range p.results {
+		for _, r := range rs {
+			k := string(r.Outcome)
+			if r.Reason != "" {
+				k += " (" + r.Reason[:min(len(r.Reason), 80)] + ")"
+			}
+			if r.StoreError {
+				k += " [store error]"
+			}
+			n[k]++
+		}
+	}
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %5d %s", n[k], k)
+	}
+	return b.String()
 }
 
 // start runs a poller on each queue, each with n workers, until ctx ends
