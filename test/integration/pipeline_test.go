@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,12 +48,22 @@ type pipeline struct {
 
 	mu      sync.Mutex
 	results map[string][]dispatch.Result
+	// arrivals are the deferred jobs the workers took up, as the test saw
+	// them (not as the dispatcher reports them), for a failure's message.
+	arrivals map[string][]arrival
+}
+
+// arrival is a deferred job taken up by a worker: when, and the slot it
+// held, if any.
+type arrival struct {
+	at, due, slot time.Time
 }
 
 func newPipeline(t *testing.T, limit limiter.Limit, ota mockota.Config) *pipeline {
 	t.Helper()
 	p := &pipeline{t: t, sqs: emulator.SQS(t), table: emulator.NewTable(t, emulator.DynamoDB(t)), limit: limit,
-		endpoints: map[string]bool{"availability": true, "rates": true}, results: map[string][]dispatch.Result{}}
+		endpoints: map[string]bool{"availability": true, "rates": true}, results: map[string][]dispatch.Result{},
+		arrivals: map[string][]arrival{}}
 	p.changesURL = p.queue("changes")
 	p.deferredURL = p.queue("deferred")
 	p.dlqURL = p.queue("dlq")
@@ -149,6 +161,20 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 	return d
 }
 
+// patientPolicy is the dispatcher's policy for the tests that pace a
+// fleet in real time and count its deferrals. Deferred jobs come back 5 s
+// before their slots rather than 2 s, which covers the 2.5–3.6 s lateness
+// of moto's SQS and a saturated worker pool on a loaded 2-core machine,
+// and may sleep up to 10 s for a slot: the longest lead that the lateness
+// the dispatcher learns can ask for (half the wait) on the ≤ 20 s waits of
+// those tests. Otherwise a job that comes back as early as it asked to is
+// deferred a second time, by design.
+func patientPolicy() dispatch.Policy {
+	p := dispatch.DefaultPolicy
+	p.BlockThreshold, p.MaxHold = 5*time.Second, 10*time.Second
+	return p
+}
+
 func pushJob(i int, endpoint string, firstSeen time.Time) job.Job {
 	return job.Job{ID: fmt.Sprintf("job-%04d", i), Channel: "booking_com", Credential: "cred-1", Endpoint: endpoint,
 		Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), FirstSeen: firstSeen}
@@ -209,6 +235,81 @@ func (p *pipeline) run(n int, timeout time.Duration, done func() bool, o workerO
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	stop := p.start(ctx, n, o)
+	for ctx.Err() == nil && !done() {
+		sleep(ctx, 100*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		p.t.Errorf("pipeline did not finish within %v", timeout)
+	}
+	stop()
+}
+
+// runUntil works the queues as run does until progress() reaches want. It
+// gives up when progress stalls for stall, or at limit: a fleet paced in
+// real time against emulators that share two cores with other test
+// binaries finishes when the emulators let it, so only a pipeline that
+// stops moving is a failure, not a slow one.
+func (p *pipeline) runUntil(n int, want int, progress func() int, stall, limit time.Duration, o workerOpts) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	stop := p.start(ctx, n, o)
+	last, lastAt := -1, time.Now()
+	for ctx.Err() == nil {
+		got := progress()
+		if got >= want {
+			break
+		}
+		if got != last {
+			last, lastAt = got, time.Now()
+		}
+		if time.Since(lastAt) > stall {
+			p.t.Errorf("pipeline stalled at %d of %d for %v; what became of the jobs: %s", got, want, stall, p.tally())
+			break
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		p.t.Errorf("pipeline did not finish within %v (%d of %d); what became of the jobs: %s", limit, progress(), want, p.tally())
+	}
+	stop()
+}
+
+// tally counts the results so far by outcome and reason, for a message.
+func (p *pipeline) tally() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := map[string]int{}
+	for _, rs := range p.results {
+		for _, r := range rs {
+			k := string(r.Outcome)
+			if r.Reason != "" {
+				k += " (" + r.Reason[:min(len(r.Reason), 80)] + ")"
+			}
+			if r.StoreError {
+				k += " [store error]"
+			}
+			n[k]++
+		}
+	}
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %5d %s", n[k], k)
+	}
+	return b.String()
+}
+
+// start runs a poller on each queue, each with n workers, until ctx ends
+// or stop is called; stop waits for the batches in hand.
+func (p *pipeline) start(ctx context.Context, n int, o workerOpts) (stop func()) {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, url := range []string{p.changesURL, p.deferredURL} {
 		pool := make(chan *dispatch.Dispatcher, n)
@@ -219,14 +320,10 @@ func (p *pipeline) run(n int, timeout time.Duration, done func() bool, o workerO
 			OnError: func(err error) { p.t.Logf("poller: %v", err) }}
 		wg.Go(func() { pl.Run(ctx) })
 	}
-	for ctx.Err() == nil && !done() {
-		sleep(ctx, 100*time.Millisecond)
+	return func() {
+		cancel()
+		wg.Wait()
 	}
-	if ctx.Err() != nil {
-		p.t.Errorf("pipeline did not finish within %v", timeout)
-	}
-	cancel()
-	wg.Wait()
 }
 
 // handler is what the sync Lambda does with a batch: every message is
@@ -235,6 +332,7 @@ func (p *pipeline) handler(pool chan *dispatch.Dispatcher) poller.Handler {
 	return func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
 		d := <-pool
 		defer func() { pool <- d }()
+		takenUp := time.Now()
 		// As the sync function does: decode the batch, then dispatch its
 		// jobs together, each waiting for its own slot concurrently.
 		var (
@@ -259,6 +357,11 @@ func (p *pipeline) handler(pool chan *dispatch.Dispatcher) poller.Handler {
 				continue
 			}
 			jobs, ids = append(jobs, j), append(ids, aws.ToString(m.MessageId))
+			if !j.Due.IsZero() {
+				p.mu.Lock()
+				p.arrivals[j.ID] = append(p.arrivals[j.ID], arrival{at: takenUp, due: j.Due, slot: j.Hold.At})
+				p.mu.Unlock()
+			}
 		}
 		results, errs := d.HandleJobs(ctx, jobs)
 		for i := range jobs {
@@ -293,13 +396,38 @@ func (p *pipeline) deferralsPerJob() (most, total int) {
 // explain logs what the fleet and the vendor saw of one job.
 func (p *pipeline) explain(id string) {
 	for _, r := range p.outcomes(id) {
-		p.t.Logf("  %s: %s slot %v attempts %d throttled %d reason %q", id, r.Outcome, r.Slot.Format("15:04:05.000"), r.Attempts, r.Throttled, r.Reason)
+		p.t.Logf("  %s: %s slot %v wait %v attempts %d throttled %d wasted %d; delivered %v late of %v; reason %q", id, r.Outcome, r.Slot.Format("15:04:05.000"),
+			r.Wait, r.Attempts, r.Throttled, r.WastedSlots, r.Lateness.Round(time.Millisecond), r.Delayed, r.Reason)
+	}
+	p.mu.Lock()
+	arrivals := append([]arrival(nil), p.arrivals[id]...)
+	p.mu.Unlock()
+	for _, a := range arrivals {
+		p.t.Logf("  %s: taken up %v after its due time, %v after its slot %v", id, a.at.Sub(a.due).Round(time.Millisecond),
+			a.at.Sub(a.slot).Round(time.Millisecond), a.slot.Format("15:04:05.000"))
 	}
 	for _, r := range p.ota.Requests() {
 		if r.JobID == id {
 			p.t.Logf("  %s: vendor answered %d at %v", id, r.Status, r.At.Format("15:04:05.000"))
 		}
 	}
+}
+
+// latestArrival is the latest a deferred job holding a slot was taken up
+// after that slot, by the test's clock: the queue's and the workers'
+// lateness, which the policy's lead and grace must cover.
+func (p *pipeline) latestArrival() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var late time.Duration
+	for _, as := range p.arrivals {
+		for _, a := range as {
+			if !a.slot.IsZero() {
+				late = max(late, a.at.Sub(a.slot))
+			}
+		}
+	}
+	return late
 }
 
 // reDeferrals counts deferrals of jobs that already held a slot when they

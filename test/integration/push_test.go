@@ -38,12 +38,25 @@ func makeJobs(n int, endpoint string) []job.Job {
 // emulators and the race detector: at 25/s a starved fleet ran late,
 // expired its slots and re-deferred, which real instances, each with its
 // own CPU, do not.
+//
+// For the same reason the workers use patientPolicy, and the run ends when
+// every job has landed, however long the emulators take, unless it stops
+// moving for a minute. With the default lead, on a machine that other test
+// binaries loaded, deferred jobs came back later than their slots'
+// grace, were booked again (wasting their slots), and the extra SQS
+// traffic slowed moto's SQS further: 229 of the 1000 jobs landed in 4
+// minutes, with 12 SQS messages a push.
 func TestFleetPushesUnderTheVendorLimit(t *testing.T) {
 	lim := limiter.PerSecond(10, 10)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	jobs := makeJobs(1000, "availability")
-	go p.stream(jobs, 12)
-	p.run(40, 240*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		p.stream(jobs, 12)
+	}()
+	p.runUntil(40, len(jobs), func() int { return len(p.ota.AcceptedByJob()) }, time.Minute, 20*time.Minute, workerOpts{policy: patientPolicy()})
+	<-streamed
 	p.assertExactlyOnce(jobs)
 	times := p.ota.AcceptedTimes("cred-1", "availability")
 	assertFleetInvariant(t, times, lim, 0)
@@ -317,14 +330,27 @@ func (failingSQS) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*s
 // (g) A burst at 10× the rate, with consumers keeping up: every job is
 // deferred at most once, because it owns its slot when it comes back; and
 // (c) none is pushed before its slot.
+//
+// "Keeping up" is the premise: the claim holds while the deferred queue
+// hands a job back within the lead it was deferred with plus its slot's
+// grace. A job taken up later has lost its slot, which the dispatcher
+// rightly books again (a wasted slot and a second deferral, never an
+// overspend). On a 2-core machine that other test binaries loaded, moto's
+// SQS and the workers took the opening burst's deferred jobs up 2.5–3.6 s
+// late (the same jobs 0.1–0.5 s late once it was over), past the default
+// 2 s lead and 600 ms grace; the lateness learned from them then sent later
+// jobs back earlier than Policy.MaxHold let them sleep, so those were
+// deferred again on purpose. patientPolicy leaves the emulator that room;
+// the claim stays exact: at most one deferral per job.
 func TestOverloadDefersEachJobAtMostOnce(t *testing.T) {
 	// T = 400 ms: a slot may be used up to (4−1)·T/2 = 600 ms late, which
-	// the SQS round trip of a deferral needs on a loaded 2-core machine.
+	// a job woken late from its sleep to the slot needs on a loaded 2-core
+	// machine.
 	lim := limiter.PerSecond(2.5, 4)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	jobs := makeJobs(50, "availability") // 20 s of quota, enqueued within ~1 s
 	p.enqueue(jobs)
-	p.run(10, 90*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
+	p.runUntil(10, len(jobs), func() int { return len(p.ota.AcceptedByJob()) }, time.Minute, 5*time.Minute, workerOpts{policy: patientPolicy()})
 	p.assertExactlyOnce(jobs)
 	times := p.ota.AcceptedTimes("cred-1", "availability")
 	assertFleetInvariant(t, times, lim, 0)
@@ -334,12 +360,30 @@ func TestOverloadDefersEachJobAtMostOnce(t *testing.T) {
 		t.Errorf("only %d deferrals: the bucket was not saturated, so the test proves nothing", total)
 	}
 	if most > 1 || p.reDeferrals() > 0 {
-		t.Errorf("a job was deferred %d times (re-deferrals %d), want at most once", most, p.reDeferrals())
+		t.Errorf("a job was deferred %d times (re-deferrals %d), want at most once; the latest deferred job was taken up %v after its slot",
+			most, p.reDeferrals(), p.latestArrival().Round(time.Millisecond))
+		p.explainReDeferred(jobs, 5)
 	}
 	if n := p.steady429s(); n > 0 {
 		t.Errorf("%d 429s in steady state with the vendor at the fleet's own limit", n)
 	}
 	p.assertNoPushBeforeSlot(jobs)
+}
+
+// explainReDeferred explains up to n of the jobs deferred more than once.
+func (p *pipeline) explainReDeferred(jobs []job.Job, n int) {
+	for _, j := range jobs {
+		deferrals := 0
+		for _, r := range p.outcomes(j.ID) {
+			if r.Outcome == dispatch.Deferred {
+				deferrals++
+			}
+		}
+		if deferrals > 1 && n > 0 {
+			p.explain(j.ID)
+			n--
+		}
+	}
 }
 
 // Bad input: malformed messages and unknown channels or endpoints go to the

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -44,11 +47,16 @@ func changeEvent(id string, seq int64, kind, from, to string, values map[string]
 
 func newSyncer(t *testing.T, p *pipeline, lim limiter.Limit) *syncer.Syncer {
 	t.Helper()
+	return newSyncerOn(t, p, lim, emulator.DynamoDB(t))
+}
+
+// newSyncerOn is newSyncer with its state and lanes on db.
+func newSyncerOn(t *testing.T, p *pipeline, lim limiter.Limit, db *dynamodb.Client) *syncer.Syncer {
+	t.Helper()
 	cfg, err := config.Parse([]byte(connectionsJSON(p.ota.URL(), lim)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := emulator.DynamoDB(t)
 	stateTable := emulator.NewStateTable(t, db)
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }, Linger: -1}
@@ -77,11 +85,32 @@ func otaCopy(t *testing.T, p *pipeline) *otacopy.Copy {
 // values at the OTA: older events can neither regress the state nor push
 // over it, and the superseded ones push nothing at all.
 func TestReverseOrderEventsEndWithNewestAtTheOTA(t *testing.T) {
+	reverseOrderEvents(t, &resendCounter{})
+}
+
+// The same when the emulator's answer to the newest event's state write is
+// lost and the SDK sends the write again: the resend finds the event's own
+// values in place, so the report counts no date applied, and still the
+// event's lane is marked and pushed once with the newest values.
+func TestReverseOrderEventsSurviveALostStateAnswer(t *testing.T) {
+	var lost atomic.Bool
+	reverseOrderEvents(t, &resendCounter{lose: func(r *http.Request) bool {
+		// The first write is the newest event's state; lose its answer only.
+		return r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.UpdateItem" && lost.CompareAndSwap(false, true)
+	}})
+	if !lost.Load() {
+		t.Fatal("no answer was lost, so the test proves nothing")
+	}
+}
+
+func reverseOrderEvents(t *testing.T, rc *resendCounter) {
+	t.Helper()
 	lim := limiter.PerSecond(20, 10)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
-	sy := newSyncer(t, p, lim)
+	sy := newSyncerOn(t, p, lim, dynamoDBCountingResends(t, rc))
 	ctx := context.Background()
 	for seq := int64(5); seq >= 1; seq-- {
+		resendsBefore := rc.resends.Load()
 		rep, err := sy.HandleChange(ctx, changeEvent(fmt.Sprintf("ev-%d", seq), seq, "rates", "2026-12-01", "2026-12-03",
 			map[string]any{"amount": fmt.Sprintf("%d.00", 100+seq)}))
 		if err != nil {
@@ -90,9 +119,16 @@ func TestReverseOrderEventsEndWithNewestAtTheOTA(t *testing.T) {
 		wantApplied, wantJobs := 0, 0
 		if seq == 5 {
 			wantApplied, wantJobs = 3, 1
+			if rc.resends.Load() > resendsBefore && rep.Applied == 0 {
+				// Its write landed, its answer did not, and the resend met
+				// the event's own values (ari counts them current, not
+				// applied). The push below must happen all the same.
+				t.Logf("event seq 5: its state write was sent again (an answer lost); %d dates reported applied", rep.Applied)
+				wantApplied = 0
+			}
 		}
 		if rep.Applied != wantApplied || len(rep.Results) != wantJobs {
-			t.Fatalf("event seq %d: %+v, want %d dates applied and %d push jobs", seq, rep, wantApplied, wantJobs)
+			t.Fatalf("event seq %d: %+v, want %d dates applied and %d push jobs (requests resent: %d)", seq, rep, wantApplied, wantJobs, rc.resends.Load())
 		}
 		if wantJobs == 1 && rep.Results[0].Outcome != dispatch.Pushed {
 			t.Fatalf("event seq %d: %+v, want pushed", seq, rep.Results[0])
