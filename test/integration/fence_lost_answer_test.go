@@ -59,3 +59,110 @@ func TestFenceWriteWithALostAnswerStillPushes(t *testing.T) {
 		t.Errorf("the vendor accepted the job %d times, want once", n)
 	}
 }
+
+// A fence write whose every attempt landed without an answer leaves the
+// fence to the tag FirstAfter handed back with its error: the caller that
+// passes it back in takes the fence over, once, while the other
+// deliveries (a copy of the first message, a copy of the deferred one)
+// still find it taken.
+func TestFirstAfterTakesOverItsOwnUnansweredWrite(t *testing.T) {
+	db := emulator.DynamoDB(t)
+	table := emulator.NewTable(t, db)
+	var losing atomic.Bool
+	losing.Store(true)
+	f := &dynamotest.Faulty{DB: db, F: dynamotest.Fault{After: func(op string, err error) error {
+		if op == "UpdateItem" && err == nil && losing.Load() {
+			return errInjected // landed, answer lost
+		}
+		return nil
+	}}}
+	l, err := limiter.New(f, limiter.WithTable(table), limiter.WithMaxAttempts(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	const key = "job-0001@0"
+
+	first, tag, err := l.FirstAfter(ctx, key, nil, until)
+	if err == nil || first || tag == "" {
+		t.Fatalf("every answer lost: FirstAfter = %v, tag %q, err %v; want false, a tag and the error", first, tag, err)
+	}
+	losing.Store(false)
+	steps := []struct {
+		who     string
+		earlier []string
+		want    bool
+	}{
+		{"a copy of the first delivery", nil, false},
+		{"the deferred job, with its tag", []string{tag}, true},
+		{"a copy of the deferred job", []string{tag}, false},
+		{"the deferred job again, after a copy took over", []string{"older", tag}, false},
+	}
+	for _, s := range steps {
+		got, _, err := l.FirstAfter(ctx, key, s.earlier, until)
+		if err != nil {
+			t.Fatalf("%s: %v", s.who, err)
+		}
+		if got != s.want {
+			t.Errorf("%s: FirstAfter = %v, want %v", s.who, got, s.want)
+		}
+	}
+	if first, err := l.First(ctx, key, until); err != nil || first {
+		t.Errorf("First after the takeover = %v, %v; want false", first, err)
+	}
+}
+
+// A payload job whose fence writes all landed unanswered (more lost
+// answers than the limiter's attempts) is deferred for the store error and
+// pushed once when it comes back, even when the queue hands back two
+// copies of it: the tag it carries makes the landed fence its own. Before
+// the job carried it, it came back to a fence taken by its own write and
+// pushed nothing, ever.
+func TestJobWhoseFenceWritesAllLostAnswersPushesOnce(t *testing.T) {
+	lim := limiter.PerSecond(20, 5)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim})
+	var updates, lost atomic.Int64
+	db := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{After: func(op string, err error) error {
+		// The first write books the slot; the next three are the
+		// fence's attempts (the limiter's default), all answers lost.
+		if n := updates.Add(1); op == "UpdateItem" && n >= 2 && n <= 4 && err == nil {
+			lost.Add(1)
+			return errInjected
+		}
+		return nil
+	}}}
+	policy := dispatch.DefaultPolicy
+	policy.StoreCooldown = time.Second
+	d := p.dispatcher(workerOpts{db: db, policy: policy})
+	ctx := context.Background()
+	res, err := d.HandleJob(ctx, pushJob(1, "availability", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost.Load() != 3 || res.Outcome != dispatch.Deferred {
+		t.Fatalf("first handling: %s (%s) with %d answers lost; want deferred after 3", res.Outcome, res.Reason, lost.Load())
+	}
+	back := p.receiveDeferred(t, 1)[0]
+	if len(back.FenceTags) != 1 {
+		t.Fatalf("the deferred job carries fence tags %q, want the unanswered write's", back.FenceTags)
+	}
+	// Three unanswered writes opened the rig's circuit breaker (3
+	// failures, 5 s): the copies come back once it has closed.
+	time.Sleep(5*time.Second + 100*time.Millisecond)
+	outcomes := map[dispatch.Outcome]int{}
+	for _, c := range []int{1, 2} {
+		r, err := d.HandleJob(ctx, back)
+		if err != nil {
+			t.Fatalf("copy %d: %v", c, err)
+		}
+		t.Logf("copy %d: %s %s", c, r.Outcome, r.Reason)
+		outcomes[r.Outcome]++
+	}
+	if outcomes[dispatch.Pushed] != 1 || outcomes[dispatch.Coalesced] != 1 {
+		t.Errorf("two copies of the deferred job ended %v, want one pushed and one coalesced", outcomes)
+	}
+	if n := p.ota.AcceptedByJob()["job-0001"]; n != 1 {
+		t.Errorf("the vendor accepted the job %d times, want once", n)
+	}
+}

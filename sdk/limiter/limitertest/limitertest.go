@@ -22,6 +22,7 @@ package limitertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,7 +39,8 @@ type Limiter struct {
 	sleep   func(ctx context.Context, d time.Duration) error
 	fault   func(op, key string) error
 	buckets map[string]*bucket
-	fences  map[string]time.Time
+	fences  map[string]fence
+	tags    int // FirstAfter's tags so far
 }
 
 // bucket is what the real limiter keeps in a bucket's item: tat, and the
@@ -68,7 +70,7 @@ func WithFault(fault func(op, key string) error) Option { return func(l *Limiter
 
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
-	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]time.Time{}}
+	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -351,21 +353,38 @@ func (l *Limiter) Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp
 // First reports whether this is the first call for key before until:
 // true once, false for every other call until then.
 func (l *Limiter) First(ctx context.Context, key string, until time.Time) (bool, error) {
+	first, _, err := l.FirstAfter(ctx, key, nil, until)
+	return first, err
+}
+
+// FirstAfter is First for a caller that asked before: a fence one of the
+// earlier tags holds is taken over under a new tag, as the limiter's
+// FirstAfter does. An injected fault stands for a write never sent, so it
+// hands back no tag.
+func (l *Limiter) FirstAfter(ctx context.Context, key string, earlier []string, until time.Time) (bool, string, error) {
 	if l.fault != nil {
 		if err := l.fault("First", key); err != nil {
-			return false, err
+			return false, "", err
 		}
 	}
 	if key == "" {
-		return false, &limiter.ArgumentError{Field: "key", Reason: "empty"}
+		return false, "", &limiter.ArgumentError{Field: "key", Reason: "empty"}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if end, seen := l.fences[key]; seen && l.now().Before(end) {
-		return false, nil
+	l.tags++
+	me := fmt.Sprintf("t%d", l.tags)
+	if f, seen := l.fences[key]; seen && l.now().Before(f.until) && !slices.Contains(earlier, f.who) {
+		return false, me, nil
 	}
-	l.fences[key] = until
-	return true, nil
+	l.fences[key] = fence{until: until, who: me}
+	return true, me, nil
+}
+
+// fence is a key's fence: until when, and the tag of the call that holds it.
+type fence struct {
+	until time.Time
+	who   string
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

@@ -128,10 +128,12 @@ type CredentialRefresher interface {
 }
 
 // Fence tells the first of several deliveries of one job from the others
-// (*limiter.Limiter is one): First is true exactly once per key before
-// until, fleet-wide.
+// (*limiter.Limiter is one): FirstAfter is true exactly once per key before
+// until, fleet-wide, for a caller that passes the tags of its earlier
+// unanswered writes (earlier) and keeps the tag it is handed back with an
+// error (see limiter.Limiter.FirstAfter).
 type Fence interface {
-	First(ctx context.Context, key string, until time.Time) (bool, error)
+	FirstAfter(ctx context.Context, key string, earlier []string, until time.Time) (first bool, tag string, err error)
 }
 
 // Router resolves a job's channel, credential and endpoint. An error means

@@ -96,14 +96,19 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job
 	if d.Fence != nil {
 		// Copies come as long as the job lives.
 		maxAge, _ := d.lifetime(route)
-		first, err := d.Fence.First(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FirstSeen.Add(maxAge))
+		first, tag, err := d.Fence.FirstAfter(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FenceTags, j.FirstSeen.Add(maxAge))
 		if err != nil {
+			if tag != "" {
+				// The write may have landed: the job, deferred for the
+				// store error, takes over what it holds when it comes back.
+				j = j.WithFenceTag(tag)
+			}
 			return j, Payload{}, err
 		}
 		if !first {
 			return j, Payload{}, fmt.Errorf("%w: another delivery of job %q (try %d) pushes", ErrNothingToPush, j.ID, j.Tries)
 		}
-		j.Tries++
+		j.Tries, j.FenceTags = j.Tries+1, nil
 	}
 	return j, Payload{Body: j.Payload, Items: 1}, nil
 }

@@ -43,6 +43,23 @@ func (h Hold) Held() bool { return !h.At.IsZero() }
 // deployment never misreads a message written by a newer one.
 const Version = 1
 
+// MaxFenceTags bounds Job.FenceTags. Only a fence write sent and never
+// answered adds one (with the limiter's breaker open nothing is sent), so
+// a job gathers few; the bound keeps a long, flapping outage from growing
+// its body and its fence write's condition without end.
+const MaxFenceTags = 8
+
+// WithFenceTag is j with tag added to its FenceTags, the oldest dropped
+// past MaxFenceTags.
+func (j Job) WithFenceTag(tag string) Job {
+	tags := append(append([]string(nil), j.FenceTags...), tag)
+	if len(tags) > MaxFenceTags {
+		tags = tags[len(tags)-MaxFenceTags:]
+	}
+	j.FenceTags = tags
+	return j
+}
+
 // Job is one push to one channel endpoint: of a lane's pending changes,
 // read from state at push time (sdk/pipeline/syncer's work), or of a
 // payload the job carries itself.
@@ -94,6 +111,11 @@ type Job struct {
 	// next number. It survives Restarted, so a redriven job is not
 	// fenced out by its own last push.
 	Tries int `json:"tries,omitempty"`
+	// FenceTags are the tags of this try's fence writes that the store did
+	// not answer (limiter.FirstAfter): any of them may have landed, and the
+	// job, back from its deferral, takes over a fence they hold instead of
+	// taking it for another delivery's. At most MaxFenceTags, the newest.
+	FenceTags []string `json:"fence_tags,omitempty"`
 	// DeferredAt and Due are when the job was last deferred and when the
 	// queue should hand it back (DeferredAt plus its whole-second delay):
 	// the delivery's lateness is the arrival minus Due.

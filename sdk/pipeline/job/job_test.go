@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -156,5 +157,35 @@ func TestDecodesABodyWrittenBeforeTheHold(t *testing.T) {
 	got.Hold = Hold{}
 	if body, _ := Encode(got); strings.Contains(body, "slot") || strings.Contains(body, "probe") || strings.Contains(body, "tokens") {
 		t.Errorf("a job holding no slot encodes hold fields: %s", body)
+	}
+}
+
+// A job keeps the newest MaxFenceTags tags, and its copies share none of
+// their backing arrays.
+func TestWithFenceTagKeepsTheNewest(t *testing.T) {
+	tests := []struct {
+		name string
+		add  int
+		want string
+	}{
+		{"one", 1, "[t1]"},
+		{"up to the bound", 8, "[t1 t2 t3 t4 t5 t6 t7 t8]"},
+		{"past it: the oldest go", 10, "[t3 t4 t5 t6 t7 t8 t9 t10]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var j Job
+			for i := 1; i <= tt.add; i++ {
+				j = j.WithFenceTag(fmt.Sprintf("t%d", i))
+			}
+			if got := fmt.Sprint(j.FenceTags); got != tt.want {
+				t.Errorf("FenceTags %s, want %s", got, tt.want)
+			}
+		})
+	}
+	a := Job{}.WithFenceTag("a")
+	b, c := a.WithFenceTag("b"), a.WithFenceTag("c")
+	if fmt.Sprint(b.FenceTags, c.FenceTags) != "[a b] [a c]" {
+		t.Errorf("two jobs grown from one share tags: %v %v", b.FenceTags, c.FenceTags)
 	}
 }
