@@ -21,34 +21,17 @@ import (
 // of job ... pushes"); a fleet run with DynamoDB paused for 20 s lost 79
 // of its 1000 jobs that way.
 func TestFenceWriteWithALostAnswerStillPushes(t *testing.T) {
-	lim := limiter.PerSecond(20, 5)
-	p := newPipeline(t, lim, mockota.Config{Limit: lim})
-	var updates atomic.Int64
-	var lost atomic.Bool
-	db := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{After: func(op string, err error) error {
-		// The first write books the slot; the second is the fence.
-		if op == "UpdateItem" && updates.Add(1) == 2 && err == nil {
-			lost.Store(true)
-			return errInjected
-		}
-		return nil
-	}}}
-	policy := dispatch.DefaultPolicy
-	policy.StoreCooldown = time.Second
-	d := p.dispatcher(workerOpts{db: db, policy: policy})
-	ctx := context.Background()
-	res, err := d.HandleJob(ctx, pushJob(1, "availability", time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !lost.Load() {
+	p, d, first := handleWithLostAnswers(t, 2, 2) // the first write books the slot; the second is the fence
+	if first.Lost != 1 {
 		t.Fatal("the fence's answer was never lost, so the test proves nothing")
 	}
+	res := first.Result
 	if res.Outcome == dispatch.Deferred {
 		// Fail closed is allowed too, as long as the job pushes when it
 		// comes back.
 		t.Logf("first handling: %s (%s)", res.Outcome, res.Reason)
-		if res, err = d.HandleJob(ctx, p.receiveDeferred(t, 1)[0]); err != nil {
+		var err error
+		if res, err = d.HandleJob(context.Background(), p.receiveDeferred(t, 1)[0]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,29 +103,13 @@ func TestFirstAfterTakesOverItsOwnUnansweredWrite(t *testing.T) {
 // the job carried it, it came back to a fence taken by its own write and
 // pushed nothing, ever.
 func TestJobWhoseFenceWritesAllLostAnswersPushesOnce(t *testing.T) {
-	lim := limiter.PerSecond(20, 5)
-	p := newPipeline(t, lim, mockota.Config{Limit: lim})
-	var updates, lost atomic.Int64
-	db := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{After: func(op string, err error) error {
-		// The first write books the slot; the next three are the
-		// fence's attempts (the limiter's default), all answers lost.
-		if n := updates.Add(1); op == "UpdateItem" && n >= 2 && n <= 4 && err == nil {
-			lost.Add(1)
-			return errInjected
-		}
-		return nil
-	}}}
-	policy := dispatch.DefaultPolicy
-	policy.StoreCooldown = time.Second
-	d := p.dispatcher(workerOpts{db: db, policy: policy})
+	// The first write books the slot; the next three are the fence's
+	// attempts (the limiter's default), all answers lost.
+	p, d, res := handleWithLostAnswers(t, 2, 4)
+	if res.Lost != 3 || res.Outcome != dispatch.Deferred {
+		t.Fatalf("first handling: %s (%s) with %d answers lost; want deferred after 3", res.Outcome, res.Reason, res.Lost)
+	}
 	ctx := context.Background()
-	res, err := d.HandleJob(ctx, pushJob(1, "availability", time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lost.Load() != 3 || res.Outcome != dispatch.Deferred {
-		t.Fatalf("first handling: %s (%s) with %d answers lost; want deferred after 3", res.Outcome, res.Reason, lost.Load())
-	}
 	back := p.receiveDeferred(t, 1)[0]
 	if len(back.FenceTags) != 1 {
 		t.Fatalf("the deferred job carries fence tags %q, want the unanswered write's", back.FenceTags)
@@ -165,4 +132,38 @@ func TestJobWhoseFenceWritesAllLostAnswersPushesOnce(t *testing.T) {
 	if n := p.ota.AcceptedByJob()["job-0001"]; n != 1 {
 		t.Errorf("the vendor accepted the job %d times, want once", n)
 	}
+}
+
+// lostAnswers is a first handling and how many answers it lost.
+type lostAnswers struct {
+	dispatch.Result
+	Lost int64
+}
+
+// handleWithLostAnswers handles job 1 once on a pipeline whose store loses
+// the answers of its UpdateItems numbered from..to (from 1) after they
+// landed, and returns the rig and its dispatcher for what comes back.
+func handleWithLostAnswers(t *testing.T, from, to int64) (*pipeline, *dispatch.Dispatcher, lostAnswers) {
+	t.Helper()
+	lim := limiter.PerSecond(20, 5)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim})
+	var updates, lost atomic.Int64
+	db := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{After: func(op string, err error) error {
+		if op != "UpdateItem" {
+			return nil
+		}
+		if n := updates.Add(1); n >= from && n <= to && err == nil {
+			lost.Add(1)
+			return errInjected
+		}
+		return nil
+	}}}
+	policy := dispatch.DefaultPolicy
+	policy.StoreCooldown = time.Second
+	d := p.dispatcher(workerOpts{db: db, policy: policy})
+	res, err := d.HandleJob(context.Background(), pushJob(1, "availability", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, d, lostAnswers{Result: res, Lost: lost.Load()}
 }
