@@ -124,7 +124,8 @@ func TestHiddenSubLimitPenalizesTheFleet(t *testing.T) {
 	p := newPipeline(t, published, mockota.Config{Limit: published, HiddenLimit: &hidden})
 	jobs := makeJobs(40, "rates")
 	p.enqueue(jobs)
-	p.run(10, 90*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
+	const workers = 10
+	p.run(workers, 90*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
 	p.assertExactlyOnce(jobs)
 	reqs := p.ota.Requests()
 	var first429, last429 time.Time
@@ -144,9 +145,14 @@ func TestHiddenSubLimitPenalizesTheFleet(t *testing.T) {
 	t.Logf("%d requests, %d answered 429 between +0 and +%v; the run lasted %v after the first 429",
 		len(reqs), p.ota.Count429(), last429.Sub(first429).Round(time.Millisecond), end.Sub(first429).Round(time.Millisecond))
 	// The first wave's Retry-After is 1s; its penalty empties the bucket and
-	// the fleet refills from there, within the hidden burst.
-	if last429.Sub(first429) > 3*time.Second {
-		t.Errorf("429s went on for %v after the first; want them to stop after the first wave", last429.Sub(first429))
+	// the fleet refills from there, within the hidden burst: at most one
+	// 429 per worker, in the wave they all sent before the first answer.
+	// (Counted, not timed: on a loaded machine a late send may earn its
+	// 429 seconds after the first, and a fleet that never backed off would
+	// earn one on every wave.)
+	if n := p.ota.Count429(); n > workers {
+		t.Errorf("%d requests answered 429 (the last %v after the first); want at most one per worker (%d), all in the first wave",
+			n, last429.Sub(first429).Round(time.Millisecond), workers)
 	}
 }
 
