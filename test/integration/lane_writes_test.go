@@ -48,7 +48,7 @@ func lanesConfig(lim limiter.Limit, n int) func(string) string {
 type countedLanes struct {
 	lane.DynamoDBAPI
 	writes *dynamotest.Counter
-	gate   *markGate
+	gate   *barrier
 }
 
 func (c countedLanes) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
@@ -59,15 +59,17 @@ func (c countedLanes) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	return out, err
 }
 
-type markGate struct {
+// barrier holds each caller of arrive until want of them came (or its
+// context ends), so that what they do next overlaps for certain.
+type barrier struct {
 	mu   sync.Mutex
 	want int
 	all  chan struct{}
 }
 
-func newMarkGate(want int) *markGate { return &markGate{want: want, all: make(chan struct{})} }
+func newBarrier(want int) *barrier { return &barrier{want: want, all: make(chan struct{})} }
 
-func (g *markGate) arrive(ctx context.Context) {
+func (g *barrier) arrive(ctx context.Context) {
 	g.mu.Lock()
 	if g.want--; g.want == 0 {
 		close(g.all)
@@ -80,7 +82,7 @@ func (g *markGate) arrive(ctx context.Context) {
 }
 
 // countLanes makes sy's lane store count its writes in w.
-func countLanes(sy *syncer.Syncer, w *dynamotest.Counter, gate *markGate) {
+func countLanes(sy *syncer.Syncer, w *dynamotest.Counter, gate *barrier) {
 	db := sy.Lanes.DB
 	w.DB = db
 	sy.Lanes.DB = countedLanes{DynamoDBAPI: db, writes: w, gate: gate}
@@ -224,7 +226,7 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 			r.linger, r.lease = -1, 2*time.Second
 			src := newPMS("hotel-aurora")
 			body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
-			gate := newMarkGate(2)
+			gate := newBarrier(2)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var wg sync.WaitGroup

@@ -36,7 +36,9 @@ func (f faultyLanes) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 		ref := claimedRef(in)
 		f.claims.add(ref)
 		if f.gate != nil && ref == f.gate.ref {
-			f.gate.arrive()
+			wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+			f.gate.arrive(wait)
+			cancel()
 		}
 	}
 	out, err := f.DynamoDBAPI.UpdateItem(ctx, in, o...)
@@ -79,22 +81,8 @@ func (c *claimCount) of(ref string) int {
 // claimGate holds the claims of lane ref until two came, so that they race
 // for certain; a claim that never comes lets the other go after a while.
 type claimGate struct {
-	ref  string
-	mu   sync.Mutex
-	want int
-	all  chan struct{}
-}
-
-func (g *claimGate) arrive() {
-	g.mu.Lock()
-	if g.want--; g.want == 0 {
-		close(g.all)
-	}
-	g.mu.Unlock()
-	select {
-	case <-g.all:
-	case <-time.After(20 * time.Second):
-	}
+	ref string
+	*barrier
 }
 
 // failingReads fails the ARI store's reads: a push's render.
@@ -171,11 +159,7 @@ func failAndRetry(t *testing.T, r *laneRig, first *syncer.Syncer, body string) s
 // pushes them at once, through a claim, rather than deferring a recheck
 // until the failed delivery's lease (2 minutes) runs out: once per lane.
 func TestRetriedChangePushesAsSoonAsTheStoreAnswers(t *testing.T) {
-	lim := limiter.PerSecond(20, 10)
-	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, 2))
-	r.linger = -1
-	src := newPMS("hotel-aurora")
-	body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
+	r, src, body := retryRig(t)
 	var claims claimCount
 	lose := &atomic.Bool{}
 	lose.Store(true)
@@ -206,11 +190,7 @@ func TestRetriedChangePushesAsSoonAsTheStoreAnswers(t *testing.T) {
 // BK-1's job was deferred, lane BK-2's deferral failed too, which failed
 // the change.
 func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
-	lim := limiter.PerSecond(20, 10)
-	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, 2))
-	r.linger = -1
-	src := newPMS("hotel-aurora")
-	body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
+	r, src, body := retryRig(t)
 	var claims claimCount
 	first := retryWorker(r, faultyLanes{claims: &claims})
 	first.State.DB = failingReads{first.State.DB}
@@ -221,7 +201,7 @@ func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
 		t.Fatalf("the deferred job is not lane BK-1's: %s", deferred.Body)
 	}
 
-	gate := &claimGate{ref: "BK-1", want: 2, all: make(chan struct{})}
+	gate := &claimGate{ref: "BK-1", barrier: newBarrier(2)}
 	var wg sync.WaitGroup
 	outs := make([]syncer.MessageResult, 2)
 	for i, m := range []syncer.Message{again, deferred} {
@@ -242,4 +222,14 @@ func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
 		src.assertNewest(t, otaCopy(t, r.pipeline), ref)
 	}
 	assertReleased(t, r)
+}
+
+// retryRig is a two-lane rig that pushes at once, and a change to them.
+func retryRig(t *testing.T) (*laneRig, *pms, string) {
+	t.Helper()
+	lim := limiter.PerSecond(20, 10)
+	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, 2))
+	r.linger = -1
+	src := newPMS("hotel-aurora")
+	return r, src, src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
 }

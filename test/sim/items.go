@@ -38,18 +38,24 @@ func (d *DB) keep(sk string, item map[string]types.AttributeValue) {
 // forget drops the kept item at sk: a write is about to change it.
 func (d *DB) forget(sk string) { delete(d.items, sk) }
 
+// kept is the item kept for key in table, checked against minidyn's
+// where the run asks for it, for reading inside DB only.
+func (d *DB) kept(table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, bool) {
+	item, ok := d.items[sizeKey(table, key)]
+	if ok && d.checkItems {
+		d.check(table, key, item)
+	}
+	return item, ok
+}
+
 // stored is the item at key in table, or nil, for reading inside DB only.
 func (d *DB) stored(table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
-	sk := sizeKey(table, key)
-	if item, ok := d.items[sk]; ok {
-		if d.checkItems {
-			d.check(table, key, item)
-		}
+	if item, ok := d.kept(table, key); ok {
 		return item
 	}
 	item := d.fromMinidyn(table, key)
 	if item != nil {
-		d.items[sk] = item // minidyn's rendering is fresh: nothing else holds it
+		d.items[sizeKey(table, key)] = item // minidyn's rendering is fresh: nothing else holds it
 	}
 	return item
 }
@@ -105,16 +111,12 @@ func (d *DB) getItem(ctx context.Context, table string, in *dynamodb.GetItemInpu
 	if projected(in.ProjectionExpression, in.AttributesToGet) {
 		return d.shardOf(table, in.Key).GetItem(ctx, in)
 	}
-	sk := sizeKey(table, in.Key)
-	if item, ok := d.items[sk]; ok {
-		if d.checkItems {
-			d.check(table, in.Key, item)
-		}
+	if item, ok := d.kept(table, in.Key); ok {
 		return &dynamodb.GetItemOutput{Item: copyItem(item)}, nil
 	}
 	out, err := d.shardOf(table, in.Key).GetItem(ctx, in)
 	if err == nil && len(out.Item) > 0 {
-		d.keep(sk, out.Item)
+		d.keep(sizeKey(table, in.Key), out.Item)
 	}
 	return out, err
 }
@@ -131,12 +133,9 @@ func (d *DB) batchGetShard(ctx context.Context, c *client.Client, in *dynamodb.B
 		}
 		items := make([]map[string]types.AttributeValue, 0, len(ka.Keys))
 		for _, k := range ka.Keys {
-			item, ok := d.items[sizeKey(t, k)]
+			item, ok := d.kept(t, k)
 			if !ok {
 				return d.batchGetMinidyn(ctx, c, in)
-			}
-			if d.checkItems {
-				d.check(t, k, item)
 			}
 			items = append(items, copyItem(item))
 		}
