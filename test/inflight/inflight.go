@@ -61,12 +61,13 @@ type Request struct {
 type Vendor struct {
 	Latency time.Duration
 
-	mu       sync.Mutex
-	running  int
-	peak     int
-	requests []Request
-	srv      *http.Server
-	ln       net.Listener
+	mu        sync.Mutex
+	running   int
+	runningBy map[int]int // running requests by process
+	peak      int
+	requests  []Request
+	srv       *http.Server
+	ln        net.Listener
 }
 
 // StartVendor listens on 127.0.0.1.
@@ -75,7 +76,7 @@ func StartVendor(latency time.Duration) (*Vendor, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Vendor{Latency: latency, ln: ln}
+	v := &Vendor{Latency: latency, ln: ln, runningBy: map[int]int{}}
 	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = v.srv.Serve(ln) }()
 	return v, nil
@@ -89,19 +90,21 @@ func (v *Vendor) Close() { _ = v.srv.Close() }
 
 func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	q := r.URL.Query()
+	p, _ := strconv.Atoi(q.Get("process"))
 	v.mu.Lock()
 	v.running++
+	v.runningBy[p]++
 	inflight := v.running
 	v.peak = max(v.peak, v.running)
 	v.mu.Unlock()
 	// The vendor works on, whether or not the client is still there.
 	time.Sleep(v.Latency)
-	q := r.URL.Query()
-	p, _ := strconv.Atoi(q.Get("process"))
 	slot, _ := strconv.Atoi(q.Get("slot"))
 	exp, _ := strconv.ParseInt(q.Get("expires"), 10, 64)
 	v.mu.Lock()
 	v.running--
+	v.runningBy[p]--
 	v.requests = append(v.requests, Request{Job: q.Get("job"), Process: p, Slot: slot, Owner: q.Get("owner"),
 		Expires: time.UnixMicro(exp), Start: start, End: time.Now(), Inflight: inflight})
 	v.mu.Unlock()
@@ -115,7 +118,15 @@ func (v *Vendor) Peak() int {
 	return v.peak
 }
 
-// Running is how many requests are running now, by process.
+// busyAt says whether process p has a request running, and when it was
+// asked: every such request entered before that time and ends after it.
+func (v *Vendor) busyAt(p int) (time.Time, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return time.Now(), v.runningBy[p] > 0
+}
+
+// Requests are the requests the vendor answered, by start.
 func (v *Vendor) Requests() []Request {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -136,9 +147,11 @@ type Config struct {
 	// environment.
 	Worker []string
 	Env    []string
-	// Kill, if set, kills process 0 with SIGKILL this long after the start;
-	// process 0 starts Lead earlier than the others, so it holds leases
-	// when it dies.
+	// Kill, if set, kills process 0 with SIGKILL this long after the start,
+	// at the first moment after it when the vendor is running one of its
+	// requests (so it holds a lease when it dies, however the others
+	// raced it for the slots); process 0 starts Lead earlier than the
+	// others.
 	Kill, Lead time.Duration
 	// Pipeline pushes through dispatch.Dispatcher (pipeline.go) rather
 	// than the LeaseGate directly.
@@ -202,8 +215,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		}
 		if p == 0 && c.Kill > 0 {
 			wg.Go(func() {
-				time.Sleep(time.Until(start.Add(c.Kill)))
-				res.Killed = time.Now()
+				res.Killed = killWhenBusy(v, start.Add(c.Kill), start.Add(c.Lead+c.Duration))
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 			})
 		}
@@ -254,6 +266,20 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		res.Utilization = busy.Seconds() / (float64(c.Max) * to.Sub(from).Seconds())
 	}
 	return res, nil
+}
+
+// killWhenBusy waits from `from` until the vendor is running a request of
+// process 0, and says when it saw one; at `until` it gives up and says
+// when (the run's check then finds no lease held at the kill).
+func killWhenBusy(v *Vendor, from, until time.Time) time.Time {
+	time.Sleep(time.Until(from))
+	for {
+		at, busy := v.busyAt(0)
+		if busy || at.After(until) {
+			return at
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func lastJSON(r io.Reader, into any) error {
