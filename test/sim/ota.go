@@ -49,10 +49,12 @@ type Vendor struct {
 	refuse  float64
 
 	Sent, Accepted, Throttled, Failed, Refused int
-	Violations, Strict                         int
-	FirstViolation, FirstStrict                string
-	ByKey                                      map[string]int // sends per credential/endpoint
-	recent                                     map[string][]sent
+	// ThrottledAt is when each 429 was answered, from the run's start.
+	ThrottledAt                 []time.Duration
+	Violations, Strict          int
+	FirstViolation, FirstStrict string
+	ByKey                       map[string]int // sends per credential/endpoint
+	recent                      map[string][]sent
 	// perSec counts sends per key per second of the run.
 	perSec map[string][]int32
 	start  time.Time
@@ -143,6 +145,7 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 	d := e.Admit(now, v.real)
 	if !d.Allowed {
 		v.Throttled++
+		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Wait.Seconds()))))
 		return http.StatusTooManyRequests, h, lat
 	}

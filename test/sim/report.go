@@ -115,6 +115,9 @@ func (s *sim) report() *Report {
 		r.DeadByReason[shortReason(reason)]++
 	}
 	r.Recovery = recovery(s.sc.Faults, r.Samples)
+	if f := s.sc.Faults; f.HalveAt > 0 {
+		r.Recovery = append(r.Recovery, s.halved(f.HalveChannel, f.HalveAt))
+	}
 	if b := s.sc.Burst; b != nil {
 		r.Storm = s.stormDrain(*b, r.Samples)
 	}
@@ -309,9 +312,6 @@ func recovery(f Faults, samples []Sample) []string {
 	if f.Vendor5xx[1] > f.Vendor5xx[0] {
 		all = append(all, fault{"OTA 5xx", f.Vendor5xx[0], f.Vendor5xx[1]})
 	}
-	if f.HalveAt > 0 {
-		all = append(all, fault{"OTA halves its real limit", f.HalveAt, f.HalveAt})
-	}
 	if len(all) == 0 {
 		return nil
 	}
@@ -329,6 +329,43 @@ func recovery(f Faults, samples []Sample) []string {
 		}
 	}
 	return out
+}
+
+// halved says how the fleet took channel ch's real limit halving at at:
+// the 429s it earned from then on and when the last came, and what its
+// busiest bucket sent over the rest of the run against the halved rate.
+// Dirty lanes say nothing here: the quota binds from then on, and the
+// lanes merge what waits.
+func (s *sim) halved(ch int, at time.Duration) string {
+	c, v := s.sc.Channels[ch], s.vendors[ch]
+	v.mu.Lock()
+	var after []time.Duration
+	for _, t := range v.ThrottledAt {
+		if t >= at {
+			after = append(after, t)
+		}
+	}
+	keys := make([]string, 0, len(v.ByKey))
+	for k := range v.ByKey {
+		keys = append(keys, k)
+	}
+	v.mu.Unlock()
+	end := s.stats.EndedAt
+	busiest, bk := 0, ""
+	for _, k := range keys {
+		if n := v.SentBetween(k, at, end); n > busiest || n == busiest && k < bk {
+			busiest, bk = n, k
+		}
+	}
+	head := fmt.Sprintf("%s halves its real limit to %g/s at %v", c.Name, c.Rate/2, at)
+	if c.Adaptive {
+		head += " (its buckets adaptive)"
+	}
+	throttles := "no 429 after it"
+	if len(after) > 0 {
+		throttles = fmt.Sprintf("%d 429s after it, the first %v and the last %v after it", len(after), (after[0] - at).Round(time.Millisecond), (after[len(after)-1] - at).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s: %s; its busiest bucket %s then sent %.2f/s", head, throttles, bk, float64(busiest)/max((end-at).Seconds(), 1e-9))
 }
 
 // stormDrain measures the wave against channel 0's rates quota: how much of

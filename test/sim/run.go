@@ -210,6 +210,9 @@ func connections(sc Scenario) string {
 			if sc.Margin != "" {
 				extra += fmt.Sprintf(`, "margin": %q`, sc.Margin)
 			}
+			if c.Adaptive {
+				extra += `, "adaptive": {}`
+			}
 			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}%s}`, k, k, c.Rate, c.Burst, extra))
 		}
 		var creds []string

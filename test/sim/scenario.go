@@ -44,6 +44,8 @@ type ChannelSpec struct {
 	Burst int
 	// Shards, if > 0, sets the endpoints' shards.
 	Shards int
+	// Adaptive gives the endpoints adaptive limits (`"adaptive": {}`).
+	Adaptive bool
 }
 
 // Load is how the PMS's changes arrive: Rate(t) changes per second at
@@ -303,9 +305,20 @@ func faults(size Size) Scenario {
 		s.Faults = Faults{DBOutage: [2]time.Duration{time.Minute, 2 * time.Minute}, Vendor5xx: [2]time.Duration{150 * time.Second, 210 * time.Second},
 			Vendor5xxChannel: 1, HalveAt: 4 * time.Minute, HalveChannel: 2}
 	}
+	// The OTA whose limit halves is a slow one with adaptive buckets:
+	// halved, its limit is under what its busiest buckets are asked for
+	// (about 2 pushes a second at 100 properties a credential; 0.8 in the
+	// small run), so the fleet earns 429s and must learn the new rate.
+	// At the steady run's 10/s, half would still be far above the load,
+	// and the fault would test nothing.
+	slow := &s.Channels[s.Faults.HalveChannel]
+	slow.Rate, slow.Burst, slow.Adaptive = 3, 6, true
+	if size != Full {
+		slow.Rate, slow.Burst = 1.2, 4
+	}
 	s.Faults.LambdaDeath, s.Faults.Duplicates = 0.01, 0.01
 	s.Drain = 30 * time.Minute
-	s.Note += fmt.Sprintf("; DynamoDB out %v–%v, %s answers 503 %v–%v, %s halves its real limit at %v, 1%% of invocations die mid-batch, 1%% of receives duplicated",
-		s.Faults.DBOutage[0], s.Faults.DBOutage[1], fiveChannels[1], s.Faults.Vendor5xx[0], s.Faults.Vendor5xx[1], fiveChannels[2], s.Faults.HalveAt)
+	s.Note += fmt.Sprintf("; DynamoDB out %v–%v, %s answers 503 %v–%v, %s (%g/s, adaptive) halves its real limit at %v, 1%% of invocations die mid-batch, 1%% of receives duplicated",
+		s.Faults.DBOutage[0], s.Faults.DBOutage[1], fiveChannels[1], s.Faults.Vendor5xx[0], s.Faults.Vendor5xx[1], fiveChannels[2], slow.Rate, s.Faults.HalveAt)
 	return s
 }
