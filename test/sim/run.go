@@ -448,8 +448,16 @@ func (s *sim) sweepEvery(ctx context.Context) {
 // sample records the dirty lanes and the quota-bound floor.
 func (s *sim) sample(ctx context.Context) {
 	credOf := func(ch int, prop int32) int32 { return prop % int32(s.sc.Channels[ch].Creds) }
-	rate := func(ch int) float64 { return s.sc.Channels[ch].Rate }
 	for sleep(ctx, sampleEvery) == nil {
+		// The quota is what the vendor enforces: a halved limit doubles
+		// the floor, whether or not the fleet has learned it yet.
+		halved := s.sc.Faults.HalveAt > 0 && time.Since(s.start) >= s.sc.Faults.HalveAt
+		rate := func(ch int) float64 {
+			if halved && ch == s.sc.Faults.HalveChannel {
+				return s.sc.Channels[ch].Rate / 2
+			}
+			return s.sc.Channels[ch].Rate
+		}
 		floor, dirty := s.ledger.Floor(credOf, rate)
 		sm := Sample{At: time.Since(s.start), DirtyLanes: dirty, Floor: floor,
 			Backlog: s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)}
