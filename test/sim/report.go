@@ -95,8 +95,8 @@ func (s *sim) report() *Report {
 				busiest, bk = n, k
 			}
 		}
-		r.PerChannel = append(r.PerChannel, fmt.Sprintf("%s: %d sent, %d accepted, %d 429, %d 5xx, busiest bucket %s %d (%.1f/s)",
-			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds()))
+		r.PerChannel = append(r.PerChannel, fmt.Sprintf("%s: %d sent, %d accepted, %d 429, %d 5xx, %d wasted slots, busiest bucket %s %d (%.1f/s)",
+			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, s.stats.WastedByChannel[v.Name], bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds()))
 		v.mu.Unlock()
 	}
 	s.ledger.mu.Lock()
@@ -234,7 +234,7 @@ func (r *Report) Write(w io.Writer) {
 	if r.Storm != "" {
 		fmt.Fprintf(w, "  storm: %s\n", r.Storm)
 	}
-	fmt.Fprintf(w, "  by minute (p50/p99/max freshness | max floor | max dirty lanes | max backlog):\n")
+	fmt.Fprintf(w, "  by minute (p50/p99/max freshness | max floor | max dirty lanes | max backlog | wasted slots):\n")
 	for m, h := range r.FreshByMinute {
 		var fl time.Duration
 		dirty, backlog := 0, 0
@@ -243,10 +243,14 @@ func (r *Report) Write(w io.Writer) {
 				fl, dirty, backlog = max(fl, sm.Floor), max(dirty, sm.DirtyLanes), max(backlog, sm.Backlog)
 			}
 		}
-		if h.N() == 0 && dirty == 0 {
+		wasted := 0
+		if m < len(st.WastedByMinute) {
+			wasted = st.WastedByMinute[m]
+		}
+		if h.N() == 0 && dirty == 0 && wasted == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "    %3d' %10v %10v %10v | %8v | %6d | %6d\n", m, ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()), ms(fl), dirty, backlog)
+		fmt.Fprintf(w, "    %3d' %10v %10v %10v | %8v | %6d | %6d | %6d\n", m, ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()), ms(fl), dirty, backlog, wasted)
 	}
 	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d, invalid changes %d, messages left for redelivery %d, failed changes sent again after a backoff %d\n",
 		st.Outcomes[dispatch.Pushed], st.Outcomes[dispatch.Deferred], st.Outcomes[dispatch.Coalesced], st.Outcomes[dispatch.Shed],

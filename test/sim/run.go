@@ -77,9 +77,13 @@ type Stats struct {
 	GBSeconds                           float64
 	Outcomes                            map[dispatch.Outcome]int
 	Pushes, Items, Wasted, Throttled    int
-	StoreErrors, LocalShares            int
-	Sweeps                              int
-	InvalidChanges, FailedMessages      int
+	// WastedByMinute and WastedByChannel split Wasted (slots booked and
+	// never used) by the minute they were given up in and by channel.
+	WastedByMinute                 []int
+	WastedByChannel                map[string]int
+	StoreErrors, LocalShares       int
+	Sweeps                         int
+	InvalidChanges, FailedMessages int
 	// RetriedChanges are failed changes sent again after a backoff
 	// (syncer.Retry) rather than left for the visibility timeout.
 	RetriedChanges int
@@ -415,7 +419,19 @@ func (s *sim) count(r syncer.MessageResult) {
 		s.stats.Outcomes[j.Outcome]++
 		s.stats.Pushes += j.Pushes
 		s.stats.Items += j.Items
-		s.stats.Wasted += j.WastedSlots
+		if j.WastedSlots > 0 {
+			s.stats.Wasted += j.WastedSlots
+			m := int(time.Since(s.start) / time.Minute)
+			for len(s.stats.WastedByMinute) <= m {
+				s.stats.WastedByMinute = append(s.stats.WastedByMinute, 0)
+			}
+			s.stats.WastedByMinute[m] += j.WastedSlots
+			ch, _, _ := strings.Cut(j.Bucket, "#")
+			if s.stats.WastedByChannel == nil {
+				s.stats.WastedByChannel = map[string]int{}
+			}
+			s.stats.WastedByChannel[ch] += j.WastedSlots
+		}
 		s.stats.Throttled += j.Throttled
 		s.stats.LocalShares += j.LocalShares
 		if j.StoreError {
