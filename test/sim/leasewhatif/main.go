@@ -81,6 +81,7 @@ func main() {
 	burst := flag.Float64("burst", 20, "every bucket's burst (steady: 20)")
 	backoff := flag.Duration("backoff", time.Second, "how long an environment whose lease was refused books per push before asking again")
 	baseline := flag.Float64("dollars", 0, "the run's $ per million changes (the report's), to restate with the lease's limiter writes")
+	slack := flag.Duration("busy", 0, "how far the item's tat may run ahead of now for a lease ask to pass (0: the brief's tat ≤ now)")
 	from := flag.Duration("from", 0, "count only pushes from then on (simulated time from the run's start)")
 	flag.Parse()
 	if *path == "" {
@@ -94,7 +95,7 @@ func main() {
 	}
 	describe(tr)
 	fmt.Println()
-	whatIf(tr, *rate, *burst, backoff.Seconds(), *baseline, from.Seconds())
+	whatIf(tr, *rate, *burst, backoff.Seconds(), slack.Seconds(), *baseline, from.Seconds())
 }
 
 func read(path string) (*trace, error) {
@@ -351,6 +352,7 @@ type model struct {
 	informed bool // E_b is the fleet's; a refused ask retries when the answer says it may pass
 	spans    map[int][]span
 	ended    float64
+	slack    float64 // busy: tat > now + slack
 	rate     float64
 	burst    float64
 	backoff  float64
@@ -446,7 +448,7 @@ func (m model) push(st *bucketState, fleet map[int]float64, p push, l float64, o
 	}
 	share := m.rate / (2 * float64(eb))
 	bs := math.Max(1, math.Floor(m.burst/(2*float64(eb))))
-	busy, over := st.tat > t, shares+share > m.rate/2+1e-9
+	busy, over := st.tat > t+m.slack, shares+share > m.rate/2+1e-9
 	if m.refuse && (busy || over) {
 		o.refused++
 		if busy {
@@ -504,7 +506,7 @@ func (m model) book(st *bucketState, t, shares float64, o *outcome) {
 	st.tat = math.Max(st.tat, t) + 1/math.Max(m.rate-shares, m.rate/2)
 }
 
-func whatIf(tr *trace, rate, burst, backoff, dollars, from float64) {
+func whatIf(tr *trace, rate, burst, backoff, slack, dollars, from float64) {
 	n := float64(tr.changes)
 	perBooking := float64(tr.limiterWrites()) / float64(len(tr.pushes))
 	const wcu = 0.625 // $ per million write request units, on-demand
@@ -527,8 +529,8 @@ func whatIf(tr *trace, rate, burst, backoff, dollars, from float64) {
 		today = float64(writes) / n
 		fmt.Printf("counting the pushes from %.0f s on: %d, as many as %.0f changes; the limiter's writes in that span %d\n", from, counted, n, writes)
 	}
-	fmt.Printf("lease what-if (r %g/s, burst %g; s = r/(2·E_b), b_s = max(1, ⌊B/(2·E_b)⌋); a push booked as today costs %.4f writes, the run's average; refused asks retry after %v)\n",
-		rate, burst, perBooking, time.Duration(backoff*float64(time.Second)))
+	fmt.Printf("lease what-if (r %g/s, burst %g; s = r/(2·E_b), b_s = max(1, ⌊B/(2·E_b)⌋); a push booked as today costs %.4f writes, the run's average; refused asks retry after %v; busy: tat > now + %v)\n",
+		rate, burst, perBooking, time.Duration(backoff*float64(time.Second)), time.Duration(slack*float64(time.Second)))
 	fmt.Printf("today: %.3f limiter writes per change, $%.3f per million changes of them; the rest of the bill $%.3f\n", today, today*wcu, rest)
 	models := []model{
 		{name: "ideal (no refusals, count)", refuse: false},
@@ -540,7 +542,7 @@ func whatIf(tr *trace, rate, burst, backoff, dollars, from float64) {
 	fmt.Printf("  %4s  %-28s %8s %8s %8s %8s %8s %9s %11s %9s %9s %8s\n", "L", "model", "leases", "refused", "(busy)", "booked", "covered", "writes/ch", "+release/ch", "$/M lim.", "$/M all", "frozen")
 	for _, l := range leaseLengths {
 		for _, m := range models {
-			m.rate, m.burst, m.backoff, m.spans, m.ended = rate, burst, backoff, tr.invocations, tr.ended
+			m.rate, m.burst, m.backoff, m.slack, m.spans, m.ended = rate, burst, backoff, slack, tr.invocations, tr.ended
 			o := m.run(tr, l, from)
 			w := o.writes(perBooking) / n
 			withRelease := w + float64(o.leases)/n
