@@ -62,12 +62,15 @@ type sim struct {
 	// samples are the run's state every sampleEvery.
 	samples []Sample
 	mem     memWatch
+	// trace, if set, records which environment made each push (trace.go).
+	trace *pushTrace
 }
 
 // instance is one Lambda execution environment: its own limiter, caches and
 // push client, like a process of the function.
 type instance struct {
-	sy *syncer.Syncer
+	sy  *syncer.Syncer
+	env int // its number, for the push trace
 }
 
 // Stats is what the pipeline did, as the workers and queues saw it.
@@ -111,6 +114,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	child := func() *rand.Rand { return rand.New(rand.NewPCG(root.Uint64(), root.Uint64())) }
 	s := &sim{sc: sc, start: time.Now(), rng: child(), seq: map[int32]int64{}, progress: progress,
 		stats: Stats{Outcomes: map[dispatch.Outcome]int{}}}
+	s.trace = newPushTrace(s.start)
 	names := make([]string, len(sc.Channels))
 	carries := make([][3]bool, len(sc.Channels))
 	for i, c := range sc.Channels {
@@ -178,6 +182,11 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	s.stats.EndedAt = time.Since(s.start)
 	stop()
 	wg.Wait()
+	if s.trace != nil {
+		if err := s.trace.write(s.stats); err != nil {
+			return nil, err
+		}
+	}
 	return s.report(), nil
 }
 
@@ -239,12 +248,18 @@ func connections(sc Scenario) string {
 // newInstance wires an execution environment as functions/sync does
 // (functions/sync/env.go), with the simulated clients.
 func (s *sim) newInstance() (*instance, error) {
-	lim, err := limiter.New(s.db, limiter.WithTable("limits"), limiter.WithCircuitBreaker(3, 10*time.Second))
+	env, db, hc := -1, limiter.DynamoDBAPI(s.db), s.http
+	if s.trace != nil {
+		env = s.trace.newEnv()
+		db = tracedDB{DB: s.db, env: env, trace: s.trace}
+		hc = &http.Client{Transport: &tracedTransport{next: s.http.Transport, env: env, trace: s.trace}, Timeout: s.http.Timeout}
+	}
+	lim, err := limiter.New(db, limiter.WithTable("limits"), limiter.WithCircuitBreaker(3, 10*time.Second))
 	if err != nil {
 		return nil, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	pusher, err := otapush.New(s.http, lim, otapush.DefaultPolicy, otapush.WithLogger(quiet), otapush.WithSignals(s.cfg.Signals))
+	pusher, err := otapush.New(hc, lim, otapush.DefaultPolicy, otapush.WithLogger(quiet), otapush.WithSignals(s.cfg.Signals))
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +272,7 @@ func (s *sim) newInstance() (*instance, error) {
 		return nil, err
 	}
 	sy.Dispatcher = d
-	return &instance{sy: sy}, nil
+	return &instance{sy: sy, env: env}, nil
 }
 
 // lingerYields and linger wire the syncer's linger as functions/sync does
@@ -379,6 +394,9 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	}
 	took := time.Since(start)
 	died := die >= 0 && took >= die
+	if s.trace != nil {
+		s.trace.invocation(in.env, start, start.Add(took))
+	}
 	s.mu.Lock()
 	s.stats.Invocations++
 	s.stats.GBSeconds += s.sc.MemoryGB * math.Ceil(float64(took)/float64(time.Millisecond)) / 1000
@@ -451,6 +469,9 @@ func (s *sim) sweepEvery(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, functionTimeout)
 		rep, _ := in.sy.Sweep(sctx)
 		cancel()
+		if s.trace != nil {
+			s.trace.invocation(in.env, start, time.Now())
+		}
 		s.mu.Lock()
 		s.stats.Sweeps++
 		s.stats.Invocations++

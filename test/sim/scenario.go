@@ -225,6 +225,11 @@ func steady(size Size) Scenario {
 	if size == Small {
 		props, dur = 100, 2*time.Minute
 	}
+	// FLEETBUCKET_SIM_DURATION lengthens the load, for analyses that need
+	// more than its first minutes (test/sim/leasewhatif).
+	if d, err := time.ParseDuration(os.Getenv("FLEETBUCKET_SIM_DURATION")); err == nil && d > 0 {
+		dur = d
+	}
 	return steadyOf("steady", props, dur)
 }
 
