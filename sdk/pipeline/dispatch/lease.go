@@ -45,6 +45,9 @@ import (
 type LeaseGate interface {
 	Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error)
 	Release(ctx context.Context, lease limiter.Lease) error
+	// Contended reports whether a lease of key is likely waited for now
+	// (see leaseFirst).
+	Contended(key string) bool
 }
 
 // Leases is a process's in-flight leases, and the bounds vendors publish
@@ -89,35 +92,70 @@ func (l *Leases) Effective(f limiter.InFlight) limiter.InFlight {
 	return f
 }
 
-// lease takes route's in-flight lease for j's push, waiting within the
+// heldLease is a push's in-flight lease, taken and not yet released.
+type heldLease struct {
+	lease   limiter.Lease
+	timeout time.Duration // the push's budget (InFlight.Timeout)
+	// release frees the lease; safe to call more than once.
+	release func()
+}
+
+// leaseFirst reports whether j's push takes its lease before its token:
+// the route has max_in_flight, and this process already knows a lease of
+// it is waited for (LeaseGate.Contended), so a token booked first would
+// likely pass its grace in the wait and be booked again. Shadow routes
+// push at once and keep their order.
+func (d *Dispatcher) leaseFirst(route Route) bool {
+	return route.InFlight != nil && !route.Shadow && d.Leases != nil && d.Leases.Gate.Contended(route.InFlight.Key)
+}
+
+// acquire takes route's in-flight lease for j's push, waiting within the
 // call's hold. ok is false when the push does not go out now: res and err
 // are then what became of j (deferred, or dead-lettered for a route the
-// dispatcher cannot lease for). With ok, the push runs under lctx, which
-// ends at the lease's expiry, and calls release once the answer is in.
-// A route with no InFlight goes out as before: lctx is ctx.
-func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route) (lctx context.Context, release func(), ok bool, res Result, err error) {
-	if route.InFlight == nil {
-		return ctx, func() {}, true, Result{}, nil
-	}
+// dispatcher cannot lease for).
+func (d *Dispatcher) acquire(ctx context.Context, j job.Job, route Route) (held *heldLease, ok bool, res Result, err error) {
 	if d.Leases == nil {
 		res, err := d.deadLetter(ctx, j, DeadLettered, "route has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
-		return nil, nil, false, res, err
+		return nil, false, res, err
 	}
 	f := d.Leases.Effective(*route.InFlight)
 	lease, err := d.Leases.Gate.Wait(ctx, f, d.holdLeft(ctx))
-	if err == nil {
-		lctx, cancel := context.WithDeadline(context.WithValue(ctx, leaseKey{}, lease), lease.Deadline(d.now(), f.Timeout))
-		return lctx, func() {
-			cancel()
-			if err := d.Leases.Gate.Release(context.WithoutCancel(ctx), lease); err != nil {
-				// Lost: it expired first (the push outlived lease_hold).
-				// Otherwise the slot frees itself at its expiry.
-				d.log().Warn("releasing an in-flight lease failed", "job_id", j.ID, "lease", lease.Key, "slot", lease.Slot, "err", err)
-			}
-		}, true, Result{}, nil
+	if err != nil {
+		res, err = d.leaseRefused(ctx, j, route, err)
+		return nil, false, res, err
 	}
-	res, err = d.leaseRefused(ctx, j, route, err)
-	return nil, nil, false, res, err
+	release := sync.OnceFunc(func() {
+		if err := d.Leases.Gate.Release(context.WithoutCancel(ctx), lease); err != nil {
+			// Lost: it expired first (the push outlived lease_hold).
+			// Otherwise the slot frees itself at its expiry.
+			d.log().Warn("releasing an in-flight lease failed", "job_id", j.ID, "lease", lease.Key, "slot", lease.Slot, "err", err)
+		}
+	})
+	return &heldLease{lease: lease, timeout: f.Timeout, release: release}, true, Result{}, nil
+}
+
+// lease takes route's in-flight lease for j's push, or uses held, the
+// lease the push took before its token (leaseFirst). ok is false when the
+// push does not go out now: res and err are then what became of j. With
+// ok, the push runs under lctx, which ends at the lease's expiry, and
+// calls release once the answer is in. A route with no InFlight goes out
+// as before: lctx is ctx.
+func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route, held *heldLease) (lctx context.Context, release func(), ok bool, res Result, err error) {
+	if route.InFlight == nil {
+		return ctx, func() {}, true, Result{}, nil
+	}
+	if held == nil {
+		if held, ok, res, err = d.acquire(ctx, j, route); !ok {
+			return nil, nil, false, res, err
+		}
+	}
+	// The budget counts from the request, but never past the lease: a
+	// lease taken before the token has spent the booking already.
+	lctx, cancel := context.WithDeadline(context.WithValue(ctx, leaseKey{}, held.lease), held.lease.Deadline(d.now(), held.timeout))
+	return lctx, func() {
+		cancel()
+		held.release()
+	}, true, Result{}, nil
 }
 
 // leaseRefused disposes of j, whose push found no lease within the hold
