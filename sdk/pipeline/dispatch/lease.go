@@ -16,22 +16,38 @@ import (
 // In-flight leases (Route.InFlight, connections' "max_in_flight").
 //
 // A vendor that allows N requests at once counts what is in flight at its
-// end, whichever worker sent it. A push therefore takes its token first
-// (its slot, as every push) and then a lease, just before its request, and
-// gives the lease back when the answer is in: at most two conditional
-// writes per push (limiter.LeaseGate: acquire and release, or one write
-// for both when the lease passes to a waiter of the same process).
+// end, whichever worker sent it. A push takes a lease just before its
+// request and gives it back when the answer is in: at most two
+// conditional writes per push (limiter.LeaseGate: acquire and release, or
+// one write for both when the lease passes to a waiter of the same
+// process).
+//
+// Which comes first, the token or the lease, depends on whether the lease
+// is waited for. A slot is spendable only within its grace (spendable):
+// past it, the vendor's window would count the request beside the slots
+// granted since. So while this process knows the lease set is contended
+// (LeaseGate.Contended: pushes of it already queue for a lease, or the
+// store said a moment ago that none is free), a push takes its lease
+// first and books its token after it, and spends the token at once: a
+// token booked first would go stale in the wait, and the push would book
+// a second one under the lease (the first wasted, one more write and its
+// round trip with the vendor's concurrency idle). A token the bucket can
+// only give past its grace is not waited for under the lease, which would
+// idle the vendor's concurrency: the lease goes back, and the push waits
+// for one at its slot, or is deferred with the slot, as below. Otherwise
+// (a free lease is likely, or a shadow route, which pushes at once) the
+// token comes first, so that its booking is never inside the lease.
 //
 // A push that finds no free lease waits for one within the call's hold
 // (Policy.MaxHold, WithHold) and the invocation's deadline, as it sleeps
 // for a slot: the gate queues it and wakes it when a push of this process
 // releases one or when the earliest held lease expires, with no polling.
-// Its token is not lost meanwhile: the slot was booked for it and is
-// spent by its push, only later, within the slot's grace (past it, the
-// request books a fresh token: spendable). Past the hold the job is deferred like a
-// slot beyond blocking distance, with its slot, to come back when the
-// earliest lease expires (the store's exact bound); a slot that has passed
-// its grace by then is booked again, as for any late job.
+// A token it took first is spent by its push, only later, within the
+// slot's grace (past it, the request books a fresh token: spendable).
+// Past the hold the job is deferred like a slot beyond blocking distance,
+// with its slot if it took one, to come back when the earliest lease
+// expires (the store's exact bound); a slot that has passed its grace by
+// then is booked again, as for any late job.
 //
 // The push runs under its lease's deadline (context.WithDeadline: now +
 // InFlight.Timeout, the push's budget, or the lease's expiry if sooner),
