@@ -125,6 +125,31 @@ func (d *Dispatcher) leaseFirst(route Route) bool {
 	return route.InFlight != nil && !route.Shadow && d.Leases != nil && d.Leases.Gate.Contended(route.InFlight.Key)
 }
 
+// firstLease is the in-flight lease a job took before its token, while
+// serve holds it (none: held is nil). Its reservation finds it on its
+// context (firstLeaseKey): one that sleeps for its token frees it first.
+type firstLease struct{ held *heldLease }
+
+type firstLeaseKey struct{}
+
+// free gives the lease back, if one is held.
+func (f *firstLease) free() {
+	if f.held != nil {
+		f.held.release()
+		f.held = nil
+	}
+}
+
+// sleepForToken sleeps wait for a token the bucket has not yet, freeing
+// first a lease the job took before its token: the vendor's concurrency
+// would idle under it, and the push takes one again at its slot.
+func (d *Dispatcher) sleepForToken(ctx context.Context, wait time.Duration) error {
+	if f, ok := ctx.Value(firstLeaseKey{}).(*firstLease); ok {
+		f.free()
+	}
+	return d.sleep(ctx, wait)
+}
+
 // acquire takes route's in-flight lease for j's push, waiting within the
 // call's hold. ok is false when the push does not go out now: res and err
 // are then what became of j (deferred, or dead-lettered for a route the

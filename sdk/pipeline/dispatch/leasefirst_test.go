@@ -22,15 +22,17 @@ func (r bookingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, m
 	return r.reserver.Reserve(ctx, b, n, maxDelay)
 }
 
-// shadowLeaseRouter is leaseRouter's route, in shadow mode when shadow.
-type shadowLeaseRouter struct {
+// leaseFirstRouter is leaseRouter's route, in shadow mode when shadow,
+// booking at most horizon ahead when it is set.
+type leaseFirstRouter struct {
 	leaseRouter
-	shadow bool
+	shadow  bool
+	horizon time.Duration
 }
 
-func (r shadowLeaseRouter) Route(j job.Job) (Route, error) {
+func (r leaseFirstRouter) Route(j job.Job) (Route, error) {
 	route, err := r.leaseRouter.Route(j)
-	route.Shadow = r.shadow
+	route.Shadow, route.Horizon = r.shadow, r.horizon
 	return route, err
 }
 
@@ -39,13 +41,15 @@ func (r shadowLeaseRouter) Route(j job.Job) (Route, error) {
 // whatever the lease wait, and none is booked that the push cannot spend.
 // The route's grace is 875 ms (half the burst's refill of PerSecond(4, 8)).
 // A lease that is free keeps the token first; a token the bucket can only
-// give past its grace hands the lease back while it waits; shadow routes
-// keep their order.
+// give past its grace, or a horizon's denial slept for, hands the lease
+// back while it waits; shadow routes keep their order.
 func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 	tests := []struct {
 		name      string
 		contended bool
 		shadow    bool
+		horizon   time.Duration // the route's booking horizon
+		denied    time.Duration // the first booking is denied for this long
 		leaseWait time.Duration // how long the gate takes to grant
 		slotIn    time.Duration // how far ahead the bucket's next slot is
 		maxHold   time.Duration // 0: DefaultPolicy's
@@ -67,6 +71,8 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			events: "acquire,reserve,release,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "contended, the token beyond blocking distance: the lease goes back, the job is deferred with its slot", contended: true, slotIn: 5 * time.Second,
 			events: "acquire,reserve,release", outcome: Deferred, bookings: 1},
+		{name: "contended, a horizon's denial: the lease goes back while the push sleeps for its token", contended: true, horizon: 10 * time.Second, denied: 500 * time.Millisecond,
+			events: "acquire,reserve,release,reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 2},
 		{name: "contended, no lease within the hold: deferred with no token booked", contended: true, leaseWait: 3 * time.Second, maxHold: time.Second,
 			events: "", outcome: Deferred, bookings: 0},
 		{name: "shadow, contended: the token first, as before", contended: true, shadow: true, leaseWait: 1500 * time.Millisecond,
@@ -80,7 +86,11 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			r.lim.next = start.Add(tt.slotIn)
 			g := &gate{events: &events, expires: start.Add(time.Minute), contended: tt.contended}
 			p := &leasePusher{events: &events}
-			r.d.Routes = shadowLeaseRouter{leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, tt.shadow}
+			r.d.Routes = leaseFirstRouter{leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, tt.shadow, tt.horizon}
+			if tt.denied > 0 {
+				r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
+				r.d.Jitter = func(time.Duration) time.Duration { return 0 }
+			}
 			r.d.Limiter, r.d.Pusher, r.d.Work = bookingReserver{r.lim, &events}, p, nil
 			r.d.Leases = NewLeases(&waitingGate{gate: g, clock: r.clock, wait: tt.leaseWait})
 			if tt.maxHold > 0 {

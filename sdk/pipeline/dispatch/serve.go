@@ -14,15 +14,11 @@ import (
 func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time) (Result, *job.Job, error) {
 	var pre Result // what the call records of a job before its outcome
 	s := d.situation(ctx, route)
-	// leased is the in-flight lease taken before the token (leaseFirst),
+	// first holds the in-flight lease taken before the token (leaseFirst),
 	// freed on every way out: it bounds requests at the vendor, and none
 	// goes out but the push's.
-	var leased *heldLease
-	defer func() {
-		if leased != nil {
-			leased.release()
-		}
-	}()
+	first := &firstLease{}
+	defer func() { first.free() }()
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {
@@ -51,7 +47,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		case actDefer, actDeadLetter:
 			// What a reservation recorded of a job it let through is the
 			// push's, not a deferral's: only its wasted slots carry over.
-			leased = unlease(leased)
+			first.free()
 			res, err := d.act(ctx, j, route, dec)
 			return Result{WastedSlots: pre.WastedSlots}.then(res), nil, err
 		case actRecheck:
@@ -69,7 +65,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				j.Hold = job.Hold{}
 				pre.WastedSlots++
 			}
-			if leased == nil && d.leaseFirst(route) {
+			if first.held == nil && d.leaseFirst(route) {
 				// The lease set is contended: a token booked now would
 				// likely pass its grace while the push waits for a lease.
 				// The lease first, then a token the push spends at once.
@@ -77,9 +73,9 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				if !ok {
 					return pre.then(res), nil, err
 				}
-				leased, now = held, d.now()
+				first.held, now = held, d.now()
 			}
-			res, done, err := d.reserve(ctx, &j, route, now)
+			res, done, err := d.reserve(context.WithValue(ctx, firstLeaseKey{}, first), &j, route, now)
 			pre = pre.then(res)
 			if done || err != nil {
 				return pre, nil, err
@@ -94,12 +90,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			res, next, err := d.push(ctx, j, route, nil)
 			return pre.then(res), next, err
 		}
-		if leased != nil && j.Hold.At.Sub(d.now()) > s.Grace {
+		if j.Hold.At.Sub(d.now()) > s.Grace {
 			// The token is further off than its grace: the vendor's
-			// concurrency would idle under the lease meanwhile. The lease
-			// goes back, and the push waits for one at its slot, as a
+			// concurrency would idle under a lease taken first meanwhile.
+			// It goes back, and the push waits for one at its slot, as a
 			// push that took its token first does.
-			leased = unlease(leased)
+			first.free()
 		}
 		if dec.Wait > 0 {
 			if err := d.sleep(ctx, dec.Wait); err != nil {
@@ -124,18 +120,9 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				return Result{}, nil, err
 			}
 		}
-		res, next, err := d.push(ctx, j, route, leased)
+		res, next, err := d.push(ctx, j, route, first.held)
 		return pre.then(res), next, err
 	}
-}
-
-// unlease frees the lease a job took before its token, if it did, and
-// returns what serve holds after: none.
-func unlease(leased *heldLease) *heldLease {
-	if leased != nil {
-		leased.release()
-	}
-	return nil
 }
 
 // act carries out a decision that ends the call's hold on j: a deferral
