@@ -118,3 +118,41 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 		})
 	}
 }
+
+// bookingQuotaTaker records each take among the lease's events.
+type bookingQuotaTaker struct {
+	*quotaTaker
+	events *[]string
+}
+
+func (q bookingQuotaTaker) TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, qb limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error) {
+	*q.events = append(*q.events, "take")
+	return q.quotaTaker.TakeWithQuota(ctx, buckets, qb, n, id)
+}
+
+type quotaLeaseRouter struct{ quotaRouter }
+
+func (r quotaLeaseRouter) Route(j job.Job) (Route, error) {
+	route, err := r.quotaRouter.Route(j)
+	route.InFlight = &limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}
+	return route, err
+}
+
+// A quota route takes its token now and sleeps for the next one within
+// the hold: with its lease taken first (contended), the lease goes back
+// for that sleep, and the push takes one again with its token in hand.
+func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
+	r := newRig(t)
+	var events []string
+	g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute), contended: true}
+	q := &quotaTaker{reserver: r.lim, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
+	p := &leasePusher{events: &events}
+	r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work, r.d.Leases = quotaLeaseRouter{}, bookingQuotaTaker{q, &events}, p, nil, NewLeases(g)
+	res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+	if err != nil || res.Outcome != Pushed {
+		t.Fatalf("result %+v, %v; want pushed", res, err)
+	}
+	if got, want := strings.Join(events, ","), "acquire,take,release,take,acquire,push,release"; got != want {
+		t.Fatalf("events %s; want %s", got, want)
+	}
+}
