@@ -31,10 +31,12 @@ import (
 // first and books its token after it, and spends the token at once: a
 // token booked first would go stale in the wait, and the push would book
 // a second one under the lease (the first wasted, one more write and its
-// round trip with the vendor's concurrency idle). A token the bucket can
-// only give past its grace is not waited for under the lease, which would
-// idle the vendor's concurrency: the lease goes back, and the push waits
-// for one at its slot, or is deferred with the slot, as below. Otherwise
+// round trip with the vendor's concurrency idle). A token further off
+// than its grace, or one its reservation sleeps for (a horizon's denial, a
+// quota route's next token: sleepForToken), is not waited for under the
+// lease, which would idle the vendor's concurrency: the lease goes back,
+// and the push waits for one at its slot, or is deferred with the slot,
+// as below. Otherwise
 // (a free lease is likely, or a shadow route, which pushes at once) the
 // token comes first, so that its booking is never inside the lease.
 //
