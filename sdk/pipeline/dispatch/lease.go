@@ -78,11 +78,15 @@ type Leases struct {
 	// published is, per lease key, the last concurrency the vendor
 	// published; it lowers the configured max, never raises it.
 	published map[string]int
+	// going is, per lease key, how many pushes of this process are being
+	// served towards a lease of it (join): more than its max, and one of
+	// them will wait, before any queues at the gate (a burst of pushes).
+	going map[string]int
 }
 
 // NewLeases returns the leases of gate.
 func NewLeases(gate LeaseGate) *Leases {
-	return &Leases{Gate: gate, published: map[string]int{}}
+	return &Leases{Gate: gate, published: map[string]int{}, going: map[string]int{}}
 }
 
 // Publish records the concurrency a vendor published for the bucket key
@@ -98,6 +102,35 @@ func (l *Leases) Publish(key string, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.published[key] = n
+}
+
+// join counts a push of this process towards a lease of key until leave.
+func (l *Leases) join(key string) (leave func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.going == nil {
+		l.going = map[string]int{}
+	}
+	l.going[key]++
+	return sync.OnceFunc(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.going[key]--; l.going[key] <= 0 {
+			delete(l.going, key)
+		}
+	})
+}
+
+// crowded reports whether a push of f, joined, would likely wait for its
+// lease: the gate knows the set contended, or more pushes of this process
+// than f.Max go for a lease of it now.
+func (l *Leases) crowded(f limiter.InFlight) bool {
+	if l.Gate.Contended(f.Key) {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.going[f.Key] > f.Max
 }
 
 // Effective is f with its Max lowered to what the vendor last published.
@@ -120,17 +153,28 @@ type heldLease struct {
 
 // leaseFirst reports whether j's push takes its lease before its token:
 // the route has max_in_flight, and this process already knows a lease of
-// it is waited for (LeaseGate.Contended), so a token booked first would
-// likely pass its grace in the wait and be booked again. Shadow routes
-// push at once and keep their order.
-func (d *Dispatcher) leaseFirst(route Route) bool {
-	return route.InFlight != nil && !route.Shadow && d.Leases != nil && d.Leases.Gate.Contended(route.InFlight.Key)
+// it is waited for (Leases.crowded), so a token booked first would likely
+// pass its grace in the wait and be booked again. Shadow routes push at
+// once and keep their order. The first ask counts the push among those
+// going for the lease (Leases.join) until serve ends (firstLease.end).
+func (d *Dispatcher) leaseFirst(route Route, first *firstLease) bool {
+	if route.InFlight == nil || route.Shadow || d.Leases == nil {
+		return false
+	}
+	if first.leave == nil {
+		first.leave = d.Leases.join(route.InFlight.Key)
+	}
+	return d.Leases.crowded(d.Leases.Effective(*route.InFlight))
 }
 
 // firstLease is the in-flight lease a job took before its token, while
 // serve holds it (none: held is nil). Its reservation finds it on its
 // context (firstLeaseKey): one that sleeps for its token frees it first.
-type firstLease struct{ held *heldLease }
+// leave uncounts the push from those going for a lease (Leases.join).
+type firstLease struct {
+	held  *heldLease
+	leave func()
+}
 
 type firstLeaseKey struct{}
 
@@ -139,6 +183,14 @@ func (f *firstLease) free() {
 	if f.held != nil {
 		f.held.release()
 		f.held = nil
+	}
+}
+
+// end frees the lease, if one is held, and uncounts the push.
+func (f *firstLease) end() {
+	f.free()
+	if f.leave != nil {
+		f.leave()
 	}
 }
 

@@ -36,7 +36,8 @@ func (r leaseFirstRouter) Route(j job.Job) (Route, error) {
 	return route, err
 }
 
-// A push whose lease set this process knows to be contended takes its
+// A push whose lease set this process knows to be contended (the gate
+// says so, or more of its pushes go for a lease than its max) takes its
 // lease first and books its token after it: the token is spent at once,
 // whatever the lease wait, and none is booked that the push cannot spend.
 // The route's grace is 875 ms (half the burst's refill of PerSecond(4, 8)).
@@ -47,6 +48,7 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 	tests := []struct {
 		name      string
 		contended bool
+		going     int // pushes of the process already going for a lease
 		shadow    bool
 		horizon   time.Duration // the route's booking horizon
 		denied    time.Duration // the first booking is denied for this long
@@ -63,6 +65,8 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "not known contended, the lease awaited past the grace: the token is booked again", leaseWait: 1500 * time.Millisecond,
 			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
+		{name: "a lease going to as many pushes of the process as its max: the lease, then the token", going: 1, leaseWait: 1500 * time.Millisecond,
+			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "contended, granted at once: the lease, then the token", contended: true,
 			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "contended, the lease awaited past the grace: one token, after the lease, none wasted", contended: true, leaseWait: 1500 * time.Millisecond,
@@ -93,6 +97,9 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			}
 			r.d.Limiter, r.d.Pusher, r.d.Work = bookingReserver{r.lim, &events}, p, nil
 			r.d.Leases = NewLeases(&waitingGate{gate: g, clock: r.clock, wait: tt.leaseWait})
+			if tt.going > 0 {
+				r.d.Leases.going["k"] = tt.going
+			}
 			if tt.maxHold > 0 {
 				r.d.Policy.MaxHold = tt.maxHold
 			}
@@ -111,6 +118,9 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			}
 			if tt.outcome == Deferred && (len(r.queue.deferred) != 1 || r.queue.deferred[0].j.Hold.Held() != (tt.bookings > 0)) {
 				t.Errorf("deferrals %+v; want one, holding a slot only if one was booked", r.queue.deferred)
+			}
+			if going := r.d.Leases.going["k"]; going != tt.going {
+				t.Errorf("%d pushes going for a lease after the push, want the %d before it", going, tt.going)
 			}
 			if len(g.released) != strings.Count(tt.events, "acquire") {
 				t.Errorf("%d leases released of %d taken", len(g.released), strings.Count(tt.events, "acquire"))

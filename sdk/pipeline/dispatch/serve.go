@@ -18,7 +18,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 	// freed on every way out: it bounds requests at the vendor, and none
 	// goes out but the push's.
 	first := &firstLease{}
-	defer func() { first.free() }()
+	defer func() { first.end() }()
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {
@@ -65,7 +65,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				j.Hold = job.Hold{}
 				pre.WastedSlots++
 			}
-			if first.held == nil && d.leaseFirst(route) {
+			if first.held == nil && d.leaseFirst(route, first) {
 				// The lease set is contended: a token booked now would
 				// likely pass its grace while the push waits for a lease.
 				// The lease first, then a token the push spends at once.
