@@ -27,7 +27,9 @@ import (
 // past it, the vendor's window would count the request beside the slots
 // granted since. So while this process knows the lease set is contended
 // (LeaseGate.Contended: pushes of it already queue for a lease, or the
-// store said a moment ago that none is free), a push takes its lease
+// store said a moment ago that none is free; or more of its pushes go for
+// a lease now than the max, a burst none of which queued yet: Leases.join,
+// crowded), a push takes its lease
 // first and books its token after it, and spends the token at once: a
 // token booked first would go stale in the wait, and the push would book
 // a second one under the lease (the first wasted, one more write and its
