@@ -147,6 +147,22 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 	}
 }
 
+// Contended reports whether a lease of key is likely waited for now: a
+// push of this process already waits for one, or the store said a moment
+// ago that none is free until some time still to come. A caller that
+// books something only the lease's holder can spend (a token for the
+// request) books it after the lease while this holds, so that the wait
+// cannot make it stale.
+func (g *LeaseGate) Contended(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.queues[key]) > 0 {
+		return true
+	}
+	until, ok := g.busyUntil[key]
+	return ok && until.After(g.l.now())
+}
+
 // leave ends a wait that ran out: the lease handed over meanwhile if one
 // was, else the last busy error (or a fresh one when no acquire was made).
 func (g *LeaseGate) leave(ctx context.Context, w *leaseWaiter, busy *LeaseBusyError, f InFlight) (Lease, error) {

@@ -96,7 +96,8 @@ func BenchmarkLeaseThroughput(b *testing.B) { benchLeases(b, false) }
 
 // BenchmarkPipelineLeaseThroughput is the same fleet through the
 // pipeline's push path (dispatch.Dispatcher, Route.InFlight): the token
-// from the route's bucket, then the lease, the push through otapush.
+// from the route's bucket and the lease (the lease first while it is
+// contended), the push through otapush.
 // lease-writes/push is the lease's cost alone; writes/push adds the
 // token's.
 //
@@ -150,7 +151,7 @@ func benchLeases(b *testing.B, pipeline bool) {
 }
 
 // The pipeline's push path (dispatch.Dispatcher with Route.InFlight, the
-// token first, then the lease, the push through otapush): 40 pushers in 4
+// token and the lease, the push through otapush): 40 pushers in 4
 // OS processes, max_in_flight 3. The vendor never sees a 4th request at
 // once, and no job arrives twice. Throughput is BenchmarkPipelineLeaseThroughput's.
 func TestPipelineVendorNeverSeesMoreThanMaxInFlight(t *testing.T) { neverOverMaxInFlight(t, true) }

@@ -16,8 +16,9 @@ import (
 
 // The pipeline path: each pusher hands jobs to a dispatch.Dispatcher
 // whose route has max_in_flight (Route.InFlight), as the sync function
-// does: the token from the route's bucket first (Reserve), then the lease
-// (dispatch.Leases over a limiter.LeaseGate), the request through
+// does: the token from the route's bucket (Reserve) and the lease
+// (dispatch.Leases over a limiter.LeaseGate; the lease first while this
+// process's pushes queue for one), the request through
 // otapush, the release. The vendor learns the process from the route's
 // X-Process header and the job from X-Job-Id, and the lease from the
 // query the worker's transport adds (dispatch.LeaseOf on the request's

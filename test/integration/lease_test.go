@@ -250,3 +250,62 @@ func TestLeaseGatePassesLeasesWithinAProcess(t *testing.T) {
 	}
 	t.Logf("40 pushes, peak %d, %d writes (%.2f per push)", peak, writes, float64(writes)/40)
 }
+
+// Contended says what a process knows of its lease set without asking the
+// store: a lease of it is waited for by a push of the process, or the
+// store's last "no free slot" to the process still runs. A caller books
+// what only the lease's holder can spend after the lease while it holds.
+func TestLeaseGateKnowsItsLeaseSetIsContended(t *testing.T) {
+	table := emulator.NewTable(t, emulator.DynamoDB(t))
+	clock := newManualClock()
+	holder := limiter.NewLeaseGate(newWorker(t, table, limiter.WithClock(clock.Now)).Limiter)
+	other := limiter.NewLeaseGate(newWorker(t, table, limiter.WithClock(clock.Now)).Limiter)
+	ctx := context.Background()
+	f := limiter.InFlight{Key: "cred#availability", Max: 1, Hold: 5 * time.Second}
+	contended := func(step string, want bool, g *limiter.LeaseGate) {
+		t.Helper()
+		if got := g.Contended(f.Key); got != want {
+			t.Fatalf("%s: Contended = %v, want %v", step, got, want)
+		}
+	}
+
+	contended("no lease asked for", false, holder)
+	lease, err := holder.Wait(ctx, f, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contended("the only lease held, no push waiting", false, holder)
+
+	var busy *limiter.LeaseBusyError
+	if _, err := other.Wait(ctx, f, 20*time.Millisecond); !errors.As(err, &busy) {
+		t.Fatalf("another process's wait: %v, want *LeaseBusyError", err)
+	}
+	contended("the store said no slot is free for 5s", true, other)
+	contended("the holder, told nothing", false, holder)
+
+	got := make(chan error, 1)
+	go func() {
+		next, err := holder.Wait(ctx, f, time.Minute)
+		if err == nil {
+			err = holder.Release(ctx, next)
+		}
+		got <- err
+	}()
+	for !holder.Contended(f.Key) {
+		select {
+		case err := <-got:
+			t.Fatalf("the second push of the holder ended its wait (%v) with the lease held", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := holder.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	contended("every lease released, no push waiting", false, holder)
+
+	clock.Set(clock.Now().Add(5 * time.Second))
+	contended("the store's no-slot ran out", false, other)
+}

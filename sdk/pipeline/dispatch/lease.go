@@ -16,22 +16,42 @@ import (
 // In-flight leases (Route.InFlight, connections' "max_in_flight").
 //
 // A vendor that allows N requests at once counts what is in flight at its
-// end, whichever worker sent it. A push therefore takes its token first
-// (its slot, as every push) and then a lease, just before its request, and
-// gives the lease back when the answer is in: at most two conditional
-// writes per push (limiter.LeaseGate: acquire and release, or one write
-// for both when the lease passes to a waiter of the same process).
+// end, whichever worker sent it. A push takes a lease just before its
+// request and gives it back when the answer is in: at most two
+// conditional writes per push (limiter.LeaseGate: acquire and release, or
+// one write for both when the lease passes to a waiter of the same
+// process).
+//
+// Which comes first, the token or the lease, depends on whether the lease
+// is waited for. A slot is spendable only within its grace (spendable):
+// past it, the vendor's window would count the request beside the slots
+// granted since. So while this process knows the lease set is contended
+// (LeaseGate.Contended: pushes of it already queue for a lease, or the
+// store said a moment ago that none is free; or more of its pushes go for
+// a lease now than the max, a burst none of which queued yet: Leases.join,
+// crowded), a push takes its lease
+// first and books its token after it, and spends the token at once: a
+// token booked first would go stale in the wait, and the push would book
+// a second one under the lease (the first wasted, one more write and its
+// round trip with the vendor's concurrency idle). A token further off
+// than its grace, or one its reservation sleeps for (a horizon's denial, a
+// quota route's next token: sleepForToken), is not waited for under the
+// lease, which would idle the vendor's concurrency: the lease goes back,
+// and the push waits for one at its slot, or is deferred with the slot,
+// as below. Otherwise
+// (a free lease is likely, or a shadow route, which pushes at once) the
+// token comes first, so that its booking is never inside the lease.
 //
 // A push that finds no free lease waits for one within the call's hold
 // (Policy.MaxHold, WithHold) and the invocation's deadline, as it sleeps
 // for a slot: the gate queues it and wakes it when a push of this process
 // releases one or when the earliest held lease expires, with no polling.
-// Its token is not lost meanwhile: the slot was booked for it and is
-// spent by its push, only later, within the slot's grace (past it, the
-// request books a fresh token: spendable). Past the hold the job is deferred like a
-// slot beyond blocking distance, with its slot, to come back when the
-// earliest lease expires (the store's exact bound); a slot that has passed
-// its grace by then is booked again, as for any late job.
+// A token it took first is spent by its push, only later, within the
+// slot's grace (past it, the request books a fresh token: spendable).
+// Past the hold the job is deferred like a slot beyond blocking distance,
+// with its slot if it took one, to come back when the earliest lease
+// expires (the store's exact bound); a slot that has passed its grace by
+// then is booked again, as for any late job.
 //
 // The push runs under its lease's deadline (context.WithDeadline: now +
 // InFlight.Timeout, the push's budget, or the lease's expiry if sooner),
@@ -45,6 +65,9 @@ import (
 type LeaseGate interface {
 	Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error)
 	Release(ctx context.Context, lease limiter.Lease) error
+	// Contended reports whether a lease of key is likely waited for now
+	// (see leaseFirst).
+	Contended(key string) bool
 }
 
 // Leases is a process's in-flight leases, and the bounds vendors publish
@@ -57,11 +80,15 @@ type Leases struct {
 	// published is, per lease key, the last concurrency the vendor
 	// published; it lowers the configured max, never raises it.
 	published map[string]int
+	// going is, per lease key, how many pushes of this process are being
+	// served towards a lease of it (join): more than its max, and one of
+	// them will wait, before any queues at the gate (a burst of pushes).
+	going map[string]int
 }
 
 // NewLeases returns the leases of gate.
 func NewLeases(gate LeaseGate) *Leases {
-	return &Leases{Gate: gate, published: map[string]int{}}
+	return &Leases{Gate: gate, published: map[string]int{}, going: map[string]int{}}
 }
 
 // Publish records the concurrency a vendor published for the bucket key
@@ -79,6 +106,35 @@ func (l *Leases) Publish(key string, n int) {
 	l.published[key] = n
 }
 
+// join counts a push of this process towards a lease of key until leave.
+func (l *Leases) join(key string) (leave func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.going == nil {
+		l.going = map[string]int{}
+	}
+	l.going[key]++
+	return sync.OnceFunc(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.going[key]--; l.going[key] <= 0 {
+			delete(l.going, key)
+		}
+	})
+}
+
+// crowded reports whether a push of f, joined, would likely wait for its
+// lease: the gate knows the set contended, or more pushes of this process
+// than f.Max go for a lease of it now.
+func (l *Leases) crowded(f limiter.InFlight) bool {
+	if l.Gate.Contended(f.Key) {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.going[f.Key] > f.Max
+}
+
 // Effective is f with its Max lowered to what the vendor last published.
 func (l *Leases) Effective(f limiter.InFlight) limiter.InFlight {
 	l.mu.Lock()
@@ -89,35 +145,114 @@ func (l *Leases) Effective(f limiter.InFlight) limiter.InFlight {
 	return f
 }
 
-// lease takes route's in-flight lease for j's push, waiting within the
+// heldLease is a push's in-flight lease, taken and not yet released.
+type heldLease struct {
+	lease   limiter.Lease
+	timeout time.Duration // the push's budget (InFlight.Timeout)
+	// release frees the lease; safe to call more than once.
+	release func()
+}
+
+// leaseFirst reports whether j's push takes its lease before its token:
+// the route has max_in_flight, and this process already knows a lease of
+// it is waited for (Leases.crowded), so a token booked first would likely
+// pass its grace in the wait and be booked again. Shadow routes push at
+// once and keep their order. The first ask counts the push among those
+// going for the lease (Leases.join) until serve ends (firstLease.end).
+func (d *Dispatcher) leaseFirst(route Route, first *firstLease) bool {
+	if route.InFlight == nil || route.Shadow || d.Leases == nil {
+		return false
+	}
+	if first.leave == nil {
+		first.leave = d.Leases.join(route.InFlight.Key)
+	}
+	return d.Leases.crowded(d.Leases.Effective(*route.InFlight))
+}
+
+// firstLease is the in-flight lease a job took before its token, while
+// serve holds it (none: held is nil). Its reservation finds it on its
+// context (firstLeaseKey): one that sleeps for its token frees it first.
+// leave uncounts the push from those going for a lease (Leases.join).
+type firstLease struct {
+	held  *heldLease
+	leave func()
+}
+
+type firstLeaseKey struct{}
+
+// free gives the lease back, if one is held.
+func (f *firstLease) free() {
+	if f.held != nil {
+		f.held.release()
+		f.held = nil
+	}
+}
+
+// end frees the lease, if one is held, and uncounts the push.
+func (f *firstLease) end() {
+	f.free()
+	if f.leave != nil {
+		f.leave()
+	}
+}
+
+// sleepForToken sleeps wait for a token the bucket has not yet, freeing
+// first a lease the job took before its token: the vendor's concurrency
+// would idle under it, and the push takes one again at its slot.
+func (d *Dispatcher) sleepForToken(ctx context.Context, wait time.Duration) error {
+	if f, ok := ctx.Value(firstLeaseKey{}).(*firstLease); ok {
+		f.free()
+	}
+	return d.sleep(ctx, wait)
+}
+
+// acquire takes route's in-flight lease for j's push, waiting within the
 // call's hold. ok is false when the push does not go out now: res and err
 // are then what became of j (deferred, or dead-lettered for a route the
-// dispatcher cannot lease for). With ok, the push runs under lctx, which
-// ends at the lease's expiry, and calls release once the answer is in.
-// A route with no InFlight goes out as before: lctx is ctx.
-func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route) (lctx context.Context, release func(), ok bool, res Result, err error) {
-	if route.InFlight == nil {
-		return ctx, func() {}, true, Result{}, nil
-	}
+// dispatcher cannot lease for).
+func (d *Dispatcher) acquire(ctx context.Context, j job.Job, route Route) (held *heldLease, ok bool, res Result, err error) {
 	if d.Leases == nil {
 		res, err := d.deadLetter(ctx, j, DeadLettered, "route has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
-		return nil, nil, false, res, err
+		return nil, false, res, err
 	}
 	f := d.Leases.Effective(*route.InFlight)
 	lease, err := d.Leases.Gate.Wait(ctx, f, d.holdLeft(ctx))
-	if err == nil {
-		lctx, cancel := context.WithDeadline(context.WithValue(ctx, leaseKey{}, lease), lease.Deadline(d.now(), f.Timeout))
-		return lctx, func() {
-			cancel()
-			if err := d.Leases.Gate.Release(context.WithoutCancel(ctx), lease); err != nil {
-				// Lost: it expired first (the push outlived lease_hold).
-				// Otherwise the slot frees itself at its expiry.
-				d.log().Warn("releasing an in-flight lease failed", "job_id", j.ID, "lease", lease.Key, "slot", lease.Slot, "err", err)
-			}
-		}, true, Result{}, nil
+	if err != nil {
+		res, err = d.leaseRefused(ctx, j, route, err)
+		return nil, false, res, err
 	}
-	res, err = d.leaseRefused(ctx, j, route, err)
-	return nil, nil, false, res, err
+	release := sync.OnceFunc(func() {
+		if err := d.Leases.Gate.Release(context.WithoutCancel(ctx), lease); err != nil {
+			// Lost: it expired first (the push outlived lease_hold).
+			// Otherwise the slot frees itself at its expiry.
+			d.log().Warn("releasing an in-flight lease failed", "job_id", j.ID, "lease", lease.Key, "slot", lease.Slot, "err", err)
+		}
+	})
+	return &heldLease{lease: lease, timeout: f.Timeout, release: release}, true, Result{}, nil
+}
+
+// lease takes route's in-flight lease for j's push, or uses held, the
+// lease the push took before its token (leaseFirst). ok is false when the
+// push does not go out now: res and err are then what became of j. With
+// ok, the push runs under lctx, which ends at the lease's expiry, and
+// calls release once the answer is in. A route with no InFlight goes out
+// as before: lctx is ctx.
+func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route, held *heldLease) (lctx context.Context, release func(), ok bool, res Result, err error) {
+	if route.InFlight == nil {
+		return ctx, func() {}, true, Result{}, nil
+	}
+	if held == nil {
+		if held, ok, res, err = d.acquire(ctx, j, route); !ok {
+			return nil, nil, false, res, err
+		}
+	}
+	// The budget counts from the request, but never past the lease: a
+	// lease taken before the token has spent the booking already.
+	lctx, cancel := context.WithDeadline(context.WithValue(ctx, leaseKey{}, held.lease), held.lease.Deadline(d.now(), held.timeout))
+	return lctx, func() {
+		cancel()
+		held.release()
+	}, true, Result{}, nil
 }
 
 // leaseRefused disposes of j, whose push found no lease within the hold

@@ -21,6 +21,8 @@ type gate struct {
 	released []limiter.Lease
 	events   *[]string
 	expires  time.Time
+	// contended is what Contended says: a lease of the key is waited for.
+	contended bool
 }
 
 func (g *gate) Wait(_ context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error) {
@@ -31,6 +33,8 @@ func (g *gate) Wait(_ context.Context, f limiter.InFlight, maxWait time.Duration
 	*g.events = append(*g.events, "acquire")
 	return limiter.Lease{Key: f.Key, Slot: 0, Owner: "me", Expires: g.expires}, nil
 }
+
+func (g *gate) Contended(string) bool { return g.contended }
 
 func (g *gate) Release(_ context.Context, l limiter.Lease) error {
 	g.released = append(g.released, l)

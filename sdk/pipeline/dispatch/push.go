@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -32,8 +31,10 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 
 // push sends j at its slot. With Work, the body is what the work has
 // pending now, and after the vendor settles the push (accepted, or refused
-// for good) the work may hand back the next job.
-func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, *job.Job, error) {
+// for good) the work may hand back the next job. leased is the in-flight
+// lease j took before its token (leaseFirst), if it did: the push frees
+// it once the answer is in, and serve on any way out before that.
+func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *heldLease) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Hold.At}
 	held := j.Hold.Held()
 	j, p, err := d.begin(ctx, j, route)
@@ -56,11 +57,10 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route) (Result, 
 		}
 	}
 	base := ctx
-	ctx, release, ok, lres, err := d.lease(ctx, j, route)
+	ctx, release, ok, lres, err := d.lease(ctx, j, route, leased)
 	if !ok {
 		return lres, nil, err
 	}
-	release = sync.OnceFunc(release)
 	defer release()
 	ctx = withSettle(ctx, base, release)
 	if len(p.Messages) > 0 {

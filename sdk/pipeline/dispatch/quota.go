@@ -70,7 +70,7 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bou
 			return res, true, err
 		case denied && !quotaSpent(err, route) && d.canSleep(ctx, wait):
 			// The next token is near: wait for it here, as for a slot.
-			if err := d.sleep(ctx, wait); err != nil {
+			if err := d.sleepForToken(ctx, wait); err != nil {
 				return Result{}, true, err
 			}
 			continue

@@ -66,7 +66,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		// quota: the bucket is then short of its share, not full, and
 		// keeps what it accrues until a retry takes it.
 		if wait += d.spread(route); d.canSleep(ctx, wait) {
-			if err := d.sleep(ctx, wait); err != nil {
+			if err := d.sleepForToken(ctx, wait); err != nil {
 				return Result{}, true, err
 			}
 			return d.reserve(ctx, j, route, d.now())

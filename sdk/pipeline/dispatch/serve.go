@@ -14,6 +14,11 @@ import (
 func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time) (Result, *job.Job, error) {
 	var pre Result // what the call records of a job before its outcome
 	s := d.situation(ctx, route)
+	// first holds the in-flight lease taken before the token (leaseFirst),
+	// freed on every way out: it bounds requests at the vendor, and none
+	// goes out but the push's.
+	first := &firstLease{}
+	defer func() { first.end() }()
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {
@@ -42,6 +47,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		case actDefer, actDeadLetter:
 			// What a reservation recorded of a job it let through is the
 			// push's, not a deferral's: only its wasted slots carry over.
+			first.free()
 			res, err := d.act(ctx, j, route, dec)
 			return Result{WastedSlots: pre.WastedSlots}.then(res), nil, err
 		case actRecheck:
@@ -59,7 +65,17 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				j.Hold = job.Hold{}
 				pre.WastedSlots++
 			}
-			res, done, err := d.reserve(ctx, &j, route, now)
+			if first.held == nil && d.leaseFirst(route, first) {
+				// The lease set is contended: a token booked now would
+				// likely pass its grace while the push waits for a lease.
+				// The lease first, then a token the push spends at once.
+				held, ok, res, err := d.acquire(ctx, j, route)
+				if !ok {
+					return pre.then(res), nil, err
+				}
+				first.held, now = held, d.now()
+			}
+			res, done, err := d.reserve(context.WithValue(ctx, firstLeaseKey{}, first), &j, route, now)
 			pre = pre.then(res)
 			if done || err != nil {
 				return pre, nil, err
@@ -71,8 +87,15 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
 		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
 		if route.Shadow {
-			res, next, err := d.push(ctx, j, route)
+			res, next, err := d.push(ctx, j, route, nil)
 			return pre.then(res), next, err
+		}
+		if j.Hold.At.Sub(d.now()) > s.Grace {
+			// The token is further off than its grace: the vendor's
+			// concurrency would idle under a lease taken first meanwhile.
+			// It goes back, and the push waits for one at its slot, as a
+			// push that took its token first does.
+			first.free()
 		}
 		if dec.Wait > 0 {
 			if err := d.sleep(ctx, dec.Wait); err != nil {
@@ -97,7 +120,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				return Result{}, nil, err
 			}
 		}
-		res, next, err := d.push(ctx, j, route)
+		res, next, err := d.push(ctx, j, route, first.held)
 		return pre.then(res), next, err
 	}
 }

@@ -1,0 +1,168 @@
+package dispatch
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// bookingReserver records each booking among the lease's events.
+type bookingReserver struct {
+	*reserver
+	events *[]string
+}
+
+func (r bookingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	*r.events = append(*r.events, "reserve")
+	return r.reserver.Reserve(ctx, b, n, maxDelay)
+}
+
+// leaseFirstRouter is leaseRouter's route, in shadow mode when shadow,
+// booking at most horizon ahead when it is set.
+type leaseFirstRouter struct {
+	leaseRouter
+	shadow  bool
+	horizon time.Duration
+}
+
+func (r leaseFirstRouter) Route(j job.Job) (Route, error) {
+	route, err := r.leaseRouter.Route(j)
+	route.Shadow, route.Horizon = r.shadow, r.horizon
+	return route, err
+}
+
+// A push whose lease set this process knows to be contended (the gate
+// says so, or more of its pushes go for a lease than its max) takes its
+// lease first and books its token after it: the token is spent at once,
+// whatever the lease wait, and none is booked that the push cannot spend.
+// The route's grace is 875 ms (half the burst's refill of PerSecond(4, 8)).
+// A lease that is free keeps the token first; a token the bucket can only
+// give past its grace, or a horizon's denial slept for, hands the lease
+// back while it waits; shadow routes keep their order.
+func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
+	tests := []struct {
+		name      string
+		contended bool
+		going     int // pushes of the process already going for a lease
+		shadow    bool
+		horizon   time.Duration // the route's booking horizon
+		denied    time.Duration // the first booking is denied for this long
+		leaseWait time.Duration // how long the gate takes to grant
+		slotIn    time.Duration // how far ahead the bucket's next slot is
+		maxHold   time.Duration // 0: DefaultPolicy's
+		events    string
+		outcome   Outcome
+		reserved  []bool // whether each request went on its held slot
+		wasted    int
+		bookings  int
+	}{
+		{name: "free: the token, then the lease", leaseWait: 0,
+			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "not known contended, the lease awaited past the grace: the token is booked again", leaseWait: 1500 * time.Millisecond,
+			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
+		{name: "a lease going to as many pushes of the process as its max: the lease, then the token", going: 1, leaseWait: 1500 * time.Millisecond,
+			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "contended, granted at once: the lease, then the token", contended: true,
+			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "contended, the lease awaited past the grace: one token, after the lease, none wasted", contended: true, leaseWait: 1500 * time.Millisecond,
+			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "contended, the token past its grace: the lease goes back while it waits", contended: true, slotIn: 900 * time.Millisecond,
+			events: "acquire,reserve,release,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "contended, the token beyond blocking distance: the lease goes back, the job is deferred with its slot", contended: true, slotIn: 5 * time.Second,
+			events: "acquire,reserve,release", outcome: Deferred, bookings: 1},
+		{name: "contended, a horizon's denial: the lease goes back while the push sleeps for its token", contended: true, horizon: 10 * time.Second, denied: 500 * time.Millisecond,
+			events: "acquire,reserve,release,reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 2},
+		{name: "contended, no lease within the hold: deferred with no token booked", contended: true, leaseWait: 3 * time.Second, maxHold: time.Second,
+			events: "", outcome: Deferred, bookings: 0},
+		{name: "shadow, contended: the token first, as before", contended: true, shadow: true, leaseWait: 1500 * time.Millisecond,
+			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			var events []string
+			start := r.clock.Now()
+			r.lim.next = start.Add(tt.slotIn)
+			g := &gate{events: &events, expires: start.Add(time.Minute), contended: tt.contended}
+			p := &leasePusher{events: &events}
+			r.d.Routes = leaseFirstRouter{leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, tt.shadow, tt.horizon}
+			if tt.denied > 0 {
+				r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
+				r.d.Jitter = func(time.Duration) time.Duration { return 0 }
+			}
+			r.d.Limiter, r.d.Pusher, r.d.Work = bookingReserver{r.lim, &events}, p, nil
+			r.d.Leases = NewLeases(&waitingGate{gate: g, clock: r.clock, wait: tt.leaseWait})
+			if tt.going > 0 {
+				r.d.Leases.going["k"] = tt.going
+			}
+			if tt.maxHold > 0 {
+				r.d.Policy.MaxHold = tt.maxHold
+			}
+			res, err := r.d.HandleJob(context.Background(), testJob(start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(events, ","); got != tt.events {
+				t.Errorf("events %s; want %s", got, tt.events)
+			}
+			if res.Outcome != tt.outcome || res.WastedSlots != tt.wasted || r.lim.calls != tt.bookings {
+				t.Errorf("result %+v after %d bookings; want %s, %d wasted, %d bookings", res, r.lim.calls, tt.outcome, tt.wasted, tt.bookings)
+			}
+			if !slices.Equal(p.reserved, tt.reserved) {
+				t.Errorf("requests on their held slot %v; want %v", p.reserved, tt.reserved)
+			}
+			if tt.outcome == Deferred && (len(r.queue.deferred) != 1 || r.queue.deferred[0].j.Hold.Held() != (tt.bookings > 0)) {
+				t.Errorf("deferrals %+v; want one, holding a slot only if one was booked", r.queue.deferred)
+			}
+			if going := r.d.Leases.going["k"]; going != tt.going {
+				t.Errorf("%d pushes going for a lease after the push, want the %d before it", going, tt.going)
+			}
+			if len(g.released) != strings.Count(tt.events, "acquire") {
+				t.Errorf("%d leases released of %d taken", len(g.released), strings.Count(tt.events, "acquire"))
+			}
+		})
+	}
+}
+
+// bookingQuotaTaker records each take among the lease's events.
+type bookingQuotaTaker struct {
+	*quotaTaker
+	events *[]string
+}
+
+func (q bookingQuotaTaker) TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, qb limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error) {
+	*q.events = append(*q.events, "take")
+	return q.quotaTaker.TakeWithQuota(ctx, buckets, qb, n, id)
+}
+
+type quotaLeaseRouter struct{ quotaRouter }
+
+func (r quotaLeaseRouter) Route(j job.Job) (Route, error) {
+	route, err := r.quotaRouter.Route(j)
+	route.InFlight = &limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}
+	return route, err
+}
+
+// A quota route takes its token now and sleeps for the next one within
+// the hold: with its lease taken first (contended), the lease goes back
+// for that sleep, and the push takes one again with its token in hand.
+func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
+	r := newRig(t)
+	var events []string
+	g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute), contended: true}
+	q := &quotaTaker{reserver: r.lim, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
+	p := &leasePusher{events: &events}
+	r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work, r.d.Leases = quotaLeaseRouter{}, bookingQuotaTaker{q, &events}, p, nil, NewLeases(g)
+	res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+	if err != nil || res.Outcome != Pushed {
+		t.Fatalf("result %+v, %v; want pushed", res, err)
+	}
+	if got, want := strings.Join(events, ","), "acquire,take,release,take,acquire,push,release"; got != want {
+		t.Fatalf("events %s; want %s", got, want)
+	}
+}
