@@ -111,6 +111,9 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			// the one it was booked at, or asked for silence past it (or
 			// the store cannot say). Book again rather than earn a 429.
 			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
+			// A lease taken first goes back too: the job may linger or
+			// wait for its new slot, and no request of it is near.
+			first.free()
 			j.Hold, now = job.Hold{}, d.now()
 			s.Owned, s.Booked, s.LingerAsked = false, false, false
 			continue
