@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -81,23 +80,6 @@ type sent struct {
 	job string
 }
 
-// pushBody is the json format's push as the vendor reads it.
-type pushBody struct {
-	HotelRef string `json:"hotel_ref"`
-	Kind     string `json:"kind"`
-	Items    []struct {
-		RoomType string `json:"room_type"`
-		RatePlan string `json:"rate_plan"`
-		Days     []struct {
-			Date     string `json:"date"`
-			Sequence int64  `json:"sequence"`
-			Values   struct {
-				Value *int32 `json:"value"`
-			} `json:"values"`
-		} `json:"days"`
-	} `json:"items"`
-}
-
 // serve decides one request at its arrival (now) and returns the status,
 // the headers and how long the answer takes.
 func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Duration) {
@@ -157,8 +139,8 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 		v.Refused++
 		return http.StatusUnprocessableEntity, h, lat
 	}
-	var p pushBody
-	if err := json.Unmarshal(body, &p); err != nil {
+	p, err := decodePush(body)
+	if err != nil {
 		v.Refused++
 		return http.StatusBadRequest, h, lat
 	}
@@ -231,11 +213,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !ok {
 		return nil, fmt.Errorf("sim: no vendor at %s", r.URL.Host)
 	}
-	var body []byte
-	if r.Body != nil {
-		body, _ = io.ReadAll(r.Body)
-		r.Body.Close()
-	}
+	body := readBody(r)
 	status, h, lat := v.serve(r, body)
 	if err := sleep(r.Context(), lat); err != nil {
 		return nil, err
@@ -244,6 +222,24 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	msg := fmt.Sprintf(`{"ok":%v}`, status < 300)
 	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), Header: h,
 		Body: io.NopCloser(bytes.NewReader([]byte(msg))), ContentLength: int64(len(msg)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// readBody reads a request's body in one allocation where its length is
+// known (the push client sets it), instead of io.ReadAll's doublings.
+func readBody(r *http.Request) []byte {
+	if r.Body == nil {
+		return nil
+	}
+	defer r.Body.Close()
+	body := make([]byte, max(r.ContentLength, 0))
+	n, _ := io.ReadFull(r.Body, body)
+	var probe [1]byte
+	k, err := r.Body.Read(probe[:])
+	if k == 0 && err == io.EOF {
+		return body[:n]
+	}
+	rest, _ := io.ReadAll(r.Body) // a length that was wrong, or unknown
+	return append(append(body[:n], probe[:k]...), rest...)
 }
 
 // SentBetween counts key's sends in whole seconds [from, to) of the run.
