@@ -523,8 +523,22 @@ func (d *DB) needsBefore(in *dynamodb.UpdateItemInput, beforeSize int) bool {
 	for k, v := range in.ExpressionAttributeNames {
 		operand += len(k) + len(v)
 	}
-	tokens := len(strings.FieldsFunc(update, func(r rune) bool { return r >= 128 || !isWordByte(byte(r)) })) + 1
+	tokens := words(update) + 1
 	return beforeSize+len(update)+tokens*operand > maxItemBytes
+}
+
+// words counts the runs of ASCII word bytes in s, as
+// len(strings.FieldsFunc(s, not a word byte)) would, without the slice.
+func words(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		w := isWordByte(s[i])
+		if w && !in {
+			n++
+		}
+		in = w
+	}
+	return n
 }
 
 func keyString(key map[string]types.AttributeValue) string {

@@ -202,3 +202,13 @@ func TestMentionsIsWordBoundaryMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestWordsCountsAsFieldsFunc checks words against strings.FieldsFunc.
+func TestWordsCountsAsFieldsFunc(t *testing.T) {
+	for _, s := range []string{"", "SET #s05 = :seq, #v05 = :v", "ADD #n :one DELETE #d :done", "  a  b ", "é#x_1:y", "a\xffb"} {
+		want := len(strings.FieldsFunc(s, func(r rune) bool { return r >= 128 || !isWordByte(byte(r)) }))
+		if got := words(s); got != want {
+			t.Errorf("words(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
