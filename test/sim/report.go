@@ -57,6 +57,9 @@ type Report struct {
 	// Recovery says, per fault, how long after it ended the dirty lanes
 	// fell back to their level before the first fault.
 	Recovery []string
+	// HalvedThrottles are the 429s the halving OTA answered from the
+	// halving on (Faults.HalveAt).
+	HalvedThrottles int
 	// Storm describes the wave's drain against the quota.
 	Storm string
 }
@@ -116,7 +119,8 @@ func (s *sim) report() *Report {
 	}
 	r.Recovery = recovery(s.sc.Faults, r.Samples)
 	if f := s.sc.Faults; f.HalveAt > 0 {
-		r.Recovery = append(r.Recovery, s.halved(f.HalveChannel, f.HalveAt))
+		line, throttles := s.halved(f.HalveChannel, f.HalveAt)
+		r.Recovery, r.HalvedThrottles = append(r.Recovery, line), throttles
 	}
 	if b := s.sc.Burst; b != nil {
 		r.Storm = s.stormDrain(*b, r.Samples)
@@ -340,7 +344,7 @@ func recovery(f Faults, samples []Sample) []string {
 // busiest bucket sent over the rest of the run against the halved rate.
 // Dirty lanes say nothing here: the quota binds from then on, and the
 // lanes merge what waits.
-func (s *sim) halved(ch int, at time.Duration) string {
+func (s *sim) halved(ch int, at time.Duration) (string, int) {
 	c, v := s.sc.Channels[ch], s.vendors[ch]
 	v.mu.Lock()
 	var after []time.Duration
@@ -369,7 +373,7 @@ func (s *sim) halved(ch int, at time.Duration) string {
 	if len(after) > 0 {
 		throttles = fmt.Sprintf("%d 429s after it, the first %v and the last %v after it", len(after), (after[0] - at).Round(time.Millisecond), (after[len(after)-1] - at).Round(time.Millisecond))
 	}
-	return fmt.Sprintf("%s: %s; its busiest bucket %s then sent %.2f/s", head, throttles, bk, float64(busiest)/max((end-at).Seconds(), 1e-9))
+	return fmt.Sprintf("%s: %s; its busiest bucket %s then sent %.2f/s", head, throttles, bk, float64(busiest)/max((end-at).Seconds(), 1e-9)), len(after)
 }
 
 // stormDrain measures the wave against channel 0's rates quota: how much of

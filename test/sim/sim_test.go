@@ -58,7 +58,25 @@ func TestSimStorm(t *testing.T)     { runScenario(t, "storm", Small, testSeed(t)
 func TestSimSingleCredential(t *testing.T) {
 	runScenario(t, "single-credential", Small, testSeed(t), nil)
 }
-func TestSimFaults(t *testing.T) { runScenario(t, "faults", Small, testSeed(t), nil) }
+
+// TestSimFaults also checks that every fault left its mark: a fault the
+// fleet never felt tests nothing (the halved limit once sat far above
+// the load and earned no 429).
+func TestSimFaults(t *testing.T) {
+	rep := runScenario(t, "faults", Small, testSeed(t), nil)
+	for _, c := range []struct {
+		fault string
+		marks int
+	}{
+		{"DynamoDB outage: calls answered with an outage error", rep.DB.Failed},
+		{"OTA 5xx: requests answered 5xx", rep.Failed},
+		{"halved limit: 429s after the halving", rep.HalvedThrottles},
+	} {
+		if c.marks == 0 {
+			t.Errorf("%s: none; the fault tested nothing", c.fault)
+		}
+	}
+}
 
 // TestSimFull is scripts/sim.sh's entry point: FLEETBUCKET_SIM names the
 // scenario (full size) and FLEETBUCKET_SIM_OUT a directory for the report
