@@ -444,11 +444,10 @@ func (s *sim) count(r syncer.MessageResult) {
 				s.stats.WastedByMinute = append(s.stats.WastedByMinute, 0)
 			}
 			s.stats.WastedByMinute[m] += j.WastedSlots
-			ch, _, _ := strings.Cut(j.Bucket, "#")
 			if s.stats.WastedByChannel == nil {
 				s.stats.WastedByChannel = map[string]int{}
 			}
-			s.stats.WastedByChannel[ch] += j.WastedSlots
+			s.stats.WastedByChannel[j.Channel] += j.WastedSlots
 		}
 		s.stats.Throttled += j.Throttled
 		s.stats.LocalShares += j.LocalShares

@@ -260,7 +260,7 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	for {
 		res, next, err := d.serve(ctx, j, route, now)
 		acc = acc.then(res)
-		acc.Bucket = route.Bucket.Key
+		acc.Bucket, acc.Channel = route.Bucket.Key, j.Channel
 		if err != nil || next == nil {
 			return acc, err
 		}

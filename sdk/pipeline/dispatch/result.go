@@ -25,7 +25,9 @@ const (
 type Result struct {
 	JobID string
 	// Bucket is the key of the bucket the job draws from.
-	Bucket  string
+	Bucket string
+	// Channel is the OTA the job pushes to.
+	Channel string
 	Outcome Outcome
 	Reason  string
 	// Wait is the deferral's delay.
