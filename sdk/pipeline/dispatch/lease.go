@@ -170,19 +170,17 @@ func (d *Dispatcher) leaseFirst(route Route, first *firstLease) bool {
 }
 
 // firstLease is the in-flight lease a job took before its token, while
-// serve holds it (none: held is nil). Its reservation finds it on its
-// context (firstLeaseKey): one that sleeps for its token frees it first.
-// leave uncounts the push from those going for a lease (Leases.join).
+// serve holds it (none: held is nil). serve hands it to the reservation:
+// one that sleeps for its token frees it first. leave uncounts the push
+// from those going for a lease (Leases.join).
 type firstLease struct {
 	held  *heldLease
 	leave func()
 }
 
-type firstLeaseKey struct{}
-
-// free gives the lease back, if one is held.
+// free gives the lease back, if one is held (f may be nil: no lease).
 func (f *firstLease) free() {
-	if f.held != nil {
+	if f != nil && f.held != nil {
 		f.held.release()
 		f.held = nil
 	}
@@ -199,10 +197,8 @@ func (f *firstLease) end() {
 // sleepForToken sleeps wait for a token the bucket has not yet, freeing
 // first a lease the job took before its token: the vendor's concurrency
 // would idle under it, and the push takes one again at its slot.
-func (d *Dispatcher) sleepForToken(ctx context.Context, wait time.Duration) error {
-	if f, ok := ctx.Value(firstLeaseKey{}).(*firstLease); ok {
-		f.free()
-	}
+func (d *Dispatcher) sleepForToken(ctx context.Context, wait time.Duration, first *firstLease) error {
+	first.free()
 	return d.sleep(ctx, wait)
 }
 

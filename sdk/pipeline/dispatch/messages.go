@@ -55,7 +55,7 @@ type Letter struct{ Body, Reason string }
 // failures take the single push's path (pushFailed). A later message that
 // fails ends the push: what was accepted is settled, and the work's next
 // job carries the rest with a slot of its own.
-func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
+func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
 	iso := d.Can.Isolate
 	settled := false // something was accepted or dead-lettered
 	// On an endpoint metered by items, the slot may hold more tokens than
@@ -119,7 +119,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, j job.Job, route Route, b
 		return d.pushFailed(ctx, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
 	}
 	res.Outcome = Pushed
-	return d.done(ctx, j, route, p, res)
+	return d.done(out, j, route, p, res)
 }
 
 // messageID is the X-Job-Id of message i of a push: the vendor's

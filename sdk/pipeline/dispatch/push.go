@@ -62,9 +62,9 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *h
 		return lres, nil, err
 	}
 	defer release()
-	ctx = withSettle(ctx, base, release)
+	out := settle{base: base, release: release}
 	if len(p.Messages) > 0 {
-		return d.pushMessages(ctx, j, route, bucket, siblings, p, res)
+		return d.pushMessages(ctx, out, j, route, bucket, siblings, p, res)
 	}
 	req, late := d.spendable(otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
@@ -80,7 +80,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *h
 		return d.pushFailed(ctx, j, route, p, res, err)
 	}
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
-	return d.done(ctx, j, route, p, res)
+	return d.done(out, j, route, p, res)
 }
 
 // begin returns what j pushes. A payload job first takes its fence: the
@@ -158,17 +158,11 @@ func (d *Dispatcher) recheck(ctx context.Context, j job.Job, route Route) (owned
 	return nil, res, err
 }
 
-// settleKey carries, on a push's context, what done needs to step out of
-// the push's in-flight lease.
-type settleKey struct{}
-
+// settle is how a push steps out of its in-flight lease once the vendor
+// has answered: what done needs.
 type settle struct {
 	base    context.Context // the push's context before the lease
 	release func()          // frees the lease; safe to call twice
-}
-
-func withSettle(leased, base context.Context, release func()) context.Context {
-	return context.WithValue(leased, settleKey{}, settle{base: base, release: release})
 }
 
 // done settles a push with the work and returns the work's next job. The
@@ -176,11 +170,9 @@ func withSettle(leased, base context.Context, release func()) context.Context {
 // the lease bounds requests at the vendor, and settling is a store write
 // that may also wait for the lane's siblings (syncer's finish groups),
 // which would otherwise hold the vendor's concurrency idle.
-func (d *Dispatcher) done(ctx context.Context, j job.Job, route Route, p Payload, res Result) (Result, *job.Job, error) {
-	if s, ok := ctx.Value(settleKey{}).(settle); ok {
-		s.release()
-		ctx = s.base
-	}
+func (d *Dispatcher) done(out settle, j job.Job, route Route, p Payload, res Result) (Result, *job.Job, error) {
+	out.release()
+	ctx := out.base
 	if d.Work == nil {
 		return res, nil, nil
 	}

@@ -39,7 +39,7 @@ type QuotaTaker interface {
 // (done): deferred to the next token or the quota's reset, shed or
 // expired when that is past its deadline or max age. bound is reserve's
 // (a shadow route records it).
-func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bound int, maxAge time.Duration) (Result, bool, error) {
+func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bound int, maxAge time.Duration, first *firstLease) (Result, bool, error) {
 	taker := d.Can.Quota
 	if taker == nil {
 		res, err := d.deadLetter(ctx, *j, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
@@ -70,7 +70,7 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bou
 			return res, true, err
 		case denied && !quotaSpent(err, route) && d.canSleep(ctx, wait):
 			// The next token is near: wait for it here, as for a slot.
-			if err := d.sleepForToken(ctx, wait); err != nil {
+			if err := d.sleepForToken(ctx, wait, first); err != nil {
 				return Result{}, true, err
 			}
 			continue

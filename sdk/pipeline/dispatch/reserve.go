@@ -17,8 +17,10 @@ import (
 const contendedRetries = 3
 
 // reserve books a slot for j, bounded by its deadline. done reports that
-// the job was disposed of (shed or deferred) instead.
-func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time) (Result, bool, error) {
+// the job was disposed of (shed or deferred) instead. first is the lease
+// j took before its token, if any (nil: none), which a sleep for the token
+// frees.
+func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time, first *firstLease) (Result, bool, error) {
 	maxDelay, bound := d.Policy.MaxReserve, noBound
 	if route.Horizon > 0 {
 		maxDelay = min(maxDelay, route.Horizon)
@@ -37,7 +39,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		return res, true, err
 	}
 	if route.Quota != nil {
-		return d.takeQuota(ctx, j, route, bound, maxAge)
+		return d.takeQuota(ctx, j, route, bound, maxAge, first)
 	}
 	tokens := slotTokens(route, *j)
 	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Capacity(), tokens))
@@ -66,10 +68,10 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now t
 		// quota: the bucket is then short of its share, not full, and
 		// keeps what it accrues until a retry takes it.
 		if wait += d.spread(route); d.canSleep(ctx, wait) {
-			if err := d.sleepForToken(ctx, wait); err != nil {
+			if err := d.sleepForToken(ctx, wait, first); err != nil {
 				return Result{}, true, err
 			}
-			return d.reserve(ctx, j, route, d.now())
+			return d.reserve(ctx, j, route, d.now(), first)
 		}
 	}
 	dec, ok := decideRefusal(refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),

@@ -75,7 +75,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				}
 				first.held, now = held, d.now()
 			}
-			res, done, err := d.reserve(context.WithValue(ctx, firstLeaseKey{}, first), &j, route, now)
+			res, done, err := d.reserve(ctx, &j, route, now, first)
 			pre = pre.then(res)
 			if done || err != nil {
 				return pre, nil, err
