@@ -210,3 +210,52 @@ func TestDispatcherBooksABatchWithOneWrite(t *testing.T) {
 		}
 	}
 }
+
+// A sharded route's batch is dealt over its shards and booked with one
+// write per shard: the jobs of a hot credential cost k writes, not one or
+// more each, and the last slot comes about when it would in one bucket.
+func TestDispatcherBooksAShardedBatchWithOneWritePerShard(t *testing.T) {
+	lim := limiter.PerSecond(20, 8) // 4 shards of 5/s, burst 2
+	p := newPipeline(t, lim, mockota.Config{Limit: limiter.PerSecond(20, 10), OmitRateLimitHeaders: true})
+	p.shards = 4
+	d := p.dispatcher(workerOpts{})
+	d.Fence = nil // the fence writes once per push, apart from the booking
+	counter := p.lastCounter
+	jobs := make([]job.Job, 10)
+	for i := range jobs {
+		jobs[i] = pushJob(i, "availability", time.Now())
+	}
+	before := counter.Calls()
+	results, errs := d.HandleJobs(context.Background(), jobs)
+	for i := range jobs {
+		if errs[i] != nil || results[i].Outcome != dispatch.Pushed {
+			t.Fatalf("job %d: %+v %v", i, results[i], errs[i])
+		}
+	}
+	if calls := counter.Calls() - before; calls != 4 {
+		t.Fatalf("10 jobs of a bucket over 4 shards cost %d DynamoDB calls, want 4 (one a shard)", calls)
+	}
+	var slots []time.Time
+	first := results[0].Slot
+	for _, r := range results {
+		slots = append(slots, r.Slot)
+		first = minTime(first, r.Slot)
+	}
+	assertFleetInvariant(t, slots, lim, 0)
+	// Dealt 3, 3, 2, 2 over shards of burst 2 at 5/s: the third slot of
+	// a shard is its first refill, 200 ms on; one shard for all ten would
+	// have put the last 1.6 s on.
+	for _, s := range slots {
+		if s.Sub(first) > 250*time.Millisecond {
+			t.Errorf("a slot %v after the first: the batch was not dealt over the shards", s.Sub(first))
+		}
+	}
+	p.assertExactlyOnce(jobs)
+	for _, r := range p.ota.Accepted() {
+		for _, res := range results {
+			if res.JobID == r.JobID && r.At.Before(res.Slot) {
+				t.Errorf("job %s pushed at %v, before its slot %v", r.JobID, r.At, res.Slot)
+			}
+		}
+	}
+}

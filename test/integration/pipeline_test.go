@@ -41,6 +41,7 @@ type pipeline struct {
 	adaptive                        *limiter.Adaptive // the buckets', if they adapt
 	endpoints                       map[string]bool
 	inFlight                        *limiter.InFlight // the routes' (its Key is replaced by the bucket's)
+	shards                          int               // the routes' shards (0: a plain bucket)
 
 	sends atomic.Int64 // SQS messages sent: jobs enqueued plus deferrals
 	// lastCounter counts the DynamoDB calls of the last dispatcher built.
@@ -98,6 +99,9 @@ func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
 		f := *p.inFlight
 		f.Key = r.Bucket.Key
 		r.InFlight = &f
+	}
+	if p.shards > 0 {
+		r.Sharded = &limiter.ShardedBucket{Key: r.Bucket.Key, Limit: p.limit, Shards: p.shards}
 	}
 	return r, nil
 }

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -17,7 +19,8 @@ type Booker interface {
 
 // HandleJobs handles a batch of jobs, as a Lambda receives them. The jobs
 // that need a slot are grouped by bucket, and each group of two or more is
-// booked with one conditional write (if the Limiter is a Booker); every
+// booked with one conditional write (if the Limiter is a Booker; a
+// sharded bucket's are dealt over its shards, see shardGroups); every
 // job runs concurrently, each waiting for its own slot. Jobs the group
 // could not book within MaxReserve reserve on their own and are deferred.
 // results[i] and errs[i] are job i's, as from HandleJob.
@@ -118,8 +121,8 @@ func (d *Dispatcher) dueGroups(booker Booker, jobs []job.Job, todo []int) map[st
 	for _, i := range todo {
 		j := jobs[i]
 		route, err := d.Routes.Route(j)
-		if err != nil || len(route.Also) > 0 || route.Sharded != nil || route.ItemWeight > 0 || route.Horizon > 0 {
-			continue // unroutable, several buckets, shards, items or a horizon: reserved one job at a time
+		if err != nil || len(route.Also) > 0 || route.ItemWeight > 0 || route.Horizon > 0 {
+			continue // unroutable, several buckets, items or a horizon: reserved one job at a time
 		}
 		if !d.needsSlot(j, route, now) {
 			continue
@@ -129,9 +132,52 @@ func (d *Dispatcher) dueGroups(booker Booker, jobs []job.Job, todo []int) map[st
 	}
 	out := map[string]group{}
 	for key, idx := range groups {
+		if routes[key].Sharded != nil {
+			maps.Copy(out, d.shardGroups(booker, routes[key], jobs, idx))
+			continue
+		}
 		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookDue(ctx, booker, routes[key], jobs, idx) }}
 	}
 	return out
+}
+
+// shardGroups deals the due jobs idx of a sharded route over its shards,
+// from a random one, into a group a shard: each books about len(idx)/k
+// slots at its shard's rate (rate/k) with one write, so the last slot comes
+// about when it would in one bucket; a write a job would cost len(idx), and
+// one shard for all would take k times as long. Pushes paced locally in an
+// outage book with the jobs' own reservations (reserve adds them), so then
+// none is grouped.
+func (d *Dispatcher) shardGroups(booker Booker, route Route, jobs []job.Job, idx []int) map[string]group {
+	shards, err := route.Sharded.Buckets()
+	if err != nil || d.pendingLocal(route) > 0 {
+		return nil
+	}
+	out := map[string]group{}
+	k, first := min(len(shards), len(idx)), rand.IntN(len(shards))
+	for s := range k {
+		shard := shards[(first+s)%len(shards)]
+		var dealt []int
+		for n := s; n < len(idx); n += k {
+			dealt = append(dealt, idx[n])
+		}
+		out[shard.Key] = group{jobs: dealt, book: func(ctx context.Context) { d.bookShard(ctx, booker, shard, jobs, dealt) }}
+	}
+	return out
+}
+
+// bookShard books the slots of the due jobs idx in one shard; a job it
+// grants no slot reserves on its own.
+func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter.Bucket, jobs []job.Job, idx []int) {
+	now := d.now()
+	batch, err := booker.ReserveBatch(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+	if err != nil {
+		d.log().Info("shard booking failed; its jobs reserve on their own", "bucket", shard.Key, "jobs", len(idx), "err", err)
+		return
+	}
+	for n, slot := range batch.Slots {
+		jobs[idx[n]].Hold = newHold(slot, shard.Key, 0, nil, slot.Sub(now))
+	}
 }
 
 // bookDue books the slots of the due jobs idx of route's bucket.
