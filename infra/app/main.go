@@ -32,6 +32,12 @@
 //	                   share is not evaluated, default 20
 //	storeErrorMinutes  consecutive minutes with limiter store errors that
 //	                   page, default 3
+//	limiterCapacity    provisioned capacity with auto scaling for the
+//	stateCapacity      limiter / ARI state table, e.g.
+//	                   "read=5..100,write=100..4000,target=70" (capacity
+//	                   units a second; target utilization in percent,
+//	                   default 70); default: on demand. See stack.Capacity
+//	                   for when it pays.
 package main
 
 import (
@@ -70,6 +76,8 @@ const (
 	contextThrottle  = "maxThrottlePercent"
 	contextMinReqs   = "throttleAlarmMinRequests"
 	contextStoreErrs = "storeErrorMinutes"
+	contextLimiterRU = "limiterCapacity"
+	contextStateRU   = "stateCapacity"
 	defaultSecretPfx = "fleetbucket/"
 	assetDirPrefix   = "fleetbucket-sync-asset-"
 )
@@ -113,6 +121,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	limiterCap, err := capacitySetting(ctx, contextLimiterRU)
+	if err != nil {
+		return err
+	}
+	stateCap, err := capacitySetting(ctx, contextStateRU)
+	if err != nil {
+		return err
+	}
 
 	asset, err := prepareAsset(assetOptions{
 		Root:           root,
@@ -139,6 +155,8 @@ func run() error {
 		ReservedConcurrency: reserved,
 		Alarms:              alarms,
 		Quotas:              asset.Quotas,
+		LimiterCapacity:     limiterCap,
+		StateCapacity:       stateCap,
 	})
 	if err != nil {
 		return err
@@ -260,6 +278,54 @@ func alarmSettings(ctx func(string) (string, bool)) (stack.Alarms, int, error) {
 		return a, 0, fmt.Errorf("%w, or \"none\"", err)
 	}
 	return a, reserved, nil
+}
+
+// capacitySetting reads a table's provisioned capacity from context key,
+// "read=MIN..MAX,write=MIN..MAX[,target=PERCENT]"; none is on demand (nil).
+// The stack checks the ranges themselves.
+func capacitySetting(ctx func(string) (string, bool), key string) (*stack.Capacity, error) {
+	v, ok := ctx(key)
+	if !ok {
+		return nil, nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("context %s=%q: %s; want read=MIN..MAX,write=MIN..MAX[,target=PERCENT]", key, v, why)
+	}
+	var c stack.Capacity
+	seen := map[string]bool{}
+	for _, part := range strings.Split(v, ",") {
+		name, val, found := strings.Cut(strings.TrimSpace(part), "=")
+		if !found || seen[name] {
+			return nil, bad(fmt.Sprintf("%q is not one name=value, or repeats one", part))
+		}
+		seen[name] = true
+		switch name {
+		case "read", "write":
+			lo, hi, found := strings.Cut(val, "..")
+			from, err1 := strconv.Atoi(lo)
+			to, err2 := strconv.Atoi(hi)
+			if !found || err1 != nil || err2 != nil {
+				return nil, bad(fmt.Sprintf("%s=%q is not MIN..MAX in whole units", name, val))
+			}
+			if name == "read" {
+				c.Read = stack.Range{Min: from, Max: to}
+			} else {
+				c.Write = stack.Range{Min: from, Max: to}
+			}
+		case "target":
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return nil, bad(fmt.Sprintf("target=%q is not a whole percentage", val))
+			}
+			c.TargetUtilization = n
+		default:
+			return nil, bad(fmt.Sprintf("unknown setting %q", name))
+		}
+	}
+	if !seen["read"] || !seen["write"] {
+		return nil, bad("both read and write are needed")
+	}
+	return &c, nil
 }
 
 // resolveConfig validates the connections config and works out the event

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -278,5 +279,38 @@ func TestAlarmSettings(t *testing.T) {
 		if _, _, err := alarmSettings(lookup(map[string]string{key: bad})); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s=%q: error %v, want one naming the key", key, bad, err)
 		}
+	}
+}
+
+func TestCapacitySetting(t *testing.T) {
+	lookup := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == contextStateRU && v != "" }
+	}
+	tests := []struct {
+		value string
+		want  *stack.Capacity
+		err   string
+	}{
+		{"", nil, ""},
+		{"read=5..100,write=100..4000", &stack.Capacity{Read: stack.Range{Min: 5, Max: 100}, Write: stack.Range{Min: 100, Max: 4000}}, ""},
+		{" write=1..2, read=3..4 ,target=60", &stack.Capacity{Read: stack.Range{Min: 3, Max: 4}, Write: stack.Range{Min: 1, Max: 2}, TargetUtilization: 60}, ""},
+		{"read=5..100", nil, "both read and write"},
+		{"read=5-100,write=1..2", nil, `read="5-100"`},
+		{"read=5..100,write=1..2,target=high", nil, `target="high"`},
+		{"read=5..100,write=1..2,burst=3", nil, `unknown setting "burst"`},
+		{"read=5..100,read=1..2", nil, "repeats"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			c, err := capacitySetting(lookup(tt.value), contextStateRU)
+			switch {
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), contextStateRU)):
+				t.Fatalf("error %v, want one naming %s and containing %q", err, contextStateRU, tt.err)
+			case tt.err == "" && err != nil:
+				t.Fatalf("error %v, want none", err)
+			case tt.err == "" && !reflect.DeepEqual(c, tt.want):
+				t.Fatalf("capacity %+v, want %+v", c, tt.want)
+			}
+		})
 	}
 }

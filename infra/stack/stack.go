@@ -145,6 +145,11 @@ type Props struct {
 	// Alarms are the alarms' thresholds and where they page; see Alarms.
 	Alarms Alarms
 
+	// LimiterCapacity and StateCapacity put the limiter and the ARI state
+	// table on provisioned capacity with auto scaling; nil (the default)
+	// keeps a table on demand. See Capacity for when it pays.
+	LimiterCapacity, StateCapacity *Capacity
+
 	// Quotas are the connections config's (credential, endpoint) limits,
 	// one per bucket the function draws from: the dashboard shows each
 	// bucket's pushes against its rate. Optional.
@@ -217,6 +222,12 @@ func (p *Props) validate() error {
 	if err := p.Alarms.validate(); err != nil {
 		return err
 	}
+	if err := p.LimiterCapacity.validate("LimiterCapacity"); err != nil {
+		return err
+	}
+	if err := p.StateCapacity.validate("StateCapacity"); err != nil {
+		return err
+	}
 	for _, q := range p.Quotas {
 		if err := q.validate(); err != nil {
 			return err
@@ -273,12 +284,14 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 
 	// ---------------------------------------------------------- tables ----
 
-	s.LimiterTable = awsdynamodb.NewTable(stack, jsii.String("LimiterTable"), &awsdynamodb.TableProps{
+	limiterProps := &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(limiter.KeyAttribute), Type: awsdynamodb.AttributeType_STRING},
 		TimeToLiveAttribute: jsii.String(limiter.TTLAttribute),
-		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
-	})
+	}
+	p.LimiterCapacity.billing(limiterProps)
+	s.LimiterTable = awsdynamodb.NewTable(stack, jsii.String("LimiterTable"), limiterProps)
+	p.LimiterCapacity.autoScale(s.LimiterTable)
 	// No point-in-time recovery on the limiter table: its items are
 	// ephemeral bucket states that expire by TTL, and a missing item is a
 	// full bucket, so a restore has nothing to protect. The ARI state
@@ -291,23 +304,27 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 			}},
 		})
 	}
-	s.StateTable = awsdynamodb.NewTable(stack, jsii.String("StateTable"), &awsdynamodb.TableProps{
+	stateProps := &awsdynamodb.TableProps{
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(ari.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:      &awsdynamodb.Attribute{Name: jsii.String(ari.SortKey), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
-	})
+	}
+	p.StateCapacity.billing(stateProps)
+	s.StateTable = awsdynamodb.NewTable(stack, jsii.String("StateTable"), stateProps)
 	// Sparse: a lane item is in it only while one of its lanes may be
 	// stranded (sdk/pipeline/lane), so the sweep reads those items and no others.
-	s.StateTable.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+	sweepIndex := &awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(lane.SweepIndex),
 		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(lane.SweepAttribute), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(lane.SweepAtAttribute), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-	})
+	}
+	p.StateCapacity.indexCapacity(sweepIndex)
+	s.StateTable.AddGlobalSecondaryIndex(sweepIndex)
+	p.StateCapacity.autoScale(s.StateTable, lane.SweepIndex)
 
 	// ---------------------------------------------------------- queues ----
 

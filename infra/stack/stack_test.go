@@ -914,28 +914,7 @@ func TestOutputs(t *testing.T) {
 // suppression carries a reason.
 func TestCdkNag(t *testing.T) {
 	f := getFixture(t)
-	ann := assertions.Annotations_FromStack(f.stack.Stack)
-	nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-"))
-	// Decoded through JSON: the messages' Go type (cxapi.SynthesisMessage)
-	// is deprecated in favour of one the Go bindings do not expose.
-	var msgs []struct {
-		ID    string `json:"id"`
-		Level string `json:"level"`
-		Entry struct {
-			Data interface{} `json:"data"`
-		} `json:"entry"`
-	}
-	raw, err := json.Marshal(append(*ann.FindError(jsii.String("*"), nag), *ann.FindWarning(jsii.String("*"), nag)...))
-	if err == nil {
-		err = json.Unmarshal(raw, &msgs)
-	}
-	if err != nil {
-		t.Fatalf("decoding the annotations: %v", err)
-	}
-	var findings []string
-	for _, m := range msgs {
-		findings = append(findings, fmt.Sprintf("%s %s: %v", m.Level, m.ID, m.Entry.Data))
-	}
+	findings := nagFindings(t, f.stack.Stack)
 	if len(findings) > 0 {
 		t.Errorf("cdk-nag AwsSolutions findings:\n  %s", strings.Join(findings, "\n  "))
 	}
@@ -1002,7 +981,42 @@ func TestCdkNag(t *testing.T) {
 }
 
 // TestCfnLint lints the synthesized template with cfn-lint.
+// nagFindings lists the cdk-nag AwsSolutions errors and warnings on st.
+func nagFindings(t *testing.T, st awscdk.Stack) []string {
+	t.Helper()
+	ann := assertions.Annotations_FromStack(st)
+	nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-"))
+	// Decoded through JSON: the messages' Go type (cxapi.SynthesisMessage)
+	// is deprecated in favour of one the Go bindings do not expose.
+	var msgs []struct {
+		ID    string `json:"id"`
+		Level string `json:"level"`
+		Entry struct {
+			Data interface{} `json:"data"`
+		} `json:"entry"`
+	}
+	raw, err := json.Marshal(append(*ann.FindError(jsii.String("*"), nag), *ann.FindWarning(jsii.String("*"), nag)...))
+	if err == nil {
+		err = json.Unmarshal(raw, &msgs)
+	}
+	if err != nil {
+		t.Fatalf("decoding the annotations: %v", err)
+	}
+	var findings []string
+	for _, m := range msgs {
+		findings = append(findings, fmt.Sprintf("%s %s: %v", m.Level, m.ID, m.Entry.Data))
+	}
+	return findings
+}
+
 func TestCfnLint(t *testing.T) {
+	cfnLint(t, getFixture(t).json)
+}
+
+// cfnLint lints template j with cfn-lint, which reports what CloudFormation
+// would refuse at deploy time (and what it only warns of).
+func cfnLint(t *testing.T, j obj) {
+	t.Helper()
 	bin, err := exec.LookPath("cfn-lint")
 	if err != nil {
 		if os.Getenv("FLEETBUCKET_INTEGRATION") == "1" {
@@ -1010,8 +1024,7 @@ func TestCfnLint(t *testing.T) {
 		}
 		t.Skip("cfn-lint is not on PATH: skipping the template lint (pip install cfn-lint; FLEETBUCKET_INTEGRATION=1 makes this a failure)")
 	}
-	f := getFixture(t)
-	b, err := json.MarshalIndent(f.json, "", " ")
+	b, err := json.MarshalIndent(j, "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1031,6 +1044,94 @@ func TestCfnLint(t *testing.T) {
 			t.Errorf("cfn-lint: %v\n%s", err, out)
 		}
 	}
+}
+
+// On provisioned capacity both tables start at their minima, and auto
+// scaling keeps each table's reads and writes, and the sweep index's, on
+// the target utilization within their ranges; cdk-nag and cfn-lint accept
+// the template.
+func TestProvisionedCapacity(t *testing.T) {
+	getFixture(t) // jsii is up
+	limiterCap := &stack.Capacity{Read: stack.Range{Min: 5, Max: 100}, Write: stack.Range{Min: 100, Max: 4000}}
+	stateCap := &stack.Capacity{Read: stack.Range{Min: 50, Max: 1500}, Write: stack.Range{Min: 80, Max: 3000}, TargetUtilization: 60}
+	var (
+		j        obj
+		findings []string
+	)
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("synthesizing panicked: %v", r)
+			}
+		}()
+		dir, err := mkdirTemp("fleetbucket-stack-test-asset-")
+		if err == nil {
+			err = writeAsset(dir)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		app := awscdk.NewApp(nil)
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{}), nil)
+		s, err := stack.NewSyncStack(app, "Provisioned", &stack.Props{
+			AssetDir: dir, MaxConcurrency: 3, LimiterCapacity: limiterCap, StateCapacity: stateCap,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
+		if err == nil {
+			err = json.Unmarshal(raw, &j)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		findings = nagFindings(t, s.Stack)
+	}()
+	if len(findings) > 0 {
+		t.Errorf("cdk-nag AwsSolutions findings:\n  %s", strings.Join(findings, "\n  "))
+	}
+	f := &fixture{json: j}
+	throughput := map[string]string{}
+	for _, r := range f.resources("AWS::DynamoDB::Table") {
+		p := r["Properties"].(obj)
+		if _, ok := p["BillingMode"]; ok && p["BillingMode"] != "PROVISIONED" {
+			t.Errorf("a table's BillingMode is %v, want provisioned", p["BillingMode"])
+		}
+		pt, _ := p["ProvisionedThroughput"].(obj)
+		throughput[fmt.Sprint(len(asList(p["KeySchema"])))] = fmt.Sprintf("%v/%v", pt["ReadCapacityUnits"], pt["WriteCapacityUnits"])
+		for _, ix := range asList(p["GlobalSecondaryIndexes"]) {
+			if ipt, _ := ix.(obj)["ProvisionedThroughput"].(obj); fmt.Sprintf("%v/%v", ipt["ReadCapacityUnits"], ipt["WriteCapacityUnits"]) != "1/1" {
+				t.Errorf("the sweep index starts at %v, want 1 read and 1 write unit", ipt)
+			}
+		}
+	}
+	// The limiter table has a hash key only, the state table a sort key too.
+	if want := map[string]string{"1": "5/100", "2": "50/80"}; !jsonEqual(throughput, want) {
+		t.Errorf("tables start at read/write units %v (by key count), want %v", throughput, want)
+	}
+	ranges := map[string]int{}
+	for _, r := range f.resources("AWS::ApplicationAutoScaling::ScalableTarget") {
+		p := r["Properties"].(obj)
+		ranges[fmt.Sprintf("%v %v..%v", p["ScalableDimension"], p["MinCapacity"], p["MaxCapacity"])]++
+	}
+	want := map[string]int{
+		"dynamodb:table:ReadCapacityUnits 5..100": 1, "dynamodb:table:WriteCapacityUnits 100..4000": 1,
+		"dynamodb:table:ReadCapacityUnits 50..1500": 1, "dynamodb:table:WriteCapacityUnits 80..3000": 1,
+		"dynamodb:index:ReadCapacityUnits 1..1500": 1, "dynamodb:index:WriteCapacityUnits 1..3000": 1,
+	}
+	if !jsonEqual(ranges, want) {
+		t.Errorf("scalable targets %v, want %v", ranges, want)
+	}
+	targets := map[string]int{}
+	for _, r := range f.resources("AWS::ApplicationAutoScaling::ScalingPolicy") {
+		c, _ := r["Properties"].(obj)["TargetTrackingScalingPolicyConfiguration"].(obj)
+		targets[fmt.Sprint(c["TargetValue"])]++
+	}
+	if want := map[string]int{"70": 2, "60": 4}; !jsonEqual(targets, want) {
+		t.Errorf("scaling policies by target utilization %v, want %v", targets, want)
+	}
+	cfnLint(t, j)
 }
 
 // TestPropsValidation needs no jsii: invalid props fail before any construct.
@@ -1066,6 +1167,10 @@ func TestPropsValidation(t *testing.T) {
 		{"queue age 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, Alarms: stack.Alarms{MaxQueueAge: 1500 * time.Millisecond}}, "MaxQueueAge"},
 		{"quota bucket with #", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a#b", Credential: "c", Meter: "e", Rate: 1, Burst: 1}}}, "without #"},
 		{"quota rate 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, Quotas: []stack.Quota{{Channel: "a", Credential: "c", Meter: "e", Burst: 1}}}, "want rate > 0"},
+		{"limiter capacity min 0", &stack.Props{AssetDir: good, MaxConcurrency: 5, LimiterCapacity: &stack.Capacity{Read: stack.Range{Min: 0, Max: 5}, Write: stack.Range{Min: 1, Max: 5}}}, "LimiterCapacity.Read"},
+		{"state capacity max below min", &stack.Props{AssetDir: good, MaxConcurrency: 5, StateCapacity: &stack.Capacity{Read: stack.Range{Min: 5, Max: 5}, Write: stack.Range{Min: 10, Max: 5}}}, "StateCapacity.Write"},
+		{"capacity above the table quota", &stack.Props{AssetDir: good, MaxConcurrency: 5, StateCapacity: &stack.Capacity{Read: stack.Range{Min: 5, Max: 50000}, Write: stack.Range{Min: 1, Max: 5}}}, "≤ 40000"},
+		{"target utilization 95", &stack.Props{AssetDir: good, MaxConcurrency: 5, LimiterCapacity: &stack.Capacity{Read: stack.Range{Min: 1, Max: 5}, Write: stack.Range{Min: 1, Max: 5}, TargetUtilization: 95}}, "TargetUtilization 95"},
 		{"token secret not a secret ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"arn:aws:ssm:eu-west-1:1:parameter/x"}}, "not a Secrets Manager ARN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
