@@ -87,6 +87,8 @@ type DB struct {
 	items map[string]map[string]types.AttributeValue
 	// checkItems has every read of a kept item check it against minidyn.
 	checkItems bool
+	// laneTrace, if set, records every write of a lanes item (lanetrace.go).
+	laneTrace *laneTrace
 }
 
 // DBStats are the store's counters for the report.
@@ -103,7 +105,8 @@ type DBStats struct {
 	LimiterCalls int
 	// Sites are the calls by where the SDK made them (callSite).
 	Sites map[string]*Site
-	site  *Site // the call being billed, under DB.mu
+	site  *Site  // the call being billed, under DB.mu
+	where string // its call site, under DB.mu
 }
 
 // Site is one call site's calls and what they were billed.
@@ -185,6 +188,7 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 		d.stats.Sites[where] = d.stats.site
 	}
 	d.stats.site.Calls++
+	d.stats.where = where
 	var err error
 	if d.down != nil && d.down(time.Now()) {
 		d.stats.Failed++
@@ -314,6 +318,9 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 				// A failed write left the item as it was.
 				ccf.Item = copyItem(d.peek(table, in.Key))
 			}
+			if d.laneTrace != nil && table == "state" {
+				d.laneTrace.laneWrite(in.Key, d.stats.where, "cond", d.peek(table, in.Key))
+			}
 			return err
 		}
 		after := out.Attributes
@@ -348,6 +355,9 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		}
 		d.sizes[sk] = afterSize
 		d.keep(sk, after)
+		if d.laneTrace != nil && table == "state" {
+			d.laneTrace.laneWrite(in.Key, d.stats.where, "ok", after)
+		}
 		d.bill(table, in.Key, writeUnits(max(beforeSize, afterSize)), true)
 		return nil
 	})

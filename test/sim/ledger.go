@@ -77,6 +77,8 @@ type Ledger struct {
 	Changes  int
 	Days     int
 	Accepted int // days OTAs accepted
+	// slow, if set, keeps the slowest days of each minute (lanetrace.go).
+	slow *slowest
 }
 
 // NewLedger is an empty ledger for the channels, in order.
@@ -151,6 +153,10 @@ func (l *Ledger) Accept(ch int, k rowKey, day int, seq, v int32) {
 		}
 		now := time.Since(l.start)
 		l.hist(now).Add(now - time.Duration(t.pubAt[d]))
+		if l.slow != nil && now-time.Duration(t.pubAt[d]) > slowFrom {
+			l.slow.add(slowDay{ch: ch, prop: k.prop, kind: k.kind, room: k.room, plan: k.plan, day: int(k.block)*blockDays + d,
+				seq: t.seq[d], published: time.Duration(t.pubAt[d]), accepted: now})
+		}
 		if k.kind == 0 && v == 0 {
 			l.Urgent.Add(now - time.Duration(t.pubAt[d]))
 		}

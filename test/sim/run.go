@@ -64,6 +64,8 @@ type sim struct {
 	mem     memWatch
 	// trace, if set, records which environment made each push (trace.go).
 	trace *pushTrace
+	// lanes, if set, records what became of each lane (lanetrace.go).
+	lanes *laneTrace
 }
 
 // instance is one Lambda execution environment: its own limiter, caches and
@@ -127,6 +129,9 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	s.db = NewDB(child(), sc.DBLatency)
 	s.db.checkItems = sc.CheckItems
 	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
+	if s.lanes = newLaneTrace(s.start); s.lanes != nil {
+		s.ledger.slow, s.db.laneTrace, s.sqs.laneTrace = &slowest{}, s.lanes, s.lanes
+	}
 	s.changes = s.sqs.Create("changes", visibility)
 	s.defers = s.sqs.Create("deferred", visibility)
 	s.sqs.Create("dlq", visibility)
@@ -184,6 +189,11 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	wg.Wait()
 	if s.trace != nil {
 		if err := s.trace.write(s.stats); err != nil {
+			return nil, err
+		}
+	}
+	if s.lanes != nil {
+		if err := s.lanes.write(s.ledger.slow.all(), s.ledger.channels); err != nil {
 			return nil, err
 		}
 	}
@@ -380,8 +390,10 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 		t := time.AfterFunc(die, cancel)
 		defer t.Stop()
 	}
+	inv := s.lanes.newInvocation()
 	batch := make([]syncer.Message, len(msgs))
 	for i, m := range msgs {
+		s.lanes.received(inv, q.Name, m, die)
 		attempt := syncer.AttemptOf(m.Attrs[syncer.RetryAttribute])
 		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt,
 			Owners: syncer.OwnersOf(m.Attrs[syncer.RetryOwnersAttribute])}
@@ -396,6 +408,17 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	died := die >= 0 && took >= die
 	if s.trace != nil {
 		s.trace.invocation(in.env, start, start.Add(took))
+	}
+	if s.lanes != nil {
+		s.lanes.invocation(inv, q.Name, msgs, start, died)
+		for i, r := range results {
+			for _, j := range r.Jobs {
+				s.lanes.result(inv, j)
+			}
+			if r.Err != nil && i < len(msgs) {
+				s.lanes.failed(inv, q.Name, msgs[i], r.Err)
+			}
+		}
 	}
 	s.mu.Lock()
 	s.stats.Invocations++
@@ -477,6 +500,11 @@ func (s *sim) sweepEvery(ctx context.Context) {
 		s.stats.GBSeconds += s.sc.MemoryGB * time.Since(start).Seconds()
 		s.count(syncer.MessageResult{Jobs: rep.Results})
 		s.mu.Unlock()
+		if s.lanes != nil {
+			for _, j := range rep.Results {
+				s.lanes.result(-1, j)
+			}
+		}
 		s.release(in)
 	}
 }
@@ -635,6 +663,9 @@ func (s *sim) send(c change) {
 	// Only channels with the kind's endpoint hold the cell; the ledger
 	// tracks every channel, so a kind a channel lacks is published only
 	// where it is pushed.
+	if s.lanes != nil {
+		s.lanes.add(laneName(propID(int(c.prop)), kindNames[c.kind]), "C seq %d %s %s/%s %s+%d", seq, ch.EventID, ch.RoomType, ch.RatePlan, ch.From, c.days)
+	}
 	s.ledger.Publish(rowKey{prop: c.prop, kind: uint8(c.kind), room: uint8(c.room), plan: uint8(c.plan)}, c.from, c.days, int32(seq), c.value)
 	s.sqs.Put(s.changes, body)
 }

@@ -63,6 +63,8 @@ type SQS struct {
 	ByCall   map[string]int
 	nextID   int
 	dlq      *Queue
+	// laneTrace, if set, records every message sent (lanetrace.go).
+	laneTrace *laneTrace
 }
 
 // Queue is one queue.
@@ -169,6 +171,7 @@ func (s *SQS) put(q *Queue, body string, attrs map[string]string, delay time.Dur
 	id := fmt.Sprintf("m%d", s.nextID)
 	now := time.Now()
 	m := &Message{ID: id, Body: body, Attrs: attrs, SentAt: now}
+	s.laneTrace.put(q.Name, id, body, delay)
 	if q == s.dlq {
 		q.Dead = append(q.Dead, *m)
 		return id
