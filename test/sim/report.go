@@ -98,8 +98,8 @@ func (s *sim) report() *Report {
 				busiest, bk = n, k
 			}
 		}
-		r.PerChannel = append(r.PerChannel, fmt.Sprintf("%s: %d sent, %d accepted, %d 429, %d 5xx, %d wasted slots, busiest bucket %s %d (%.1f/s)",
-			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, s.stats.WastedByChannel[v.Name], bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds()))
+		r.PerChannel = append(r.PerChannel, fmt.Sprintf("%s: %d sent, %d accepted, %d 429, %d 5xx, %d wasted slots, %d revoked slots, busiest bucket %s %d (%.1f/s)",
+			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, s.stats.WastedByChannel[v.Name], s.stats.RevokedByChannel[v.Name], bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds()))
 		v.mu.Unlock()
 	}
 	s.ledger.mu.Lock()

@@ -84,8 +84,11 @@ type Stats struct {
 	Pushes, Items, Wasted, Throttled    int
 	// WastedByMinute and WastedByChannel split Wasted (slots booked and
 	// never used) by the minute they were given up in and by channel.
-	WastedByMinute                 []int
-	WastedByChannel                map[string]int
+	WastedByMinute  []int
+	WastedByChannel map[string]int
+	// RevokedByChannel counts, by channel, slots booked ahead on an
+	// adaptive bucket that a throttle revoked before they came.
+	RevokedByChannel               map[string]int
 	StoreErrors, LocalShares       int
 	Sweeps                         int
 	InvalidChanges, FailedMessages int
@@ -471,6 +474,12 @@ func (s *sim) count(r syncer.MessageResult) {
 				s.stats.WastedByChannel = map[string]int{}
 			}
 			s.stats.WastedByChannel[j.Channel] += j.WastedSlots
+		}
+		if j.RevokedSlots > 0 {
+			if s.stats.RevokedByChannel == nil {
+				s.stats.RevokedByChannel = map[string]int{}
+			}
+			s.stats.RevokedByChannel[j.Channel] += j.RevokedSlots
 		}
 		s.stats.Throttled += j.Throttled
 		s.stats.LocalShares += j.LocalShares

@@ -60,6 +60,9 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 			if len(c.probes) != tt.confirms || r.lim.calls != tt.reserves {
 				t.Fatalf("%d confirms and %d reservations, want %d and %d", len(c.probes), r.lim.calls, tt.confirms, tt.reserves)
 			}
+			if revoked := tt.reserves; res.RevokedSlots != revoked {
+				t.Fatalf("%d revoked slots counted, want %d", res.RevokedSlots, revoked)
+			}
 			if tt.confirms > 0 && c.probes[0] != tt.probe {
 				t.Fatalf("confirmed %+v, want the job's probe %+v", c.probes[0], tt.probe)
 			}

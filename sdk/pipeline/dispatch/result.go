@@ -43,6 +43,11 @@ type Result struct {
 	// before it ran, or held by a job then shed or dead-lettered. They
 	// waste quota but never overspend it.
 	WastedSlots int
+	// RevokedSlots counts slots an adaptive bucket granted this job ahead
+	// that a throttle since revoked before they came (Confirm): the job
+	// booked again, behind what was booked since, at the rate that holds.
+	// The quota they stood for went unused; none was overspent.
+	RevokedSlots int
 	// Pushes counts the requests the vendor accepted while handling the
 	// job: a lane with more pending may push again in the same call.
 	Pushes int
@@ -81,6 +86,7 @@ func (r Result) then(next Result) Result {
 	next.Attempts += r.Attempts
 	next.Throttled += r.Throttled
 	next.WastedSlots += r.WastedSlots
+	next.RevokedSlots += r.RevokedSlots
 	next.Pushes += r.Pushes
 	next.Items += r.Items
 	next.StoreError = next.StoreError || r.StoreError

@@ -46,10 +46,11 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			continue
 		case actDefer, actDeadLetter:
 			// What a reservation recorded of a job it let through is the
-			// push's, not a deferral's: only its wasted slots carry over.
+			// push's, not a deferral's: only its wasted and revoked slots
+			// carry over.
 			first.free()
 			res, err := d.act(ctx, j, route, dec)
-			return Result{WastedSlots: pre.WastedSlots}.then(res), nil, err
+			return Result{WastedSlots: pre.WastedSlots, RevokedSlots: pre.RevokedSlots}.then(res), nil, err
 		case actRecheck:
 			// Find out before booking a slot: a job told to come back again
 			// would leave it unused.
@@ -114,6 +115,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			// A lease taken first goes back too: the job may linger or
 			// wait for its new slot, and no request of it is near.
 			first.free()
+			pre.RevokedSlots++
 			j.Hold, now = job.Hold{}, d.now()
 			s.Owned, s.Booked, s.LingerAsked = false, false, false
 			continue
