@@ -699,35 +699,13 @@ func TestAlarmTopic(t *testing.T) {
 func TestImportedTopicAndNoReservation(t *testing.T) {
 	getFixture(t) // jsii is up
 	const arn = "arn:aws:sns:eu-west-1:123456789012:pager"
-	var j obj
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				t.Fatalf("synthesizing panicked: %v", r)
-			}
-		}()
-		dir, err := mkdirTemp("fleetbucket-stack-test-asset-")
-		if err == nil {
-			err = writeAsset(dir)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := stack.NewSyncStack(awscdk.NewApp(nil), "Imported", &stack.Props{
-			AssetDir: dir, MaxConcurrency: 3, ReservedConcurrency: stack.NoReservedConcurrency,
-			Alarms: stack.Alarms{TopicArn: arn, MaxQueueAge: 120 * time.Second, MaxThrottlePercent: 2.5, ThrottleAlarmMinRequests: 50, StoreErrorMinutes: 5},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
-		if err == nil {
-			err = json.Unmarshal(raw, &j)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}()
+	j, findings := synthOne(t, "Imported", stack.Props{
+		MaxConcurrency: 3, ReservedConcurrency: stack.NoReservedConcurrency,
+		Alarms: stack.Alarms{TopicArn: arn, MaxQueueAge: 120 * time.Second, MaxThrottlePercent: 2.5, ThrottleAlarmMinRequests: 50, StoreErrorMinutes: 5},
+	})
+	if len(findings) > 0 {
+		t.Errorf("cdk-nag AwsSolutions findings:\n  %s", strings.Join(findings, "\n  "))
+	}
 	f := &fixture{json: j}
 	for _, typ := range []string{"AWS::SNS::Topic", "AWS::SNS::Subscription", "AWS::KMS::Key"} {
 		if n := len(f.resources(typ)); n != 0 {
@@ -981,6 +959,42 @@ func TestCdkNag(t *testing.T) {
 }
 
 // TestCfnLint lints the synthesized template with cfn-lint.
+// synthOne synthesizes a stack of props (its AssetDir a fresh asset
+// directory) in an app of its own under cdk-nag's AwsSolutions checks, and
+// returns its template and the checks' findings. The fixture must be up
+// (jsii running).
+func synthOne(t *testing.T, id string, props stack.Props) (obj, []string) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("synthesizing panicked: %v", r)
+		}
+	}()
+	dir, err := mkdirTemp("fleetbucket-stack-test-asset-")
+	if err == nil {
+		err = writeAsset(dir)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	props.AssetDir = dir
+	app := awscdk.NewApp(nil)
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{}), nil)
+	s, err := stack.NewSyncStack(app, id, &props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j obj
+	raw, err := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
+	if err == nil {
+		err = json.Unmarshal(raw, &j)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, nagFindings(t, s.Stack)
+}
+
 // nagFindings lists the cdk-nag AwsSolutions errors and warnings on st.
 func nagFindings(t *testing.T, st awscdk.Stack) []string {
 	t.Helper()
@@ -1054,40 +1068,7 @@ func TestProvisionedCapacity(t *testing.T) {
 	getFixture(t) // jsii is up
 	limiterCap := &stack.Capacity{Read: stack.Range{Min: 5, Max: 100}, Write: stack.Range{Min: 100, Max: 4000}}
 	stateCap := &stack.Capacity{Read: stack.Range{Min: 50, Max: 1500}, Write: stack.Range{Min: 80, Max: 3000}, TargetUtilization: 60}
-	var (
-		j        obj
-		findings []string
-	)
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				t.Fatalf("synthesizing panicked: %v", r)
-			}
-		}()
-		dir, err := mkdirTemp("fleetbucket-stack-test-asset-")
-		if err == nil {
-			err = writeAsset(dir)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		app := awscdk.NewApp(nil)
-		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{}), nil)
-		s, err := stack.NewSyncStack(app, "Provisioned", &stack.Props{
-			AssetDir: dir, MaxConcurrency: 3, LimiterCapacity: limiterCap, StateCapacity: stateCap,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
-		if err == nil {
-			err = json.Unmarshal(raw, &j)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		findings = nagFindings(t, s.Stack)
-	}()
+	j, findings := synthOne(t, "Provisioned", stack.Props{MaxConcurrency: 3, LimiterCapacity: limiterCap, StateCapacity: stateCap})
 	if len(findings) > 0 {
 		t.Errorf("cdk-nag AwsSolutions findings:\n  %s", strings.Join(findings, "\n  "))
 	}

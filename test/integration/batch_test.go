@@ -169,93 +169,73 @@ func TestExpiredSlotReacquires(t *testing.T) {
 }
 
 // The dispatcher books a Lambda batch's jobs of one bucket with one write
-// and runs each at its own slot.
+// and runs each at its own slot. A sharded bucket's jobs are dealt over its
+// shards and booked with one write a shard: a hot credential's batch costs
+// k writes, not one or more a job, and its last slot comes about when it
+// would in one bucket.
 func TestDispatcherBooksABatchWithOneWrite(t *testing.T) {
-	lim := limiter.PerSecond(20, 2)
-	// This test counts the booking's writes, so the vendor must not add
-	// any: no rate-limit headers (a "0 remaining" drains the bucket with a
-	// write) and a burst with headroom. A burst that starts from a full
-	// bucket leaves a vendor with exactly the fleet's limit no tolerance
-	// for send jitter: if the first push is delayed more than the third,
-	// the third is early by the vendor's clock and earns a 429 and a retry.
-	p := newPipeline(t, lim, mockota.Config{Limit: limiter.PerSecond(20, 4), OmitRateLimitHeaders: true})
-	d := p.dispatcher(workerOpts{})
-	d.Fence = nil // the fence writes once per push, apart from the booking
-	counter := p.lastCounter
-	jobs := make([]job.Job, 10)
-	for i := range jobs {
-		jobs[i] = pushJob(i, "availability", time.Now())
+	tests := []struct {
+		name      string
+		limit     limiter.Limit
+		vendor    limiter.Limit
+		shards    int
+		wantCalls int64
+		// spread bounds the slots' distance from the first (0: unchecked).
+		spread time.Duration
+	}{
+		// This test counts the booking's writes, so the vendor must not add
+		// any: no rate-limit headers (a "0 remaining" drains the bucket with a
+		// write) and a burst with headroom. A burst that starts from a full
+		// bucket leaves a vendor with exactly the fleet's limit no tolerance
+		// for send jitter: if the first push is delayed more than the third,
+		// the third is early by the vendor's clock and earns a 429 and a retry.
+		{"one bucket", limiter.PerSecond(20, 2), limiter.PerSecond(20, 4), 0, 1, 0},
+		// Dealt 3, 3, 2, 2 over shards of burst 2 at 5/s: the third slot
+		// of a shard is its first refill, 200 ms on; one shard for all ten
+		// would have put the last 1.6 s on.
+		{"4 shards: one write a shard", limiter.PerSecond(20, 8), limiter.PerSecond(20, 10), 4, 4, 250 * time.Millisecond},
 	}
-	before := counter.Calls()
-	results, errs := d.HandleJobs(context.Background(), jobs)
-	for i := range jobs {
-		if errs[i] != nil || results[i].Outcome != dispatch.Pushed {
-			t.Fatalf("job %d: %+v %v", i, results[i], errs[i])
-		}
-	}
-	if calls := counter.Calls() - before; calls != 1 {
-		t.Fatalf("10 jobs of one bucket cost %d DynamoDB calls, want 1", calls)
-	}
-	var slots []time.Time
-	for _, r := range results {
-		slots = append(slots, r.Slot)
-	}
-	assertFleetInvariant(t, slots, lim, 0)
-	p.assertExactlyOnce(jobs)
-	for _, r := range p.ota.Accepted() {
-		for _, res := range results {
-			if res.JobID == r.JobID && r.At.Before(res.Slot) {
-				t.Errorf("job %s pushed at %v, before its slot %v", r.JobID, r.At, res.Slot)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline(t, tt.limit, mockota.Config{Limit: tt.vendor, OmitRateLimitHeaders: true})
+			p.shards = tt.shards
+			d := p.dispatcher(workerOpts{})
+			d.Fence = nil // the fence writes once per push, apart from the booking
+			counter := p.lastCounter
+			jobs := make([]job.Job, 10)
+			for i := range jobs {
+				jobs[i] = pushJob(i, "availability", time.Now())
 			}
-		}
-	}
-}
-
-// A sharded route's batch is dealt over its shards and booked with one
-// write per shard: the jobs of a hot credential cost k writes, not one or
-// more each, and the last slot comes about when it would in one bucket.
-func TestDispatcherBooksAShardedBatchWithOneWritePerShard(t *testing.T) {
-	lim := limiter.PerSecond(20, 8) // 4 shards of 5/s, burst 2
-	p := newPipeline(t, lim, mockota.Config{Limit: limiter.PerSecond(20, 10), OmitRateLimitHeaders: true})
-	p.shards = 4
-	d := p.dispatcher(workerOpts{})
-	d.Fence = nil // the fence writes once per push, apart from the booking
-	counter := p.lastCounter
-	jobs := make([]job.Job, 10)
-	for i := range jobs {
-		jobs[i] = pushJob(i, "availability", time.Now())
-	}
-	before := counter.Calls()
-	results, errs := d.HandleJobs(context.Background(), jobs)
-	for i := range jobs {
-		if errs[i] != nil || results[i].Outcome != dispatch.Pushed {
-			t.Fatalf("job %d: %+v %v", i, results[i], errs[i])
-		}
-	}
-	if calls := counter.Calls() - before; calls != 4 {
-		t.Fatalf("10 jobs of a bucket over 4 shards cost %d DynamoDB calls, want 4 (one a shard)", calls)
-	}
-	var slots []time.Time
-	first := results[0].Slot
-	for _, r := range results {
-		slots = append(slots, r.Slot)
-		first = minTime(first, r.Slot)
-	}
-	assertFleetInvariant(t, slots, lim, 0)
-	// Dealt 3, 3, 2, 2 over shards of burst 2 at 5/s: the third slot of
-	// a shard is its first refill, 200 ms on; one shard for all ten would
-	// have put the last 1.6 s on.
-	for _, s := range slots {
-		if s.Sub(first) > 250*time.Millisecond {
-			t.Errorf("a slot %v after the first: the batch was not dealt over the shards", s.Sub(first))
-		}
-	}
-	p.assertExactlyOnce(jobs)
-	for _, r := range p.ota.Accepted() {
-		for _, res := range results {
-			if res.JobID == r.JobID && r.At.Before(res.Slot) {
-				t.Errorf("job %s pushed at %v, before its slot %v", r.JobID, r.At, res.Slot)
+			before := counter.Calls()
+			results, errs := d.HandleJobs(context.Background(), jobs)
+			for i := range jobs {
+				if errs[i] != nil || results[i].Outcome != dispatch.Pushed {
+					t.Fatalf("job %d: %+v %v", i, results[i], errs[i])
+				}
 			}
-		}
+			if calls := counter.Calls() - before; calls != tt.wantCalls {
+				t.Fatalf("10 jobs of one bucket (%d shards) cost %d DynamoDB calls, want %d", tt.shards, calls, tt.wantCalls)
+			}
+			var slots []time.Time
+			first := results[0].Slot
+			for _, r := range results {
+				slots = append(slots, r.Slot)
+				first = minTime(first, r.Slot)
+			}
+			assertFleetInvariant(t, slots, tt.limit, 0)
+			for _, s := range slots {
+				if tt.spread > 0 && s.Sub(first) > tt.spread {
+					t.Errorf("a slot %v after the first: the batch was not dealt over the shards", s.Sub(first))
+				}
+			}
+			p.assertExactlyOnce(jobs)
+			for _, r := range p.ota.Accepted() {
+				for _, res := range results {
+					if res.JobID == r.JobID && r.At.Before(res.Slot) {
+						t.Errorf("job %s pushed at %v, before its slot %v", r.JobID, r.At, res.Slot)
+					}
+				}
+			}
+		})
 	}
 }
