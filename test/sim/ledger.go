@@ -77,6 +77,11 @@ type Ledger struct {
 	Changes  int
 	Days     int
 	Accepted int // days OTAs accepted
+	// WentBack counts accepted days whose sequence was older than the one
+	// the OTA held: an older state overwrote a newer one (the product
+	// promises it never does), and WentBackExample names the first.
+	WentBack        int
+	WentBackExample string
 	// slow, if set, keeps the slowest days of each minute (lanetrace.go).
 	slow *slowest
 }
@@ -139,6 +144,12 @@ func (l *Ledger) Accept(ch int, k rowKey, day int, seq, v int32) {
 	}
 	t := l.truth[k]
 	wasFresh := t == nil || h.seq[d] >= t.seq[d]
+	if seq < h.seq[d] {
+		if l.WentBack++; l.WentBackExample == "" {
+			l.WentBackExample = fmt.Sprintf("%s p%05d kind %d room %d plan %d day %d: seq %d over %d at %v",
+				l.channels[ch], k.prop, k.kind, k.room, k.plan, int(k.block)*blockDays+d, seq, h.seq[d], time.Since(l.start))
+		}
+	}
 	h.seq[d], h.val[d] = seq, v
 	if t == nil {
 		return

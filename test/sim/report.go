@@ -45,9 +45,11 @@ type Report struct {
 	Samples                               []Sample
 	DeadByReason                          map[string]int
 	Stale                                 int
-	StaleExamples                         []string
-	Violations                            []string
-	WindowViolations                      int
+	// WentBack counts days an older state overwrote on an OTA (a violation).
+	WentBack         int
+	StaleExamples    []string
+	Violations       []string
+	WindowViolations int
 	// StrictExceedances are sends over burst + rate·W but within the
 	// limiter's documented rate·λ; Strict describes the first of each vendor.
 	StrictExceedances        int
@@ -128,6 +130,9 @@ func (s *sim) report() *Report {
 	r.Stale, r.StaleExamples = s.ledger.Stale(5)
 	if r.Stale > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("stale: %d OTA days differ from the newest PMS value, e.g. %s", r.Stale, strings.Join(r.StaleExamples, "; ")))
+	}
+	if r.WentBack = s.ledger.WentBack; r.WentBack > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("an older state overwrote a newer one on an OTA: %d days, first %s", r.WentBack, s.ledger.WentBackExample))
 	}
 	r.PendingAtEnd = s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)
 	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
@@ -268,8 +273,8 @@ func (r *Report) Write(w io.Writer) {
 	for _, pc := range r.PerChannel {
 		fmt.Fprintf(w, "  %s\n", pc)
 	}
-	fmt.Fprintf(w, "  stale %d, violations %d (window %d); sends over burst + rate·W within the limiter's documented rate·λ: %d; at the end: %d messages pending, %d dirty lanes\n",
-		r.Stale, len(r.Violations), r.WindowViolations, r.StrictExceedances, r.PendingAtEnd, r.DirtyAtEnd)
+	fmt.Fprintf(w, "  stale %d, went back %d, violations %d (window %d); sends over burst + rate·W within the limiter's documented rate·λ: %d; at the end: %d messages pending, %d dirty lanes\n",
+		r.Stale, r.WentBack, len(r.Violations), r.WindowViolations, r.StrictExceedances, r.PendingAtEnd, r.DirtyAtEnd)
 	for _, s := range r.Strict {
 		fmt.Fprintf(w, "    %s\n", s)
 	}
