@@ -15,7 +15,8 @@
 // any and prints the seed): no vendor window holds more sends than
 // burst + rate·(W + λ), λ the limiter's documented allowance for the
 // latency of its writes (sends over burst + rate·W within it are reported
-// apart); every day an OTA holds at the end equals the PMS's newest value;
+// apart); every day an OTA holds at the end equals the PMS's newest value,
+// and no push ever replaced a day's newer sequence with an older one;
 // every dead letter has a reason; no message is left on the work queues
 // after the drain and no invocation runs into the function timeout.
 //
