@@ -110,9 +110,6 @@ func (l *Leases) Publish(key string, n int) {
 func (l *Leases) join(key string) (leave func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.going == nil {
-		l.going = map[string]int{}
-	}
 	l.going[key]++
 	return sync.OnceFunc(func() {
 		l.mu.Lock()
