@@ -635,14 +635,17 @@ func TestCrashAfterMarkIsRecoveredByTheRedelivery(t *testing.T) {
 // that finds a fresh lease leaves the lane to its owner.
 func TestChangeNearTheEndOfAnOwnersLeaseSchedulesARecheck(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	const lease = 10 * time.Second
+	// Seconds of room on each side of half the lease, so that the emulator's
+	// latency on a loaded machine (the change's state write comes before
+	// its mark) moves no case across it or past the lease's end.
+	const lease = 20 * time.Second
 	tests := []struct {
 		name        string
 		leaseLeft   time.Duration // when the change is marked
 		wantRecheck bool
 	}{
-		{"most of the lease left: the owner's to push", 9 * time.Second, false},
-		{"less than half the lease left: a recheck at its end", 2 * time.Second, true},
+		{"most of the lease left: the owner's to push", 18 * time.Second, false},
+		{"less than half the lease left: a recheck at its end", 5 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
