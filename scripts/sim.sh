@@ -6,6 +6,7 @@
 #   scripts/sim.sh <scenario> [seed]     scenario: calibrate, steady, storm,
 #                                        single-credential, single-credential-sharded, faults
 #   scripts/sim.sh -small <scenario>     the small version go test runs
+#   scripts/sim.sh adversary [...]       drawn cases under every invariant (below)
 #
 # The report goes to stdout and, with its chart, to docs/bench/sim-<scenario>.{txt,svg}
 # (FLEETBUCKET_SIM_OUT overrides the directory). No emulator is needed. A
@@ -22,6 +23,34 @@ usage() {
 	echo "usage: scripts/sim.sh [-small] <calibrate|steady|storm|single-credential|single-credential-sharded|faults> [seed]" >&2
 	exit 2
 }
+
+# scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c]
+#   N cases from seed S (default 100 from 1), run on every core; each
+#   failing case prints its replay line and its smallest failing case.
+#   -parts replays one case: seed S with exactly those parts ("none": none).
+#   The coverage table goes to docs/bench/adversary.txt (for N > 1).
+if [[ ${1-} == adversary ]]; then
+	shift
+	seeds=100 first=1 parts=""
+	has_parts=0
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		-seeds) seeds=$2; shift 2 ;;
+		-seed) first=$2; seeds=1; shift 2 ;;
+		-parts) parts=$2; has_parts=1; shift 2 ;;
+		*) echo "usage: scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c]" >&2; exit 2 ;;
+		esac
+	done
+	[[ $seeds =~ ^[0-9]+$ && $first =~ ^[0-9]+$ ]] || { echo "sim.sh: -seeds and -seed take unsigned integers" >&2; exit 2; }
+	out=${FLEETBUCKET_SIM_OUT:-$ROOT/docs/bench}
+	mkdir -p "$out"
+	export GOGC=${GOGC:-400}
+	env_parts=()
+	((has_parts)) && env_parts=(FLEETBUCKET_ADVERSARY_PARTS="$parts")
+	env FLEETBUCKET_ADVERSARY=1 FLEETBUCKET_ADVERSARY_SEEDS="$seeds" FLEETBUCKET_ADVERSARY_FIRST="$first" FLEETBUCKET_SIM_OUT="$out" "${env_parts[@]}" \
+		go test -count=1 -timeout 600m -run '^TestAdversaryFull$' -v ./test/sim/ | grep -v -e '^=== RUN' -e '^PASS$'
+	exit "${PIPESTATUS[0]}"
+fi
 
 small=""
 if [[ ${1-} == -small ]]; then

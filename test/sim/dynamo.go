@@ -89,6 +89,12 @@ type DB struct {
 	checkItems bool
 	// laneTrace, if set, records every write of a lanes item (lanetrace.go).
 	laneTrace *laneTrace
+	// lose is the chance a write that landed answers with an error all
+	// the same (Faults.LostAnswers), drawn with loseRNG.
+	lose    float64
+	loseRNG *rand.Rand
+	// Lost counts the answers lost.
+	Lost int
 }
 
 // DBStats are the store's counters for the report.
@@ -197,6 +203,11 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 	} else {
 		err = step()
 		d.classify(err)
+		if err == nil && d.lose > 0 && op != "GetItem" && op != "BatchGetItem" && op != "Query" && d.loseRNG.Float64() < d.lose {
+			d.Lost++
+			err = &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op,
+				Err: &types.InternalServerError{Message: aws.String("simulated lost answer: the write landed")}}
+		}
 	}
 	d.mu.Unlock()
 	if serr := sleep(ctx, lat-lat/2); serr != nil && err == nil {

@@ -35,7 +35,7 @@ type Vendor struct {
 	// real is the limit the vendor enforces (the published one unless a
 	// fault halves it).
 	real    window.Limit
-	enforce map[string]*window.Log
+	enforced map[string]*window.Log
 	// strict checks sends against burst + rate·W, check against
 	// burst + allowance + rate·W: sdk/limiter documents (package doc,
 	// "Clock skew") that a write claims the now its call read, so a fleet
@@ -58,13 +58,70 @@ type Vendor struct {
 	perSec map[string][]int32
 	start  time.Time
 	props  map[string]int32
+
+	// spec is what the vendor does beyond its rate limit (VendorSpec).
+	spec VendorSpec
+	// inFlight counts each bucket's requests from arrival to answer.
+	inFlight map[string]int
+	// used counts each bucket's requests in each quota period.
+	used map[string]int
+	// items and itemsCheck meter items: the enforced real limit and the
+	// check against the published one.
+	items, itemsCheck map[string]*weightedLog
+	// windows and windowsCheck are the spec's extra windows by bucket.
+	windows, windowsCheck map[string][]*window.Log
+	// InFlightOver and QuotaOver count sends past the config's
+	// max_in_flight and the quota (violations); Hung and Big the requests
+	// answered never and with a body over 64 KB.
+	InFlightOver, QuotaOver, Hung, Big int
+	FirstInFlight, FirstQuota          string
+	// maxInFlight and quotaCount are what the config declares, to check.
+	maxInFlight int
 }
 
 // NewVendor is channel ch's OTA with the published limit.
 func NewVendor(name string, ch int, ledger *Ledger, r *rand.Rand, lat Latency, published window.Limit, props map[string]int32) *Vendor {
 	return &Vendor{Name: name, ch: ch, ledger: ledger, rng: r, latency: lat, published: published, real: published,
-		enforce: map[string]*window.Log{}, check: map[string]*window.Log{}, strict: map[string]*window.Log{}, ByKey: map[string]int{}, props: props,
-		recent: map[string][]sent{}, perSec: map[string][]int32{}, start: time.Now()}
+		enforced: map[string]*window.Log{}, check: map[string]*window.Log{}, strict: map[string]*window.Log{}, ByKey: map[string]int{}, props: props,
+		recent: map[string][]sent{}, perSec: map[string][]int32{}, start: time.Now(),
+		inFlight: map[string]int{}, used: map[string]int{}, items: map[string]*weightedLog{}, itemsCheck: map[string]*weightedLog{},
+		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}}
+}
+
+// answer is the vendor's decision on one request.
+type answer struct {
+	status int
+	header http.Header
+	lat    time.Duration
+	key    string // the bucket, for done
+	big    bool   // a body over 64 KB
+}
+
+// done ends a request of bucket key: answered, or given up by the client.
+func (v *Vendor) done(key string) {
+	v.mu.Lock()
+	v.inFlight[key]--
+	v.mu.Unlock()
+}
+
+// bucketOf is the bucket the vendor meters a request to an endpoint on.
+func (v *Vendor) bucketOf(cred, endpoint string) string {
+	if m := v.spec.Meters[endpoint]; m != "" {
+		return cred + "/" + m
+	}
+	return cred + "/" + endpoint
+}
+
+// weight is what one push costs at the vendor: 1, or its items × weight.
+func (v *Vendor) weight(p pushBody) float64 {
+	if !v.spec.Items {
+		return 1
+	}
+	n := 0
+	for _, it := range p.Items {
+		n += len(it.Days)
+	}
+	return float64(n) * max(v.spec.ItemWeight, 1e-9)
 }
 
 // SetReal changes the limit the vendor enforces from now on.
@@ -80,13 +137,14 @@ type sent struct {
 	job string
 }
 
-// serve decides one request at its arrival (now) and returns the status,
-// the headers and how long the answer takes.
-func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Duration) {
+// serve decides one request at its arrival (now) and returns the answer;
+// the caller calls done(answer.key) when the answer is out.
+func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	h := http.Header{}
 	endpoint := strings.TrimPrefix(r.URL.Path, "/v1/")
 	cred := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	key := cred + "/" + endpoint
+	key := v.bucketOf(cred, endpoint)
+	p, perr := decodePush(body)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// In whole microseconds, as test/mockota records arrivals: the
@@ -94,8 +152,14 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 	// against a nanosecond clock.
 	now := time.UnixMicro(time.Now().UnixMicro())
 	lat := v.latency.draw(v.rng)
+	if v.spec.Hang > 0 && v.rng.Float64() < v.spec.Hang {
+		v.Hung++
+		lat = 24 * time.Hour // past every timeout: the client gives up
+	}
+	ans := func(status int) answer { return answer{status: status, header: h, lat: lat, key: key} }
 	v.Sent++
 	v.ByKey[key]++
+	v.inFlight[key]++
 	sec := int(now.Sub(v.start) / time.Second)
 	for len(v.perSec[key]) <= sec {
 		v.perSec[key] = append(v.perSec[key], 0)
@@ -106,49 +170,71 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 	if n, keep := len(v.recent[key]), 2*v.published.Burst+64; n > keep {
 		v.recent[key] = v.recent[key][n-keep:]
 	}
-	if !admit(v.strict, key, now, v.published) {
-		v.Strict++
-		if v.FirstStrict == "" {
-			v.FirstStrict = v.describe(key, now, v.published)
+	v.watch(key, now, v.weight(p))
+	if m := v.maxInFlight; m > 0 && v.inFlight[key] > m && !v.spec.Unchecked {
+		v.InFlightOver++
+		if v.FirstInFlight == "" {
+			v.FirstInFlight = fmt.Sprintf("%s %s at %v: %d requests at the vendor at once, max_in_flight %d", v.Name, key, now.Format(time.StampMicro), v.inFlight[key], m)
 		}
 	}
-	loose := window.Limit{Rate: v.published.Rate, Burst: v.published.Burst + v.allowance}
-	if !admit(v.check, key, now, loose) {
-		v.Violations++
-		if v.FirstViolation == "" {
-			v.FirstViolation = v.describe(key, now, loose)
-		}
-	}
-	e := v.enforce[key]
-	if e == nil {
-		e = &window.Log{}
-		v.enforce[key] = e
-	}
-	d := e.Admit(now, v.real)
-	if !d.Allowed {
+	if c := v.spec.InFlight; c > 0 && v.inFlight[key] > c {
 		v.Throttled++
 		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Wait.Seconds()))))
-		return http.StatusTooManyRequests, h, lat
+		v.retryAfter(h, now, time.Second)
+		return ans(http.StatusTooManyRequests)
+	}
+	if ok, wait := v.enforce(key, now, v.weight(p)); !ok {
+		v.Throttled++
+		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
+		v.retryAfter(h, now, wait)
+		v.rateLimitFields(h, 0, wait)
+		return ans(http.StatusTooManyRequests)
+	}
+	if q := v.spec.Quota; q != nil {
+		from, to := quotaPeriod(q, now)
+		pk := key + "@" + from.UTC().Format(time.RFC3339)
+		v.used[pk]++
+		if v.used[pk] > q.Count {
+			if !v.spec.Unchecked {
+				v.QuotaOver++
+				if v.FirstQuota == "" {
+					v.FirstQuota = fmt.Sprintf("%s %s at %v: request %d of the %s from %v (%s), quota %d", v.Name, key, now.Format(time.StampMicro),
+						v.used[pk], q.Period, from.Format(time.DateTime), q.Zone, q.Count)
+				}
+			}
+			v.Throttled++
+			v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
+			v.retryAfter(h, now, to.Sub(now))
+			return ans(http.StatusTooManyRequests)
+		}
 	}
 	if v.fail5xx != nil && v.fail5xx(now) {
 		v.Failed++
-		return http.StatusServiceUnavailable, h, lat
+		return ans(http.StatusServiceUnavailable)
+	}
+	if v.spec.RateLimitHeaders == "reduced" && v.rng.Float64() < 0.02 {
+		v.Failed++
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, max(v.published.Burst/2, 1), windowSeconds(v.published)))
+		return ans(http.StatusServiceUnavailable)
 	}
 	if v.refuse > 0 && v.rng.Float64() < v.refuse {
 		v.Refused++
-		return http.StatusUnprocessableEntity, h, lat
+		return ans(http.StatusUnprocessableEntity)
 	}
-	p, err := decodePush(body)
-	if err != nil {
+	if perr != nil {
 		v.Refused++
-		return http.StatusBadRequest, h, lat
+		return ans(http.StatusBadRequest)
 	}
-	prop, ok := v.props[p.HotelRef]
+	prop, ok := v.props[strings.SplitN(p.HotelRef, "~", 2)[0]]
 	kind := indexOf(kindNames, p.Kind)
 	if !ok || kind < 0 {
 		v.Refused++
-		return http.StatusUnprocessableEntity, h, lat
+		return ans(http.StatusUnprocessableEntity)
+	}
+	copyOf := v.ch
+	if _, n, ok := strings.Cut(p.HotelRef, "~"); ok {
+		k, _ := strconv.Atoi(n)
+		copyOf += k
 	}
 	v.Accepted++
 	for _, it := range p.Items {
@@ -159,11 +245,136 @@ func (v *Vendor) serve(r *http.Request, body []byte) (int, http.Header, time.Dur
 			if err != nil || idx < 0 || idx >= horizon || day.Values.Value == nil {
 				continue
 			}
-			v.ledger.Accept(v.ch, k, idx, int32(day.Sequence), *day.Values.Value)
+			v.ledger.Accept(copyOf, k, idx, int32(day.Sequence), *day.Values.Value)
 		}
 	}
-	return http.StatusOK, h, lat
+	v.rateLimitFields(h, 1, 0)
+	a := ans(http.StatusOK)
+	if v.spec.BigAnswers > 0 && v.rng.Float64() < v.spec.BigAnswers {
+		v.Big++
+		a.big = true
+	}
+	return a
 }
+
+// watch feeds a send of weight n to the invariants' logs: the published
+// limit and every extra window, at burst + rate·W (strict) and with the
+// limiter's allowance (a violation).
+func (v *Vendor) watch(key string, now time.Time, n float64) {
+	if v.spec.Unchecked {
+		return
+	}
+	loose := window.Limit{Rate: v.published.Rate, Burst: v.published.Burst + v.allowance}
+	if v.spec.Items {
+		if ok, _ := weighted(v.itemsCheck, key+"#strict").admit(now, n, v.published, true); !ok {
+			v.Strict++
+		}
+		if ok, _ := weighted(v.itemsCheck, key).admit(now, n, loose, true); !ok {
+			v.Violations++
+			if v.FirstViolation == "" {
+				v.FirstViolation = fmt.Sprintf("%s %s at %v: a push of %g items over burst %d + rate %g·W", v.Name, key, now.Format(time.StampMicro), n, loose.Burst, loose.Rate)
+			}
+		}
+	} else {
+		if !admit(v.strict, key, now, v.published) {
+			v.Strict++
+			if v.FirstStrict == "" {
+				v.FirstStrict = v.describe(key, now, v.published)
+			}
+		}
+		if !admit(v.check, key, now, loose) {
+			v.Violations++
+			if v.FirstViolation == "" {
+				v.FirstViolation = v.describe(key, now, loose)
+			}
+		}
+	}
+	logs := v.windowsCheck[key]
+	for i, w := range v.spec.Windows {
+		if len(logs) <= i {
+			logs = append(logs, &window.Log{})
+		}
+		wl := window.Limit{Rate: w.Rate, Burst: w.Burst + int(math.Ceil(w.Rate*float64(v.allowance)/v.published.Rate))}
+		if !logs[i].Admit(now, wl).Allowed {
+			v.Violations++
+			if v.FirstViolation == "" {
+				v.FirstViolation = fmt.Sprintf("%s %s at %v: a send over the extra window burst %d + rate %g·W", v.Name, key, now.Format(time.StampMicro), wl.Burst, wl.Rate)
+			}
+		}
+	}
+	v.windowsCheck[key] = logs
+}
+
+// enforce decides a send of weight n against the real limit and the extra
+// windows: whether the vendor takes it, else how long until it would.
+func (v *Vendor) enforce(key string, now time.Time, n float64) (bool, time.Duration) {
+	logs := v.windows[key]
+	for len(logs) < len(v.spec.Windows) {
+		logs = append(logs, &window.Log{})
+	}
+	v.windows[key] = logs
+	for i, w := range v.spec.Windows {
+		if d := logs[i].Admit(now, w); !d.Allowed {
+			return false, d.Wait
+		}
+	}
+	if v.spec.Items {
+		return weighted(v.items, key).admit(now, n, v.real, false)
+	}
+	e := v.enforce1(key)
+	d := e.Admit(now, v.real)
+	return d.Allowed, d.Wait
+}
+
+func (v *Vendor) enforce1(key string) *window.Log {
+	e := v.enforced[key]
+	if e == nil {
+		e = &window.Log{}
+		v.enforced[key] = e
+	}
+	return e
+}
+
+func weighted(logs map[string]*weightedLog, key string) *weightedLog {
+	g := logs[key]
+	if g == nil {
+		g = &weightedLog{}
+		logs[key] = g
+	}
+	return g
+}
+
+// retryAfter says when to come back in the spec's form.
+func (v *Vendor) retryAfter(h http.Header, now time.Time, wait time.Duration) {
+	switch v.spec.RetryAfter {
+	case "none":
+	case "date":
+		// An HTTP-date has whole seconds: rounded up, never early.
+		h.Set("Retry-After", now.Add(wait+time.Second-1).UTC().Format(http.TimeFormat))
+	case "huge":
+		h.Set("Retry-After", "86400")
+	default:
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	}
+}
+
+// rateLimitFields adds the IETF draft-11 fields the spec asks for:
+// remaining is how many more the vendor takes now (approximately: the
+// vendor does not promise more).
+func (v *Vendor) rateLimitFields(h http.Header, remaining int, reset time.Duration) {
+	switch v.spec.RateLimitHeaders {
+	case "draft11", "reduced":
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, v.published.Burst, windowSeconds(v.published)))
+		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, remaining, int(math.Ceil(reset.Seconds()))))
+	case "malformed":
+		h.Set("RateLimit-Policy", `"default";q=;w=-1`)
+		h.Set("RateLimit", `default;r=lots;t=`)
+	}
+}
+
+// windowSeconds is the window a policy names for a limit: the time to
+// refill its burst, in whole seconds.
+func windowSeconds(l window.Limit) int { return max(int(math.Ceil(float64(l.Burst)/l.Rate)), 1) }
 
 // admit feeds a send to key's log in logs against l.
 func admit(logs map[string]*window.Log, key string, now time.Time, l window.Limit) bool {
@@ -214,12 +425,17 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("sim: no vendor at %s", r.URL.Host)
 	}
 	body := readBody(r)
-	status, h, lat := v.serve(r, body)
-	if err := sleep(r.Context(), lat); err != nil {
+	a := v.serve(r, body)
+	defer v.done(a.key)
+	status, h := a.status, a.header
+	if err := sleep(r.Context(), a.lat); err != nil {
 		return nil, err
 	}
 	h.Set("Content-Type", "application/json")
 	msg := fmt.Sprintf(`{"ok":%v}`, status < 300)
+	if a.big {
+		msg = fmt.Sprintf(`{"ok":true,"echo":%q}`, strings.Repeat("x", 80<<10))
+	}
 	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), Header: h,
 		Body: io.NopCloser(bytes.NewReader([]byte(msg))), ContentLength: int64(len(msg)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
 }

@@ -91,6 +91,12 @@ func (s *sim) report() *Report {
 		if v.Violations > 0 {
 			r.Violations = append(r.Violations, fmt.Sprintf("vendor window: %d sends over burst + rate·(W + λ); first: %s", v.Violations, v.FirstViolation))
 		}
+		if v.InFlightOver > 0 {
+			r.Violations = append(r.Violations, fmt.Sprintf("in flight: %d sends past max_in_flight; first: %s", v.InFlightOver, v.FirstInFlight))
+		}
+		if v.QuotaOver > 0 {
+			r.Violations = append(r.Violations, fmt.Sprintf("quota: %d sends past the calendar quota; first: %s", v.QuotaOver, v.FirstQuota))
+		}
 		if v.Strict > 0 {
 			r.Strict = append(r.Strict, fmt.Sprintf("%d sends over burst + rate·W (within rate·λ); first: %s", v.Strict, v.FirstStrict))
 		}
@@ -138,6 +144,9 @@ func (s *sim) report() *Report {
 	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
 	if r.PendingAtEnd > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.sc.Drain))
+	}
+	if s.finalSwept > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("the sweep after the drain found %d lanes to push", s.finalSwept))
 	}
 	if s.stats.Timeouts > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d invocations ran into the function timeout", s.stats.Timeouts))

@@ -6,22 +6,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
@@ -62,6 +61,12 @@ type sim struct {
 	// samples are the run's state every sampleEvery.
 	samples []Sample
 	mem     memWatch
+	// copyOf is the scenario channel of each of the ledger's OTA copies.
+	copyOf []int
+	// skewRNG draws each environment's clock offset (Faults.ClockSkew).
+	skewRNG *rand.Rand
+	// FinalSweepFound are the lanes the sweep after the drain pushed.
+	finalSwept int
 	// trace, if set, records which environment made each push (trace.go).
 	trace *pushTrace
 	// lanes, if set, records what became of each lane (lanetrace.go).
@@ -120,18 +125,37 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	s := &sim{sc: sc, start: time.Now(), rng: child(), seq: map[int32]int64{}, progress: progress,
 		stats: Stats{Outcomes: map[dispatch.Outcome]int{}}}
 	s.trace = newPushTrace(s.start)
-	names := make([]string, len(sc.Channels))
-	carries := make([][3]bool, len(sc.Channels))
+	// The ledger keeps one OTA copy per connection: a property connected
+	// twice to a channel is two hotels there.
+	var names []string
+	var carries [][3]bool
+	firstCopy := make([]int, len(sc.Channels))
 	for i, c := range sc.Channels {
-		names[i] = c.Name
+		firstCopy[i] = len(names)
+		var carry [3]bool
 		for _, k := range c.Kinds {
-			carries[i][indexOf(kindNames, k)] = true
+			carry[indexOf(kindNames, k)] = true
+		}
+		for n := range max(c.Connections, 1) {
+			name := c.Name
+			if n > 0 {
+				name = fmt.Sprintf("%s~%d", c.Name, n)
+			}
+			names = append(names, name)
+			carries = append(carries, carry)
+			s.copyOf = append(s.copyOf, i)
 		}
 	}
 	s.ledger = NewLedger(s.start, names, carries)
 	s.db = NewDB(child(), sc.DBLatency)
 	s.db.checkItems = sc.CheckItems
 	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
+	// Drawn apart from the streams above, so that a run without these
+	// faults draws what it always drew.
+	faults := rand.New(rand.NewPCG(sc.Seed, 0xfa17))
+	s.db.lose, s.db.loseRNG = sc.Faults.LostAnswers, rand.New(rand.NewPCG(faults.Uint64(), faults.Uint64()))
+	s.sqs.late, s.sqs.lateRNG = sc.Faults.LateDeliveries, rand.New(rand.NewPCG(faults.Uint64(), faults.Uint64()))
+	s.skewRNG = rand.New(rand.NewPCG(faults.Uint64(), faults.Uint64()))
 	if s.lanes = newLaneTrace(s.start); s.lanes != nil {
 		s.ledger.slow, s.db.laneTrace, s.sqs.laneTrace = &slowest{}, s.lanes, s.lanes
 	}
@@ -156,9 +180,17 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	}
 	tr := &Transport{Vendors: map[string]*Vendor{}}
 	for i, c := range sc.Channels {
-		v := NewVendor(c.Name, i, s.ledger, child(), sc.OTALatency, window.Limit{Rate: c.Rate, Burst: c.Burst}, props)
-		v.allowance = int(math.Ceil(c.Rate * 2 * sc.DBLatency.P99.Seconds()))
+		lat := sc.OTALatency
+		if c.Vendor.Slow {
+			lat = Latency{P50: time.Second, P99: 8 * time.Second}
+		}
+		v := NewVendor(c.Name, firstCopy[i], s.ledger, child(), lat, window.Limit{Rate: c.Rate, Burst: c.Burst}, props)
+		v.allowance = int(math.Ceil(c.Rate * (2*sc.DBLatency.P99.Seconds() + sc.Faults.ClockSkew.Seconds())))
 		v.refuse = sc.Faults.Refusals
+		v.spec, v.maxInFlight = c.Vendor, c.Vendor.MaxInFlight
+		if c.Vendor.Unchecked {
+			v.allowance = math.MaxInt32
+		}
 		s.vendors = append(s.vendors, v)
 		tr.Vendors[c.Name+".sim"] = v
 	}
@@ -187,6 +219,9 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	<-done
 	s.stats.LoadEnd = time.Since(s.start)
 	s.drain(runCtx)
+	if sc.FinalSweep {
+		s.finalSweep(runCtx)
+	}
 	s.stats.EndedAt = time.Since(s.start)
 	stop()
 	wg.Wait()
@@ -239,6 +274,14 @@ func connections(sc Scenario) string {
 			if c.Adaptive {
 				extra += `, "adaptive": {}`
 			}
+			keys := maps.Clone(c.Keys)
+			if keys == nil {
+				keys = map[string]string{}
+			}
+			maps.Copy(keys, c.KindKeys[k])
+			if len(keys) > 0 {
+				extra += ", " + jsonFields(keys)
+			}
 			eps = append(eps, fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}%s}`, k, k, c.Rate, c.Burst, extra))
 		}
 		var creds []string
@@ -251,41 +294,68 @@ func connections(sc Scenario) string {
 	for p := range sc.Properties {
 		var conns []string
 		for _, c := range sc.Channels {
-			conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "c%d", "hotel_ref": %q}`, c.Name, p%c.Creds, propID(p)))
+			for n := range max(c.Connections, 1) {
+				conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "c%d", "hotel_ref": %q}`, c.Name, p%c.Creds, hotelRef(p, n)))
+			}
 		}
 		props = append(props, fmt.Sprintf(`%q: [%s]`, propID(p), strings.Join(conns, ", ")))
 	}
-	return fmt.Sprintf(`{"max_range_days": 366, "channels": {%s}, "properties": {%s}}`, strings.Join(chs, ","), strings.Join(props, ","))
+	top := map[string]string{"max_range_days": "366"}
+	maps.Copy(top, sc.Top)
+	return fmt.Sprintf(`{%s, "channels": {%s}, "properties": {%s}}`, jsonFields(top), strings.Join(chs, ","), strings.Join(props, ","))
+}
+
+// hotelRef is property p's id at an OTA on its n-th connection there.
+func hotelRef(p, n int) string {
+	if n == 0 {
+		return propID(p)
+	}
+	return fmt.Sprintf("%s~%d", propID(p), n)
+}
+
+// jsonFields writes raw JSON values by key as an object's fields, in key
+// order (a config's text is then the same for the same draw).
+func jsonFields(kv map[string]string) string {
+	var fs []string
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		fs = append(fs, fmt.Sprintf("%q: %s", k, kv[k]))
+	}
+	return strings.Join(fs, ", ")
 }
 
 // newInstance wires an execution environment as functions/sync does
-// (functions/sync/env.go), with the simulated clients.
+// (pipeline.New, as functions/sync/env.go calls it), with the simulated
+// clients.
 func (s *sim) newInstance() (*instance, error) {
-	env, db, hc := -1, limiter.DynamoDBAPI(s.db), s.http
+	env, hc := -1, s.http
+	var db pipeline.DynamoDBAPI = s.db
 	if s.trace != nil {
 		env = s.trace.newEnv()
 		db = tracedDB{DB: s.db, env: env, trace: s.trace}
 		hc = &http.Client{Transport: &tracedTransport{next: s.http.Transport, env: env, trace: s.trace}, Timeout: s.http.Timeout}
 	}
-	lim, err := limiter.New(db, limiter.WithTable("limits"), limiter.WithCircuitBreaker(3, 10*time.Second))
+	limOpts := []limiter.Option{limiter.WithCircuitBreaker(3, 10*time.Second)}
+	if skew := s.sc.Faults.ClockSkew; skew > 0 {
+		s.mu.Lock()
+		off := time.Duration(s.skewRNG.Int64N(int64(2*skew+1))) - skew
+		s.mu.Unlock()
+		limOpts = append(limOpts, limiter.WithClock(func() time.Time { return time.Now().Add(off) }))
+	}
+	_, configLinger := s.sc.Top["linger"]
+	p, err := pipeline.New(s.cfg, pipeline.Clients{DynamoDB: db, SQS: s.sqs, HTTP: hc},
+		pipeline.Names{LimiterTable: "limits", StateTable: "state", DeferredURL: "deferred", DeadURL: "dlq"},
+		pipeline.WithLogger(slog.New(slog.DiscardHandler)), pipeline.WithLimiterOptions(limOpts...),
+		pipeline.WithToken(func(env string) string { return "token-" + env }), pipeline.WithLocalShare(s.maxInstances),
+		pipeline.WithSyncer(func(sy *syncer.Syncer) {
+			sy.FillQuota = s.lingerYields()
+			if !configLinger {
+				sy.Linger = s.linger()
+			}
+		}))
 	if err != nil {
 		return nil, err
 	}
-	quiet := slog.New(slog.DiscardHandler)
-	pusher, err := otapush.New(hc, lim, otapush.DefaultPolicy, otapush.WithLogger(quiet), otapush.WithSignals(s.cfg.Signals))
-	if err != nil {
-		return nil, err
-	}
-	sy := &syncer.Syncer{Config: s.cfg, State: &ari.Store{DB: s.db, Table: "state"}, Lanes: &lane.Store{DB: s.db, Table: "state"},
-		Token: func(env string) string { return "token-" + env }, FillQuota: s.lingerYields(), Linger: s.linger()}
-	d := &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
-		Queue:      &queue.Queue{SQS: s.sqs, DeferredURL: "deferred", DeadURL: "dlq"},
-		LocalShare: fallback.New(s.maxInstances)}
-	if err := d.Validate(); err != nil {
-		return nil, err
-	}
-	sy.Dispatcher = d
-	return &instance{sy: sy, env: env}, nil
+	return &instance{sy: p.Syncer, env: env}, nil
 }
 
 // lingerYields and linger wire the syncer's linger as functions/sync does
@@ -305,6 +375,9 @@ func (s *sim) linger() time.Duration {
 func (s *sim) lingerMode() string {
 	if v := os.Getenv("FLEETBUCKET_SIM_LINGER"); v != "" {
 		return v
+	}
+	if s.sc.Linger != "" {
+		return s.sc.Linger
 	}
 	if s.sc.LingerRunsItsCourse {
 		return "course"
@@ -518,14 +591,35 @@ func (s *sim) sweepEvery(ctx context.Context) {
 	}
 }
 
+// finalSweep runs the function's sweep once more after the drain: with
+// every lane fresh and the queues empty it must find no lane to push.
+func (s *sim) finalSweep(ctx context.Context) {
+	in, err := s.acquire()
+	if err != nil {
+		panic(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, functionTimeout)
+	rep, _ := in.sy.Sweep(sctx)
+	cancel()
+	s.mu.Lock()
+	s.count(syncer.MessageResult{Jobs: rep.Results})
+	s.finalSwept = len(rep.Results)
+	s.mu.Unlock()
+	s.release(in)
+}
+
 // sample records the dirty lanes and the quota-bound floor.
 func (s *sim) sample(ctx context.Context) {
-	credOf := func(ch int, prop int32) int32 { return prop % int32(s.sc.Channels[ch].Creds) }
+	// The ledger's copies are per connection; a copy's bucket is its
+	// channel's (copies of one property on a channel share it: the floor
+	// is then a little low).
+	credOf := func(ch int, prop int32) int32 { return prop % int32(s.sc.Channels[s.copyOf[ch]].Creds) }
 	for sleep(ctx, sampleEvery) == nil {
 		// The quota is what the vendor enforces: a halved limit doubles
 		// the floor, whether or not the fleet has learned it yet.
 		halved := s.sc.Faults.HalveAt > 0 && time.Since(s.start) >= s.sc.Faults.HalveAt
 		rate := func(ch int) float64 {
+			ch = s.copyOf[ch]
 			if halved && ch == s.sc.Faults.HalveChannel {
 				return s.sc.Channels[ch].Rate / 2
 			}
@@ -592,7 +686,11 @@ func (s *sim) produce(ctx context.Context) {
 		if sleep(ctx, gap) != nil {
 			break
 		}
-		c := change{prop: int32(s.rng.IntN(s.sc.Properties)), kind: pick(s.rng, l.Kinds), room: s.rng.IntN(l.Rooms), plan: s.rng.IntN(l.Plans),
+		prop := int32(s.rng.IntN(s.sc.Properties))
+		if h := s.sc.HotProperty; h > 0 && s.rng.Float64() < h {
+			prop = 0
+		}
+		c := change{prop: prop, kind: pick(s.rng, l.Kinds), room: s.rng.IntN(l.Rooms), plan: s.rng.IntN(l.Plans),
 			days: 1 + s.rng.IntN(l.MaxDays), value: int32(1 + s.rng.IntN(500))}
 		c.from = s.rng.IntN(l.WithinDays - c.days + 1)
 		s.send(c)

@@ -32,6 +32,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // ChannelSpec is one OTA and how the fleet reaches it.
@@ -47,6 +49,62 @@ type ChannelSpec struct {
 	Shards int
 	// Adaptive gives the endpoints adaptive limits (`"adaptive": {}`).
 	Adaptive bool
+	// Keys are more keys of every endpoint's config, each a raw JSON
+	// value by key; KindKeys the same for one kind's endpoint only (the
+	// adversary draws them).
+	Keys     map[string]string
+	KindKeys map[string]map[string]string
+	// Vendor is how the OTA behaves beyond its rate limit.
+	Vendor VendorSpec
+	// Connections is how many connections each property has to the
+	// channel (0 and 1: one), each its own hotel ref and lanes.
+	Connections int
+}
+
+// VendorSpec is what an OTA does beside metering requests against the
+// channel's published limit; the zero value does nothing more.
+type VendorSpec struct {
+	// RetryAfter is how a 429 says when to come back: "" or "seconds",
+	// "date" (an HTTP-date), "huge" (a day, in seconds), "none".
+	RetryAfter string
+	// RateLimitHeaders adds the IETF draft-11 fields to every answer:
+	// "" none, "draft11" the vendor's true remaining, "malformed"
+	// unparseable fields, "reduced" a 503 temporary-reduced-capacity with
+	// a lower policy now and then.
+	RateLimitHeaders string
+	// InFlight, if > 0, is how many requests of one bucket the vendor
+	// serves at once: one more is answered 429. MaxInFlight is the
+	// config's max_in_flight, which the vendor checks (0: none).
+	InFlight, MaxInFlight int
+	// Quota, if set, is a calendar quota the vendor keeps per bucket, in
+	// its own zone: a request past it is answered 429 until the reset.
+	Quota *VendorQuota
+	// Items meters items (room-rate days) × ItemWeight, not requests.
+	Items      bool
+	ItemWeight float64
+	// Windows are more limits the vendor enforces on each bucket.
+	Windows []window.Limit
+	// Meters maps an endpoint's kind to a meter it shares with others:
+	// the vendor counts them as one bucket.
+	Meters map[string]string
+	// Hang is the share of requests the vendor never answers.
+	Hang float64
+	// Slow answers at p50 1 s, p99 8 s instead of the scenario's latency.
+	Slow bool
+	// BigAnswers is the share of accepted pushes answered with a body
+	// over 64 KB.
+	BigAnswers float64
+	// Unchecked exempts the channel from the window, in-flight and quota
+	// invariants: a channel in shadow mode pushes at once by design.
+	Unchecked bool
+}
+
+// VendorQuota is a calendar quota: Count requests a Period ("hour" or
+// "day") reset at the period's start in Zone.
+type VendorQuota struct {
+	Count  int
+	Period string
+	Zone   string
 }
 
 // Load is how the PMS's changes arrive: Rate(t) changes per second at
@@ -90,6 +148,15 @@ type Faults struct {
 	Duplicates float64
 	// Refusals is the chance a vendor refuses a push it would accept.
 	Refusals float64
+	// LostAnswers is the chance a DynamoDB call that succeeded answers
+	// with an error all the same (a timeout after the write landed).
+	LostAnswers float64
+	// LateDeliveries is the most an SQS delay is late by, as a share of
+	// the delay (real SQS under scaling is late by seconds).
+	LateDeliveries float64
+	// ClockSkew is the most an execution environment's clock is off, in
+	// either direction (the limiter's documented δ).
+	ClockSkew time.Duration
 }
 
 // Scenario is a named, seeded run.
@@ -122,6 +189,15 @@ type Scenario struct {
 	// default): the calibration run keeps the demo's, whose slots are
 	// reached a slow emulator's claim and render after they come.
 	Margin string
+	// Top are top-level config keys (raw JSON values by key).
+	Top map[string]string
+	// Linger, if set, is how the syncer lingers: "none", "course" or
+	// "yield" (see sim.lingerMode).
+	Linger string
+	// HotProperty is the share of the load that goes to property 0.
+	HotProperty float64
+	// FinalSweep runs a sweep after the drain: it must find nothing.
+	FinalSweep bool
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }

@@ -65,6 +65,10 @@ type SQS struct {
 	dlq      *Queue
 	// laneTrace, if set, records every message sent (lanetrace.go).
 	laneTrace *laneTrace
+	// late is the most a delayed message is late by, as a share of its
+	// delay (Faults.LateDeliveries), drawn with lateRNG.
+	late    float64
+	lateRNG *rand.Rand
 }
 
 // Queue is one queue.
@@ -175,6 +179,9 @@ func (s *SQS) put(q *Queue, body string, attrs map[string]string, delay time.Dur
 	if q == s.dlq {
 		q.Dead = append(q.Dead, *m)
 		return id
+	}
+	if s.late > 0 && delay > 0 {
+		delay += time.Duration(s.lateRNG.Float64() * s.late * float64(delay))
 	}
 	s.enqueue(q, m, now.Add(delay))
 	return id

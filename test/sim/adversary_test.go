@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+)
+
+// runCase runs one adversary case in a synctest bubble and returns its
+// report; t fails only if the case cannot run at all.
+func runCase(t *testing.T, c Case) *Report {
+	t.Helper()
+	sc, _, _, err := c.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep *Report
+	synctest.Test(t, func(t *testing.T) {
+		r, err := Run(t.Context(), sc, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Replay(), err)
+		}
+		rep = r
+	})
+	return rep
+}
+
+// verdict is what a case broke, or "" if nothing: its invariant
+// violations, and a run that did nothing at all.
+func verdict(rep *Report) string {
+	if len(rep.Violations) > 0 {
+		return strings.Join(rep.Violations, "\n")
+	}
+	if rep.Stats.Changes == 0 {
+		return "nothing happened: no change was sent"
+	}
+	return ""
+}
+
+// kindOf names a verdict's first invariant, so that a shrink keeps the
+// same failure rather than any failure.
+func kindOf(v string) string {
+	if i := strings.IndexAny(v, ":"); i > 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// checkCase runs c and, if it broke an invariant, shrinks it and fails t
+// with both replay lines.
+func checkCase(t *testing.T, c Case) {
+	rep := runCase(t, c)
+	v := verdict(rep)
+	if v == "" {
+		return
+	}
+	small := Shrink(c, func(s Case) bool { return kindOf(verdict(runCase(t, s))) == kindOf(v) })
+	t.Errorf("adversary case failed; replay: %s\nsmallest case that fails the same way: %s\n%s", c.Replay(), small.Replay(), v)
+}
+
+func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
+	first, n = 1, def
+	if v := os.Getenv("FLEETBUCKET_ADVERSARY_SEEDS"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			t.Fatalf("FLEETBUCKET_ADVERSARY_SEEDS=%q: want a count ≥ 1", v)
+		}
+		n = k
+	}
+	if v := os.Getenv("FLEETBUCKET_ADVERSARY_FIRST"); v != "" {
+		k, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FLEETBUCKET_ADVERSARY_FIRST=%q: want an unsigned integer", v)
+		}
+		first = k
+	}
+	return first, n
+}
+
+// TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS
+// and _FIRST choose others); a failing case is shrunk and both replay
+// lines printed.
+func TestAdversary(t *testing.T) {
+	if os.Getenv("FLEETBUCKET_ADVERSARY") != "" {
+		t.Skip("scripts/sim.sh adversary runs TestAdversaryFull")
+	}
+	first, n := adversarySeeds(t, 30)
+	for seed := first; seed < first+uint64(n); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			checkCase(t, DrawCase(seed))
+		})
+	}
+}
+
+// TestAdversaryFull is scripts/sim.sh adversary's entry point:
+// FLEETBUCKET_ADVERSARY=1, FLEETBUCKET_ADVERSARY_SEEDS cases from
+// FLEETBUCKET_ADVERSARY_FIRST, or the one case FLEETBUCKET_ADVERSARY_PARTS
+// names with the first seed. It prints a line per failing case, shrinks
+// each, and writes the coverage table (which facets the cases drew) to
+// FLEETBUCKET_SIM_OUT/adversary.txt.
+func TestAdversaryFull(t *testing.T) {
+	if os.Getenv("FLEETBUCKET_ADVERSARY") == "" {
+		t.Skip("set FLEETBUCKET_ADVERSARY=1 (scripts/sim.sh adversary does)")
+	}
+	first, n := adversarySeeds(t, 100)
+	var cases []Case
+	if ps, ok := os.LookupEnv("FLEETBUCKET_ADVERSARY_PARTS"); ok {
+		parts, err := ParseParts(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = []Case{{Seed: first, Parts: parts}}
+	} else {
+		for seed := first; seed < first+uint64(n); seed++ {
+			cases = append(cases, DrawCase(seed))
+		}
+	}
+	var mu sync.Mutex
+	coverage := map[string]int{}
+	var failed []string
+	work := make(chan Case)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for c := range work {
+				_, facets, _, err := c.Build()
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				rep := runCase(t, c)
+				v := verdict(rep)
+				if len(cases) == 1 {
+					var w strings.Builder
+					rep.Write(&w)
+					fmt.Println(w.String())
+				}
+				mu.Lock()
+				for _, f := range facets {
+					coverage[f]++
+				}
+				mu.Unlock()
+				if v == "" {
+					continue
+				}
+				small := Shrink(c, func(s Case) bool { return kindOf(verdict(runCase(t, s))) == kindOf(v) })
+				line := fmt.Sprintf("FAIL %s\n  smallest: %s\n  %s", c.Replay(), small.Replay(), strings.ReplaceAll(v, "\n", "\n  "))
+				fmt.Println(line)
+				mu.Lock()
+				failed = append(failed, line)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, c := range cases {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	var b strings.Builder
+	fmt.Fprintf(&b, "adversary: %d cases from seed %d, %d failed\n\ncoverage (cases that drew each key=value):\n", len(cases), first, len(failed))
+	keys := make([]string, 0, len(coverage))
+	for k := range coverage {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-60s %d\n", k, coverage[k])
+	}
+	var missing []string
+	for _, p := range catalogue {
+		if !slices.ContainsFunc(keys, func(k string) bool { return true }) {
+			missing = append(missing, p.name)
+		}
+	}
+	_ = missing
+	for _, f := range failed {
+		b.WriteString("\n" + f + "\n")
+	}
+	fmt.Print(b.String())
+	if out := os.Getenv("FLEETBUCKET_SIM_OUT"); out != "" && len(cases) > 1 {
+		if err := os.WriteFile(filepath.Join(out, "adversary.txt"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d adversary cases failed (see above)", len(failed), len(cases))
+	}
+}
