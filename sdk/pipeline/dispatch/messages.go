@@ -121,7 +121,8 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			p.Messages = append(p.Messages, parts...)
 			continue
 		case i == 0:
-			return d.pushFailed(ctx, j, route, p, res, err)
+			out.release()
+			return d.pushFailed(out.base, j, route, p, res, err)
 		default:
 			d.log().Info("a later message of the push failed; the lane's next push carries it", "job_id", j.ID, "message", i, "err", err)
 		}
@@ -129,7 +130,8 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 	}
 	if !settled {
 		// Nothing went: the job comes back as a push that failed would.
-		return d.pushFailed(ctx, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
+		out.release()
+		return d.pushFailed(out.base, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
 	}
 	res.Outcome = Pushed
 	return d.done(out, j, route, p, res)
