@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,8 +106,9 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
 	p, err := pipeline.New(cfg,
-		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg),
-			HTTP: &http.Client{Timeout: 10 * time.Second}},
+		// The pushes' HTTP client is the pipeline's: it times out at the
+		// config's push_timeout, the one figure a push runs under.
+		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg)},
 		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
 		pipeline.WithLogger(log),
 		pipeline.WithLimiterOptions(limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second)),

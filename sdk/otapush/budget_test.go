@@ -159,8 +159,8 @@ func TestNewNilHTTPClientHasATimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.http == http.DefaultClient || c.http.Timeout != DefaultHTTPTimeout || DefaultHTTPTimeout <= 0 {
-		t.Fatalf("default client %p with timeout %v, want a client of its own with %v", c.http, c.http.Timeout, DefaultHTTPTimeout)
+	if c.http == http.DefaultClient || c.http.Timeout != PushTimeout || PushTimeout <= 0 {
+		t.Fatalf("default client %p with timeout %v, want a client of its own with %v", c.http, c.http.Timeout, PushTimeout)
 	}
 }
 

@@ -3,7 +3,7 @@
 // Time bounds: every request runs under a context that ends when the push's
 // budget (Policy.MaxElapsed) does, so a vendor that never answers cannot
 // hold an attempt past it; New(nil, …) uses an http.Client with a
-// DefaultHTTPTimeout timeout, never http.DefaultClient, which has none.
+// PushTimeout timeout, never http.DefaultClient, which has none.
 // A vendor's Retry-After is clamped to Policy.MaxRetryAfter however large
 // it is, even beyond what a time.Duration holds.
 //
@@ -65,7 +65,7 @@ type Policy struct {
 // DefaultPolicy suits a Lambda with a timeout of a minute or more.
 var DefaultPolicy = Policy{
 	MaxAttempts:       4,
-	MaxElapsed:        20 * time.Second,
+	MaxElapsed:        PushTimeout,
 	BaseBackoff:       250 * time.Millisecond,
 	MaxBackoff:        5 * time.Second,
 	DefaultRetryAfter: 2 * time.Second,
@@ -145,13 +145,18 @@ func WithJitter(f func(max time.Duration) time.Duration) Option {
 	return func(c *Client) { c.jitter = f }
 }
 
-// DefaultHTTPTimeout bounds one request of a Client made with a nil
-// *http.Client: the 20 s an OTA push may take by SiteMinder's SiteConnect
-// rules (vendors are expected to answer in 1–2 s). Each attempt is also
-// bounded by what is left of Policy.MaxElapsed, whichever ends first.
-const DefaultHTTPTimeout = 20 * time.Second
+// PushTimeout is the time one push may take, its retries included: the
+// 20 s an OTA push may take by SiteMinder's SiteConnect rules (vendors are
+// expected to answer in 1–2 s). It is DefaultPolicy.MaxElapsed and the
+// timeout of the http.Client New makes; the pipeline's connections config
+// sets it as "push_timeout" (config.Config.PushTimeout), and every context
+// a caller derives for a push must outlast it, or the caller, not the
+// push, ends it (docs/design.md, the push's time). An attempt is bounded by
+// what is left of Policy.MaxElapsed, so a client timeout of the same
+// figure never ends one first.
+const PushTimeout = 20 * time.Second
 
-// New returns a Client. hc nil means a client with DefaultHTTPTimeout (not
+// New returns a Client. hc nil means a client with PushTimeout (not
 // http.DefaultClient, which waits forever for a vendor that never answers).
 func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error) {
 	if lim == nil {
@@ -161,7 +166,7 @@ func New(hc *http.Client, lim Limiter, p Policy, opts ...Option) (*Client, error
 		return nil, err
 	}
 	if hc == nil {
-		hc = &http.Client{Timeout: DefaultHTTPTimeout}
+		hc = &http.Client{Timeout: PushTimeout}
 	}
 	c := &Client{http: hc, limiter: lim, policy: p, log: slog.Default(), now: time.Now,
 		jitter: func(m time.Duration) time.Duration { return rand.N(m) }, sleep: ctxsleep.Sleep}

@@ -36,7 +36,9 @@ type Clients struct {
 	// Secrets reads the tokens of credentials with a secret_id; required
 	// when the config has one, unless WithToken supplies every token.
 	Secrets credentials.SecretsManagerAPI
-	// HTTP sends the pushes; nil: otapush's default client.
+	// HTTP sends the pushes; nil: a client whose timeout is the config's
+	// push_timeout (config.Config.PushTimeout). A client of your own
+	// should time out no sooner.
 	HTTP *http.Client
 }
 
@@ -154,7 +156,15 @@ func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, err
 	// vendor's published concurrency lowers the cap (never raises it).
 	leases := dispatch.NewLeases(limiter.NewLeaseGate(lim))
 	pushOpts = append(pushOpts, otapush.WithConcurrency(leases.Publish))
-	push, err := otapush.New(c.HTTP, lim, otapush.DefaultPolicy, append(pushOpts, o.pushOpts...)...)
+	// One figure bounds a push: its budget, its HTTP client's timeout and
+	// (config.Endpoint.InFlight) its lease's.
+	policy := otapush.DefaultPolicy
+	policy.MaxElapsed = cfg.PushTimeout()
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: policy.MaxElapsed}
+	}
+	push, err := otapush.New(hc, lim, policy, append(pushOpts, o.pushOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,7 @@ func leaseSets(cfg *config.Config, args []string) ([]leaseSet, error) {
 	for _, cred := range creds {
 		for _, name := range endpoints {
 			key := cfg.BucketKey(channel, cred, name)
-			f := ch.Endpoints[name].InFlight(key)
+			f := ch.Endpoints[name].InFlight(key, cfg.PushTimeout())
 			if f == nil || seen[key] {
 				continue
 			}

@@ -27,6 +27,10 @@ type Config struct {
 	// duration, "0s" for none; default syncer.DefaultLinger): see
 	// LingerFor and docs/configuration.md.
 	Linger string `json:"linger,omitempty"`
+	// PushTimeoutSetting is "push_timeout", the time one push may take
+	// with its retries (a Go duration; default otapush.PushTimeout): see
+	// PushTimeout.
+	PushTimeoutSetting string `json:"push_timeout,omitempty"`
 }
 
 // Channel is one OTA.
@@ -329,6 +333,10 @@ func (c *Config) Validate() error {
 	if _, err := c.LingerFor(); err != nil {
 		errs = append(errs, err)
 	}
+	push, err := c.pushTimeout()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range sortedKeys(c.Channels) {
 		ch := c.Channels[name]
 		at := "channels." + name
@@ -356,7 +364,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateMargin(at+".endpoints."+ep, ch.Endpoints[ep])...)
-			errs = append(errs, validateInFlightAndQuota(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateInFlightAndQuota(at+".endpoints."+ep, ch.Endpoints[ep], push)...)
 			if m := ch.Endpoints[ep].Mode; m != "" && m != ModeEnforce && m != ModeShadow {
 				add("%s.endpoints.%s.mode: %q, want %q (the default) or %q", at, ep, m, ModeEnforce, ModeShadow)
 			}

@@ -37,31 +37,74 @@ type QuotaSpec struct {
 	TimeZone string `json:"time_zone,omitempty"`
 }
 
-// DefaultLeaseHold is lease_hold when the file leaves it out: the push's
-// whole budget with its retries (otapush.DefaultPolicy.MaxElapsed, 20 s,
-// what the sync function pushes under) and 5 s to start the request and
-// read the answer. It is the crash bound: a worker that dies mid-push
-// frees its slot at most this long after it took it.
-const DefaultLeaseHold = 25 * time.Second
+// The push's time, one figure: push_timeout (PushTimeout, default
+// otapush.PushTimeout, 20 s) bounds a push with its retries, and is the
+// push client's budget and its HTTP client's timeout (sdk/pipeline.New). A
+// push under an in-flight lease runs under a context that ends LeaseSlack
+// after it, so that the push runs out of its own time first and fails as
+// a push (counted, deferred with a backoff), never as the invocation
+// ending (docs/design.md, the push's time).
 
-// MinLeaseHold is the shortest lease_hold: the push's budget, since the
-// dispatcher ends a push at its lease's expiry (a shorter lease would cut
-// every slow push and its retries short).
-var MinLeaseHold = otapush.DefaultPolicy.MaxElapsed
+// LeaseSlack is how much of a lease a push needs beyond push_timeout: the
+// moments between taking the lease and the request, and between the
+// answer and the release. lease_hold is at least push_timeout + LeaseSlack.
+const LeaseSlack = time.Second
 
-// InFlight is the endpoint's lease set under key (the bucket key), nil
-// when it sets no max_in_flight. It assumes a validated endpoint.
-func (e Endpoint) InFlight(key string) *limiter.InFlight {
+// leaseStart is what the default lease_hold adds to push_timeout: the
+// crash bound leaves room to start the push and read its answer.
+const leaseStart = 5 * time.Second
+
+// DefaultLeaseHold is lease_hold when the file leaves it and push_timeout
+// out: the push's time (otapush.PushTimeout, 20 s) and 5 s to start the
+// request and read the answer. It is the crash bound: a worker that dies
+// mid-push frees its slot at most this long after it took it. With a
+// push_timeout, the default is that + 5 s.
+const DefaultLeaseHold = otapush.PushTimeout + leaseStart
+
+// MinLeaseHold is the shortest lease_hold under a push_timeout of push:
+// the push's time and LeaseSlack, since the dispatcher ends a push at its
+// lease's expiry (a shorter lease would cut every slow push short).
+func MinLeaseHold(push time.Duration) time.Duration { return push + LeaseSlack }
+
+// MaxPushTimeout bounds push_timeout: a lease must hold the push
+// (limiter.MaxLeaseHold), and a push longer than a few minutes is a vendor
+// that hangs, not one that answers.
+const MaxPushTimeout = 5 * time.Minute
+
+// PushTimeout is the time one push may take with its retries: the config's
+// push_timeout, otapush.PushTimeout if it sets none. It assumes a
+// validated config.
+func (c *Config) PushTimeout() time.Duration {
+	d, _ := c.pushTimeout()
+	return d
+}
+
+func (c *Config) pushTimeout() (time.Duration, error) {
+	if c.PushTimeoutSetting == "" {
+		return otapush.PushTimeout, nil
+	}
+	d, err := time.ParseDuration(c.PushTimeoutSetting)
+	if err != nil || d < 100*time.Millisecond || d > MaxPushTimeout {
+		return otapush.PushTimeout, fmt.Errorf("push_timeout: %q, want a Go duration from 100ms to %s (the time one push may take, retries included), or leave it out for %s",
+			c.PushTimeoutSetting, MaxPushTimeout, otapush.PushTimeout)
+	}
+	return d, nil
+}
+
+// InFlight is the endpoint's lease set under key (the bucket key), for
+// pushes of push_timeout push (Config.PushTimeout); nil when it sets no
+// max_in_flight. It assumes a validated endpoint.
+func (e Endpoint) InFlight(key string, push time.Duration) *limiter.InFlight {
 	if e.MaxInFlight == nil {
 		return nil
 	}
-	hold := DefaultLeaseHold
+	hold := push + leaseStart
 	if e.LeaseHold != "" {
 		hold, _ = time.ParseDuration(e.LeaseHold)
 	}
-	// A push needs its budget of the lease; a lease with more left passes
-	// to the next push of the process with no write.
-	return &limiter.InFlight{Key: key, Max: *e.MaxInFlight, Hold: hold, Timeout: MinLeaseHold}
+	// A push needs its time and the slack of the lease; a lease with more
+	// left passes to the next push of the process with no write.
+	return &limiter.InFlight{Key: key, Max: *e.MaxInFlight, Hold: hold, Timeout: MinLeaseHold(push)}
 }
 
 // CalendarQuota is the endpoint's quota under key (the bucket key), nil
@@ -96,8 +139,8 @@ func zone(name string) (*time.Location, error) {
 }
 
 // validateInFlightAndQuota checks max_in_flight, lease_hold and quota; at is the
-// endpoint's place in the file.
-func validateInFlightAndQuota(at string, ep Endpoint) []error {
+// endpoint's place in the file, push the config's push_timeout.
+func validateInFlightAndQuota(at string, ep Endpoint, push time.Duration) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if n := ep.MaxInFlight; n != nil && (*n < 1 || *n > limiter.MaxLeases) {
@@ -110,9 +153,9 @@ func validateInFlightAndQuota(at string, ep Endpoint) []error {
 			add("%s.lease_hold: set without max_in_flight; a lease is held only under max_in_flight", at)
 		case err != nil:
 			add("%s.lease_hold: %q is not a duration, want e.g. \"30s\"", at, ep.LeaseHold)
-		case d < MinLeaseHold || d > limiter.MaxLeaseHold:
-			add("%s.lease_hold: %s, want %s (a push's budget, retries included: the push ends when its lease does) to %s (limiter.MaxLeaseHold)",
-				at, ep.LeaseHold, MinLeaseHold, limiter.MaxLeaseHold)
+		case d < MinLeaseHold(push) || d > limiter.MaxLeaseHold:
+			add("%s.lease_hold: %s, want %s (push_timeout %s + %s: the push ends when its lease does) to %s (limiter.MaxLeaseHold)",
+				at, ep.LeaseHold, MinLeaseHold(push), push, LeaseSlack, limiter.MaxLeaseHold)
 		}
 	}
 	q := ep.Quota

@@ -34,7 +34,7 @@ func TestInFlightAndQuotaParsed(t *testing.T) {
 				t.Fatal(err)
 			}
 			ep := c.Channels["bk"].Endpoints["rates"]
-			f := ep.InFlight("bk#c1#rates")
+			f := ep.InFlight("bk#c1#rates", c.PushTimeout())
 			switch {
 			case tt.max == 0 && f != nil:
 				t.Fatalf("InFlight = %+v, want none", f)
@@ -64,8 +64,9 @@ func TestInFlightAndQuotaRefusedWithPaths(t *testing.T) {
 		{"fractional", `"max_in_flight":2.5`, "cannot unmarshal number 2.5"},
 		{"hold without max", `"lease_hold":"30s"`, at + "lease_hold: set without max_in_flight"},
 		{"hold not a duration", `"max_in_flight":3,"lease_hold":"30"`, at + `lease_hold: "30" is not a duration`},
-		{"hold below the push budget", `"max_in_flight":3,"lease_hold":"5s"`, at + "lease_hold: 5s, want 20s (a push's budget"},
-		{"hold above the most", `"max_in_flight":3,"lease_hold":"16m"`, at + "lease_hold: 16m, want 20s"},
+		{"hold below the push's time", `"max_in_flight":3,"lease_hold":"5s"`, at + "lease_hold: 5s, want 21s (push_timeout 20s + 1s"},
+		{"hold of the push's time alone", `"max_in_flight":3,"lease_hold":"20s"`, at + "lease_hold: 20s, want 21s (push_timeout 20s + 1s"},
+		{"hold above the most", `"max_in_flight":3,"lease_hold":"16m"`, at + "lease_hold: 16m, want 21s"},
 		{"quota count zero", `"quota":{"count":0,"period":"day"}`, at + "quota.count: 0, want ≥ 1"},
 		{"quota period", `"quota":{"count":5,"period":"week"}`, at + `quota.period: "week", want "hour" or "day"`},
 		{"quota zone", `"quota":{"count":5,"period":"day","time_zone":"Mars/Olympus"}`, at + `quota.time_zone: "Mars/Olympus"`},
@@ -99,17 +100,47 @@ func TestMeterEndpointsAgreeOnInFlightAndQuota(t *testing.T) {
 	}
 }
 
-// The default hold is the push's budget and the time to start it: if the
-// sync function's push budget changes, so must the crash bound.
-func TestDefaultLeaseHoldCoversThePushBudget(t *testing.T) {
-	if DefaultLeaseHold != otapush.DefaultPolicy.MaxElapsed+5*time.Second || MinLeaseHold != otapush.DefaultPolicy.MaxElapsed {
-		t.Fatalf("DefaultLeaseHold %v, MinLeaseHold %v; want the push budget %v + 5s, and the budget", DefaultLeaseHold, MinLeaseHold, otapush.DefaultPolicy.MaxElapsed)
+// One figure bounds a push: the config's push_timeout is the lease's
+// Timeout with LeaseSlack, and the default hold adds 5 s to it.
+func TestInFlightFollowsThePushTimeout(t *testing.T) {
+	withPush := func(push, ep string) string {
+		return strings.Replace(modesConfig(ep), "{", `{"push_timeout":"`+push+`",`, 1)
 	}
-	c, err := Parse([]byte(modesConfig(`{"path":"/r","limit":{"rate":5,"burst":5},"max_in_flight":2}`)))
-	if err != nil {
-		t.Fatal(err)
+	const ep = `{"path":"/r","limit":{"rate":5,"burst":5},"max_in_flight":2}`
+	tests := []struct {
+		name, cfg     string
+		push          time.Duration
+		timeout, hold time.Duration
+	}{
+		{"default: otapush.PushTimeout", modesConfig(ep), 20 * time.Second, 21 * time.Second, 25 * time.Second},
+		{"push_timeout 2s", withPush("2s", ep), 2 * time.Second, 3 * time.Second, 7 * time.Second},
+		{"push_timeout 300ms, lease_hold of the least", withPush("300ms", `{"path":"/r","limit":{"rate":5,"burst":5},"max_in_flight":2,"lease_hold":"1.3s"}`),
+			300 * time.Millisecond, 1300 * time.Millisecond, 1300 * time.Millisecond},
 	}
-	if f := c.Channels["bk"].Endpoints["rates"].InFlight("k"); f.Timeout != otapush.DefaultPolicy.MaxElapsed || f.Hold != DefaultLeaseHold {
-		t.Fatalf("InFlight = %+v, want the push budget as Timeout and the default hold", f)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := c.Channels["bk"].Endpoints["rates"].InFlight("k", c.PushTimeout())
+			if c.PushTimeout() != tt.push || f.Timeout != tt.timeout || f.Hold != tt.hold || f.Validate() != nil {
+				t.Fatalf("PushTimeout %v, InFlight %+v; want %v, timeout %v and hold %v (valid)", c.PushTimeout(), f, tt.push, tt.timeout, tt.hold)
+			}
+		})
+	}
+	for _, bad := range []struct{ push, ep, want string }{
+		{"50ms", ep, `push_timeout: "50ms", want a Go duration from 100ms to 5m0s`},
+		{"6m", ep, `push_timeout: "6m", want a Go duration from 100ms`},
+		{"soon", ep, `push_timeout: "soon"`},
+		{"10s", `{"path":"/r","limit":{"rate":5,"burst":5},"max_in_flight":2,"lease_hold":"10s"}`,
+			"channels.bk.endpoints.rates.lease_hold: 10s, want 11s (push_timeout 10s + 1s"},
+	} {
+		if _, err := Parse([]byte(withPush(bad.push, bad.ep))); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("push_timeout %s: Parse = %v, want an error containing %q", bad.push, err, bad.want)
+		}
+	}
+	if DefaultLeaseHold != otapush.PushTimeout+5*time.Second || otapush.DefaultPolicy.MaxElapsed != otapush.PushTimeout {
+		t.Fatalf("DefaultLeaseHold %v, the push budget %v; want otapush.PushTimeout %v + 5s, and it", DefaultLeaseHold, otapush.DefaultPolicy.MaxElapsed, otapush.PushTimeout)
 	}
 }

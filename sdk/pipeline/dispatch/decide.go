@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -224,6 +225,9 @@ type failure struct {
 	// Refreshed: the router replaced the credential's token since the
 	// push (CredentialRefresher); asked only when mayRefresh.
 	Refreshed bool
+	// CallEnded: the call's own context ended (the invocation's deadline,
+	// or its caller gave up), not only the push's: nothing is left to act.
+	CallEnded bool
 }
 
 // mayRefresh reports whether a new token for the credential would send the
@@ -234,12 +238,20 @@ func (f failure) mayRefresh() bool {
 }
 
 // decideFailure says what becomes of a job whose push failed; ok is false
-// for an error that is not the vendor's nor the limiter's (ctx ended),
-// which the caller returns.
+// when the call itself ended (f.CallEnded), which the caller returns. A
+// push whose own context ended while the call goes on ran out of its time
+// (its lease's deadline): the vendor did not answer in time, a failed push
+// like any other.
 func decideFailure(f failure) (d decision, ok bool) {
 	var perm *otapush.PermanentError
 	var later *otapush.DeferError
 	k := f.Failures + 1 // counting this one
+	if f.CallEnded {
+		return decision{}, false
+	}
+	if !errors.As(f.Err, &later) && (errors.Is(f.Err, context.DeadlineExceeded) || errors.Is(f.Err, context.Canceled)) {
+		f.Err = &otapush.DeferError{Cause: fmt.Errorf("no answer within the push's time: %w", f.Err)}
+	}
 	errors.As(f.Err, &perm)
 	switch {
 	case f.mayRefresh() && f.Refreshed:

@@ -130,7 +130,14 @@ func TestDecideFailure(t *testing.T) {
 			decision{Act: actDefer, Wait: 256 * time.Second, Reason: (&otapush.DeferError{}).Error(), CountFailure: true, ReportSlot: true}, false},
 		{"a transient failure past MaxFailures: give up", failure{Err: &otapush.DeferError{}, Failures: 8},
 			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "gave up after 9 failed pushes in a row: " + (&otapush.DeferError{}).Error()}, false},
-		{"not the vendor's failure (ctx ended): the caller returns it", failure{Err: context.Canceled}, decision{}, true},
+		{"the push ran out of its time (its lease's deadline), the call goes on: a failed push, counted and backed off",
+			failure{Err: fmt.Errorf("network: %w", context.DeadlineExceeded), Failures: 1},
+			decision{Act: actDefer, Wait: 4 * time.Second, Reason: "push deferred for 0s: no answer within the push's time: network: context deadline exceeded",
+				CountFailure: true, ReportSlot: true}, false},
+		{"the push ran out of its time past MaxFailures: give up with the reason", failure{Err: context.DeadlineExceeded, Failures: 8},
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "gave up after 9 failed pushes in a row: push deferred for 0s: no answer within the push's time: context deadline exceeded"}, false},
+		{"the call ended (the invocation's deadline): the caller returns it", failure{Err: context.DeadlineExceeded, CallEnded: true}, decision{}, true},
+		{"the call ended during a vendor's failure: the caller returns it", failure{Err: &otapush.DeferError{}, CallEnded: true}, decision{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

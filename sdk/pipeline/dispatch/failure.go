@@ -12,9 +12,10 @@ import (
 
 // pushFailed handles a push that failed: decideFailure says what becomes
 // of the job, and pushFailed does it. Whatever it says, the job's hold is
-// gone: spent on the push, or lost with its retries.
+// gone: spent on the push, or lost with its retries. ctx is the call's,
+// not the push's under its lease, which may have ended with the push.
 func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p Payload, res Result, err error) (Result, *job.Job, error) {
-	f := failure{Err: err, Failures: j.Failures, Policy: d.Policy}
+	f := failure{Err: err, Failures: j.Failures, Policy: d.Policy, CallEnded: ctx.Err() != nil}
 	if f.mayRefresh() {
 		f.Refreshed = d.refreshed(j)
 	}

@@ -56,8 +56,8 @@ func slotTokens(route Route, j job.Job) int {
 
 // attemptTokens is what each attempt of a push of p costs: a retry
 // resends the whole body, and the vendor counts its items again. charge
-// has made p fit the tokens its slot holds, so this is at most the burst
-// (less the bucket's margin).
+// has made p, and each of its messages, fit the bucket's capacity, so the
+// cap never cuts what a request carries.
 func attemptTokens(route Route, p Payload) int {
 	if route.ItemWeight <= 0 {
 		return 1
@@ -68,12 +68,24 @@ func attemptTokens(route Route, p Payload) int {
 // charge makes p fit the tokens j holds on an endpoint metered by items:
 // it books what more the bucket has free now (one write, only when the
 // push has more items than its slot paid for) and shrinks the push to
-// what the tokens pay for. A push whose first unit of work needs more
-// tokens than it can have now is deferred to book them (its slot is
-// counted wasted); then res is set and the push does not go out.
+// what the tokens pay for. A push of several messages pays for each: the
+// slot for the first, spare tokens of the slot or a booking of their own
+// for the others (pushMessages); a message with more items than the
+// bucket's capacity could never be paid for at one instant, so such a push
+// is first rendered again with at most that many items (messages that fit
+// it). A push whose first unit of work needs more tokens than it can have
+// now is deferred to book them (its slot is counted wasted); then res is
+// set and the push does not go out.
 func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Route, bucket limiter.Bucket) (Payload, *Result, error) {
 	w := route.ItemWeight
 	held := max(j.Hold.Tokens, 1)
+	if most := largestMessage(p); tokensFor(most, w) > bucket.Limit.Capacity() {
+		var res *Result
+		var err error
+		if p, res, err = d.shrink(ctx, j, p, route, itemsFor(bucket.Limit.Capacity(), w), held, tokensFor(most, w)); res != nil || err != nil {
+			return p, res, err
+		}
+	}
 	need := tokensFor(p.Items, w)
 	if len(p.Messages) > 0 {
 		// The slot pays for the first message; the others book their own.
@@ -98,11 +110,18 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	if held >= need {
 		return p, nil, nil
 	}
+	return d.shrink(ctx, j, p, route, itemsFor(held, w), held, need)
+}
+
+// shrink renders p again with at most items items (held and need, in
+// tokens, say why, for the error of a work that cannot shrink). A push
+// whose first unit of work has more is deferred to book its tokens.
+func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, route Route, items, held, need int) (Payload, *Result, error) {
 	shrinker := d.Can.Shrink
 	if shrinker == nil {
 		return p, nil, fmt.Errorf("job %q: its push has %d items (%d tokens) and holds %d tokens, and the work (%T) cannot carry fewer", j.ID, p.Items, need, held, d.Work)
 	}
-	small, err := shrinker.Shrink(ctx, j, p, itemsFor(held, w))
+	small, err := shrinker.Shrink(ctx, j, p, items)
 	var big *TooBigError
 	if !errors.As(err, &big) {
 		return small, nil, err
@@ -111,4 +130,14 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	res, err := d.deferJob(ctx, j, route, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
 	res.WastedSlots = 1
 	return Payload{}, &res, err
+}
+
+// largestMessage is the most items one message of p carries; 0 for a
+// push of one request.
+func largestMessage(p Payload) int {
+	most := 0
+	for _, m := range p.Messages {
+		most = max(most, m.Items)
+	}
+	return most
 }

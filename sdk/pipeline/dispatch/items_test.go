@@ -3,9 +3,12 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,4 +174,92 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	if p := pacer.Pending(route.Bucket); p != 0 {
 		t.Fatalf("%d local grants still pending after the batch booked them", p)
 	}
+}
+
+// monthsWork is a lane with an endless backlog of one-item changes whose
+// push is split into messages (a format's split by month), the first of
+// first items, each later one of month items, up to total items; Shrink
+// renders fewer items the same way.
+type monthsWork struct{ first, month, total int }
+
+func (w monthsWork) Begin(_ context.Context, j job.Job) (job.Job, Payload, error) {
+	return j, w.render(w.total), nil
+}
+
+func (w monthsWork) render(total int) Payload {
+	p := Payload{Items: total}
+	for left, size := total, w.first; left > 0; left, size = left-size, w.month {
+		size = min(size, left)
+		p.Messages = append(p.Messages, Message{Body: []byte("items:" + strconv.Itoa(size)), Items: size})
+	}
+	return p
+}
+
+func (w monthsWork) Shrink(_ context.Context, _ job.Job, _ Payload, items int) (Payload, error) {
+	if items < 1 {
+		return Payload{}, &TooBigError{Items: 1}
+	}
+	return w.render(min(items, w.total)), nil
+}
+
+func (monthsWork) Done(context.Context, job.Job, Payload) (*job.Job, error) { return nil, nil }
+func (monthsWork) Hold(context.Context, job.Job, time.Time) error           { return nil }
+
+// Issue 27, item 5: on an endpoint metered by items, the slot paid for the
+// first message of a push, and every later message booked at most the
+// burst's tokens (attemptTokens' cap) while the vendor counted every item
+// it carried. Pushes of 70 items in messages of 10, 30 and 30 on a burst
+// of 20 at 40/s, through the real push client (each later message books
+// its own tokens) and a vendor that counts the items in each body it
+// receives: its window never holds more than burst + rate·W items.
+func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
+	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+	var mu sync.Mutex
+	var at []time.Time
+	var sizes []int
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		n, err := strconv.Atoi(strings.TrimPrefix(string(body), "items:"))
+		if err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for range n {
+			at = append(at, c.Now())
+		}
+		sizes = append(sizes, n)
+	}))
+	t.Cleanup(vendor.Close)
+	lim := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))
+	client, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(c.Now), otapush.WithSleep(c.Sleep),
+		otapush.WithJitter(func(time.Duration) time.Duration { return time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := itemsRoute
+	route.URL, route.LocalShare = vendor.URL, false
+	d := &Dispatcher{Routes: fixedRoute(route), Limiter: lim, Pusher: client, Queue: &fakeQueue{}, Policy: DefaultPolicy,
+		Work: monthsWork{first: 10, month: 30, total: 70}, Now: c.Now, Sleep: c.Sleep}
+	start := c.Now()
+	for c.Now().Sub(start) < 10*time.Second {
+		j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: 70}
+		res, err := d.HandleJob(t.Context(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != Pushed {
+			t.Fatalf("job %s at %v: %s (%s), want pushed", j.ID, c.Now().Sub(start), res.Outcome, res.Reason)
+		}
+	}
+	limit := window.Limit{Rate: 40, Burst: 20}
+	if len(at) < 300 {
+		t.Fatalf("the vendor counted %d items in 10 s, want near the 400 + 20 the limit allows", len(at))
+	}
+	if err := window.Check(at, limit); err != nil {
+		t.Fatalf("the vendor's item counter: %v (message sizes %v)", err, sizes)
+	}
+	w, _ := window.Fullest(at, limit)
+	t.Logf("%d items in %d messages over 10 s; fullest window %v", len(at), len(sizes), w)
 }

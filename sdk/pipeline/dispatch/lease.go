@@ -54,9 +54,14 @@ import (
 // then is booked again, as for any late job.
 //
 // The push runs under its lease's deadline (context.WithDeadline: now +
-// InFlight.Timeout, the push's budget, or the lease's expiry if sooner),
-// so it never outlives the lease: a lease another worker takes after the
-// expiry never overlaps this push's request. A worker that dies mid-push
+// InFlight.Timeout, the push's time and the lease's slack, or the lease's
+// expiry if sooner), so it never outlives the lease: a lease another
+// worker takes after the expiry never overlaps this push's request. The
+// push's own budget (push_timeout) ends first: a lease taken before the
+// token with less than Timeout left is swapped for a fresh one. Should the
+// lease's deadline end the push all the same, the push failed (the vendor
+// did not answer in its time: decideFailure), unlike the call's own
+// context ending. A worker that dies mid-push
 // frees its slot when the lease expires, at most Hold after it was taken.
 // With Timeout below Hold, a lease with at least Timeout left passes to
 // the next push of the process with no write (limiter.InFlight.Timeout).
@@ -233,6 +238,13 @@ func (d *Dispatcher) acquire(ctx context.Context, j job.Job, route Route) (held 
 func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route, held *heldLease) (lctx context.Context, release func(), ok bool, res Result, err error) {
 	if route.InFlight == nil {
 		return ctx, func() {}, true, Result{}, nil
+	}
+	if held != nil && held.lease.Expires.Sub(d.now()) < held.timeout {
+		// Taken before its token, the lease has too little left for the
+		// push's time: the push would end with the lease, before its own
+		// budget does. It takes a fresh one.
+		held.release()
+		held = nil
 	}
 	if held == nil {
 		if held, ok, res, err = d.acquire(ctx, j, route); !ok {

@@ -83,6 +83,19 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 		if late {
 			res.WastedSlots++
 		}
+		if err := d.heldQuota(ctx, req, route, i == 0 && j.Hold.Quota); err != nil {
+			var ok bool
+			if i == 0 {
+				if res, ok, err = d.slotQuotaRefused(ctx, j, route, res, err); !ok {
+					return res, nil, err
+				}
+			} else if !route.Shadow {
+				// As a later message that failed: the lane's next push
+				// carries it, on a slot and a unit of its own.
+				d.log().Info("a later message of the push has no unit of the quota; the lane's next push carries it", "job_id", j.ID, "message", i, "err", err)
+				break
+			}
+		}
 		resp, err := d.send(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
 		var perm *otapush.PermanentError
@@ -108,7 +121,8 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			p.Messages = append(p.Messages, parts...)
 			continue
 		case i == 0:
-			return d.pushFailed(ctx, j, route, p, res, err)
+			out.release()
+			return d.pushFailed(out.base, j, route, p, res, err)
 		default:
 			d.log().Info("a later message of the push failed; the lane's next push carries it", "job_id", j.ID, "message", i, "err", err)
 		}
@@ -116,7 +130,8 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 	}
 	if !settled {
 		// Nothing went: the job comes back as a push that failed would.
-		return d.pushFailed(ctx, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
+		out.release()
+		return d.pushFailed(out.base, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
 	}
 	res.Outcome = Pushed
 	return d.done(out, j, route, p, res)

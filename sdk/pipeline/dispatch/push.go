@@ -74,10 +74,17 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *h
 	if late {
 		res.WastedSlots++
 	}
+	if err := d.heldQuota(ctx, req, route, j.Hold.Quota); err != nil {
+		var ok bool
+		if res, ok, err = d.slotQuotaRefused(ctx, j, route, res, err); !ok {
+			return res, nil, err
+		}
+	}
 	resp, err := d.send(ctx, req)
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
-		return d.pushFailed(ctx, j, route, p, res, err)
+		release()
+		return d.pushFailed(base, j, route, p, res, err)
 	}
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
 	return d.done(out, j, route, p, res)

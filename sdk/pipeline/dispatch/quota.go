@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -28,11 +29,20 @@ import (
 // back at the same moment as the first. No token or quota is spent by a
 // denied job.
 
-// QuotaTaker is the part of *limiter.Limiter that takes tokens and a
-// quota in one transaction; the dispatcher needs it for routes with a
-// Quota.
+// A slot booked without the quota (a batch's due jobs and lingering jobs
+// book theirs with one write, ReserveBatch) takes its unit as its request
+// leaves (heldQuota), and so does a later message of a push that spends
+// tokens its slot held: every request the vendor counts takes one unit,
+// and one only, whichever way its token was booked. The unit is taken at
+// the request, not at the booking, for the reason above. A quota spent by
+// then leaves the slot unused and defers the job as a denial would.
+
+// QuotaTaker is the part of *limiter.Limiter that takes a calendar quota:
+// with tokens in one transaction, or alone for a slot held already. The
+// dispatcher needs it for routes with a Quota.
 type QuotaTaker interface {
 	TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, q limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error)
+	TakeQuota(ctx context.Context, q limiter.QuotaBucket, n int, id string) (limiter.QuotaGrant, error)
 }
 
 // takeQuota takes route's token and quota for j now, or disposes of j
@@ -48,7 +58,7 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bou
 	for try := 0; ; try++ {
 		_, err := taker.TakeWithQuota(ctx, route.buckets(), *route.Quota, 1, j.ID)
 		if err == nil {
-			j.Hold = job.Hold{At: d.now(), Tokens: 1}
+			j.Hold = job.Hold{At: d.now(), Tokens: 1, Quota: true}
 			return Result{}, false, nil
 		}
 		if ctx.Err() != nil {
@@ -58,51 +68,111 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bou
 			return d.shadowRefused(j, route, err, bound != noBound, d.now())
 		}
 		wait, denied := limiter.RetryAfter(err)
-		back := d.now().Add(wait)
 		switch {
-		case denied && !j.Deadline.IsZero() && !back.Before(j.Deadline):
-			// A reset hours away would bring the job back past its
-			// deadline (beyond MaxReserve, which bounds only slots).
-			res, err := d.unbookable(ctx, *j, deadlineBound, maxAge, j.Deadline)
-			return res, true, err
-		case denied && !back.Before(j.FirstSeen.Add(maxAge)):
-			res, err := d.unbookable(ctx, *j, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
-			return res, true, err
-		case denied && !quotaSpent(err, route) && d.canSleep(ctx, wait):
+		case denied && !quotaSpent(err, route) && d.canSleep(ctx, wait) && d.now().Add(wait).Before(lastMoment(*j, maxAge)):
 			// The next token is near: wait for it here, as for a slot.
 			if err := d.sleepForToken(ctx, wait, first); err != nil {
 				return Result{}, true, err
 			}
 			continue
-		case denied:
-			reason := "no token of the quota route's limits now"
-			if quotaSpent(err, route) {
-				reason = fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", route.Quota.Quota.Count, route.Quota.Quota.Period)
-			}
-			res, err := d.deferJob(ctx, *j, route, wait, reason)
-			return res, true, err
 		case errors.Is(err, limiter.ErrContended) && try < contendedRetries:
 			if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 				return Result{}, true, err
 			}
 			continue
-		case errors.Is(err, limiter.ErrContended):
-			res, err := d.deferJob(ctx, *j, route, 0, "bucket contended; retrying")
-			return res, true, err
-		case errors.Is(err, limiter.ErrInvalidArgument):
-			res, err := d.deadLetter(ctx, *j, DeadLettered, "route has an invalid limit or quota: "+err.Error())
-			return res, true, err
 		}
-		cooldown := d.Policy.StoreCooldown
-		var open *breaker.OpenError
-		if errors.As(err, &open) {
-			cooldown = max(cooldown, open.RetryAfter)
-		}
-		d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
-		res, derr := d.deferJob(ctx, *j, route, cooldown, "limiter store unavailable")
-		res.StoreError = true
-		return res, true, derr
+		res, err := d.quotaRefused(ctx, *j, route, maxAge, err)
+		return res, true, err
 	}
+}
+
+// lastMoment is the earlier of j's deadline and the end of its max age.
+func lastMoment(j job.Job, maxAge time.Duration) time.Time {
+	end := j.FirstSeen.Add(maxAge)
+	if !j.Deadline.IsZero() && j.Deadline.Before(end) {
+		return j.Deadline
+	}
+	return end
+}
+
+// quotaRefused disposes of j, whose take of route's quota (with tokens or
+// alone) was refused by err with no retry left: deferred to the next
+// token or the quota's reset, shed or expired when that is past its
+// deadline or max age, dead-lettered for an invalid quota, deferred for
+// the store's cooldown when the store failed (fail closed).
+func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, route Route, maxAge time.Duration, err error) (Result, error) {
+	wait, denied := limiter.RetryAfter(err)
+	back := d.now().Add(wait)
+	switch {
+	case denied && !j.Deadline.IsZero() && !back.Before(j.Deadline):
+		// A reset hours away would bring the job back past its
+		// deadline (beyond MaxReserve, which bounds only slots).
+		return d.unbookable(ctx, j, deadlineBound, maxAge, j.Deadline)
+	case denied && !back.Before(j.FirstSeen.Add(maxAge)):
+		return d.unbookable(ctx, j, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
+	case denied:
+		reason := "no token of the quota route's limits now"
+		if quotaSpent(err, route) {
+			reason = fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", route.Quota.Quota.Count, route.Quota.Quota.Period)
+		}
+		return d.deferJob(ctx, j, route, wait, reason)
+	case errors.Is(err, limiter.ErrContended):
+		return d.deferJob(ctx, j, route, 0, "bucket contended; retrying")
+	case errors.Is(err, limiter.ErrInvalidArgument):
+		return d.deadLetter(ctx, j, DeadLettered, "route has an invalid limit or quota: "+err.Error())
+	}
+	cooldown := d.Policy.StoreCooldown
+	var open *breaker.OpenError
+	if errors.As(err, &open) {
+		cooldown = max(cooldown, open.RetryAfter)
+	}
+	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
+	res, derr := d.deferJob(ctx, j, route, cooldown, "limiter store unavailable")
+	res.StoreError = true
+	return res, derr
+}
+
+// heldQuota takes the unit of route's quota that req, a request sent on
+// tokens held already, needs when they were booked without it (paid is
+// false): one take of the quota alone, retried a few times when
+// contended. A nil error lets the request go.
+func (d *Dispatcher) heldQuota(ctx context.Context, req otapush.Request, route Route, paid bool) error {
+	if !req.Reserved || route.Quota == nil || paid {
+		return nil
+	}
+	taker := d.Can.Quota
+	if taker == nil {
+		return &limiter.ArgumentError{Field: "route.quota", Reason: fmt.Sprintf("the limiter (%T) cannot take a quota", d.Limiter)}
+	}
+	for try := 0; ; try++ {
+		_, err := taker.TakeQuota(ctx, *route.Quota, 1, req.JobID)
+		if !errors.Is(err, limiter.ErrContended) || try >= contendedRetries || ctx.Err() != nil {
+			return err
+		}
+		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
+			return err
+		}
+	}
+}
+
+// slotQuotaRefused ends a push whose held slot could not take its unit
+// of the quota (heldQuota's err): the slot goes unused, and j is disposed
+// of as a refused take is. A shadow route pushes anyway, recording what
+// enforcement would have done (ok).
+func (d *Dispatcher) slotQuotaRefused(ctx context.Context, j job.Job, route Route, res Result, err error) (_ Result, ok bool, _ error) {
+	if ctx.Err() != nil {
+		return Result{}, false, ctx.Err()
+	}
+	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
+		wait, _ := limiter.RetryAfter(err)
+		res.ShadowWouldDefer, res.ShadowWait = true, max(res.ShadowWait, wait)
+		return res, true, nil
+	}
+	maxAge, _ := d.lifetime(route)
+	j.Hold = job.Hold{}
+	out, err := d.quotaRefused(ctx, j, route, maxAge, err)
+	out.WastedSlots += res.WastedSlots + 1
+	return out, false, err
 }
 
 // quotaSpent reports whether err is route's quota refusing (rather than

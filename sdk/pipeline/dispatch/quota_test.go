@@ -20,6 +20,7 @@ type quotaTaker struct {
 	script []error
 	takes  int
 	ids    []string
+	alone  int // takes of the quota alone
 }
 
 func (q *quotaTaker) TakeWithQuota(_ context.Context, buckets []limiter.Bucket, qb limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error) {
@@ -31,6 +32,12 @@ func (q *quotaTaker) TakeWithQuota(_ context.Context, buckets []limiter.Bucket, 
 	err := q.script[0]
 	q.script = q.script[1:]
 	return limiter.MultiReservation{}, err
+}
+
+// TakeQuota takes the quota alone, for a slot held already: granted.
+func (q *quotaTaker) TakeQuota(_ context.Context, qb limiter.QuotaBucket, n int, id string) (limiter.QuotaGrant, error) {
+	q.alone++
+	return limiter.QuotaGrant{Key: qb.Key}, nil
 }
 
 type quotaRouter struct{ shadow bool }
@@ -52,8 +59,8 @@ func TestQuotaRoute(t *testing.T) {
 		check    func(t *testing.T, r *rig, q *quotaTaker, res Result, slept time.Duration)
 	}{
 		{name: "granted: pushed now, no slot booked ahead", check: func(t *testing.T, r *rig, q *quotaTaker, res Result, slept time.Duration) {
-			if res.Outcome != Pushed || q.takes != 1 || r.lim.calls != 0 || slept != 0 || q.ids[0] != "lane@tok" {
-				t.Fatalf("result %+v after %d takes (ids %v), %d reservations, slept %v; want pushed after one take under the job's id", res, q.takes, q.ids, r.lim.calls, slept)
+			if res.Outcome != Pushed || q.takes != 1 || q.alone != 0 || r.lim.calls != 0 || slept != 0 || q.ids[0] != "lane@tok" {
+				t.Fatalf("result %+v after %d takes (ids %v) and %d of the quota alone, %d reservations, slept %v; want pushed after one take under the job's id", res, q.takes, q.ids, q.alone, r.lim.calls, slept)
 			}
 		}},
 		{name: "no token now: waited for within the hold", script: []error{noToken}, check: func(t *testing.T, r *rig, q *quotaTaker, res Result, slept time.Duration) {

@@ -27,6 +27,12 @@ type Hold struct {
 	// throttle may have revoked it, and a throttle on its push is known to
 	// come from a slot granted at that version. Zero for any other slot.
 	Grant Grant
+	// Quota says the slot's token was taken with its unit of the route's
+	// calendar quota (in one transaction). A slot booked any other way
+	// has none, and its request takes the unit as it leaves. Not carried
+	// on the wire: a job deferred holding such a slot takes a second unit
+	// when it comes back (quota wasted, never overspent).
+	Quota bool
 }
 
 // Grant is the adaptive state a slot was granted at: limiter.Stamp's

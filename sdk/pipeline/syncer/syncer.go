@@ -532,7 +532,7 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		// Zero where the file sets none: the dispatcher's defaults.
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
-		InFlight:     ep.InFlight(key),
+		InFlight:     ep.InFlight(key, s.Config.PushTimeout()),
 	}
 	if route.Quota, err = ep.CalendarQuota(key); err != nil {
 		return dispatch.Route{}, err
