@@ -34,7 +34,7 @@ type Vendor struct {
 	published window.Limit
 	// real is the limit the vendor enforces (the published one unless a
 	// fault halves it).
-	real    window.Limit
+	real     window.Limit
 	enforced map[string]*window.Log
 	// strict checks sends against burst + rate·W, check against
 	// burst + allowance + rate·W: sdk/limiter documents (package doc,
