@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -391,7 +392,7 @@ func (c Case) Build() (Scenario, []string, []string, error) {
 	if _, err := config.Parse([]byte(connections(b.sc))); err != nil {
 		return b.sc, nil, nil, fmt.Errorf("case %s: the base config is invalid: %w", c, err)
 	}
-	b.sc.Note = "adversary case " + c.String()
+	b.sc.Note = "adversary case " + c.String() + describe(b.sc)
 	return b.sc, b.facets, skipped, nil
 }
 
@@ -477,4 +478,24 @@ func firstLine(s string) string {
 		return strings.TrimSpace(lines[1])
 	}
 	return lines[0]
+}
+
+// describe lists what the case set on each channel, for the report.
+func describe(sc Scenario) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "; %d properties, %.1f changes/s for %v", sc.Properties, sc.Load.Rate(0), sc.Load.Duration)
+	for _, c := range sc.Channels {
+		fmt.Fprintf(&b, "\n    %s %v: %d credentials, rate %g burst %d", c.Name, c.Kinds, c.Creds, c.Rate, c.Burst)
+		if len(c.Keys) > 0 {
+			fmt.Fprintf(&b, ", {%s}", jsonFields(c.Keys))
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.KindKeys)) {
+			fmt.Fprintf(&b, ", %s: {%s}", k, jsonFields(c.KindKeys[k]))
+		}
+		if c.Connections > 1 {
+			fmt.Fprintf(&b, ", %d connections a property", c.Connections)
+		}
+		fmt.Fprintf(&b, ", vendor %+v", c.Vendor)
+	}
+	return b.String()
 }
