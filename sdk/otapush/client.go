@@ -298,7 +298,7 @@ func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *li
 	case j.Transient:
 		return a, c.backoff(attempt), fmt.Errorf("vendor answered %d: %s", s, j.Reason)
 	case j.Refused:
-		return a, 0, &PermanentError{Status: s, Summary: j.Reason, Detail: j.Detail}
+		return a, 0, &PermanentError{Status: s, Summary: j.Reason, Detail: j.Detail, Scope: j.Scope}
 	}
 	a.warnings = j.Warnings
 	for _, w := range j.Warnings {
