@@ -57,6 +57,29 @@ type Refusal struct {
 	Code      string
 	Text      string
 	RecordIDs []string
+	// Type is an OpenTravel error's type (list EWT): 4 authentication, 6
+	// authorization; "" is 3, a business rule.
+	Type string
+}
+
+// Refusals of the credential and the hotel, as the vendors answer them:
+// Expedia AR's 1001 (inside a 200) and its 1000 in a 403; OpenTravel's
+// authentication error (EWT 4) and Booking.com's "no access to hotel"
+// (EWT 6, ERR 497, in a 403).
+func ExpediaARBadLogin() *Refusal {
+	return &Refusal{Status: 200, Code: ARAuth, Text: "Authentication error: invalid username or password"}
+}
+
+func ExpediaARHotelDenied(hotel string) *Refusal {
+	return &Refusal{Status: 403, Code: "1000", Text: "Access denied: your account is not authorized to manage hotel " + hotel}
+}
+
+func OpenTravelBadLogin() *Refusal {
+	return &Refusal{Status: 200, Type: "4", Code: "448", Text: "Invalid Username and/or Password"}
+}
+
+func OpenTravelHotelDenied(hotel string) *Refusal {
+	return &Refusal{Status: 403, Type: "6", Code: "497", Text: "You do not have access to hotel:" + hotel}
 }
 
 func (r *Refusal) Error() string {
