@@ -236,7 +236,10 @@ type answer struct {
 }
 
 // maxJudgedBody is how much of an answer a Judge reads: a vendor's XML
-// error list runs longer than the summary a status-only answer keeps.
+// error list runs longer than the summary a status-only answer keeps. A
+// longer answer reaches the Judge cut here; the message formats judge it by
+// what came before the cut (sdk/pipeline/format: Success or the errors come
+// first), never by a decode error that would retry it unchanged.
 const maxJudgedBody = 64 << 10
 
 // send makes one request, bounded by what is left of the push's budget. On
