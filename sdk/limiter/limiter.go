@@ -246,8 +246,10 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // (Late: its write answered, or its sleep ended, more than Limit.Margin
 // after its slot) is never returned: the vendor's window would count its
 // request beside grants made since. Wait leaves it unspent
-// (Reservation.Unspent) and books again within what is left of maxWait;
-// after MaxLateGrants such grants in a row it fails with a
+// (Reservation.Unspent) and books again within what is left of maxWait,
+// a slot at least as far ahead as the late one came late, so that a store
+// as slow again answers before it; after MaxLateGrants such grants in a
+// row it fails with a
 // *LateGrantError, which matches ErrUnavailable. The caller should send
 // at once: Late applies to the moment the request leaves.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
@@ -264,9 +266,9 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 		return Reservation{}, err
 	}
 	start := l.now()
-	unspent := 0
+	unspent, ahead := 0, time.Duration(0)
 	for {
-		g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, bound)
+		g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, bound, ahead)
 		if err != nil {
 			return Reservation{}, err
 		}
@@ -288,6 +290,10 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 			if unspent++; unspent == MaxLateGrants {
 				return Reservation{}, &LateGrantError{Key: b.Key, Grants: unspent, Slot: g.Slot, Late: late, Margin: b.Limit.Margin}
 			}
+			// Book the next slot as far ahead as this one came late, so
+			// that a store as slow again answers before it: booked at
+			// once, it would be as late and as wasted.
+			ahead = l.now().Sub(g.Slot)
 		}
 		// A throttle since the grant revoked this slot, or the grant came
 		// too late to spend: book again at the rate that holds, within

@@ -48,7 +48,8 @@ func (s *slowAnswers) writes() []time.Time {
 
 // TestLateGrantIsNeverSpent: a grant the store answers later than its
 // slot plus the bucket's margin is never handed to the caller. Wait books
-// again, and after limiter.MaxLateGrants late grants in a row fails with a
+// again, a slot as far ahead of its write as the late grant came late, and
+// after limiter.MaxLateGrants late grants in a row fails with a
 // *LateGrantError matching ErrUnavailable. "Late" is the answer's time less
 // the slot the grant names, not the write's latency: a slot booked ahead
 // and answered before it comes is spent whatever the latency.
@@ -70,12 +71,21 @@ func TestLateGrantIsNeverSpent(t *testing.T) {
 		wantErr    bool
 	}{
 		{name: "answered at its margin is spent", latencies: []time.Duration{100 * ms}, wantSlot: 0, wantWrites: 1},
-		{name: "answered past its margin is booked again", latencies: []time.Duration{101 * ms, 0}, wantSlot: 101 * ms, wantWrites: 2},
-		{name: "twice past its margin, then on time", latencies: []time.Duration{150 * ms, 300 * ms, 20 * ms}, wantSlot: 450 * ms, wantWrites: 3},
-		{name: "every answer past its margin fails closed", latencies: []time.Duration{150 * ms}, wantWrites: limiter.MaxLateGrants, wantErr: true},
+		// Answered at t0 + 101 ms, 1 ms past its margin: the next write
+		// claims 101 ms later than its own now, t0 + 202 ms, and is
+		// answered before that slot.
+		{name: "answered past its margin is booked again, that far ahead", latencies: []time.Duration{101 * ms, 0}, wantSlot: 202 * ms, wantWrites: 2},
+		// t0 answered at 150 ms; t0+300 ms (150 ahead) answered at 450 ms,
+		// 150 ms late; t0+600 ms (150 ahead) answered at 470 ms.
+		{name: "twice past its margin, then before its slot", latencies: []time.Duration{150 * ms, 300 * ms, 20 * ms}, wantSlot: 600 * ms, wantWrites: 3},
+		// A store ever slower: t0 answered at 150 ms, t0+300 ms at 550 ms,
+		// t0+800 ms at 1350 ms.
+		{name: "every answer past its margin fails closed", latencies: []time.Duration{150 * ms, 400 * ms, 800 * ms}, wantWrites: limiter.MaxLateGrants, wantErr: true},
 		// 38 + 9 tokens booked: the Wait's slot is t0 + 500 ms.
 		{name: "a slot ahead answered before it comes is spent", ahead: 47, latencies: []time.Duration{300 * ms}, wantSlot: 500 * ms, wantWrites: 1},
-		{name: "a slot ahead answered past it and its margin is booked again", ahead: 47, latencies: []time.Duration{650 * ms, 0}, wantSlot: 650 * ms, wantWrites: 2},
+		// Answered at t0 + 650 ms, 150 ms after its slot: the next write
+		// claims t0 + 800 ms, after the bucket's next slot (550 ms).
+		{name: "a slot ahead answered past it and its margin is booked again", ahead: 47, latencies: []time.Duration{650 * ms, 0}, wantSlot: 800 * ms, wantWrites: 2},
 	}
 	db := emulator.DynamoDB(t)
 	for _, tc := range tests {
@@ -127,7 +137,7 @@ func TestLateGrantIsNeverSpent(t *testing.T) {
 				t.Errorf("Unspent = %d, want %d (the late grants left behind)", r.Unspent, tc.wantWrites-1)
 			}
 			if tc.ahead == 0 && !r.Slot.Equal(writes[len(writes)-1]) {
-				t.Errorf("spent the slot %v, want the now of the last write, %v (a grant due at once)", r.Slot, writes[len(writes)-1])
+				t.Errorf("spent the slot %v, want the now the last write claimed, %v", r.Slot, writes[len(writes)-1])
 			}
 		})
 	}
