@@ -60,7 +60,8 @@
 //
 // All lanes of one property and kind share one item in the ARI state table
 // (pk = property#kind, sk = "lanes"), so one write marks every connection
-// a change fans out to. Per lane, keyed by channel#credential#hotel_ref:
+// a change fans out to (one per marksPerWrite connections: DynamoDB
+// bounds an expression's length and operators). Per lane, keyed by channel#credential#hotel_ref:
 //
 //	d:<lane> (SS) pending elements, room#rate plan#from#to#sequence
 //	o:<lane> (S)  the owner's token
