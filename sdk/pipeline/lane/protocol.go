@@ -106,5 +106,9 @@
 // it flags the lane (x) and Finish refuses while the flag is up: the
 // owner's push may have read elements that the merge replaced, and its
 // next claim clears only what that push carried.
+// Compact applies only to the elements its mark read: the same owner,
+// version and number of elements (a worker of the previous release,
+// mid-deploy, adds elements without a version; docs/operations.md says
+// how to roll out a release whose item forms change).
 
 package lane
