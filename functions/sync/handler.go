@@ -180,6 +180,12 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 		// are paused and its lanes kept; an operator must fix it.
 		h.metrics.Add(contract.MetricCredentialRefusals, 1)
 	}
+	if res.HotelRefused {
+		// The vendor refuses the hotel or its connection, not a change:
+		// the lane is paused and keeps its changes; an operator must
+		// reconnect or correct the hotel.
+		h.metrics.Add(contract.MetricHotelRefusals, 1)
+	}
 	if res.Delayed != 0 || res.Lateness != 0 {
 		// How late the deferred queue delivered: the dispatcher comes back
 		// early by what it sees, and this shows whether that keeps up.

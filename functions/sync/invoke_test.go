@@ -32,3 +32,13 @@ func TestCredentialRefusalIsCounted(t *testing.T) {
 		t.Errorf("CredentialRefusals = %v, want 1", got["CredentialRefusals"])
 	}
 }
+
+// A hotel refusal is counted for its alarm, apart from the credential's.
+func TestHotelRefusalIsCounted(t *testing.T) {
+	h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: &emf.Counters{}}
+	h.observe(dispatch.Result{Outcome: dispatch.Deferred, HotelRefused: true}, "")
+	h.observe(dispatch.Result{Outcome: dispatch.Pushed, Pushes: 1}, "")
+	if got := flushed(t, h); got["HotelRefusals"] != 1 || got["CredentialRefusals"] != 0 {
+		t.Errorf("HotelRefusals = %v, CredentialRefusals = %v; want 1 and 0", got["HotelRefusals"], got["CredentialRefusals"])
+	}
+}

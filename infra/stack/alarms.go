@@ -34,7 +34,11 @@ const (
 	// refused (401/403) with no new token to try: the credential's pushes
 	// are paused and its lanes kept until it is fixed.
 	MetricCredentialRefusals = contract.MetricCredentialRefusals
-	MetricSweptLanes         = contract.MetricSweptLanes // stranded lanes the sweep scheduled again
+	// MetricHotelRefusals counts pushes the vendor refused for the hotel or
+	// its connection, not a change: the lane is paused and keeps its
+	// changes until the hotel is reconnected.
+	MetricHotelRefusals = contract.MetricHotelRefusals
+	MetricSweptLanes    = contract.MetricSweptLanes // stranded lanes the sweep scheduled again
 	// MetricWaitTime and MetricDeliveryLateness are milliseconds, summed
 	// over the jobs of one invocation (one EMF line per invocation).
 	MetricWaitTime         = contract.MetricWaitTime
@@ -273,8 +277,14 @@ func (s *SyncStack) addAlarms(p Props) {
 	// A refused credential stops its pushes (paused, lanes kept) until an
 	// operator fixes it: any refusal pages.
 	add(spec{"CredentialRefusedAlarm",
-		"An OTA refused a credential (401/403) and re-reading its token did not fix it: that credential's pushes are paused and its lanes kept pending. Fix the token (secret or token_env), then `fleetbucket dlq redrive` the lanes dead-lettered meanwhile (the sweep also retries them).",
+		"An OTA refused a credential (a 401, or an authentication error inside a 200) and re-reading its token did not fix it: that credential's pushes are paused and its lanes kept pending. Fix the token (secret or token_env), then `fleetbucket dlq redrive` the lanes dead-lettered meanwhile (the sweep also retries them).",
 		emfMetric(MetricCredentialRefusals, "Sum", fiveMinutes),
+		0, 1})
+	// So does a hotel the OTA refuses: no change of it goes until the
+	// connection is fixed, and nothing else would tell.
+	add(spec{"HotelRefusedAlarm",
+		"An OTA refused a hotel or its connection (a 403, an unknown or deactivated hotel id, a property no longer connected, an answer it cannot read), not any change: that hotel's lanes on the channel are paused and keep their changes. Check the hotel_ref and the property's connection at the OTA (the push job's log names the lane), then `fleetbucket dlq redrive` the lanes dead-lettered meanwhile (the sweep also retries them).",
+		emfMetric(MetricHotelRefusals, "Sum", fiveMinutes),
 		0, 1})
 
 	add(spec{"SyncFunctionErrorsAlarm",

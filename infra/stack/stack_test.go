@@ -542,8 +542,8 @@ func TestReservedConcurrency(t *testing.T) {
 func TestAlarms(t *testing.T) {
 	f := getFixture(t)
 	s, tm := f.stack, f.template
-	const alarms = 8
-	check(t, "eight alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(alarms)) })
+	const alarms = 9
+	check(t, "nine alarms", func() { tm.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(alarms)) })
 	if len(s.Alarms) != alarms {
 		t.Errorf("SyncStack.Alarms has %d, want %d", len(s.Alarms), alarms)
 	}
@@ -589,6 +589,10 @@ func TestAlarms(t *testing.T) {
 	})
 	alarm("a credential refused (EMF, any in 5 minutes)", obj{
 		"Namespace": "fleetbucket", "MetricName": stack.MetricCredentialRefusals, "Statistic": "Sum", "Period": 300,
+		"Threshold": 0, "EvaluationPeriods": 1, "Dimensions": assertions.Match_Absent(),
+	})
+	alarm("a hotel refused (EMF, any in 5 minutes)", obj{
+		"Namespace": "fleetbucket", "MetricName": stack.MetricHotelRefusals, "Statistic": "Sum", "Period": 300,
 		"Threshold": 0, "EvaluationPeriods": 1, "Dimensions": assertions.Match_Absent(),
 	})
 	alarm("429 share: above 5 % over one 5-minute period", obj{

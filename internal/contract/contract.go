@@ -54,9 +54,14 @@ const (
 	MetricShadowWouldShed    = "ShadowWouldShed"
 	MetricLocalSharePushes   = "LocalSharePushes"
 	// MetricCredentialRefusals counts pushes whose credential the vendor
-	// refused (401/403) after a fresh read of the secret.
+	// refused (a 401, or an authentication error inside a 200) after a
+	// fresh read of the secret.
 	MetricCredentialRefusals = "CredentialRefusals"
-	MetricSweptLanes         = "SweptLanes" // stranded lanes the sweep scheduled again
+	// MetricHotelRefusals counts pushes the vendor refused for the hotel
+	// or its connection (an unknown or deactivated hotel id, a property no
+	// longer connected, a 403), not for any change they carried.
+	MetricHotelRefusals = "HotelRefusals"
+	MetricSweptLanes    = "SweptLanes" // stranded lanes the sweep scheduled again
 	// MetricVendorWarnings counts the warnings OTAs sent with applied
 	// requests; MetricRefusedChanges the changes an OTA refused, each
 	// dead-lettered alone; MetricIsolationRequests the extra requests spent
@@ -79,7 +84,7 @@ var (
 	Counters = []string{MetricPushes, MetricPushedItems, MetricDeferrals, MetricSheds, MetricDeadLetters,
 		MetricExpired, MetricCoalesced, MetricGrants, MetricWastedSlots, MetricVendorThrottles,
 		MetricLimiterStoreErrors, MetricShadowWouldDefer, MetricShadowWouldShed, MetricLocalSharePushes,
-		MetricCredentialRefusals, MetricSweptLanes, MetricVendorWarnings, MetricRefusedChanges, MetricIsolationRequests}
+		MetricCredentialRefusals, MetricHotelRefusals, MetricSweptLanes, MetricVendorWarnings, MetricRefusedChanges, MetricIsolationRequests}
 	Millis = []string{MetricWaitTime, MetricDeliveryLateness, MetricShadowWait}
 )
 

@@ -43,9 +43,22 @@ type sent struct {
 // after a pause (a backoff after a store error), where keeping the old now
 // would let a write land long after the time it claims.
 func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit) int, maxDelay time.Duration) (grant, error) {
-	delay := maxDelay.Microseconds()
+	return l.bookAhead(ctx, b, size, maxDelay, 0)
+}
+
+// bookAhead is book with its writes claiming the time `ahead` from now
+// (at most maxDelay, of which it takes its share), so that every slot it
+// grants lies at least that far ahead: Wait's booking after a grant the
+// store answered too late to spend, so that a write as slow again is
+// answered before its slot. A write claiming a later now only forgoes the
+// refill until then: the bucket's bound on slots holds whatever the nows
+// its writes claim (each grant leaves tat at least T past its slot, and
+// tat never goes back), and Wait sleeps until the slot by this clock.
+func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit) int, maxDelay, ahead time.Duration) (grant, error) {
+	ahead = min(max(ahead, 0), maxDelay)
+	delay := (maxDelay - ahead).Microseconds()
 	call := newCallTag()
-	now := micros(l.now())
+	now := micros(l.now()) + ahead.Microseconds()
 	tat, booked, fresh := l.seen.lookup(b.Key, now, l.cacheAge.Microseconds())
 	current := false // tat is what the store handed back to this call
 	var (
@@ -61,7 +74,7 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 		n := size(tat, now, lim)
 		d := gcra.Decide(tat, now, lim, n, delay)
 		if !d.Allowed && l.final(tat, booked, now, d.RetryAfter, fresh, current) {
-			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0)}
+			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0 || ahead > 0)}
 		}
 		// Any other denial is confirmed by a write: the busy form below
 		// cannot pass unless tat went backwards (a reset), and its failed
@@ -115,7 +128,7 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 		if len(writes) < l.attempts {
 			// Paused: a fresh now, so that the next write claims the time
 			// it is sent at. The tat seen stays (it is still a lower bound).
-			now = micros(l.now())
+			now = micros(l.now()) + ahead.Microseconds()
 		}
 	}
 }

@@ -27,7 +27,8 @@
 // adaptive buckets (Bucket.Adaptive, Throttle, Publish, Confirm) learn a
 // vendor's real limit; AcquireLease caps requests in flight; TakeQuota
 // meters calendar quotas. Limit.Margin keeps part of the burst free for
-// requests that reach the vendor later than their slots.
+// requests that reach the vendor later than their slots, and Wait never
+// hands back a grant later than that (Late): it books again.
 //
 // Begin with New and a DynamoDB client (any DynamoDBAPI), and CreateTable
 // for a local table. Errors match ErrExhausted, ErrContended (retry at

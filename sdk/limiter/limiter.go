@@ -77,6 +77,10 @@ type Reservation struct {
 	// Rate is the effective rate (tokens/s) the grant was made at: the
 	// limit's rate, or less for an adaptive bucket that learned a lower one.
 	Rate float64
+	// Unspent counts the grants a Wait booked before this one and left
+	// unspent because each came back later than the bucket's margin allows
+	// (see Late); they stay charged.
+	Unspent int
 
 	adaptive bool  // granted by an adaptive bucket's write
 	version  int64 // the adaptive state's version that write conditioned on
@@ -237,6 +241,17 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // read when it comes (Confirm); if a throttle revoked it meanwhile, Wait
 // books again within what is left of maxWait, so the fleet's slots at the
 // probing rate do not each earn a 429 after the first.
+//
+// A grant Wait could only hand back later than the bucket's margin allows
+// (Late: its write answered, or its sleep ended, more than Limit.Margin
+// after its slot) is never returned: the vendor's window would count its
+// request beside grants made since. Wait leaves it unspent
+// (Reservation.Unspent) and books again within what is left of maxWait,
+// a slot at least as far ahead as the late one came late, so that a store
+// as slow again answers before it; after MaxLateGrants such grants in a
+// row it fails with a
+// *LateGrantError, which matches ErrUnavailable. The caller should send
+// at once: Late applies to the moment the request leaves.
 func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Duration) (Reservation, error) {
 	if err := b.Validate(); err != nil {
 		return Reservation{}, err
@@ -251,8 +266,9 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 		return Reservation{}, err
 	}
 	start := l.now()
+	unspent, ahead := 0, time.Duration(0)
 	for {
-		g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, bound)
+		g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, bound, ahead)
 		if err != nil {
 			return Reservation{}, err
 		}
@@ -264,10 +280,24 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 			return Reservation{}, err
 		}
 		if ok {
-			return g.Reservation, nil
+			// Checked after the sleep and the confirming read, the last
+			// of what comes between the grant and the send.
+			late := Late(b.Limit, g.Slot, l.now())
+			if late == 0 {
+				g.Reservation.Unspent = unspent
+				return g.Reservation, nil
+			}
+			if unspent++; unspent == MaxLateGrants {
+				return Reservation{}, &LateGrantError{Key: b.Key, Grants: unspent, Slot: g.Slot, Late: late, Margin: b.Limit.Margin}
+			}
+			// Book the next slot as far ahead as this one came late, so
+			// that a store as slow again answers before it: booked at
+			// once, it would be as late and as wasted.
+			ahead = l.now().Sub(g.Slot)
 		}
-		// A throttle since the grant revoked this slot: book again
-		// at the rate that held, within what is left of maxWait.
+		// A throttle since the grant revoked this slot, or the grant came
+		// too late to spend: book again at the rate that holds, within
+		// what is left of maxWait.
 		if bound, err = l.waitBound(ctx, max(maxWait-l.now().Sub(start), 0)); err != nil {
 			return Reservation{}, err
 		}

@@ -44,6 +44,9 @@ type MultiReservation struct {
 	// Binding is the bucket whose own slot is Slot: the one that held the
 	// request back (the first, for a take).
 	Binding string
+	// Unspent counts the grants a WaitMulti booked before this one and
+	// left unspent, each later than a bucket's margin allows (Late).
+	Unspent int
 }
 
 // Delay is how long after now the common slot falls (0 if it has passed).
@@ -103,19 +106,35 @@ func (l *Limiter) ReserveMulti(ctx context.Context, buckets []Bucket, n int, max
 // until the common slot. It fails at once, without sleeping, with an
 // *ExhaustedError when the slot lies past maxWait or ctx's deadline. If ctx
 // ends during the sleep the tokens stay spent and ctx's error is returned.
+// Like Wait, it never hands back a slot later than any bucket's margin
+// allows (Late), books again instead, and fails with a *LateGrantError
+// after MaxLateGrants such slots in a row.
 func (l *Limiter) WaitMulti(ctx context.Context, buckets []Bucket, n int, maxWait time.Duration) (MultiReservation, error) {
 	bound, err := l.waitBound(ctx, maxWait)
 	if err != nil {
 		return MultiReservation{}, err
 	}
-	r, err := l.reserveMulti(ctx, buckets, n, bound)
-	if err != nil {
-		return MultiReservation{}, err
+	start := l.now()
+	for unspent := 0; ; {
+		r, err := l.reserveMulti(ctx, buckets, n, bound)
+		if err != nil {
+			return MultiReservation{}, err
+		}
+		if err := l.sleepUntil(ctx, r.Slot); err != nil {
+			return MultiReservation{}, err
+		}
+		late, b := lateMulti(buckets, r.Slot, l.now())
+		if late == 0 {
+			r.Unspent = unspent
+			return r, nil
+		}
+		if unspent++; unspent == MaxLateGrants {
+			return MultiReservation{}, &LateGrantError{Key: b.Key, Grants: unspent, Slot: r.Slot, Late: late, Margin: b.Limit.Margin}
+		}
+		if bound, err = l.waitBound(ctx, max(maxWait-l.now().Sub(start), 0)); err != nil {
+			return MultiReservation{}, err
+		}
 	}
-	if err := l.sleepUntil(ctx, r.Slot); err != nil {
-		return MultiReservation{}, err
-	}
-	return r, nil
 }
 
 // CheckMulti reports, as an *ArgumentError, what is wrong with a

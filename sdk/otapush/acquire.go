@@ -34,16 +34,32 @@ type QuotaTaker interface {
 // for as long as the budget and ctx last. It is never turned into a
 // deferral for the whole budget, which would starve this worker while the
 // winners of the race take every token.
+//
+// A grant that reaches the push later than its bucket's margin allows
+// (limiter.Late, checked here, as the request leaves, whatever the Limiter
+// checked) is not sent on: it is left unspent and the push books again,
+// and after limiter.MaxLateGrants such grants in a row it defers as for a
+// store outage. Sent late, the request would reach the vendor's window
+// beside the grants made since (docs/design.md, the margin).
 func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*limiter.Reservation, error) {
+	unspent := 0
 	for {
 		left := max(c.policy.MaxElapsed-c.now().Sub(start), 0)
 		ahead := left
 		if req.Horizon > 0 {
 			ahead = min(left, req.Horizon)
 		}
-		r, err := c.wait(ctx, req, ahead)
+		slot, r, err := c.wait(ctx, req, ahead)
 		if err == nil {
-			return r, nil
+			late, b := c.late(req, slot)
+			if late == 0 {
+				return r, nil
+			}
+			if unspent++; unspent == limiter.MaxLateGrants {
+				return nil, &DeferError{Cause: &limiter.LateGrantError{Key: b.Key, Grants: unspent, Slot: slot, Late: late, Margin: b.Limit.Margin}}
+			}
+			c.log.Info("the grant reached the push past its bucket's margin; booking again", "job_id", req.JobID, "bucket", b.Key, "slot", slot, "late", late)
+			continue
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -88,32 +104,50 @@ func (c *Client) acquire(ctx context.Context, req Request, start time.Time) (*li
 }
 
 // wait asks the limiter for what one attempt of req costs (Request.Tokens)
-// in every bucket of req, at most left ahead, and returns the reservation
-// of a single bucket.
-func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (*limiter.Reservation, error) {
+// in every bucket of req, at most left ahead, and returns the slot granted
+// and the reservation of a single bucket.
+func (c *Client) wait(ctx context.Context, req Request, left time.Duration) (time.Time, *limiter.Reservation, error) {
 	n := max(req.Tokens, 1)
 	if req.Quota != nil {
 		taker, ok := c.limiter.(QuotaTaker)
 		if !ok {
-			return nil, fmt.Errorf("the limiter (%T) cannot take a quota", c.limiter)
+			return time.Time{}, nil, fmt.Errorf("the limiter (%T) cannot take a quota", c.limiter)
 		}
 		// A take is now or never: its RetryAfter counts from now, as the
 		// horizon's branch of acquire reads it.
-		_, err := taker.TakeWithQuota(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), *req.Quota, n, req.JobID)
-		return nil, err
+		r, err := taker.TakeWithQuota(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), *req.Quota, n, req.JobID)
+		return r.Slot, nil, err
 	}
 	if len(req.Also) == 0 {
 		r, err := c.limiter.Wait(ctx, req.Bucket, n, left)
 		if err != nil {
-			return nil, err
+			return time.Time{}, nil, err
 		}
-		return &r, nil
+		return r.Slot, &r, nil
 	}
 	if multi, ok := c.limiter.(MultiWaiter); ok {
-		_, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), n, left)
-		return nil, err
+		r, err := multi.WaitMulti(ctx, append([]limiter.Bucket{req.Bucket}, req.Also...), n, left)
+		return r.Slot, nil, err
 	}
-	return nil, fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+	return time.Time{}, nil, fmt.Errorf("the limiter (%T) cannot wait for several buckets at once", c.limiter)
+}
+
+// late is how much later than the margin of req's buckets allows a
+// request on slot would leave now (limiter.Late; the tightest binds), and
+// the bucket it is late for. A Limiter that names no slot (a fake) is
+// taken at its word.
+func (c *Client) late(req Request, slot time.Time) (time.Duration, limiter.Bucket) {
+	if slot.IsZero() {
+		return 0, req.Bucket
+	}
+	now := c.now()
+	worst, which := limiter.Late(req.Bucket.Limit, slot, now), req.Bucket
+	for _, b := range req.Also {
+		if l := limiter.Late(b.Limit, slot, now); l > worst {
+			worst, which = l, b
+		}
+	}
+	return worst, which
 }
 
 // contendedPause is the jitter before asking again after contention: a draw

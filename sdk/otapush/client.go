@@ -241,7 +241,10 @@ type answer struct {
 }
 
 // maxJudgedBody is how much of an answer a Judge reads: a vendor's XML
-// error list runs longer than the summary a status-only answer keeps.
+// error list runs longer than the summary a status-only answer keeps. A
+// longer answer reaches the Judge cut here; the message formats judge it by
+// what came before the cut (sdk/pipeline/format: Success or the errors come
+// first), never by a decode error that would retry it unchanged.
 const maxJudgedBody = 64 << 10
 
 // send makes one request, bounded by what is left of the push's budget. On
@@ -303,7 +306,7 @@ func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *li
 	case j.Transient:
 		return a, c.backoff(attempt), fmt.Errorf("vendor answered %d: %s", s, j.Reason)
 	case j.Refused:
-		return a, 0, &PermanentError{Status: s, Summary: j.Reason, Detail: j.Detail}
+		return a, 0, &PermanentError{Status: s, Summary: j.Reason, Detail: j.Detail, Scope: j.Scope}
 	}
 	a.warnings = j.Warnings
 	for _, w := range j.Warnings {

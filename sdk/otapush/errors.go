@@ -3,6 +3,7 @@ package otapush
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -24,6 +25,64 @@ type PermanentError struct {
 	Summary string // status text and the start of the body, or the Judge's reason
 	// Detail is the Judge's Judgement.Detail (nil without a Judge).
 	Detail any
+	// Scope is what the refusal is about, as the Judge read it; unstated,
+	// the status decides (Concerns).
+	Scope Scope
+}
+
+// Scope is what a vendor's refusal is about, and so what can be at fault,
+// from the narrowest to the widest:
+// only a refusal whose scope is ScopeItem or ScopeMessage can be a change's
+// fault, and only those are taken apart to find the change. A credential's
+// or a hotel's refusal says nothing of the changes sent: they stay pending
+// until it is fixed.
+type Scope int
+
+const (
+	// ScopeUnstated: the answer did not say; Concerns reads the status.
+	ScopeUnstated Scope = iota
+	// ScopeItem: the vendor named the items it refused.
+	ScopeItem
+	// ScopeMessage: the vendor refused the message for something in it
+	// that it did not name: any of its items may be at fault.
+	ScopeMessage
+	// ScopeHotel: the hotel or its connection, whatever the message
+	// carried: an unknown or deactivated hotel id, a property no longer
+	// connected to the channel, an account without access to it.
+	ScopeHotel
+	// ScopeCredential: the credential itself (a bad login, a revoked
+	// key): nothing sent with it can go.
+	ScopeCredential
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopeItem:
+		return "item"
+	case ScopeMessage:
+		return "message"
+	case ScopeHotel:
+		return "hotel"
+	case ScopeCredential:
+		return "credential"
+	}
+	return "unstated"
+}
+
+// Isolable reports whether a change may be at fault: the refusal is worth
+// taking apart.
+func (s Scope) Isolable() bool { return s == ScopeItem || s == ScopeMessage }
+
+// Concerns is what e is about: its Scope, or, unstated, what the status
+// says (401 and 403 the credential, any other the message).
+func (e *PermanentError) Concerns() Scope {
+	switch {
+	case e.Scope != ScopeUnstated:
+		return e.Scope
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		return ScopeCredential
+	}
+	return ScopeMessage
 }
 
 func (e *PermanentError) Error() string {

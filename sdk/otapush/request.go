@@ -91,6 +91,9 @@ type Judgement struct {
 	// Detail is the format's own reading (for instance the items the
 	// vendor named as refused), handed back on PermanentError.Detail.
 	Detail any
+	// Scope is what a refusal is about (PermanentError.Scope); unstated,
+	// the status decides.
+	Scope Scope
 }
 
 // meter is the bucket as the vendor meters it: Bucket with the urgent

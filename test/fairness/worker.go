@@ -37,6 +37,9 @@ type WorkerReport struct {
 	Grants    int64 `json:"grants"`
 	Contended int64 `json:"contended"`
 	Exhausted int64 `json:"exhausted"`
+	// Unspent are grants Wait booked and left unspent because each came
+	// back later than the bucket's margin allows (limiter.Late).
+	Unspent int64 `json:"unspent_late"`
 	// Deferrals are pushes that came back as *otapush.DeferError; the
 	// pusher then sleeps its After (capped at the end of the run), as a job
 	// deferred on SQS would wait. MaxDeferMillis is the longest After.
@@ -102,7 +105,7 @@ type pusherKey struct{}
 // countingLimiter counts what Wait came to.
 type countingLimiter struct {
 	*limiter.Limiter
-	grants, contended, exhausted, coldGrants atomic.Int64
+	grants, contended, exhausted, coldGrants, unspent atomic.Int64
 
 	mu    sync.Mutex
 	slots []int64
@@ -114,9 +117,11 @@ func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, max
 		cold, ctx = true, context.WithValue(ctx, storeColdKey{}, true)
 	}
 	r, err := c.Limiter.Wait(ctx, b, n, maxWait)
+	var late *limiter.LateGrantError
 	switch {
 	case err == nil:
 		c.grants.Add(1)
+		c.unspent.Add(int64(r.Unspent))
 		if cold {
 			c.coldGrants.Add(1)
 		}
@@ -128,6 +133,8 @@ func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, max
 		c.contended.Add(1)
 	case errors.Is(err, limiter.ErrExhausted):
 		c.exhausted.Add(1)
+	case errors.As(err, &late):
+		c.unspent.Add(int64(late.Grants))
 	}
 	return r, err
 }
@@ -266,7 +273,7 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	}
 	wg.Wait()
 	u := meter.Usage()
-	rep.Grants, rep.Contended, rep.Exhausted = lim.grants.Load(), lim.contended.Load(), lim.exhausted.Load()
+	rep.Grants, rep.Contended, rep.Exhausted, rep.Unspent = lim.grants.Load(), lim.contended.Load(), lim.exhausted.Load(), lim.unspent.Load()
 	rep.Requests, rep.Writes, rep.ConditionFailed = u.Requests, u.Writes, u.ConditionFailed
 	rep.Slots = lim.slots
 	rep.FromSlotMicros, rep.FromWriteMicros, rep.SentSlots = lat.fromSlot, lat.fromWrite, lat.slots

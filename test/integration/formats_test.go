@@ -35,8 +35,18 @@ type wireRig struct {
 
 func newWireRig(t *testing.T, format string) *wireRig {
 	t.Helper()
+	return newWireRigWith(t, format, nil)
+}
+
+// newWireRigWith is newWireRig with the mock OTA's config changed by vendor.
+func newWireRigWith(t *testing.T, format string, vendor func(*mockota.Config)) *wireRig {
+	t.Helper()
 	lim := limiter.PerSecond(50, 20)
-	p := newPipeline(t, lim, mockota.Config{Limit: lim, Wire: &mockota.Wire{Format: format, MappedRooms: []string{"DBL"}}})
+	ota := mockota.Config{Limit: lim, Wire: &mockota.Wire{Format: format, MappedRooms: []string{"DBL"}}}
+	if vendor != nil {
+		vendor(&ota)
+	}
+	p := newPipeline(t, lim, ota)
 	cfg, err := config.Parse(fmt.Appendf(nil, `{
   "max_range_days": 62,
   "channels": {"ota": {
@@ -278,5 +288,95 @@ func TestUnexpressibleChangeIsDeadLetteredAtOnce(t *testing.T) {
 	var other *lane.NotOwnerError
 	if !errors.As(err, &other) || len(other.Pending.Elements) != 0 {
 		t.Fatalf("lane after the unexpressible changes: %v, want nothing pending", err)
+	}
+}
+
+// refusedWhole pushes three merged changes to a vendor that refuses
+// something no change caused, and checks that nothing was taken apart or
+// dead-lettered: one request, no isolation, no dead letter, nothing
+// applied, and the lane still holding every change. It returns the
+// push's results.
+func refusedWhole(t *testing.T, r *wireRig) dispatch.Result {
+	t.Helper()
+	rs := r.batch(t,
+		r.availability(1, "DBL", "2026-12-01", "2026-12-01", 1),
+		r.availability(2, "DBL", "2026-12-05", "2026-12-05", 2),
+		r.availability(3, "DBL", "2026-12-09", "2026-12-09", 3))
+	var res dispatch.Result
+	for _, x := range rs {
+		res.Isolation += x.Isolation
+		res.Refused += x.Refused
+		res.Pushes += x.Pushes
+		res.CredentialRefused = res.CredentialRefused || x.CredentialRefused
+		res.HotelRefused = res.HotelRefused || x.HotelRefused
+		if x.Outcome != dispatch.Deferred {
+			t.Errorf("job %s: %s (%s), want deferred with its work", x.JobID, x.Outcome, x.Reason)
+		}
+	}
+	if n := len(r.p.ota.Requests()); n != 1 || res.Isolation != 0 || res.Refused != 0 || res.Pushes != 0 {
+		t.Fatalf("%d requests, %d isolation parts, %d changes refused, %d accepted; want the one request, nothing taken apart", n, res.Isolation, res.Refused, res.Pushes)
+	}
+	if n := len(r.p.ota.Accepted()); n != 0 {
+		t.Fatalf("the OTA applied %d requests, want none", n)
+	}
+	if dead := r.p.receiveDLQ(); len(dead) != 0 {
+		t.Fatalf("dead letters %v, want none: no change was at fault", dead)
+	}
+	id := lane.ID{Property: "hotel-aurora", Kind: "availability", Channel: "ota", Credential: "cred-1", HotelRef: "H-1001"}
+	_, err := r.sy.Lanes.Release(context.Background(), id, "probe")
+	var other *lane.NotOwnerError
+	if !errors.As(err, &other) {
+		t.Fatalf("reading the lane back: %v", err)
+	}
+	if n := len(other.Pending.Elements); n != 3 || other.Pending.Owner == "" {
+		t.Fatalf("lane after the refusal: %d changes pending, owner %q; want all 3, held by the waiting job", n, other.Pending.Owner)
+	}
+	return res
+}
+
+// A vendor that refuses the login inside a 200 (Expedia AR's 1000s,
+// OpenTravel's authentication errors) refuses the credential, not the
+// changes: the push is not taken apart, nothing is dead-lettered, every
+// change stays pending, and the credential's path is taken (its bucket
+// paused fleet-wide, CredentialRefusals counted for its alarm).
+func TestCredentialRefusalInsideA200KeepsEveryChange(t *testing.T) {
+	tests := []struct {
+		name, format string
+		wire         func(*mockota.Wire)
+	}{
+		{"expedia-ar 1001", mockota.WireExpediaAR, func(*mockota.Wire) {}},
+		{"opentravel authentication error (EWT 4)", mockota.WireOpenTravel, func(w *mockota.Wire) { w.CredentialInBody = true }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newWireRigWith(t, tt.format, func(c *mockota.Config) {
+				c.Credentials = []string{"another-user"}
+				tt.wire(c.Wire)
+			})
+			res := refusedWhole(t, r)
+			if !res.CredentialRefused || res.HotelRefused {
+				t.Fatalf("credential refused %v, hotel refused %v; want the credential's path", res.CredentialRefused, res.HotelRefused)
+			}
+			if got := r.p.ota.Requests()[0].Status; got != 200 {
+				t.Fatalf("the vendor answered %d, want its refusal inside a 200", got)
+			}
+		})
+	}
+}
+
+// A vendor that refuses the hotel (Booking.com's 403 for a hotel the
+// account has no access to or that is no longer connected; Expedia's 403)
+// refuses no change: the push is not taken apart, nothing is
+// dead-lettered, every change stays pending, and the hotel's path is taken
+// (the lane waits out a backoff, HotelRefusals counted for its alarm).
+func TestHotelRefusalIsNotIsolated(t *testing.T) {
+	for _, format := range []string{mockota.WireOpenTravel, mockota.WireExpediaAR} {
+		t.Run(format, func(t *testing.T) {
+			r := newWireRigWith(t, format, func(c *mockota.Config) { c.Wire.DisconnectedHotels = []string{"H-1001"} })
+			res := refusedWhole(t, r)
+			if !res.HotelRefused || res.CredentialRefused {
+				t.Fatalf("hotel refused %v, credential refused %v; want the hotel's path", res.HotelRefused, res.CredentialRefused)
+			}
+		})
 	}
 }

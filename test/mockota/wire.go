@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,8 +31,14 @@ const (
 //     nothing of it is applied.
 //   - "expedia-ar": the username in the body's Authentication is the
 //     credential; every error (wrong namespace, no hotel, over 5,000
-//     updates, an unmapped room type) is charged and answered 200 with an
-//     <Error code>, nothing applied, as Expedia does.
+//     updates, an unmapped room type, an unknown credential: 1001) is
+//     charged and answered 200 with an <Error code>, nothing applied, as
+//     Expedia does.
+//
+// A credential the mock does not know (Config.Credentials) is refused with
+// a 401 (OpenTravel, unless CredentialInBody) or inside a 200 (Expedia AR
+// always; OpenTravel with CredentialInBody: an <Error Type="4">). A hotel
+// in DisconnectedHotels is refused with a 403 carrying the format's error.
 //
 // Throttles and injected failures are answered with the format's error
 // body. Refused requests are recorded with Request.Refused and never count
@@ -40,6 +47,13 @@ type Wire struct {
 	Format string
 	// MappedRooms are the room types the vendor has mapped; empty maps all.
 	MappedRooms []string
+	// CredentialInBody: an OpenTravel vendor refuses an unknown credential
+	// inside a 200, with an authentication error (EWT 4), not a 401.
+	CredentialInBody bool
+	// DisconnectedHotels are hotel ids the account has no access to (not
+	// connected, deactivated): their requests are charged and refused
+	// with a 403, nothing applied.
+	DisconnectedHotels []string
 }
 
 func (w *Wire) validate() error {
@@ -100,6 +114,8 @@ func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr e
 		return fail(http.StatusBadRequest, "unreadable body")
 	}
 	var err error
+	var m otaformat.Message
+	badLogin := otaformat.ExpediaARBadLogin()
 	switch wr.format {
 	case WireOpenTravel:
 		user, pw, ok := r.BasicAuth()
@@ -107,9 +123,12 @@ func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr e
 			return fail(http.StatusUnauthorized, "missing basic auth credential")
 		}
 		rec.Credential = user
-		_, err = otaformat.DecodeOpenTravel(body, ep, s.cfg.Wire.rules())
+		m, err = otaformat.DecodeOpenTravel(body, ep, s.cfg.Wire.rules())
+		badLogin = otaformat.OpenTravelBadLogin()
+		if !s.cfg.Wire.CredentialInBody {
+			badLogin = nil
+		}
 	case WireExpediaAR:
-		var m otaformat.Message
 		m, err = otaformat.DecodeExpediaAR(body, ep, s.cfg.Wire.rules())
 		if m.User == "" {
 			return fail(http.StatusUnauthorized, "missing Authentication username")
@@ -117,7 +136,18 @@ func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr e
 		rec.Credential = m.User
 	}
 	if len(s.creds) > 0 && !s.creds[rec.Credential] {
-		return fail(http.StatusUnauthorized, "unknown credential")
+		if badLogin == nil {
+			return fail(http.StatusUnauthorized, "unknown credential")
+		}
+		wr.refusal = badLogin
+		return wr
+	}
+	if m.Hotel != "" && slices.Contains(s.cfg.Wire.DisconnectedHotels, m.Hotel) {
+		wr.refusal = otaformat.OpenTravelHotelDenied(m.Hotel)
+		if wr.format == WireExpediaAR {
+			wr.refusal = otaformat.ExpediaARHotelDenied(m.Hotel)
+		}
+		return wr
 	}
 	var refusal *otaformat.Refusal
 	if errors.As(err, &refusal) {
@@ -137,7 +167,7 @@ func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr e
 func (wr *wireRequest) answer(status int, msg string) []byte {
 	refusal := wr.early
 	switch {
-	case status == http.StatusOK && wr.refusal != nil:
+	case wr.refusal != nil && status == wr.refusal.Status:
 		refusal = wr.refusal
 	case accepted(status):
 		refusal = nil

@@ -27,11 +27,11 @@ func AnswerOpenTravel(kind string, refusal *Refusal, warnings ...string) []byte 
 			b.WriteString("</Warnings>")
 		}
 	case len(refusal.RecordIDs) == 0:
-		fmt.Fprintf(&b, `<Errors><Error Type="3" Code="%s" Status="NotProcessed" ShortText="%s"/></Errors>`, esc(refusal.Code), esc(refusal.Text))
+		fmt.Fprintf(&b, `<Errors><Error Type="%s" Code="%s" Status="NotProcessed" ShortText="%s"/></Errors>`, refusal.ewt(), esc(refusal.Code), esc(refusal.Text))
 	default:
 		b.WriteString("<Errors>")
 		for _, id := range refusal.RecordIDs {
-			fmt.Fprintf(&b, `<Error Type="3" Code="%s" RecordID="%s" Status="NotProcessed" ShortText="%s"/>`, esc(refusal.Code), esc(id), esc(refusal.Text))
+			fmt.Fprintf(&b, `<Error Type="%s" Code="%s" RecordID="%s" Status="NotProcessed" ShortText="%s"/>`, refusal.ewt(), esc(refusal.Code), esc(id), esc(refusal.Text))
 		}
 		b.WriteString("</Errors>")
 	}
@@ -54,6 +54,13 @@ func AnswerExpediaAR(refusal *Refusal, warnings ...string) []byte {
 	}
 	b.WriteString("</AvailRateUpdateRS>")
 	return b.Bytes()
+}
+
+func (r *Refusal) ewt() string {
+	if r.Type == "" {
+		return "3"
+	}
+	return esc(r.Type)
 }
 
 func esc(s string) string {

@@ -161,7 +161,7 @@ func DecodeOpenTravel(body []byte, kind string, rules Rules) (Message, error) {
 		}
 	}
 	if len(unmapped) > 0 {
-		return Message{}, &Refusal{Status: 200, Code: "392", Text: "Room ID is not valid for this hotel", RecordIDs: unmapped}
+		return Message{}, &Refusal{Status: 200, Code: "402", Text: "Room ID is not valid for this hotel", RecordIDs: unmapped}
 	}
 	return m, nil
 }

@@ -57,6 +57,32 @@ type Refusal struct {
 	Code      string
 	Text      string
 	RecordIDs []string
+	// Type is an OpenTravel error's type (list EWT): 4 authentication, 6
+	// authorization; "" is 3, a business rule.
+	Type string
+}
+
+// ExpediaARBadLogin is Expedia AR's refusal of a login: 1001, inside a 200.
+func ExpediaARBadLogin() *Refusal {
+	return &Refusal{Status: 200, Code: ARAuth, Text: "Authentication error: invalid username or password"}
+}
+
+// ExpediaARHotelDenied is Expedia's 403 for a hotel the account may not
+// manage, with its XML error.
+func ExpediaARHotelDenied(hotel string) *Refusal {
+	return &Refusal{Status: 403, Code: "1000", Text: "Access denied: your account is not authorized to manage hotel " + hotel}
+}
+
+// OpenTravelBadLogin is an OpenTravel authentication error (EWT 4) inside a
+// 200, as SiteMinder-style vendors answer a bad login.
+func OpenTravelBadLogin() *Refusal {
+	return &Refusal{Status: 200, Type: "4", Code: "448", Text: "Invalid Username and/or Password"}
+}
+
+// OpenTravelHotelDenied is Booking.com's 403 for a hotel the account has no
+// access to, or that is no longer connected (EWT 6, ERR 497).
+func OpenTravelHotelDenied(hotel string) *Refusal {
+	return &Refusal{Status: 403, Type: "6", Code: "497", Text: "You do not have access to hotel:" + hotel}
 }
 
 func (r *Refusal) Error() string {

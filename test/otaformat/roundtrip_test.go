@@ -207,7 +207,7 @@ func TestVendorRefuses(t *testing.T) {
 		{"opentravel: unmapped room type", func() error {
 			_, err := otaformat.DecodeOpenTravel(body(ot, avail, format.Shape{}), "availability", mapped)
 			return err
-		}, "HTTP 200, 392: Room ID is not valid for this hotel (records 2)"},
+		}, "HTTP 200, 402: Room ID is not valid for this hotel (records 2)"},
 		{"expedia-ar: wrong namespace", func() error {
 			_, err := otaformat.DecodeExpediaAR([]byte(strings.Replace(string(body(ar, avail, format.Shape{})), "AR/2011/06", "AR/2009/01", 1)), "availability", otaformat.Rules{})
 			return err

@@ -66,6 +66,9 @@ func (l Latency) draw(r *rand.Rand) time.Duration {
 //     the attribute (items never expire in a simulated hour; nothing in the
 //     pipeline relies on expiry for correctness).
 //   - no 400 KB item limit, no consumed capacity: DB computes item sizes.
+//   - no limits on a request (4 KB an expression, 100 actions a
+//     transaction, 100 keys a BatchGetItem): DB refuses what DynamoDB
+//     refuses, with a ValidationException (limits.go).
 type DB struct {
 	mu      sync.Mutex
 	c       *client.Client
@@ -298,6 +301,9 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 	var out *dynamodb.UpdateItemOutput
 	table := aws.ToString(in.TableName)
 	err := d.call(ctx, table, "UpdateItem", func() error {
+		if err := checkLimits(in); err != nil {
+			return err
+		}
 		sk := sizeKey(table, in.Key)
 		beforeSize := d.sizes[sk]
 		var before map[string]types.AttributeValue
@@ -380,6 +386,9 @@ func (d *DB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*
 	var out *dynamodb.GetItemOutput
 	table := aws.ToString(in.TableName)
 	err := d.call(ctx, table, "GetItem", func() error {
+		if err := checkLimits(in); err != nil {
+			return err
+		}
 		var err error
 		out, err = d.getItem(ctx, table, in)
 		if err == nil {
@@ -398,6 +407,9 @@ func (d *DB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _
 		table = t
 	}
 	err := d.call(ctx, table, "BatchGetItem", func() error {
+		if err := checkLimits(in); err != nil {
+			return err
+		}
 		var err error
 		out, err = d.batchGet(ctx, in)
 		if err != nil {
@@ -418,6 +430,9 @@ func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dyna
 	var out *dynamodb.QueryOutput
 	table := aws.ToString(in.TableName)
 	err := d.call(ctx, table, "Query", func() error {
+		if err := checkLimits(in); err != nil {
+			return err
+		}
 		var err error
 		out, err = d.c.Query(ctx, in)
 		if err != nil {
@@ -443,6 +458,9 @@ func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteI
 		}
 	}
 	err := d.call(ctx, table, "TransactWriteItems", func() error {
+		if err := checkLimits(in); err != nil {
+			return err
+		}
 		cp := *in
 		cp.TransactItems = append([]types.TransactWriteItem(nil), in.TransactItems...)
 		befores := make([]map[string]types.AttributeValue, len(cp.TransactItems))

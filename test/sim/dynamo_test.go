@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -209,6 +210,111 @@ func TestWordsCountsAsFieldsFunc(t *testing.T) {
 		want := len(strings.FieldsFunc(s, func(r rune) bool { return r >= 128 || !isWordByte(byte(r)) }))
 		if got := words(s); got != want {
 			t.Errorf("words(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// DB refuses what DynamoDB refuses as too large a request, with its
+// ValidationException and nothing written, and takes a request exactly
+// at each limit: 4 KB an expression (its length as written), 100 actions
+// a transaction, 100 keys a BatchGetItem, 25 requests a BatchWriteItem.
+func TestDBEnforcesRequestLimits(t *testing.T) {
+	ctx := context.Background()
+	// name is a placeholder of n bytes, '#' included, for attribute v.
+	name := func(n int) string { return "#" + strings.Repeat("a", n-1) }
+	// setOf is an update expression of exactly n bytes: "SET " + name + " = :v".
+	setOf := func(n int) (string, map[string]string) {
+		p := name(n - len("SET ") - len(" = :v"))
+		return "SET " + p + " = :v", map[string]string{p: "v"}
+	}
+	key := func(i int) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": s(fmt.Sprintf("k%d", i))}
+	}
+	transact := func(n int) *dynamodb.TransactWriteItemsInput {
+		in := &dynamodb.TransactWriteItemsInput{}
+		for i := range n {
+			in.TransactItems = append(in.TransactItems, types.TransactWriteItem{Update: &types.Update{TableName: aws.String("t"), Key: key(i),
+				UpdateExpression: aws.String("SET #v = :v"), ExpressionAttributeNames: map[string]string{"#v": "v"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":v": s("x")}}})
+		}
+		return in
+	}
+	batchGet := func(n int) *dynamodb.BatchGetItemInput {
+		ka := types.KeysAndAttributes{}
+		for i := range n {
+			ka.Keys = append(ka.Keys, key(i))
+		}
+		return &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{"t": ka}}
+	}
+	tests := []struct {
+		name    string
+		call    func(db *DB) error
+		refused bool
+	}{
+		{"update expression of 4,096 bytes", func(db *DB) error {
+			e, names := setOf(maxExpressionBytes)
+			_, err := update(db, e, "", names, map[string]types.AttributeValue{":v": s("x")})
+			return err
+		}, false},
+		{"update expression of 4,097 bytes", func(db *DB) error {
+			e, names := setOf(maxExpressionBytes + 1)
+			_, err := update(db, e, "", names, map[string]types.AttributeValue{":v": s("x")})
+			return err
+		}, true},
+		{"condition expression of 4,097 bytes", func(db *DB) error {
+			p := name(maxExpressionBytes + 1 - len("attribute_not_exists()"))
+			_, err := update(db, "SET #v = :v", "attribute_not_exists("+p+")", map[string]string{"#v": "v", p: "w"}, map[string]types.AttributeValue{":v": s("x")})
+			return err
+		}, true},
+		{"projection of 4,096 bytes", func(db *DB) error {
+			p := name(maxExpressionBytes)
+			_, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: testKey, ProjectionExpression: aws.String(p), ExpressionAttributeNames: map[string]string{p: "v"}})
+			return err
+		}, false},
+		{"projection of 4,097 bytes", func(db *DB) error {
+			p := name(maxExpressionBytes + 1)
+			_, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: testKey, ProjectionExpression: aws.String(p), ExpressionAttributeNames: map[string]string{p: "v"}})
+			return err
+		}, true},
+		{"key condition of 4,097 bytes", func(db *DB) error {
+			p := name(maxExpressionBytes + 1 - len(" = :k"))
+			_, err := db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("t"), KeyConditionExpression: aws.String(p + " = :k"),
+				ExpressionAttributeNames: map[string]string{p: "pk"}, ExpressionAttributeValues: map[string]types.AttributeValue{":k": s("k")}})
+			return err
+		}, true},
+		{"transaction of 100 actions", func(db *DB) error { _, err := db.TransactWriteItems(ctx, transact(100)); return err }, false},
+		{"transaction of 101 actions", func(db *DB) error { _, err := db.TransactWriteItems(ctx, transact(101)); return err }, true},
+		{"BatchGetItem of 100 keys", func(db *DB) error { _, err := db.BatchGetItem(ctx, batchGet(100)); return err }, false},
+		{"BatchGetItem of 101 keys", func(db *DB) error { _, err := db.BatchGetItem(ctx, batchGet(101)); return err }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := newTestDB(t)
+			err := tt.call(db)
+			var api smithy.APIError
+			isValidation := errors.As(err, &api) && api.ErrorCode() == "ValidationException"
+			if tt.refused != isValidation {
+				t.Fatalf("err = %v, want a ValidationException: %v", err, tt.refused)
+			}
+			if !tt.refused && err != nil {
+				t.Fatalf("err = %v, want none", err)
+			}
+			if tt.refused {
+				// Nothing written: not the item, not one of a transaction's.
+				for _, k := range []map[string]types.AttributeValue{testKey, key(0)} {
+					out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: k})
+					if err != nil || len(out.Item) != 0 {
+						t.Errorf("after the refused request %v holds %v (%v), want nothing", k, out.Item, err)
+					}
+				}
+			}
+		})
+	}
+	// DB has no BatchWriteItem; the check stands for the day it has one.
+	for n, refused := range map[int]bool{25: false, 26: true} {
+		in := &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"t": make([]types.WriteRequest, n)}}
+		if err := checkLimits(in); (err != nil) != refused {
+			t.Errorf("BatchWriteItem of %d requests: %v, want refused: %v", n, err, refused)
 		}
 	}
 }

@@ -104,8 +104,8 @@ type decision struct {
 	// CountFailure: the job failed once more (job.Failures); Pause: its
 	// bucket pauses, fleet-wide, for Wait (a refused credential).
 	CountFailure, Pause bool
-	// StoreError, CredentialRefused: what the Result reports.
-	StoreError, CredentialRefused bool
+	// StoreError, CredentialRefused, HotelRefused: what the Result reports.
+	StoreError, CredentialRefused, HotelRefused bool
 	// ReportSlot: the Result names the slot the failed push held.
 	ReportSlot bool
 	// ShadowWait and ShadowWouldDefer are what enforcement would have done
@@ -233,8 +233,13 @@ type failure struct {
 // mayRefresh reports whether a new token for the credential would send the
 // push again: the vendor refused the credential, and the job may fail again.
 func (f failure) mayRefresh() bool {
+	return refusedFor(f.Err, otapush.ScopeCredential) && f.Failures < f.Policy.MaxFailures
+}
+
+// refusedFor reports whether err is a vendor's refusal about scope.
+func refusedFor(err error, scope otapush.Scope) bool {
 	var perm *otapush.PermanentError
-	return errors.As(f.Err, &perm) && credentialRefused(perm.Status) && f.Failures < f.Policy.MaxFailures
+	return errors.As(err, &perm) && perm.Concerns() == scope
 }
 
 // decideFailure says what becomes of a job whose push failed; ok is false
@@ -268,6 +273,15 @@ func decideFailure(f failure) (d decision, ok bool) {
 		// credential, and the refusal pages (CredentialRefused).
 		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, 0), Reason: "credential refused, its pushes paused: " + perm.Error(),
 			CountFailure: true, Pause: true, CredentialRefused: true}, true
+	case refusedFor(f.Err, otapush.ScopeHotel) && k <= f.Policy.MaxFailures:
+		// The vendor refuses the hotel or its connection (an unknown or
+		// deactivated hotel id, a property no longer connected), whatever
+		// the push carried. The bucket serves other hotels and stays open;
+		// the lane's job waits out its backoff holding the lane, so the
+		// lane sends nothing meanwhile and keeps every change, and the
+		// refusal pages (HotelRefused).
+		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, 0), Reason: "hotel refused, its lane paused: " + perm.Error(),
+			CountFailure: true, HotelRefused: true}, true
 	case perm != nil:
 		// Refused for good: the same push cannot succeed. The job goes to
 		// the dead-letter queue with the reason. State-backed work is not
@@ -276,10 +290,14 @@ func decideFailure(f failure) (d decision, ok bool) {
 		// in the dead letter names its work, so that a redrive pushes it
 		// again once the cause is fixed.
 		reason := perm.Error()
-		if credentialRefused(perm.Status) {
+		switch perm.Concerns() {
+		case otapush.ScopeCredential:
 			reason = fmt.Sprintf("credential refused %d times in a row: %v", k, perm)
+		case otapush.ScopeHotel:
+			reason = fmt.Sprintf("hotel refused %d times in a row: %v", k, perm)
 		}
-		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: reason, CredentialRefused: credentialRefused(perm.Status)}, true
+		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: reason,
+			CredentialRefused: perm.Concerns() == otapush.ScopeCredential, HotelRefused: perm.Concerns() == otapush.ScopeHotel}, true
 	case errors.As(f.Err, &later) && errors.Is(later, limiter.ErrUnavailable):
 		// The limiter's store, not the vendor, failed: fail closed, and
 		// do not count it against the job.

@@ -107,6 +107,8 @@ func TestDecideFailure(t *testing.T) {
 	p := DefaultPolicy // MaxFailures 8, FailureBackoff 2 s, StoreCooldown 10 s
 	refused := &otapush.PermanentError{Status: 401, Summary: "bad token"}
 	bad := &otapush.PermanentError{Status: 400, Summary: "no such room"}
+	loginIn200 := &otapush.PermanentError{Status: 200, Summary: "1001: invalid username or password", Scope: otapush.ScopeCredential}
+	hotel := &otapush.PermanentError{Status: 403, Summary: "no access to hotel 1000001", Scope: otapush.ScopeHotel}
 	tests := []struct {
 		name      string
 		f         failure
@@ -120,6 +122,13 @@ func TestDecideFailure(t *testing.T) {
 				CountFailure: true, Pause: true, CredentialRefused: true}, false},
 		{"credential refused past MaxFailures: dead-letter, a new token or not", failure{Err: refused, Failures: 8, Refreshed: true},
 			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "credential refused 9 times in a row: " + refused.Error(), CredentialRefused: true}, false},
+		{"credential refused inside a 200: pause its bucket as a 401 does", failure{Err: loginIn200, Failures: 0},
+			decision{Act: actDefer, Wait: 2 * time.Second, Reason: "credential refused, its pushes paused: " + loginIn200.Error(),
+				CountFailure: true, Pause: true, CredentialRefused: true}, false},
+		{"hotel refused: the lane waits out the backoff, the bucket stays open", failure{Err: hotel, Failures: 2},
+			decision{Act: actDefer, Wait: 8 * time.Second, Reason: "hotel refused, its lane paused: " + hotel.Error(), CountFailure: true, HotelRefused: true}, false},
+		{"hotel refused past MaxFailures: dead-letter the job (its work kept)", failure{Err: hotel, Failures: 8},
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "hotel refused 9 times in a row: " + hotel.Error(), HotelRefused: true}, false},
 		{"refused for good: dead-letter", failure{Err: bad},
 			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: bad.Error()}, false},
 		{"the limiter's store failed: back after the cooldown, not counted", failure{Err: &otapush.DeferError{Cause: limiter.ErrUnavailable}, Failures: 8},

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -31,18 +30,13 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 	}
 	j.Hold = job.Hold{}
 	out, err := d.act(ctx, j, route, dec)
-	out.Attempts, out.Throttled = res.Attempts, res.Throttled
+	out.Attempts, out.Throttled, out.Isolation = res.Attempts, res.Throttled, res.Isolation
 	out.StoreError = out.StoreError || dec.StoreError
-	out.CredentialRefused = dec.CredentialRefused
+	out.CredentialRefused, out.HotelRefused = dec.CredentialRefused, dec.HotelRefused
 	if dec.ReportSlot {
 		out.Slot = res.Slot
 	}
 	return out, nil, err
-}
-
-// credentialRefused says a vendor's status refuses the credential.
-func credentialRefused(status int) bool {
-	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // failureWait is how long a job that failed k times in a row waits:

@@ -39,8 +39,9 @@ type Message struct {
 // (format.PlanFor): the vendor refused something in it, and every other
 // change must still reach it.
 type Isolator interface {
-	// Refused is told that message i of p was refused for good (a data
-	// refusal, never a credential's). It returns the messages to send in
+	// Refused is told that message i of p was refused for good, about
+	// its items or the message (otapush.Scope.Isolable): never a
+	// credential's or a hotel's, which no change caused. It returns the messages to send in
 	// its place, each paying its own tokens, and the dead letters of the
 	// changes now known refused (alone, or named by the vendor), which
 	// the dispatcher sends. It may update p.State.
@@ -50,11 +51,13 @@ type Isolator interface {
 // Letter is one dead letter: a body a redrive can resend, and why.
 type Letter struct{ Body, Reason string }
 
-// pushMessages sends p's messages in order. A refused one goes to the
-// Isolator, whose parts are sent after; the first message's other
-// failures take the single push's path (pushFailed). A later message that
-// fails ends the push: what was accepted is settled, and the work's next
-// job carries the rest with a slot of its own.
+// pushMessages sends p's messages in order. A message refused for its
+// items goes to the Isolator, whose parts are sent after; a refusal of the
+// credential or the hotel is never taken apart. Until something is
+// settled, a failure takes the single push's path (pushFailed: a refused
+// credential or hotel pauses and pages there, keeping every change). A
+// later message that fails ends the push: what was accepted is settled,
+// and the work's next job carries the rest with a slot of its own.
 func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
 	iso := d.Can.Isolate
 	settled := false // something was accepted or dead-lettered
@@ -104,7 +107,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			p.Messages[i].Accepted, settled = true, true
 			res.Pushes, res.Items, res.Warnings = res.Pushes+1, res.Items+m.Items, res.Warnings+len(resp.Warnings)
 			continue
-		case errors.As(err, &perm) && !credentialRefused(perm.Status) && iso != nil:
+		case errors.As(err, &perm) && perm.Concerns().Isolable() && iso != nil:
 			parts, dead, ierr := iso.Refused(ctx, j, &p, i, perm)
 			if ierr != nil {
 				d.log().Warn("taking a refused message apart failed; its changes stay pending", "job_id", j.ID, "err", ierr)
@@ -120,7 +123,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			res.Refused, res.Isolation = res.Refused+len(dead), res.Isolation+len(parts)
 			p.Messages = append(p.Messages, parts...)
 			continue
-		case i == 0:
+		case i == 0 || !settled && perm != nil:
 			out.release()
 			return d.pushFailed(out.base, j, route, p, res, err)
 		default:

@@ -66,15 +66,22 @@ func TestPushOfSeveralMessages(t *testing.T) {
 		isolation  int
 		outcome    Outcome
 		credential bool
+		hotel      bool
 	}{
 		{"two months, both accepted", []Message{{Body: []byte("dec"), Items: 3}, {Body: []byte("jan"), Items: 2}}, nil,
-			2, []string{"dec", "jan"}, nil, 0, Pushed, false},
+			2, []string{"dec", "jan"}, nil, 0, Pushed, false, false},
 		{"a later message fails: the first is settled", []Message{{Body: []byte("dec")}, {Body: []byte("jan")}},
-			map[string]error{"jan": &otapush.DeferError{Cause: fmt.Errorf("503")}}, 2, []string{"dec"}, nil, 0, Pushed, false},
+			map[string]error{"jan": &otapush.DeferError{Cause: fmt.Errorf("503")}}, 2, []string{"dec"}, nil, 0, Pushed, false, false},
 		{"a refused merged message is isolated", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}},
-			map[string]error{"a,b": refused, "b": refused}, 3, []string{"a"}, []string{"b"}, 2, Pushed, false},
+			map[string]error{"a,b": refused, "b": refused}, 3, []string{"a"}, []string{"b"}, 2, Pushed, false, false},
 		{"the first refused for its credential is not isolated", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}, {Body: []byte("c")}},
-			map[string]error{"a,b": &otapush.PermanentError{Status: 401, Summary: "credential refused"}}, 1, nil, nil, 0, Deferred, true},
+			map[string]error{"a,b": &otapush.PermanentError{Status: 401, Summary: "credential refused"}}, 1, nil, nil, 0, Deferred, true, false},
+		{"a credential refused inside a 200 is not isolated", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}},
+			map[string]error{"a,b": &otapush.PermanentError{Status: 200, Summary: "1001: invalid username or password", Scope: otapush.ScopeCredential}}, 1, nil, nil, 0, Deferred, true, false},
+		{"a hotel refusal is not isolated", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}, {Body: []byte("c")}},
+			map[string]error{"a,b": &otapush.PermanentError{Status: 403, Summary: "no access to hotel", Scope: otapush.ScopeHotel}}, 1, nil, nil, 0, Deferred, false, true},
+		{"a hotel refusal met by an isolation part, nothing settled yet, is not isolated further", []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}},
+			map[string]error{"a,b": refused, "a": &otapush.PermanentError{Status: 200, Summary: "375: Hotel not active", Scope: otapush.ScopeHotel}}, 2, nil, nil, 2, Deferred, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,8 +94,8 @@ func TestPushOfSeveralMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(p.reqs) != tt.requests || res.Outcome != tt.outcome || res.CredentialRefused != tt.credential || res.Isolation != tt.isolation {
-				t.Fatalf("%d requests, %+v; want %d requests, %s, isolation %d, credential refused %v", len(p.reqs), res, tt.requests, tt.outcome, tt.isolation, tt.credential)
+			if len(p.reqs) != tt.requests || res.Outcome != tt.outcome || res.CredentialRefused != tt.credential || res.HotelRefused != tt.hotel || res.Isolation != tt.isolation {
+				t.Fatalf("%d requests, %+v; want %d requests, %s, isolation %d, credential refused %v, hotel refused %v", len(p.reqs), res, tt.requests, tt.outcome, tt.isolation, tt.credential, tt.hotel)
 			}
 			for i, q := range p.reqs {
 				// The first message goes on the job's slot; each later

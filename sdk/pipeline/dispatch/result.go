@@ -74,6 +74,14 @@ type Result struct {
 	// the job kept (or, past MaxFailures, dead-lettered with its work
 	// kept pending). An operator must fix the credential.
 	CredentialRefused bool
+	// HotelRefused: the vendor refused the hotel or its connection (an
+	// unknown or deactivated hotel id, a property no longer connected),
+	// not any change the push carried. Nothing was taken apart or
+	// dead-lettered: the job waits out a backoff holding the lane, which
+	// keeps every change (past MaxFailures the job is dead-lettered and
+	// the lane, still pending, left to the sweep). An operator must fix
+	// the hotel's connection.
+	HotelRefused bool
 	// Warnings counts the warnings vendors sent with accepted requests
 	// (Message.Judge), Refused the changes the vendor refused and that
 	// were dead-lettered alone, and Isolation the extra requests spent
@@ -95,6 +103,7 @@ func (r Result) then(next Result) Result {
 	next.ShadowWait = max(next.ShadowWait, r.ShadowWait)
 	next.LocalShares += r.LocalShares
 	next.CredentialRefused = next.CredentialRefused || r.CredentialRefused
+	next.HotelRefused = next.HotelRefused || r.HotelRefused
 	next.Warnings += r.Warnings
 	next.Refused += r.Refused
 	next.Isolation += r.Isolation

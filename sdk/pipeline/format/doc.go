@@ -8,8 +8,10 @@
 // kind, cells of room type × rate plan with their dates' values, and the
 // credential's Secret) and the endpoint's Shape; Encode returns the
 // requests, each to send with its own tokens. Give each answer to the
-// format's Decode, and a refused one to PlanFor, which isolates the
-// refused change so that every other change still reaches the vendor.
+// format's Decode, and a refused one whose scope is its items or the
+// message (Outcome.Scope) to PlanFor, which isolates the refused change so
+// that every other change still reaches the vendor; a refusal of the
+// credential or the hotel is about no change, and is never taken apart.
 //
 // Built in: "json" (fleetbucket's own body), "opentravel"
 // (OTA_HotelAvailNotifRQ / OTA_HotelRateAmountNotifRQ, as Booking.com's

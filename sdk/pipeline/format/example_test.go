@@ -36,7 +36,7 @@ func Example() {
 	}
 
 	answer := format.Response{Status: 200, Body: []byte(`<OTA_HotelAvailNotifRS xmlns="http://www.opentravel.org/OTA/2003/05">
-  <Errors><Error Type="3" Code="392" RecordID="2" ShortText="Room ID 'UNMAPPED' is not valid"/></Errors>
+  <Errors><Error Type="3" Code="402" RecordID="2" ShortText="Room ID 'UNMAPPED' is not valid"/></Errors>
 </OTA_HotelAvailNotifRS>`)}
 	o := f.Decode(reqs[1], answer)
 	fmt.Println(o.Verdict, "-", o.Reason)
@@ -53,6 +53,6 @@ func Example() {
 	// Output:
 	// POST application/xml 1 items, locators 1
 	// POST application/xml 2 items, locators 2
-	// refused - 392: Room ID 'UNMAPPED' is not valid
+	// refused - 402: Room ID 'UNMAPPED' is not valid
 	// {DeadLetter:[1] Push:[[0]] Again:false}
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/xml"
 	"fmt"
 	"net/http"
+	"strconv"
+
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
 // ExpediaARNamespace is the namespace of the Expedia Availability and
@@ -30,7 +33,9 @@ const ExpediaARMaxUpdates = 5000
 //
 // Expedia processes nothing of a message that holds one error, and says so
 // in a 200: an <Error> is Refused, for the whole message (Isolate then
-// halves it), except code 3210 (connection refused: retry), Transient.
+// halves it), except authentication codes (1000–1999), which refuse the
+// credential, and 3210 and codes from 4000, Transient (see arScope). A 401
+// refuses the credential, a 403 the hotel (not authorised for the account).
 type expediaAR struct{}
 
 func (expediaAR) Traits() Traits {
@@ -177,33 +182,65 @@ type arRS struct {
 	Errors   []issue   `xml:"Error"`
 }
 
-// arRetry is Expedia AR's "connection refused: enter retry mode".
+// Expedia AR's error codes by what they are about (error messaging of the
+// EQC AR API): 1000–1999 authentication (the credential: nothing in the
+// message was wrong); 3210 "connection refused: enter retry mode" and
+// codes from 4000 (errors on Expedia's side once the connection was
+// established) are retried as they are; every other code (parsing 2002,
+// 2010, 3010; business errors such as 3015, 3202) refuses the message, and
+// Expedia does not say which update caused it.
 const arRetry = "3210"
+
+// arScope is what one error code is about; retry says it is Expedia's own
+// failure, to send again unchanged.
+func arScope(code string) (scope otapush.Scope, retry bool) {
+	n, err := strconv.Atoi(code)
+	switch {
+	case code == arRetry || err == nil && n >= 4000:
+		return otapush.ScopeUnstated, true
+	case err == nil && n >= 1000 && n < 2000:
+		return otapush.ScopeCredential, false
+	}
+	return otapush.ScopeMessage, false
+}
 
 func (expediaAR) Decode(_ Request, resp Response) Outcome {
 	if o, ok := byStatus(resp); ok {
 		return o
 	}
-	if o, ok := authRefused(resp); ok {
+	if o, ok := accessRefused(resp); ok {
 		return o
 	}
 	ok2xx := resp.Status >= 200 && resp.Status < 300
 	var rs arRS
-	if err := xml.Unmarshal(resp.Body, &rs); err != nil || rs.XMLName.Local != "AvailRateUpdateRS" {
+	cut, err := unmarshalAnswer(resp.Body, &rs)
+	if err != nil || rs.XMLName.Local != "AvailRateUpdateRS" {
 		if ok2xx {
 			return Outcome{Verdict: Transient, Reason: fmt.Sprintf("HTTP %d with no AvailRateUpdateRS: %s", resp.Status, snippet(resp.Body))}
 		}
-		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
+		// Not Expedia's answer (a proxy's page, a SOAP fault): it names
+		// no update, and refuses what the connection reaches.
+		return refusal(otapush.ScopeHotel, fmt.Sprintf("HTTP %d with no AvailRateUpdateRS: %s", resp.Status, snippet(resp.Body)))
 	}
 	if len(rs.Errors) > 0 {
+		// Nothing in the message was processed. A credential refused
+		// outranks the rest: no message on it can go, whatever it holds.
+		scope, retry := otapush.ScopeMessage, false
 		for _, e := range rs.Errors {
-			if e.code() == arRetry {
-				return Outcome{Verdict: Transient, Reason: joinIssues(rs.Errors)}
+			s, r := arScope(e.code())
+			retry = retry || r
+			if s == otapush.ScopeCredential {
+				scope = s
 			}
 		}
-		// Nothing in the message was processed, and Expedia does not say
-		// which update failed: the whole message is refused.
-		return Outcome{Verdict: Refused, Reason: joinIssues(rs.Errors)}
+		reason := joinIssues(rs.Errors)
+		if cut {
+			reason += " " + cutNote(len(resp.Body))
+		}
+		if retry && scope != otapush.ScopeCredential {
+			return Outcome{Verdict: Transient, Reason: reason}
+		}
+		return refusal(scope, reason)
 	}
-	return answered(rs.Success != nil, resp, "AvailRateUpdateRS holds neither Success nor Error", rs.Warnings)
+	return answered(rs.Success != nil, resp, "AvailRateUpdateRS holds neither Success nor Error", rs.Warnings, cut)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 )
@@ -167,8 +168,8 @@ func TestExpediaARDecode(t *testing.T) {
 		{"warning beside success", 200, nil, rs(`<Success/><Warning code="4100">Rate change above the verification threshold</Warning>`),
 			format.Outcome{Verdict: format.AcceptedWithWarnings, Warnings: []string{"4100: Rate change above the verification threshold"}}},
 		{"200 with an error: the whole message refused", 200, nil, rs(`<Error code="3202">Room type 999 is not mapped to hotel 1</Error>`),
-			format.Outcome{Verdict: format.Refused, Reason: "3202: Room type 999 is not mapped to hotel 1"}},
-		{"400 with an error", 400, nil, rs(`<Error code="2002">Parsing error</Error>`), format.Outcome{Verdict: format.Refused, Reason: "2002: Parsing error"}},
+			format.Outcome{Verdict: format.Refused, Reason: "3202: Room type 999 is not mapped to hotel 1", Scope: otapush.ScopeMessage}},
+		{"400 with an error", 400, nil, rs(`<Error code="2002">Parsing error</Error>`), format.Outcome{Verdict: format.Refused, Reason: "2002: Parsing error", Scope: otapush.ScopeMessage}},
 		{"3210: retry", 200, nil, rs(`<Error code="3210">Connection refused</Error>`), format.Outcome{Verdict: format.Transient, Reason: "3210: Connection refused"}},
 		{"429 with an XML body", 429, http.Header{"Retry-After": {"2"}}, rs(`<Error code="429">Too many requests</Error>`),
 			format.Outcome{Verdict: format.Throttled, Reason: "HTTP 429", RetryAfter: 2 * time.Second}},

@@ -184,6 +184,12 @@ type Outcome struct {
 	// the request's cells and dates; empty when the vendor refused the
 	// whole message without naming any.
 	Refused []Cell
+	// Scope is what a refusal is about: the items named (ScopeItem), the
+	// message (ScopeMessage: any of its items may be at fault), the hotel
+	// or its connection (ScopeHotel), or the credential (ScopeCredential).
+	// Only the first two can be a change's fault and are taken apart
+	// (PlanFor); the others keep every change pending until fixed.
+	Scope otapush.Scope
 	// RetryAfter is the vendor's Retry-After (Throttled); 0 if it gave none.
 	RetryAfter time.Duration
 }
@@ -203,6 +209,11 @@ func (o Outcome) Names(roomType, ratePlan, from, to string) bool {
 		}
 	}
 	return false
+}
+
+// refusal is a Refused outcome about scope.
+func refusal(scope otapush.Scope, reason string) Outcome {
+	return Outcome{Verdict: Refused, Reason: reason, Scope: scope}
 }
 
 // Status-only outcomes every format shares: 429 is Throttled (with the

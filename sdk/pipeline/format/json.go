@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 )
 
@@ -60,5 +62,11 @@ func (jsonFormat) Decode(_ Request, resp Response) Outcome {
 	if resp.Status >= 200 && resp.Status < 300 {
 		return Outcome{Verdict: Accepted}
 	}
-	return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
+	// The status is all there is: 401 and 403 refuse the credential, any
+	// other 4xx the message.
+	scope := otapush.ScopeMessage
+	if resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden {
+		scope = otapush.ScopeCredential
+	}
+	return refusal(scope, fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body)))
 }

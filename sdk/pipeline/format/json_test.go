@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
@@ -49,7 +50,9 @@ func TestJSONDecode(t *testing.T) {
 		{204, ``, format.Outcome{Verdict: format.Accepted}},
 		{429, `{"errors":{"code":"http_too_many_requests"}}`, format.Outcome{Verdict: format.Throttled, Reason: "HTTP 429"}},
 		{502, `bad gateway`, format.Outcome{Verdict: format.Transient, Reason: "HTTP 502: bad gateway"}},
-		{422, `{"error":"unknown room"}`, format.Outcome{Verdict: format.Refused, Reason: `HTTP 422: {"error":"unknown room"}`}},
+		{422, `{"error":"unknown room"}`, format.Outcome{Verdict: format.Refused, Reason: `HTTP 422: {"error":"unknown room"}`, Scope: otapush.ScopeMessage}},
+		{401, ``, format.Outcome{Verdict: format.Refused, Reason: `HTTP 401: `, Scope: otapush.ScopeCredential}},
+		{403, ``, format.Outcome{Verdict: format.Refused, Reason: `HTTP 403: `, Scope: otapush.ScopeCredential}},
 	}
 	for _, tt := range tests {
 		if got := f.Decode(format.Request{}, format.Response{Status: tt.status, Body: []byte(tt.body)}); !reflect.DeepEqual(got, tt.want) {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
 // OpenTravelNamespace is the namespace of OpenTravel 2003/05 messages.
@@ -26,6 +28,12 @@ const OpenTravelNamespace = "http://www.opentravel.org/OTA/2003/05"
 // closed_to_departure → RestrictionStatus Restriction Arrival / Departure;
 // rates amount, currency, guests → BaseByGuestAmt AmountAfterTax,
 // CurrencyCode, NumberOfGuests (a rate needs a rate plan).
+//
+// Answers: <Errors> refuse the parts their RecordIDs name, or the message
+// when they name none; an error of the credential (EWT 4, 5, 9) or the
+// hotel (EWT 6; ERR 392, 375, 497) refuses every part (see otaScope). A
+// 401 refuses the credential, a 403 the hotel (Booking.com: no access to
+// that hotel, or the property no longer connected).
 type openTravel struct{}
 
 func (openTravel) Traits() Traits {
@@ -207,37 +215,73 @@ type otaRS struct {
 // updates).
 var otaRetry = map[string]bool{"187": true, "447": true}
 
+// OpenTravel errors about the credential or the hotel rather than any part
+// of the message: by error type (list EWT) 4 authentication, 5
+// authentication timeout and 9 authentication model refuse the
+// credential, 6 authorization the account's access to the hotel (as
+// Booking.com's 497 "You do not have access to hotel"); by code (list
+// ERR) 392 invalid hotel code, 375 hotel not active and 497 authorization
+// error refuse the hotel.
+var (
+	otaCredentialTypes = map[string]bool{"4": true, "5": true, "9": true}
+	otaHotelTypes      = map[string]bool{"6": true}
+	otaHotelCodes      = map[string]bool{"392": true, "375": true, "497": true}
+)
+
+// otaScope is what one error is about; ScopeItem stands for "its part".
+func otaScope(e issue) otapush.Scope {
+	switch {
+	case otaCredentialTypes[e.Type]:
+		return otapush.ScopeCredential
+	case otaHotelTypes[e.Type] || otaHotelCodes[e.code()]:
+		return otapush.ScopeHotel
+	}
+	return otapush.ScopeItem
+}
+
 func (openTravel) Decode(req Request, resp Response) Outcome {
 	if o, ok := byStatus(resp); ok {
 		return o
 	}
-	if o, ok := authRefused(resp); ok {
+	if o, ok := accessRefused(resp); ok {
 		return o
 	}
 	ok2xx := resp.Status >= 200 && resp.Status < 300
 	var rs otaRS
-	if err := xml.Unmarshal(resp.Body, &rs); err != nil || !strings.HasSuffix(rs.XMLName.Local, "RS") {
+	cut, err := unmarshalAnswer(resp.Body, &rs)
+	if err != nil || !strings.HasSuffix(rs.XMLName.Local, "RS") {
 		if ok2xx {
 			return Outcome{Verdict: Transient, Reason: fmt.Sprintf("HTTP %d with no OpenTravel answer: %s", resp.Status, snippet(resp.Body))}
 		}
-		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
+		// Not an OpenTravel answer (a SOAP fault, a proxy's page): it
+		// names no part, and refuses what the connection reaches.
+		return refusal(otapush.ScopeHotel, fmt.Sprintf("HTTP %d with no OpenTravel answer: %s", resp.Status, snippet(resp.Body)))
 	}
 	if len(rs.Errors) > 0 {
-		retry := true
+		// The widest scope among the errors decides: a refused
+		// credential or hotel refuses every part, named or not.
+		retry, scope := true, otapush.ScopeItem
 		var ids []string
 		for _, e := range rs.Errors {
 			retry = retry && otaRetry[e.code()]
+			scope = max(scope, otaScope(e))
 			ids = append(ids, e.RecordID)
 		}
 		reason := joinIssues(rs.Errors)
+		if cut {
+			reason += " " + cutNote(len(resp.Body))
+		}
 		if retry {
 			return Outcome{Verdict: Transient, Reason: reason}
 		}
-		o := Outcome{Verdict: Refused, Reason: reason}
+		if scope != otapush.ScopeItem {
+			return refusal(scope, reason)
+		}
+		o := refusal(otapush.ScopeMessage, reason)
 		if named, ok := partsOf(req, ids); ok {
-			o.Refused = named
+			o.Refused, o.Scope = named, otapush.ScopeItem
 		}
 		return o
 	}
-	return answered(rs.Success != nil, resp, fmt.Sprintf("%s holds neither Success nor Errors", rs.XMLName.Local), rs.Warnings)
+	return answered(rs.Success != nil, resp, fmt.Sprintf("%s holds neither Success nor Errors", rs.XMLName.Local), rs.Warnings, cut)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 )
@@ -223,13 +224,13 @@ func TestOpenTravelDecode(t *testing.T) {
 		{"success", 200, nil, rs(`<Success/>`), format.Outcome{Verdict: format.Accepted}},
 		{"success with warnings", 200, nil, rs(`<Success/><Warnings><Warning Type="3" Code="WARN_DUPLICATE_DATES" ShortText="duplicate dates, the first applied" Status="Processed"/></Warnings>`),
 			format.Outcome{Verdict: format.AcceptedWithWarnings, Warnings: []string{"WARN_DUPLICATE_DATES: duplicate dates, the first applied"}}},
-		{"200 with an error naming the room's part", 200, nil, rs(`<Errors><Error Type="3" Code="392" RecordID="2" Status="NotProcessed" ShortText="Room ID '999' is not valid"/></Errors>`),
-			format.Outcome{Verdict: format.Refused, Reason: "392: Room ID '999' is not valid",
+		{"200 with an error naming the room's part", 200, nil, rs(`<Errors><Error Type="3" Code="402" RecordID="2" Status="NotProcessed" ShortText="Room ID '999' is not valid"/></Errors>`),
+			format.Outcome{Verdict: format.Refused, Reason: "402: Room ID '999' is not valid", Scope: otapush.ScopeItem,
 				Refused: []format.Cell{{RoomType: "999", Kind: "availability", Days: days("2027-03-02", "2027-03-02", `{"available":1}`)}}}},
 		{"200 with an error naming nothing", 200, nil, rs(`<Errors><Error Type="3" Code="NOT_A_VALID_DATE">Some dates are too far in the past</Error></Errors>`),
-			format.Outcome{Verdict: format.Refused, Reason: "NOT_A_VALID_DATE: Some dates are too far in the past"}},
-		{"an error naming a part the request does not have", 400, nil, rs(`<Errors><Error Code="392" RecordID="77" ShortText="bad"/></Errors>`),
-			format.Outcome{Verdict: format.Refused, Reason: "392: bad"}},
+			format.Outcome{Verdict: format.Refused, Reason: "NOT_A_VALID_DATE: Some dates are too far in the past", Scope: otapush.ScopeMessage}},
+		{"an error naming a part the request does not have", 400, nil, rs(`<Errors><Error Code="402" RecordID="77" ShortText="bad"/></Errors>`),
+			format.Outcome{Verdict: format.Refused, Reason: "402: bad", Scope: otapush.ScopeMessage}},
 		{"system unavailable is transient", 200, nil, rs(`<Errors><Error Type="1" Code="187" ShortText="System currently unavailable"/></Errors>`),
 			format.Outcome{Verdict: format.Transient, Reason: "187: System currently unavailable"}},
 		{"200 that is not OpenTravel", 200, nil, []byte(`<html>maintenance</html>`),
@@ -241,7 +242,7 @@ func TestOpenTravelDecode(t *testing.T) {
 		{"throttled with an HTTP-date", 429, http.Header{"Retry-After": {at.Add(3 * time.Second).Format(http.TimeFormat)}}, nil,
 			format.Outcome{Verdict: format.Throttled, Reason: "HTTP 429", RetryAfter: 3 * time.Second}},
 		{"server error", 500, nil, []byte("INTERNAL_SERVER_ERROR"), format.Outcome{Verdict: format.Transient, Reason: "HTTP 500: INTERNAL_SERVER_ERROR"}},
-		{"credential refused", 401, nil, nil, format.Outcome{Verdict: format.Refused, Reason: "HTTP 401: the vendor refused the credential: "}},
+		{"credential refused", 401, nil, nil, format.Outcome{Verdict: format.Refused, Reason: "HTTP 401: the vendor refused the credential: ", Scope: otapush.ScopeCredential}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

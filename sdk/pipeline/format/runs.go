@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 )
 
@@ -152,30 +154,66 @@ func partsOf(req Request, ids []string) ([]Cell, bool) {
 	return out, true
 }
 
-// authRefused is the outcome of a 401 or 403: the pipeline's credential
-// refresh decides from the status whether to retry with a rotated secret.
-func authRefused(resp Response) (Outcome, bool) {
-	if resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden {
-		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: the vendor refused the credential: %s", resp.Status, snippet(resp.Body))}, true
+// accessRefused is the outcome of a 401 or 403 from a vendor whose answers
+// say what they refuse: 401 refuses the credential (the pipeline then
+// re-reads its secret and, still refused, pauses it); 403 refuses access
+// to the hotel (Booking.com: the account has no access to that hotel id,
+// or the property is no longer connected; Expedia: the hotel is not
+// authorised for this account), whatever the message carried.
+func accessRefused(resp Response) (Outcome, bool) {
+	switch resp.Status {
+	case http.StatusUnauthorized:
+		return refusal(otapush.ScopeCredential, fmt.Sprintf("HTTP 401: the vendor refused the credential: %s", snippet(resp.Body))), true
+	case http.StatusForbidden:
+		return refusal(otapush.ScopeHotel, fmt.Sprintf("HTTP 403: the vendor refused access to the hotel: %s", snippet(resp.Body))), true
 	}
 	return Outcome{}, false
+}
+
+// unmarshalAnswer reads an XML answer into v. An answer cut short (the
+// pipeline reads at most 64 KB of one, otapush's maxJudgedBody; or the
+// connection ended) leaves in v every element read whole before the cut,
+// and cut is true: the vendors put <Success/> or <Errors> first, so what
+// decides the outcome is read; only the tail of a warning or error list is
+// lost.
+func unmarshalAnswer(body []byte, v any) (cut bool, err error) {
+	err = xml.Unmarshal(body, v)
+	var syn *xml.SyntaxError
+	if errors.As(err, &syn) && syn.Msg == "unexpected EOF" {
+		return true, nil
+	}
+	return false, err
+}
+
+// cutNote says an answer was cut after n bytes.
+func cutNote(n int) string {
+	return fmt.Sprintf("(the answer was cut after %d bytes: what followed is unread)", n)
 }
 
 // answered is the outcome of an XML answer that names no error: accepted
 // (with its warnings) when it says Success on a 2xx; a 2xx that says
 // neither is transient (missing says what it lacked); anything else is a
-// refusal carrying the start of the body.
-func answered(success bool, resp Response, missing string, warnings []issue) Outcome {
+// refusal carrying the start of the body, about the message. cut says the
+// answer was cut short: with Success read, it is accepted with a warning
+// that says so; without, nothing before the cut decided it, and retrying
+// would only fetch the same long answer again, so it is refused as the
+// connection's (the lane pauses, pages and keeps its changes).
+func answered(success bool, resp Response, missing string, warnings []issue, cut bool) Outcome {
 	ok2xx := resp.Status >= 200 && resp.Status < 300
 	switch {
+	case !success && cut:
+		return refusal(otapush.ScopeHotel, fmt.Sprintf("HTTP %d: %s before the cut %s", resp.Status, missing, cutNote(len(resp.Body))))
 	case !success && ok2xx:
 		return Outcome{Verdict: Transient, Reason: missing}
 	case !success || !ok2xx:
-		return Outcome{Verdict: Refused, Reason: fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body))}
-	case len(warnings) > 0:
+		return refusal(otapush.ScopeMessage, fmt.Sprintf("HTTP %d: %s", resp.Status, snippet(resp.Body)))
+	case len(warnings) > 0 || cut:
 		ws := make([]string, len(warnings))
 		for i, w := range warnings {
 			ws[i] = w.String()
+		}
+		if cut {
+			ws = append(ws, "accepted "+cutNote(len(resp.Body)))
 		}
 		return Outcome{Verdict: AcceptedWithWarnings, Warnings: ws}
 	}

@@ -65,7 +65,8 @@ func Coalesce(els []Element, blockDays int) []Element {
 // Compact replaces the pending elements of lane id, as seen (a Mark's
 // answer) found them, by merged (Coalesce of seen.Elements), in one write.
 // It applies only if the lane is as seen left it: the same owner, and no
-// write added elements since (Version); otherwise it changes nothing and
+// write added elements since (Version, and the number of elements, which
+// the previous release's marks change without a version); otherwise it changes nothing and
 // reports false, and a later mark tries again. A lane nobody owns is left
 // alone: the mark that finds it claims it and pushes all of it soon.
 //
@@ -83,11 +84,17 @@ func (s *Store) Compact(ctx context.Context, id ID, seen Pending, merged []Eleme
 		":m": elementSet(uniqueElements(merged)), ":o": str(seen.Owner), ":one": &types.AttributeValueMemberN{Value: "1"},
 		":x": &types.AttributeValueMemberBOOL{Value: true},
 	}
-	cond := fmt.Sprintf("%s = :o AND attribute_not_exists(%s)", o, v)
+	// The version fences off this release's marks, and the size of d
+	// those of the previous release, which add elements without bumping
+	// v (in a rolling deploy): either would add an element the merge
+	// does not hold. Only the owner removes elements, so an unchanged
+	// owner and size is the set seen read.
+	cond := fmt.Sprintf("%s = :o AND attribute_not_exists(%s) AND size(%s) = :n", o, v, d)
 	if seen.Version > 0 {
-		cond = fmt.Sprintf("%s = :o AND %s = :v", o, v)
+		cond = fmt.Sprintf("%s = :o AND %s = :v AND size(%s) = :n", o, v, d)
 		vals[":v"] = &types.AttributeValueMemberN{Value: fmt.Sprint(seen.Version)}
 	}
+	vals[":n"] = &types.AttributeValueMemberN{Value: fmt.Sprint(len(seen.Elements))}
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.Table,
 		Key:                       key(id),

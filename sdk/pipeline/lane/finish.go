@@ -26,20 +26,70 @@ type Finished struct {
 }
 
 // FinishAll finishes lanes of one item (one property and kind) with one
-// write when it can: it clears each lane's done elements and releases it,
-// on the same condition as Finish for every lane (its owner, nothing else
-// pending, no compaction since). If any lane's condition fails, nothing is
-// written and each lane is finished on its own (Finish), so that no lane is
-// released with something pending and none is left owned with nothing: the
-// refused write costs one failed condition more. out[i] is lanes[i]'s.
+// write when it can (one per finishesPerWrite lanes): it clears each
+// lane's done elements and releases it, on the same condition as Finish
+// for every lane (its owner, nothing else pending, no compaction since).
+// If any lane's condition fails, that write changes nothing and each of
+// its lanes is finished on its own (Finish), so that no lane is released
+// with something pending and none is left owned with nothing: the refused
+// write costs one failed condition more. out[i] is lanes[i]'s.
 func (s *Store) FinishAll(ctx context.Context, lanes []Done) []Finished {
 	out := make([]Finished, len(lanes))
 	if len(lanes) == 1 || !finishableTogether(lanes) {
 		s.finishEach(ctx, lanes, out)
 		return out
 	}
+	for i, part := range chunks(lanes, finishesPerWrite) {
+		s.finishTogether(ctx, part, out[i*finishesPerWrite:])
+	}
+	return out
+}
+
+// finishesPerWrite is how many lanes one FinishAll write finishes: as many
+// as keep its update and condition expressions within DynamoDB's limits
+// (the condition's 7 operators a lane bind first, at 42 lanes).
+var finishesPerWrite = perWrite(func(n int) []string {
+	update, cond := finishExpressions(map[string]string{}, map[string]types.AttributeValue{}, make([]Done, n))
+	return []string{update, cond}
+})
+
+// finishTogether finishes lanes with one write, or each on its own if
+// any lane's condition fails; out[i] is lanes[i]'s.
+func (s *Store) finishTogether(ctx context.Context, lanes []Done, out []Finished) {
+	if len(lanes) == 1 {
+		s.finishEach(ctx, lanes, out)
+		return
+	}
 	names := map[string]string{}
 	vals := map[string]types.AttributeValue{}
+	update, cond := finishExpressions(names, vals, lanes)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.Table,
+		Key:                       key(lanes[0].Lane),
+		UpdateExpression:          &update,
+		ConditionExpression:       &cond,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+	})
+	if _, failed := conditionFailed(err); failed {
+		// Some lane has more pending, or another owner: each on its own
+		// says which, and releases the others.
+		s.finishEach(ctx, lanes, out)
+		return
+	}
+	for i := range lanes {
+		out[i] = Finished{Released: err == nil}
+		if err != nil {
+			out[i].Err = fmt.Errorf("finish lanes of %s#%s: %w", lanes[0].Lane.Property, lanes[0].Lane.Kind, err)
+		}
+	}
+}
+
+// finishExpressions are the update and condition expressions of one
+// FinishAll write of lanes, registering names and values as they go. The
+// placeholders number the lanes of this write from 0, so the lengths
+// depend on len(lanes) only.
+func finishExpressions(names map[string]string, vals map[string]types.AttributeValue, lanes []Done) (update, cond string) {
 	var dels, removes, conds []string
 	for i, ln := range lanes {
 		d, o, l, f, x := attr(names, "d", ln.Lane, i), attr(names, "o", ln.Lane, i), attr(names, "l", ln.Lane, i), attr(names, "f", ln.Lane, i), attr(names, "x", ln.Lane, i)
@@ -52,27 +102,7 @@ func (s *Store) FinishAll(ctx context.Context, lanes []Done) []Finished {
 		// done's size is exactly done.
 		conds = append(conds, fmt.Sprintf("(%s = :o%d AND size(%s) = :n%d AND attribute_not_exists(%s))", o, i, d, i, x))
 	}
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.Table,
-		Key:                       key(lanes[0].Lane),
-		UpdateExpression:          strPtr("DELETE " + strings.Join(dels, ", ") + " REMOVE " + strings.Join(removes, ", ")),
-		ConditionExpression:       strPtr(strings.Join(conds, " AND ")),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
-	})
-	if _, failed := conditionFailed(err); failed {
-		// Some lane has more pending, or another owner: each on its own
-		// says which, and releases the others.
-		s.finishEach(ctx, lanes, out)
-		return out
-	}
-	for i := range out {
-		out[i] = Finished{Released: err == nil}
-		if err != nil {
-			out[i].Err = fmt.Errorf("finish lanes of %s#%s: %w", lanes[0].Lane.Property, lanes[0].Lane.Kind, err)
-		}
-	}
-	return out
+	return "DELETE " + strings.Join(dels, ", ") + " REMOVE " + strings.Join(removes, ", "), strings.Join(conds, " AND ")
 }
 
 // finishableTogether reports whether lanes are distinct lanes of one item,

@@ -105,12 +105,15 @@ type Mark struct {
 	Pending Pending
 }
 
-// Mark adds els to every lane of one property and kind, in one write, and
+// Mark adds els to every lane of one property and kind, in one write
+// (several for a property with more connections than marksPerWrite), and
 // makes token(lane) the owner of each lane that had none (or whose owner's
 // lease ran out, which costs a second write). token is called once per
 // lane. Tokens should be unique to the delivery (see Pushing without a
 // claim): a second delivery of the same change then finds the lane owned
-// and schedules nothing, or only a recheck.
+// and schedules nothing, or only a recheck. If a write fails, the lanes of
+// the writes before it are marked and owned by their tokens all the same,
+// as by a delivery that died after marking: their leases recover them.
 func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(ID) string) ([]Mark, error) {
 	if len(lanes) == 0 || len(els) == 0 {
 		return nil, nil
@@ -122,12 +125,66 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 	token = func(id ID) string { return tokens[id] }
 	now := s.now()
 	lease := now.Add(s.lease())
-	names := map[string]string{}
-	vals := map[string]types.AttributeValue{
-		":e":   elementSet(uniqueElements(els)),
-		":l":   micros(lease),
-		":one": &types.AttributeValueMemberN{Value: "1"},
+	set := elementSet(uniqueElements(els))
+	marks := make([]Mark, 0, len(lanes))
+	for _, part := range chunks(lanes, marksPerWrite) {
+		names := map[string]string{}
+		vals := map[string]types.AttributeValue{":e": set, ":l": micros(lease), ":one": &types.AttributeValueMemberN{Value: "1"}}
+		update := markUpdate(names, vals, part, token)
+		out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &s.Table,
+			Key:                       key(part[0]),
+			UpdateExpression:          &update,
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
+			ReturnValues:              types.ReturnValueAllNew,
+		})
+		if isValidation(err) {
+			return nil, fmt.Errorf("%w: lanes of %s#%s: %v", ErrRejected, part[0].Property, part[0].Kind, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mark lanes of %s#%s: %w", part[0].Property, part[0].Kind, err)
+		}
+		for _, id := range part {
+			p, err := pendingOf(out.Attributes, id)
+			if err != nil {
+				return nil, err
+			}
+			m := Mark{Lane: id, Claimed: p.Owner == token(id), Pending: p}
+			m.Fresh = m.Claimed && settled(out.Attributes, id)
+			if !m.Claimed && p.Owner != "" && p.LeaseUntil.Before(now) {
+				// The owner's lease ran out: it died between its writes.
+				if m.Pending, m.Claimed, err = s.takeOver(ctx, id, p, token(id), lease); err != nil {
+					return nil, err
+				}
+			}
+			marks = append(marks, m)
+		}
 	}
+	return marks, nil
+}
+
+// DynamoDB's limits on each expression of a request (condition, update,
+// ...): its length as written (the placeholders, not what they stand
+// for), and the operators and functions in it.
+const (
+	maxExpressionBytes     = 4096
+	maxExpressionOperators = 300
+)
+
+// marksPerWrite is how many lanes one Mark write marks: as many as keep
+// its update expression within maxExpressionBytes (about 86 bytes a
+// lane). A property and kind with more lanes is marked with several
+// writes to its one item, each lane's in one of them.
+var marksPerWrite = perWrite(func(n int) []string {
+	return []string{markUpdate(map[string]string{}, map[string]types.AttributeValue{}, make([]ID, n), func(ID) string { return "" })}
+})
+
+// markUpdate is the update expression of one Mark write of lanes,
+// registering its names and each lane's token (:t<i>) as it goes. The
+// placeholders number the lanes of this write from 0, so its length
+// depends on len(lanes) only.
+func markUpdate(names map[string]string, vals map[string]types.AttributeValue, lanes []ID, token func(ID) string) string {
 	var adds, sets []string
 	for i, id := range lanes {
 		d, o, l, v := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i), attr(names, "v", id, i)
@@ -135,36 +192,50 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 		adds = append(adds, d+" :e", v+" :one")
 		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, :t%d), %s = if_not_exists(%s, :l)", o, o, i, l, l))
 	}
-	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.Table,
-		Key:                       key(lanes[0]),
-		UpdateExpression:          strPtr("ADD " + strings.Join(adds, ", ") + " SET " + strings.Join(sets, ", ")),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueAllNew,
-	})
-	if isValidation(err) {
-		return nil, fmt.Errorf("%w: lanes of %s#%s: %v", ErrRejected, lanes[0].Property, lanes[0].Kind, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mark lanes of %s#%s: %w", lanes[0].Property, lanes[0].Kind, err)
-	}
-	marks := make([]Mark, len(lanes))
-	for i, id := range lanes {
-		p, err := pendingOf(out.Attributes, id)
-		if err != nil {
-			return nil, err
-		}
-		marks[i] = Mark{Lane: id, Claimed: p.Owner == token(id), Pending: p}
-		marks[i].Fresh = marks[i].Claimed && settled(out.Attributes, id)
-		if !marks[i].Claimed && p.Owner != "" && p.LeaseUntil.Before(now) {
-			// The owner's lease ran out: it died between its writes.
-			if marks[i].Pending, marks[i].Claimed, err = s.takeOver(ctx, id, p, token(id), lease); err != nil {
-				return nil, err
+	return "ADD " + strings.Join(adds, ", ") + " SET " + strings.Join(sets, ", ")
+}
+
+// perWrite is the most lanes whose write stays within DynamoDB's limits
+// in every expression exprs(n) gives (at least 1): expressions grow with
+// each lane, so the first n past a limit bounds it.
+func perWrite(exprs func(n int) []string) int {
+	for n := 1; ; n++ {
+		for _, e := range exprs(n) {
+			if len(e) > maxExpressionBytes || operators(e) > maxExpressionOperators {
+				return max(1, n-1)
 			}
 		}
 	}
-	return marks, nil
+}
+
+// operators counts what DynamoDB counts against maxExpressionOperators
+// in the expressions this package writes, or more: AND, OR, NOT, each
+// comparator or = (an assignment too), and each function call.
+func operators(expr string) int {
+	n := 0
+	for _, w := range strings.Fields(expr) {
+		switch {
+		case w == "AND" || w == "OR" || w == "NOT" || w == "=" || w == "<>" || w == "<" || w == "<=" || w == ">" || w == ">=":
+			n++
+		default:
+			for i := 1; i < len(w); i++ {
+				if w[i] == '(' && (w[i-1] == '_' || 'a' <= w[i-1] && w[i-1] <= 'z') {
+					n++ // a function; a bare ( groups
+				}
+			}
+		}
+	}
+	return n
+}
+
+// chunks cuts s into runs of at most n, in order.
+func chunks[T any](s []T, n int) [][]T {
+	var out [][]T
+	for len(s) > n {
+		out = append(out, s[:n:n])
+		s = s[n:]
+	}
+	return append(out, s)
 }
 
 func (s *Store) takeOver(ctx context.Context, id ID, was Pending, token string, lease time.Time) (Pending, bool, error) {

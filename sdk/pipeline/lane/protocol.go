@@ -60,7 +60,8 @@
 //
 // All lanes of one property and kind share one item in the ARI state table
 // (pk = property#kind, sk = "lanes"), so one write marks every connection
-// a change fans out to. Per lane, keyed by channel#credential#hotel_ref:
+// a change fans out to (one per marksPerWrite connections: DynamoDB
+// bounds an expression's length and operators). Per lane, keyed by channel#credential#hotel_ref:
 //
 //	d:<lane> (SS) pending elements, room#rate plan#from#to#sequence
 //	o:<lane> (S)  the owner's token
@@ -105,5 +106,9 @@
 // it flags the lane (x) and Finish refuses while the flag is up: the
 // owner's push may have read elements that the merge replaced, and its
 // next claim clears only what that push carried.
+// Compact applies only to the elements its mark read: the same owner,
+// version and number of elements (a worker of the previous release,
+// mid-deploy, adds elements without a version; docs/operations.md says
+// how to roll out a release whose item forms change).
 
 package lane

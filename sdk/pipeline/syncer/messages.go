@@ -188,7 +188,7 @@ func judge(f format.Format, r format.Request) otapush.Judge {
 		case format.Transient:
 			return otapush.Judgement{Transient: true, Reason: o.Reason}
 		}
-		return otapush.Judgement{Refused: true, Reason: o.Reason, Detail: o}
+		return otapush.Judgement{Refused: true, Reason: o.Reason, Detail: o, Scope: o.Scope}
 	}
 }
 
