@@ -309,6 +309,9 @@ var catalogue = []part{
 		c := b.channel(r)
 		c.Connections = oneOf(r, 8, 50, 64)
 		b.sc.Properties = min(b.sc.Properties, 3)
+		if b.sc.Burst != nil {
+			b.sc.Burst.Properties = min(b.sc.Burst.Properties, b.sc.Properties)
+		}
 		b.sc.Load.Rate = func(time.Duration) float64 { return 0.5 }
 		return []string{fmt.Sprintf("load.connections=%d", c.Connections)}, ""
 	}},
@@ -353,7 +356,7 @@ func base(seed uint64) Scenario {
 	sc := Scenario{Name: "adversary", Seed: seed, Properties: 4 + r.IntN(24), CheckItems: true,
 		Load: Load{Duration: time.Duration(45+r.IntN(60)) * time.Second, Kinds: [3]float64{1, 1, 1},
 			MaxDays: 1 + r.IntN(14), WithinDays: 40 + r.IntN(80), Rooms: 1 + r.IntN(4), Plans: 1 + r.IntN(2)},
-		Drain: 20 * time.Minute, SweepEvery: 5 * time.Minute, MemoryGB: 0.25, FinalSweep: true,
+		Drain: time.Hour, SweepEvery: 5 * time.Minute, MemoryGB: 0.25, FinalSweep: true,
 		Top: map[string]string{"max_range_days": "31"}}
 	rate := 0.5 + 6*r.Float64()
 	sc.Load.Rate = func(time.Duration) float64 { return rate }
