@@ -241,6 +241,11 @@ var catalogue = []part{
 		b.channel(r).Vendor.InFlight = n
 		return []string{fmt.Sprintf("vendor.in_flight=%d", n)}, ""
 	}},
+	{"unauthorized", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		from := time.Duration(r.IntN(int(b.sc.Load.Duration/time.Second))) * time.Second
+		b.channel(r).Vendor.Unauthorized = [2]time.Duration{from, from + oneOf(r, 10*time.Second, 2*time.Minute)}
+		return []string{"vendor.401_after_rotation"}, ""
+	}},
 	{"slow", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
 		b.channel(r).Vendor.Slow = true
 		return []string{"vendor.slow"}, ""

@@ -212,6 +212,10 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.Failed++
 		return ans(http.StatusServiceUnavailable)
 	}
+	if u := v.spec.Unauthorized; strings.HasSuffix(cred, "_0") && u[1] > u[0] && !now.Before(v.start.Add(u[0])) && now.Before(v.start.Add(u[1])) {
+		v.Refused++
+		return ans(http.StatusUnauthorized)
+	}
 	if v.spec.RateLimitHeaders == "reduced" && v.rng.Float64() < 0.02 {
 		v.Failed++
 		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, max(v.published.Burst/2, 1), windowSeconds(v.published)))

@@ -94,6 +94,10 @@ type VendorSpec struct {
 	// BigAnswers is the share of accepted pushes answered with a body
 	// over 64 KB.
 	BigAnswers float64
+	// Unauthorized is a span of the run (from its start) during which
+	// the vendor answers 401 to the first credential, as after a rotation
+	// the fleet has not read yet.
+	Unauthorized [2]time.Duration
 	// Unchecked exempts the channel from the window, in-flight and quota
 	// invariants: a channel in shadow mode pushes at once by design.
 	Unchecked bool
