@@ -24,21 +24,23 @@ usage() {
 	exit 2
 }
 
-# scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c]
+# scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c] [-stop]
 #   N cases from seed S (default 100 from 1), run on every core; each
 #   failing case prints its replay line and its smallest failing case.
 #   -parts replays one case: seed S with exactly those parts ("none": none).
+#   -stop ends the search at the first failing case.
 #   The coverage table goes to docs/bench/adversary.txt (for N > 1).
 if [[ ${1-} == adversary ]]; then
 	shift
 	seeds=100 first=1 parts=""
-	has_parts=0
+	has_parts=0 seeds_given=0
 	while [[ $# -gt 0 ]]; do
 		case $1 in
-		-seeds) seeds=$2; shift 2 ;;
-		-seed) first=$2; seeds=1; shift 2 ;;
+		-seeds) seeds=$2; seeds_given=1; shift 2 ;;
+		-seed) first=$2; ((seeds_given)) || seeds=1; shift 2 ;;
 		-parts) parts=$2; has_parts=1; shift 2 ;;
-		*) echo "usage: scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c]" >&2; exit 2 ;;
+		-stop) export FLEETBUCKET_ADVERSARY_STOP=1; shift ;;
+		*) echo "usage: scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c] [-stop]" >&2; exit 2 ;;
 		esac
 	done
 	[[ $seeds =~ ^[0-9]+$ && $first =~ ^[0-9]+$ ]] || { echo "sim.sh: -seeds and -seed take unsigned integers" >&2; exit 2; }
