@@ -20,6 +20,22 @@
 // every dead letter has a reason; no message is left on the work queues
 // after the drain and no invocation runs into the function timeout.
 //
+// The adversary (adversary.go; scripts/sim.sh adversary) draws whole
+// cases from a seed rather than running a named scenario: a small fleet,
+// config keys from docs/configuration.md's space (each case a config
+// that config.Parse accepts), a vendor per channel from a catalogue
+// (Retry-After forms, the IETF RateLimit fields, a concurrency cap, a
+// calendar quota in its own zone, items metering, extra windows, shared
+// meters, slow answers, hangs past every timeout, answers over 64 KB, 5xx
+// bursts, a 401 span, a halving limit), faults (store outages, lost write
+// answers, Lambda deaths, duplicate and late deliveries, clock skew) and
+// loads (a storm, a hot property, 64 connections a property). Beside the
+// invariants above it checks, at the vendor, requests in flight against
+// max_in_flight and each quota period's count against the quota, and it
+// runs a last sweep after the drain that must find nothing. A failing
+// case prints the line that replays it and is shrunk: its parts are
+// dropped one at a time while the same invariant still fails.
+//
 // Replays: the seed fixes every draw the simulation makes (arrivals,
 // values, latencies, faults, deaths, duplicates). It cannot fix the order
 // in which goroutines runnable at the same simulated instant run, nor Go's
