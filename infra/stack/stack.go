@@ -13,6 +13,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"os"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
@@ -212,6 +214,9 @@ func (p *Props) validate() error {
 	if p.FunctionTimeout < 0 || p.FunctionTimeout > 900*time.Second || p.FunctionTimeout%time.Second != 0 {
 		return fmt.Errorf("stack: FunctionTimeout %v must be whole seconds in [1s, 900s]", p.FunctionTimeout)
 	}
+	if err := p.leaseOutlastsAnInvocation(); err != nil {
+		return err
+	}
 	if p.MemoryMiB != 0 && (p.MemoryMiB < 128 || p.MemoryMiB > 10240) {
 		return fmt.Errorf("stack: MemoryMiB %d is outside [128, 10240]", p.MemoryMiB)
 	}
@@ -240,6 +245,35 @@ func (p *Props) validate() error {
 		if strings.HasPrefix(id, "arn:") && !strings.Contains(id, ":secretsmanager:") {
 			return fmt.Errorf("stack: TokenSecretIDs: %q is not a Secrets Manager ARN", id)
 		}
+	}
+	return nil
+}
+
+// leaseOutlastsAnInvocation refuses a function timeout that, with the
+// config's push_timeout, reaches the lane lease (lane.DefaultLease, which
+// the function uses): an invocation holds the lanes it marked, and pushes
+// them without a claim, for as long as it runs, and a push begun at its
+// end takes push_timeout more. A lease that ran out before would let the
+// next change or the sweep take the lane over and push it a second time,
+// concurrently. Only push_timeout is read here; the function checks the
+// rest of the config at start-up.
+func (p *Props) leaseOutlastsAnInvocation() error {
+	path := filepath.Join(p.AssetDir, ConnectionsFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("stack: asset directory %s: %w", p.AssetDir, err)
+	}
+	var cfg config.Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return fmt.Errorf("stack: %s: %w", path, err)
+	}
+	timeout := p.FunctionTimeout
+	if timeout == 0 {
+		timeout = DefaultFunctionTimeout
+	}
+	if push := cfg.PushTimeout(); timeout+push >= lane.DefaultLease {
+		return fmt.Errorf("stack: FunctionTimeout %v + push_timeout %v (%s) = %v is not below the lane lease %v (lane.DefaultLease): a lane would outlive its lease in one invocation and be pushed twice; lower FunctionTimeout below %v or push_timeout",
+			timeout, push, path, timeout+push, lane.DefaultLease, lane.DefaultLease-push)
 	}
 	return nil
 }

@@ -1129,6 +1129,13 @@ func TestPropsValidation(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(noConfig, stack.BootstrapFile), []byte("x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	slowPush := t.TempDir()
+	if err := writeAsset(slowPush); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(slowPush, stack.ConnectionsFile), []byte(`{"push_timeout": "5m", "channels": {}, "properties": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		props *stack.Props
@@ -1141,6 +1148,11 @@ func TestPropsValidation(t *testing.T) {
 		{"max concurrency 1001", &stack.Props{AssetDir: good, MaxConcurrency: 1001}, "MaxConcurrency 1001"},
 		{"timeout 901s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 901 * time.Second}, "FunctionTimeout"},
 		{"timeout 1.5s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 1500 * time.Millisecond}, "FunctionTimeout"},
+		// The lane lease (2 min) must outlast an invocation and a push.
+		{"timeout + push_timeout at the lane lease", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 100 * time.Second},
+			"FunctionTimeout 1m40s + push_timeout 20s"},
+		{"timeout 900s", &stack.Props{AssetDir: good, MaxConcurrency: 5, FunctionTimeout: 900 * time.Second}, "lower FunctionTimeout below 1m40s"},
+		{"push_timeout 5m at the default timeout", &stack.Props{AssetDir: slowPush, MaxConcurrency: 5}, "FunctionTimeout 1m0s + push_timeout 5m0s"},
 		{"memory 64", &stack.Props{AssetDir: good, MaxConcurrency: 5, MemoryMiB: 64}, "MemoryMiB"},
 		{"token secret empty", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{" "}}, "invalid secret id"},
 		{"token secret wildcard", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"fleetbucket/*"}}, "no wildcards"},

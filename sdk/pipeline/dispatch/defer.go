@@ -50,7 +50,7 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait 
 func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
 	storeErr := false
 	if d.Can.Abandon != nil {
-		err := d.Can.Abandon.Abandon(ctx, j)
+		err := d.Can.Abandon.Abandon(ctx, j, o)
 		switch {
 		case errors.Is(err, ErrNothingToPush):
 			return Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("not %s (%s): %v", o, reason, err)}, nil

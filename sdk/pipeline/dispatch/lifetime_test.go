@@ -45,7 +45,7 @@ type abandoning struct {
 	err       error
 }
 
-func (a *abandoning) Abandon(_ context.Context, j job.Job) error {
+func (a *abandoning) Abandon(_ context.Context, j job.Job, _ Outcome) error {
 	a.abandoned = append(a.abandoned, j.ID)
 	return a.err
 }

@@ -44,13 +44,16 @@ type Rechecker interface {
 }
 
 // Abandoner is what a Work may also do: give up j's claim on its work when
-// j is dead-lettered (expired, shed, unroutable), leaving what is pending
-// for the next job that takes the work up. ErrNothingToPush: the work was
-// no longer j's (a duplicate delivery), and j is dropped rather than
-// dead-lettered. Any other error is logged and j is dead-lettered all the
-// same; its claim then lapses by itself (Work.Hold's until).
+// j is dead-lettered as o (Expired, Shed, DeadLettered), leaving what is
+// pending for the next job that takes the work up. o and j.Failures tell
+// a job that sent nothing (expired or shed behind a backlog) from one
+// whose pushes failed, which the work may back off from. ErrNothingToPush:
+// the work was no longer j's (a duplicate delivery), and j is dropped
+// rather than dead-lettered. Any other error is logged and j is
+// dead-lettered all the same; its claim then lapses by itself
+// (Work.Hold's until).
 type Abandoner interface {
-	Abandon(ctx context.Context, j job.Job) error
+	Abandon(ctx context.Context, j job.Job, o Outcome) error
 }
 
 // Payload is one push's body, rendered by Work.Begin.

@@ -431,17 +431,27 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 // Sweeping), so that the pending elements are pushed again without waiting
 // for a change. A lane that another owns, or whose lease owner already
 // ended (a second delivery of the same job), fails with a *NotOwnerError.
-func (s *Store) EndLease(ctx context.Context, id ID, owner string) error {
+//
+// failed says the job's pushes failed at the vendor (refused, given up):
+// only then does the lane count a failure, which backs its sweep off
+// (SweepBackoff). A job that ended with no push sent (expired or shed
+// behind a backlog or an outage) leaves the count as it was, so the sweep
+// takes the lane up again at once however often that happens.
+func (s *Store) EndLease(ctx context.Context, id ID, owner string, failed bool) error {
 	now := s.now()
 	names := map[string]string{"#sweep": SweepAttribute, "#sweepAt": SweepAtAttribute, "#sweepN": sweepCountAttribute}
-	o, l, w, f := attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "w", id, 0), attr(names, "f", id, 0)
+	o, l, w := attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "w", id, 0)
+	add := "#sweepN :one"
+	if failed {
+		add = attr(names, "f", id, 0) + " :one, " + add
+	}
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.Table,
 		Key:       key(id),
 		// sweep_at is set to now even if the item was listed for later
 		// (another lane backing off): the sweep reads it once more and
 		// sets the earliest time again, which a write cannot compute.
-		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s = :now, #sweep = :part, #sweepAt = :now ADD %s :one, #sweepN :one", l, w, f)),
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s = :now, #sweep = :part, #sweepAt = :now ADD %s", l, w, add)),
 		// The Unix epoch: over for every process, whatever its clock.
 		ConditionExpression:      strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
 		ExpressionAttributeNames: names,

@@ -67,7 +67,9 @@
 //	o:<lane> (S)  the owner's token
 //	l:<lane> (N)  the owner's lease, Unix µs
 //	w:<lane> (N)  set while the lane may be stranded (see Sweeping)
-//	f:<lane> (N)  how many times in a row its jobs ended undelivered
+//	f:<lane> (N)  how many times in a row its jobs' pushes failed at the
+//	              vendor (refused, given up); expired and shed jobs,
+//	              which sent nothing, do not count
 //	v:<lane> (N)  how many writes added to d (Mark, Compact)
 //	x:<lane> (BOOL) a Compact replaced d since the owner's last claim
 //
@@ -88,9 +90,11 @@
 //
 // The sweep (Due, then Sweep per item) takes each stranded lane over with
 // a fresh owner, as a change would, and the caller schedules its push. A
-// lane stranded again and again is due later each time (SweepBackoff), so
-// a lane that keeps failing costs a push per backoff, not per sweep. The
-// claim of the next push removes w:<lane>; a push that gets through
+// lane whose pushes the vendor keeps refusing or failing is due later each
+// time (SweepBackoff), so it costs a push per backoff, not per sweep. A
+// lane whose jobs end with nothing sent (expired or shed behind a backlog
+// or an outage) costs the vendor nothing, and is due at once each time.
+// The claim of the next push removes w:<lane>; a push that gets through
 // removes f:<lane>.
 //
 // # A bounded item

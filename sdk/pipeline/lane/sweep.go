@@ -30,12 +30,12 @@ const (
 	MaxSweepBackoff   = 4 * time.Hour
 )
 
-// SweepBackoff is how long after its stranding a lane stranded times
-// times in a row is due for the sweep: at once the first time (a job that
-// expired behind an outage or a backlog), then FirstSweepBackoff, doubling
-// up to MaxSweepBackoff, so that a lane whose pushes keep failing (a
-// refused item, a revoked credential) costs the vendor a request per
-// backoff rather than per sweep.
+// SweepBackoff is how long after its stranding a lane whose pushes failed
+// times times in a row (f:<lane>) is due for the sweep: at once with none
+// or one (a job that expired or was shed sent nothing, and does not
+// count), then FirstSweepBackoff, doubling up to MaxSweepBackoff, so that
+// a lane whose pushes keep failing (a refused item, a revoked credential)
+// costs the vendor a request per backoff rather than per sweep.
 func SweepBackoff(times int) time.Duration {
 	if times <= 1 {
 		return 0

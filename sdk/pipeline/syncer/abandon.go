@@ -19,6 +19,11 @@ import (
 // without waiting for a change; a change that comes first takes it over
 // itself (lane.Store.Mark).
 //
+// The lane counts a failure, which backs the sweep off (lane.SweepBackoff),
+// unless the job ended expired or shed with no failed push: a lane behind
+// an urgent backlog or a limiter outage expires again and again with no
+// request sent, and is swept at once each time.
+//
 // The lease is ended rather than the lane released: lane.Store.Release
 // refuses while anything is pending, and an expired job always leaves
 // something; and a job redriven from the dead-letter queue after a fix
@@ -29,13 +34,14 @@ import (
 // second delivery of the same job, or one whose lane another job took
 // over) gets dispatch.ErrNothingToPush, so one job is dead-lettered once;
 // a recheck job, which owns nothing, has nothing to give up.
-func (s *Syncer) Abandon(ctx context.Context, j job.Job) error {
+func (s *Syncer) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) error {
 	id, ref, _, err := laneOf(j)
 	if err != nil || ref.SeenOwner != "" {
 		return nil
 	}
 	invocationOf(ctx).leave(ref.Token)
-	err = s.Lanes.EndLease(ctx, id, ref.Token)
+	failed := j.Failures > 0 || (o != dispatch.Expired && o != dispatch.Shed)
+	err = s.Lanes.EndLease(ctx, id, ref.Token, failed)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)

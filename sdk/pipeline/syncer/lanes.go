@@ -200,11 +200,12 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 	if len(pay.Messages) == 0 {
 		// Every change it carried was unexpressible, and dead-lettered:
 		// they leave the lane, and the lane its owner for the next change
-		// or the sweep.
+		// or the sweep, at once: nothing went to the vendor, so no
+		// failure is counted.
 		if _, _, err := s.Lanes.Finish(ctx, id, next, st.cleared()); err != nil {
 			return j, dispatch.Payload{}, err
 		}
-		if err := s.Lanes.EndLease(ctx, id, next); err != nil {
+		if err := s.Lanes.EndLease(ctx, id, next, false); err != nil {
 			var other *lane.NotOwnerError
 			if !errors.As(err, &other) {
 				return j, dispatch.Payload{}, err
