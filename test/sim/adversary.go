@@ -97,7 +97,8 @@ var catalogue = []part{
 		c := b.channel(r)
 		w := oneOf(r, 0.5, 1.0, 2.0)
 		maxItems := oneOf(r, 31, 62, 200)
-		c.Rate, c.Burst = oneOf(r, 20.0, 60.0), oneOf(r, 62, 124, 400)
+		// A slow rate lets lanes gather more days than one message holds.
+		c.Rate, c.Burst = oneOf(r, 5.0, 20.0, 60.0), oneOf(r, 62, 124, 400)
 		setKey(c, "cost", `"items"`)
 		setKey(c, "item_weight", fmt.Sprint(w))
 		setKey(c, "max_items", fmt.Sprint(maxItems))
@@ -217,6 +218,11 @@ var catalogue = []part{
 			`{"headers": [{"preset": "x-ratelimit"}], "low_percent": 10}`)
 		setKey(b.channel(r), "throttle", v)
 		return []string{"throttle=" + v}, ""
+	}},
+	{"push_timeout", "config", func(b *build, r *rand.Rand) ([]string, string) {
+		v := oneOf(r, "2s", "5s", "45s")
+		b.sc.Top["push_timeout"] = fmt.Sprintf("%q", v)
+		return []string{"push_timeout=" + v}, ""
 	}},
 	{"linger", "config", func(b *build, r *rand.Rand) ([]string, string) {
 		mode, d := oneOf(r, "course", "yield"), oneOf(r, "0s", "1s", "3s")

@@ -194,7 +194,8 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		s.vendors = append(s.vendors, v)
 		tr.Vendors[c.Name+".sim"] = v
 	}
-	s.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	// The function's client times out with the push (pipeline.New).
+	s.http = &http.Client{Transport: tr, Timeout: cfg.PushTimeout()}
 	if err := limiter.CreateTable(ctx, s.db, "limits"); err != nil {
 		return nil, err
 	}
