@@ -40,7 +40,7 @@ func ExampleLeaseGate() {
 	}
 	lease, err := gate.Wait(ctx, inFlight, 5*time.Second)
 	if errors.Is(err, limiter.ErrExhausted) {
-		wait, _ := limiter.RetryAfter(err) // when the earliest lease expires at the latest
+		wait, _ := limiter.RetryAfter(err) // the earliest expiry, or the push's Timeout if sooner
 		_ = wait                           // defer the job; the token is spent, as for a failed push
 		return
 	}

@@ -43,7 +43,10 @@ import (
 // Which slot, without a read: a random one below max. If it is taken the
 // condition fails and ALL_OLD hands back the whole item, which either shows a
 // free slot (the second write takes it) or proves that none is free and when
-// the earliest one expires: the exact wait, with no polling. A lost answer
+// the earliest one expires. The caller asks again then, or after
+// InFlight.Timeout if that is sooner (a push keeps its lease at most that
+// long, and a Hold far above it is only the crash bound): no polling
+// faster than one push's time. A lost answer
 // is recognised the same way: the next write's ALL_OLD carries our own id.
 //
 // Release is one UpdateItem: REMOVE e<s>, o<s>, a<s> IF o<s> = me, so a push
@@ -148,11 +151,15 @@ func (l Lease) Deadline(now time.Time, timeout time.Duration) time.Time {
 	return l.Expires
 }
 
-// LeaseBusyError is an acquire that found no free slot. RetryAfter is exact
-// as a bound: the earliest expiry among the held slots (and, after max was
-// lowered, the latest among the slots above it), so a caller that waits
-// that long finds a slot unless others take it first. A release can free a
-// slot sooner; LeaseGate passes those to waiters of its process.
+// LeaseBusyError is an acquire that found no free slot. RetryAfter is when
+// to ask again: the earliest expiry among the held slots (and, after max
+// was lowered, the latest among the slots above it), or, when that is
+// further off, the InFlight's Timeout (its Hold when 0). The expiry is the
+// crash bound; a live push keeps its lease at most its Timeout and then
+// releases it, so by then every push now under a lease has ended, and its
+// slot is free unless its process passed it to a push of its own
+// (LeaseGate). A release can free a slot sooner; LeaseGate passes those to
+// waiters of its process.
 //
 // It matches ErrExhausted and unwraps to an *ExhaustedError, so RetryAfter
 // and a caller's deferral treat it like an empty bucket.
@@ -273,6 +280,12 @@ func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now int64) (slot int,
 	if len(free) == 0 {
 		until = max(until, earliest)
 	}
+	// Every push under a live lease now ends within f's Timeout, and its
+	// release frees the slot then, unless its process passes the slot to a
+	// push of its own: asking no later than that keeps a Hold far above
+	// the Timeout (the crash bound) from becoming the wait of a slot that
+	// a healthy push freed long before.
+	until = min(until, now+f.need().Microseconds())
 	return -1, &LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: time.Duration(until-now) * time.Microsecond}
 }
 

@@ -13,18 +13,20 @@ import (
 // Why a process-local part: the store cannot tell a waiter that a slot was
 // released before its expiry, and polling it would cost a write per poll.
 // So the waiters of one process queue in order (FIFO), only the first of
-// them asks the store (once, and again when the earliest lease expires,
-// the exact wait AcquireLease reports), and a release of this process
+// them asks the store (once, and again after the wait AcquireLease
+// reports: when the earliest lease expires, or sooner when every push now
+// under a lease has ended), and a release of this process
 // hands its slot to the first waiter in the same write (handOver: one
 // write for a release and an acquire). A slot freed by another process is
 // found by this process's first waiter at the latest when that slot's
-// lease would have expired.
+// lease would have expired, or when the push under it must have ended.
 //
 // So a saturated process keeps its slots busy back to back, at one store
 // write per push, or fewer with InFlight.Timeout below Hold (a lease with
 // at least Timeout left passes to the next push with no write). A process
 // holding none asks the store once each time the earliest lease would
-// expire (per key), never more often. The cost is fairness between
+// expire or every push now under a lease has ended (InFlight.Timeout),
+// whichever is first (per key), never more often. The cost is fairness between
 // processes: a process with waiters keeps the slots it holds until it has
 // no waiter left or a lease lapses (a Timeout below Hold renews a lease
 // once it has less than Timeout left, so only a process that stops
@@ -63,7 +65,7 @@ type handedLease struct {
 // Wait takes a lease of f, waiting at most maxWait (and not past ctx's
 // deadline) for one. It fails at once with the *LeaseBusyError of the
 // last acquire when no lease can be had in time: its RetryAfter is when
-// the earliest held lease expires, for a caller that defers the work.
+// to ask again (LeaseBusyError), for a caller that defers the work.
 func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration) (Lease, error) {
 	if err := f.Validate(); err != nil {
 		return Lease{}, err
@@ -171,7 +173,8 @@ func (g *LeaseGate) leave(ctx context.Context, w *leaseWaiter, busy *LeaseBusyEr
 	}
 	if busy == nil {
 		// Not first in the queue, so no acquire of ours: the first
-		// waiter's last answer, or the bound every lease has.
+		// waiter's last answer, or when every push under a lease now
+		// has ended (see LeaseBusyError).
 		busy = g.lastBusy(f)
 	}
 	if err := ctx.Err(); err != nil {
@@ -294,7 +297,7 @@ func (g *LeaseGate) lastBusy(f InFlight) *LeaseBusyError {
 	g.mu.Lock()
 	until, ok := g.busyUntil[f.Key]
 	g.mu.Unlock()
-	wait := f.Hold
+	wait := f.need()
 	if now := g.l.now(); ok && until.After(now) {
 		wait = until.Sub(now)
 	}

@@ -57,6 +57,46 @@ func TestLeaseDecisionFromTheItem(t *testing.T) {
 	}
 }
 
+// A lease lasts its Hold unless released, but a live push keeps it at
+// most its Timeout: a busy answer tells a caller to ask again once every
+// push now under a lease has ended, not at the crash bound. With lease_hold
+// 15m, max_in_flight 1 and a vendor answering in seconds, the expiry sent
+// every contended push of the simulated fleet 15 minutes back (adversary
+// case -seed 9 -parts max_in_flight,lifetime,retry-after,slow: days still
+// stale after an hour of drain).
+func TestLeaseBusyAsksAgainWithinAPushsTime(t *testing.T) {
+	const now = int64(100_000_000)
+	sec := int64(time.Second / time.Microsecond)
+	held := func(exps ...int64) (s [MaxLeases]leaseSlot) {
+		for i, e := range exps {
+			s[i].exp, s[i].at = e, now
+		}
+		return s
+	}
+	tests := []struct {
+		name          string
+		max           int
+		hold, timeout time.Duration
+		slots         [MaxLeases]leaseSlot
+		wait          time.Duration
+	}{
+		{"hold 15m, just taken: a push's time", 1, 15 * time.Minute, 21 * time.Second, held(now + 900*sec), 21 * time.Second},
+		{"expiry before a push's time: the expiry", 1, 15 * time.Minute, 21 * time.Second, held(now + 5*sec), 5 * time.Second},
+		{"all held, the earliest far off: a push's time", 2, 10 * time.Minute, 30 * time.Second, held(now+500*sec, now+200*sec), 30 * time.Second},
+		{"above a lowered max: a push's time", 1, 15 * time.Minute, 21 * time.Second, held(0, now+900*sec), 21 * time.Second},
+		{"no timeout (= hold): the expiry", 1, time.Minute, 0, held(now + 40*sec), 40 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := InFlight{Key: "k", Max: tt.max, Hold: tt.hold, Timeout: tt.timeout}
+			slot, busy := leaseDecision(f, tt.slots, now)
+			if busy == nil || busy.RetryAfter != tt.wait {
+				t.Fatalf("slot %d, busy %+v; want busy, retry after %v", slot, busy, tt.wait)
+			}
+		})
+	}
+}
+
 func TestInFlightValidate(t *testing.T) {
 	tests := []struct {
 		f     InFlight
@@ -98,6 +138,25 @@ func TestLeaseDeadlineIsWithinTheLease(t *testing.T) {
 	} {
 		if got := l.Deadline(now, tt.timeout); !got.Equal(tt.want) {
 			t.Errorf("Deadline(now, %v) = %v, want %v", tt.timeout, got, tt.want)
+		}
+	}
+}
+
+// A waiter that never asked the store (not first in its queue) and has no
+// answer of the first waiter to go by is told to ask again once every push
+// now under a lease has ended, not after the crash bound.
+func TestLeaseGateWithNoAnswerAsksAgainWithinAPushsTime(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	g := NewLeaseGate(&Limiter{now: func() time.Time { return now }})
+	for _, tt := range []struct {
+		f    InFlight
+		want time.Duration
+	}{
+		{InFlight{Key: "k", Max: 1, Hold: 15 * time.Minute, Timeout: 21 * time.Second}, 21 * time.Second},
+		{InFlight{Key: "k", Max: 1, Hold: 25 * time.Second}, 25 * time.Second},
+	} {
+		if got := g.lastBusy(tt.f).RetryAfter; got != tt.want {
+			t.Errorf("hold %v, timeout %v: retry after %v, want %v", tt.f.Hold, tt.f.Timeout, got, tt.want)
 		}
 	}
 }

@@ -50,8 +50,10 @@ import (
 // slot's grace (past it, the request books a fresh token: spendable).
 // Past the hold the job is deferred like a slot beyond blocking distance,
 // with its slot if it took one, to come back when the earliest lease
-// expires (the store's exact bound); a slot that has passed its grace by
-// then is booked again, as for any late job.
+// expires or, if sooner, after one push's time (InFlight.Timeout: by then
+// every push now under a lease has ended; a lease_hold far above
+// push_timeout is the crash bound, not the wait); a slot that has passed
+// its grace by then is booked again, as for any late job.
 //
 // The push runs under its lease's deadline (context.WithDeadline: now +
 // InFlight.Timeout, the push's time and the lease's slack, or the lease's
@@ -261,7 +263,7 @@ func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route, held *he
 }
 
 // leaseRefused disposes of j, whose push found no lease within the hold
-// (deferred to when the earliest held lease expires), or whose gate
+// (deferred to when the gate says to ask again: LeaseBusyError), or whose gate
 // failed (deferred for the store cooldown, failing closed).
 func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, route Route, err error) (Result, error) {
 	var busy *limiter.LeaseBusyError
