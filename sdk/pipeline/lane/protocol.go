@@ -22,7 +22,10 @@
 //
 // The owner is a token. A claim moves it from the token a job carries to a
 // fresh one, conditional on the carried token, so a job delivered twice
-// pushes once: the second copy finds another owner. Every owner holds a
+// pushes once: the second copy finds another owner. A claim that failed
+// without an answer may have landed, leaving the lane to the fresh token
+// it offered; the job keeps that token and claims from either next time
+// (ClaimAfter), still moving the lane to a fresh one. Every owner holds a
 // lease; an owner that dies (a crashed worker) loses the lane when its
 // lease runs out, and the next change or a redelivered job takes over.
 // Owners renew the lease on every write and before every deferral.

@@ -43,6 +43,11 @@ func (s *Syncer) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) err
 	failed := j.Failures > 0 || (o != dispatch.Expired && o != dispatch.Shed)
 	err = s.Lanes.EndLease(ctx, id, ref.Token, failed)
 	var other *lane.NotOwnerError
+	if errors.As(err, &other) && ref.ours(other.Pending.Owner) {
+		// A claim of this job landed with its answer lost; the job,
+		// redriven, claims from that token too.
+		err = s.Lanes.EndLease(ctx, id, other.Pending.Owner)
+	}
 	if errors.As(err, &other) {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}

@@ -36,6 +36,17 @@ type laneRef struct {
 	// Refused is set on the dead letter of a change the vendor refused
 	// (refusedLetter): the job, redriven, marks the lane with it again.
 	Refused []string `json:"refused,omitempty"`
+	// Unanswered are the tokens this job's claims offered as next that
+	// failed without an answer (at most lane.MaxUnanswered, the newest):
+	// one that landed made its token the lane's owner, which is the job's
+	// own (lane.Store.ClaimAfter).
+	Unanswered []string `json:"unanswered,omitempty"`
+}
+
+// ours reports whether owner is one of the tokens ref's unanswered
+// claims offered: the lane is the job's though it carries another token.
+func (ref laneRef) ours(owner string) bool {
+	return owner != "" && slices.Contains(ref.Unanswered, owner)
 }
 
 // partRef is a pending element pushed in parts: its dates from From on
@@ -169,6 +180,14 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 		return s.notOwner(j, id, ref, other)
 	}
 	if err != nil {
+		if next != ref.Token {
+			// The claim may have landed with its answer lost: the lane
+			// is then next's, and only this job knows it. The job, back
+			// from its deferral, claims from next too.
+			ref.Unanswered = append(ref.Unanswered, next)
+			ref.Unanswered = ref.Unanswered[max(0, len(ref.Unanswered)-lane.MaxUnanswered):]
+			j = s.rebased(j, id, ref)
+		}
 		return j, dispatch.Payload{}, err
 	}
 	// The part survives a push that does not go out (deferred to book its
@@ -219,7 +238,10 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 // claim makes the lane the push's, under the owner token it returns, and
 // returns what is pending. A lane this invocation marked fresh is the
 // job's already, under the mark's token, while most of its lease is left;
-// any other is claimed (lane.Store.Claim), and then finishes on its own.
+// any other is claimed (lane.Store.ClaimAfter, from the job's token or an
+// unanswered claim's), and then finishes on its own. A claim that failed
+// otherwise than on its condition returns the token it offered all the
+// same, which the lane may now hold.
 func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref laneRef, done []lane.Element) (string, lane.Pending, error) {
 	if len(done) == 0 && ref.Part == nil && ref.SeenOwner == "" {
 		p, fresh := inv.unclaimed(ref.Token)
@@ -229,7 +251,7 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 	}
 	inv.leave(ref.Token)
 	next := newToken()
-	p, err := s.Lanes.Claim(ctx, id, ref.Token, next, done)
+	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.Unanswered, next, done)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) && other.Pending.Owner == next {
 		// The claim landed and its answer was lost; the SDK's retry then
@@ -381,6 +403,13 @@ func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
 	}
 	err = s.Lanes.Renew(ctx, id, ref.Token, need)
 	var other *lane.NotOwnerError
+	if errors.As(err, &other) && ref.ours(other.Pending.Owner) {
+		// A claim of this job landed with its answer lost.
+		err = s.Lanes.Renew(ctx, id, other.Pending.Owner, need)
+		if err == nil {
+			return nil
+		}
+	}
 	if errors.As(err, &other) {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
