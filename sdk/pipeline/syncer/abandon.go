@@ -46,7 +46,7 @@ func (s *Syncer) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) err
 	if errors.As(err, &other) && ref.ours(other.Pending.Owner) {
 		// A claim of this job landed with its answer lost; the job,
 		// redriven, claims from that token too.
-		err = s.Lanes.EndLease(ctx, id, other.Pending.Owner)
+		err = s.Lanes.EndLease(ctx, id, other.Pending.Owner, failed)
 	}
 	if errors.As(err, &other) {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
