@@ -75,9 +75,22 @@ type Vendor struct {
 	// answered never and with a body over 64 KB.
 	InFlightOver, QuotaOver, Hung, Big int
 	FirstInFlight, FirstQuota          string
-	// maxInFlight and quotaCount are what the config declares, to check.
+	// maxInFlight is the config's max_in_flight, to check.
 	maxInFlight int
+	// quiet is, by bucket, the silence the vendor's last 429 asked for:
+	// from its answer plus a second (the fleet hears it and writes it to
+	// its bucket) until its Retry-After, at most the push client's
+	// documented cap (docs/design.md: 15 minutes). Early counts requests
+	// that arrived inside one (a violation).
+	quiet      map[string][2]time.Time
+	Early      int
+	FirstEarly string
 }
+
+// retryAfterCap is the most the fleet is documented to wait for one
+// Retry-After (otapush.DefaultPolicy.MaxRetryAfter), repeated here: the
+// oracle shares no code with the SDK.
+const retryAfterCap = 15 * time.Minute
 
 // NewVendor is channel ch's OTA with the published limit.
 func NewVendor(name string, ch int, ledger *Ledger, r *rand.Rand, lat Latency, published window.Limit, props map[string]int32) *Vendor {
@@ -85,7 +98,7 @@ func NewVendor(name string, ch int, ledger *Ledger, r *rand.Rand, lat Latency, p
 		enforced: map[string]*window.Log{}, check: map[string]*window.Log{}, strict: map[string]*window.Log{}, ByKey: map[string]int{}, props: props,
 		recent: map[string][]sent{}, perSec: map[string][]int32{}, start: time.Now(),
 		inFlight: map[string]int{}, used: map[string]int{}, items: map[string]*weightedLog{}, itemsCheck: map[string]*weightedLog{},
-		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}}
+		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}, quiet: map[string][2]time.Time{}}
 }
 
 // answer is the vendor's decision on one request.
@@ -171,6 +184,13 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.recent[key] = v.recent[key][n-keep:]
 	}
 	v.watch(key, now, v.weight(p))
+	if q := v.quiet[key]; !v.spec.Unchecked && !now.Before(q[0]) && now.Before(q[1]) {
+		v.Early++
+		if v.FirstEarly == "" {
+			v.FirstEarly = fmt.Sprintf("%s %s at %v: a request inside the silence a 429 asked for, %v–%v", v.Name, key, now.Format(time.StampMicro),
+				q[0].Format(time.StampMicro), q[1].Format(time.StampMicro))
+		}
+	}
 	if m := v.maxInFlight; m > 0 && v.inFlight[key] > m && !v.spec.Unchecked {
 		v.InFlightOver++
 		if v.FirstInFlight == "" {
@@ -180,13 +200,13 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	if c := v.spec.InFlight; c > 0 && v.inFlight[key] > c {
 		v.Throttled++
 		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
-		v.retryAfter(h, now, time.Second)
+		v.retryAfter(h, key, now, lat, time.Second)
 		return ans(http.StatusTooManyRequests)
 	}
 	if ok, wait := v.enforce(key, now, v.weight(p)); !ok {
 		v.Throttled++
 		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
-		v.retryAfter(h, now, wait)
+		v.retryAfter(h, key, now, lat, wait)
 		v.rateLimitFields(h, 0, wait)
 		return ans(http.StatusTooManyRequests)
 	}
@@ -204,7 +224,7 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 			}
 			v.Throttled++
 			v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
-			v.retryAfter(h, now, to.Sub(now))
+			v.retryAfter(h, key, now, lat, to.Sub(now))
 			return ans(http.StatusTooManyRequests)
 		}
 	}
@@ -348,17 +368,27 @@ func weighted(logs map[string]*weightedLog, key string) *weightedLog {
 	return g
 }
 
-// retryAfter says when to come back in the spec's form.
-func (v *Vendor) retryAfter(h http.Header, now time.Time, wait time.Duration) {
+// retryAfter says when to come back in the spec's form, and has the
+// vendor watch that the fleet keeps the silence it asked for: from the
+// answer's arrival (lat) plus a second until the Retry-After, at most
+// retryAfterCap.
+func (v *Vendor) retryAfter(h http.Header, key string, now time.Time, lat, wait time.Duration) {
+	asked := time.Duration(math.Ceil(wait.Seconds())) * time.Second
 	switch v.spec.RetryAfter {
 	case "none":
+		asked = 0
 	case "date":
 		// An HTTP-date has whole seconds: rounded up, never early.
 		h.Set("Retry-After", now.Add(wait+time.Second-1).UTC().Format(http.TimeFormat))
+		asked = now.Add(wait + time.Second - 1).Truncate(time.Second).Sub(now)
 	case "huge":
 		h.Set("Retry-After", "86400")
+		asked = 24 * time.Hour
 	default:
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	}
+	if from, until := now.Add(lat+time.Second), now.Add(min(asked, retryAfterCap)); until.After(from) && until.After(v.quiet[key][1]) {
+		v.quiet[key] = [2]time.Time{from, until}
 	}
 }
 

@@ -94,6 +94,9 @@ func (s *sim) report() *Report {
 		if v.InFlightOver > 0 {
 			r.Violations = append(r.Violations, fmt.Sprintf("in flight: %d sends past max_in_flight; first: %s", v.InFlightOver, v.FirstInFlight))
 		}
+		if v.Early > 0 {
+			r.Violations = append(r.Violations, fmt.Sprintf("retry-after: %d requests inside the silence a 429 asked for; first: %s", v.Early, v.FirstEarly))
+		}
 		if v.QuotaOver > 0 {
 			r.Violations = append(r.Violations, fmt.Sprintf("quota: %d sends past the calendar quota; first: %s", v.QuotaOver, v.FirstQuota))
 		}
