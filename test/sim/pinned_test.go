@@ -17,6 +17,13 @@ func TestAdversaryPinned(t *testing.T) {
 		// were still stale after an hour of drain (limiter
 		// TestLeaseBusyAsksAgainWithinAPushsTime).
 		{"lease hold far above the push's time", Case{Seed: 9, Parts: []string{"max_in_flight", "lifetime", "retry-after", "slow"}}},
+		// A limits[] per-minute window beside a per-second limit that
+		// 429s (halving) and an outage emptied: the multi-bucket
+		// reservation charged the window at the call's now and spent it
+		// at the per-second bucket's later slot, so the window's sends
+		// came at the per-second pace (limiter
+		// TestMultiReserveChargesEveryBucketAtTheCommonSlot).
+		{"extra window charged before its slot", Case{Seed: 20, Parts: []string{"margin", "limits", "local-share", "lifetime", "big-answers", "halving", "db-outage"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
