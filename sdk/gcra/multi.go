@@ -6,8 +6,13 @@ type MultiDecision struct {
 	// Allowed reports whether every bucket conforms.
 	Allowed bool
 	// Slot is, when allowed, the common slot: the latest of the buckets'
-	// own slots, never earlier than now. Every bucket is charged n tokens
-	// even when its own slot is earlier; the caller spends at Slot.
+	// own slots, never earlier than now. The caller spends at Slot, so
+	// every bucket is charged n tokens there, as a request arriving at
+	// Slot: tat_i := max(tat_i, Slot) + n·T_i. Charged at now instead, a
+	// bucket whose own slot is earlier would see its tokens spent after
+	// its slots, and its window at arrival hold up to burst + rate·(W +
+	// the lag). A bucket whose own slot is earlier forgoes its refill
+	// until Slot.
 	Slot int64
 	// Binding is the index of the bucket that decides: when allowed, the
 	// first whose own slot is Slot; when denied, the first whose wait is

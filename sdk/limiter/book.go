@@ -162,16 +162,18 @@ func (l *Limiter) storeRetry(ctx context.Context, err error, wrote, attempts int
 }
 
 // bucketItems is the transaction item of each bucket for a multi-bucket
-// decision d made at now, write number i of call: the busy form where the
-// tat seen (forms) runs ahead of now, each bounded by d.Bounds.
+// decision d made at now, write number i of call: each charged at the
+// common slot (gcra.MultiDecision.Slot), the busy form where the tat seen
+// (forms) runs ahead of it, each bounded by d.Bounds.
 func (l *Limiter) bucketItems(keys []string, limits []Limit, forms []int64, now int64, n int, delay int64, d gcra.MultiDecision, call callTag, i int) []types.TransactWriteItem {
+	at := max(d.Slot, now)
 	items := make([]types.TransactWriteItem, len(keys), len(keys)+1)
 	for k, lim := range limits {
 		f := idle
-		if forms[k] > now {
+		if forms[k] > at {
 			f = busy
 		}
-		items[k] = l.transactItem(keys[k], f, now, int64(n)*lim.Interval(), d.Bounds[k], ttlSeconds(now+lim.Tolerance()+delay), call, i)
+		items[k] = l.transactItem(keys[k], f, at, int64(n)*lim.Interval(), d.Bounds[k], ttlSeconds(now+lim.Tolerance()+delay), call, i)
 	}
 	return items
 }

@@ -37,9 +37,9 @@ type MultiReservation struct {
 	Keys   []string
 	Tokens int
 	// Slot is the common slot: the latest of the buckets' own slots (the
-	// call's own now for a take). Every bucket was charged n tokens,
-	// including those whose own slot is earlier: the caller spends the
-	// tokens at Slot, once, for all of them.
+	// call's own now for a take). Every bucket was charged n tokens at
+	// Slot, including those whose own slot is earlier: the caller spends
+	// the tokens at Slot, once, for all of them.
 	Slot time.Time
 	// Binding is the bucket whose own slot is Slot: the one that held the
 	// request back (the first, for a take).
@@ -88,12 +88,14 @@ func (l *Limiter) TakeMulti(ctx context.Context, buckets []Bucket, n int) (Multi
 //
 // The common slot is the latest of the buckets' own slots, and every
 // bucket's write is guarded so that its own slot is no later than the
-// common one. A bucket whose own slot is earlier is still charged n
-// tokens: its tokens are spent late, at the common slot, and that bucket
-// refills from its own (earlier) position. So for the bucket that is not
-// binding, spends can lag its slots by up to maxDelay, and over a window W
-// it may see up to burst + rate·(W + maxDelay) spends; use TakeMulti (all
-// slots are now) where that matters, or keep maxDelay short.
+// common one. Every bucket is charged n tokens at the common slot, as a
+// request arriving then (gcra.MultiDecision): its tokens are spent there,
+// so each bucket keeps burst + rate·W over the slots spent in it, as a
+// vendor counting each of its windows at arrival sees them. A bucket whose
+// own slot is earlier forgoes its refill until the common slot: one that
+// other requests also use alone or with other buckets (a credential under
+// per-property shares) grants them nothing before it, so keep maxDelay
+// short for those.
 //
 // On a busy bucket the write is bounded by the common slot, so the binding
 // bucket's write only passes if no one else wrote it since this process
@@ -301,10 +303,11 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 // in each bucket, and returns the reservation.
 func (l *Limiter) grantedMulti(keys []string, limits []Limit, n int, now int64, d gcra.MultiDecision, tats []int64) MultiReservation {
 	at := micros(l.now())
+	slot := max(d.Slot, now)
 	for i, lim := range limits {
-		// The idle form set tat to exactly now + n·T; the busy form added
+		// The idle form set tat to exactly slot + n·T; the busy form added
 		// n·T to a tat ≥ the one seen. Both are lower bounds.
-		l.seen.book(keys[i], max(tats[i], now)+int64(n)*lim.Interval(), at)
+		l.seen.book(keys[i], max(tats[i], slot)+int64(n)*lim.Interval(), at)
 	}
 	return MultiReservation{Keys: keys, Tokens: n, Slot: time.UnixMicro(d.Slot), Binding: keys[d.Binding]}
 }

@@ -173,8 +173,9 @@ func TestMultiStoreOutcomes(t *testing.T) {
 }
 
 // The items sent are the single path's guarded forms, picked per bucket from
-// the tat seen, bounded by the common slot; a cancellation teaches the
-// state of each failed item, and a denial it proves is final.
+// the tat seen against the common slot each is charged at, bounded by it; a
+// cancellation teaches the state of each failed item, and a denial it
+// proves is final.
 func TestMultiFormsAndLearning(t *testing.T) {
 	now := time.UnixMicro(1_000_000_000)
 	fast := Bucket{Key: "fast", Limit: PerSecond(10, 10)} // T 100ms τ 1s
@@ -212,24 +213,32 @@ func TestMultiFormsAndLearning(t *testing.T) {
 	if !strings.Contains(cond(first[0]), "#tat > :now") || !strings.Contains(cond(first[1]), "attribute_not_exists") {
 		t.Fatalf("first attempt forms: %q, %q; want busy for fast, idle for slow", cond(first[0]), cond(first[1]))
 	}
-	if !strings.Contains(cond(second[1]), "#tat > :now") {
-		t.Fatalf("second attempt form for slow: %q, want busy", cond(second[1]))
+	// First attempt at slot now: fast may hold tat up to now + τ − T.
+	if got, want := val(first[0], ":limit"), fmt.Sprint(now.UnixMicro()+900_000); got != want {
+		t.Fatalf("fast's first bound %s, want %s", got, want)
 	}
-	// Common slot now+2s: fast may hold tat up to slot + τ − T = now+2.9s,
-	// slow exactly the tat it was seen with (now+2s).
-	if got, want := val(second[0], ":limit"), fmt.Sprint(now.UnixMicro()+2_900_000); got != want {
-		t.Fatalf("fast's bound %s, want %s", got, want)
-	}
-	if got, want := val(second[1], ":limit"), fmt.Sprint(now.UnixMicro()+2_000_000); got != want {
-		t.Fatalf("slow's bound %s, want %s", got, want)
+	// Common slot now+2s: both buckets are charged there, as a request
+	// arriving then, so both tats seen (now+0.5s, now+2s) are idle at it,
+	// and each write sets tat to the slot plus its interval.
+	for k, next := range []int64{2_100_000, 3_000_000} {
+		if !strings.Contains(cond(second[k]), "attribute_not_exists") {
+			t.Fatalf("second attempt form for item %d: %q, want idle at the common slot", k, cond(second[k]))
+		}
+		if got, want := val(second[k], ":now"), fmt.Sprint(now.UnixMicro()+2_000_000); got != want {
+			t.Fatalf("item %d charged at %s, want the common slot %s", k, got, want)
+		}
+		if got, want := val(second[k], ":next"), fmt.Sprint(now.UnixMicro()+next); got != want {
+			t.Fatalf("item %d leaves tat %s, want %s", k, got, want)
+		}
 	}
 	for _, it := range second {
 		if it.Update.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
 			t.Fatal("an item does not ask for ALL_OLD on a failed condition")
 		}
 	}
-	// Both seen tats moved on by one interval: the next request that
-	// cannot fit is denied locally, with slow's exact wait.
+	// Both seen tats moved on to one interval past the common slot: the
+	// next request that cannot fit is denied locally, with slow's exact
+	// wait.
 	_, err = l.ReserveMulti(context.Background(), []Bucket{fast, slow}, 1, time.Second)
 	if wait, ok := RetryAfter(err); !ok || wait != 2*time.Second || len(f.sent) != 2 {
 		t.Fatalf("ReserveMulti = %v after %d transactions; want a local denial, retry after 2s", err, len(f.sent))

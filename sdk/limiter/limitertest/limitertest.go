@@ -286,8 +286,9 @@ func (l *Limiter) reserveMulti(op string, buckets []limiter.Bucket, n int, maxDe
 		return limiter.MultiReservation{}, &limiter.ExhaustedError{Key: keys[d.Binding], N: n, RetryAfter: micros(d.RetryAfter)}
 	}
 	for i, k := range keys {
+		// Every bucket is charged at the common slot, as the Limiter does.
 		s := l.state(k)
-		s.tat = max(s.tat, now) + int64(n)*limits[i].Interval()
+		s.tat = max(s.tat, d.Slot) + int64(n)*limits[i].Interval()
 		s.booked = s.tat
 	}
 	return limiter.MultiReservation{Keys: keys, Tokens: n, Slot: time.UnixMicro(d.Slot), Binding: keys[d.Binding]}, nil
