@@ -519,6 +519,15 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 		buckets[0].Limit.Burst -= r
 		horizon, reserve = time.Millisecond, r
 	}
+	if limits.PropertyShare != nil {
+		// A reservation charges every bucket at its common slot (the
+		// vendor counts the credential's window at arrival): a property
+		// past its share booking ahead would charge the credential there,
+		// and hold every other property back until then. It takes only
+		// tokens free now, and is deferred without a slot until its share
+		// has one.
+		horizon = time.Millisecond
+	}
 	route := dispatch.Route{
 		Bucket:     buckets[0],
 		Also:       buckets[1:],
