@@ -421,12 +421,23 @@ func (s *sim) esm(ctx context.Context, q *Queue, deferred bool, size int, window
 		msgs := s.sqs.Receive(q, size)
 		if len(msgs) == 0 {
 			<-sem
+			const poll = 200 * time.Millisecond // a long poll returns as soon as a message arrives
 			next := s.sqs.NextVisible(q)
-			wait := 200 * time.Millisecond // a long poll returns as soon as a message arrives
-			if !next.IsZero() {
-				wait = min(wait, max(time.Until(next), time.Millisecond))
+			if next.IsZero() {
+				// Nothing on the queue: wait for a message, then for the
+				// poll that would have found it, without polling every
+				// 200 ms of a long idle drain.
+				idle := time.Now()
+				if s.sqs.Arrival(ctx, q) != nil {
+					return
+				}
+				polls := time.Since(idle)/poll + 1
+				if sleep(ctx, time.Until(idle.Add(polls*poll))) != nil {
+					return
+				}
+				continue
 			}
-			if sleep(ctx, wait) != nil {
+			if sleep(ctx, min(poll, max(time.Until(next), time.Millisecond))) != nil {
 				return
 			}
 			continue

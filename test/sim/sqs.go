@@ -80,6 +80,8 @@ type Queue struct {
 	// Dead are the dead-letter queue's messages: sent with a reason or
 	// moved by the redrive.
 	Dead []Message
+	// arrived wakes a poller waiting on an empty queue (Arrival).
+	arrived chan struct{}
 }
 
 // NewSQS is a set of queues whose calls take lat, where a receive hands a
@@ -93,7 +95,7 @@ func NewSQS(r *rand.Rand, lat Latency, dup float64, maxReceive int) *SQS {
 func (s *SQS) Create(name string, visibility time.Duration) *Queue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := &Queue{Name: name, Visibility: visibility}
+	q := &Queue{Name: name, Visibility: visibility, arrived: make(chan struct{}, 1)}
 	s.queues[name] = q
 	if name == "dlq" {
 		s.dlq = q
@@ -191,6 +193,21 @@ func (s *SQS) enqueue(q *Queue, m *Message, at time.Time) {
 	e := &entry{msg: m, visibleAt: at}
 	q.live++
 	heap.Push(&q.ready, slot{at: at, e: e})
+	select {
+	case q.arrived <- struct{}{}:
+	default:
+	}
+}
+
+// Arrival waits until a message is sent to q (or ctx ends): a poller of
+// an empty queue sleeps on it instead of polling a simulated day away.
+func (s *SQS) Arrival(ctx context.Context, q *Queue) error {
+	select {
+	case <-q.arrived:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Receive takes up to n visible messages, hiding each for the queue's
