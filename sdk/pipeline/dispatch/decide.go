@@ -76,6 +76,9 @@ type situation struct {
 	Rechecks bool
 	// Shadow: the route pushes at once and records what enforcement would do.
 	Shadow bool
+	// Next: a push of this call handed the job back (its work has more
+	// pending), rather than the call receiving it.
+	Next bool
 	// MaxAge is the route's max age (lifetime), Grace the lateness its slot
 	// tolerates (Dispatcher.grace).
 	MaxAge, Grace time.Duration
@@ -114,7 +117,8 @@ type decision struct {
 	ShadowWouldDefer bool
 }
 
-// decide says what to do with a job next. The policy, in order: not due
+// decide says what to do with a job next. The policy, in order: handed
+// back by a push of the call past its hold (defer, unbooked); not due
 // yet (book its early slot if its bucket fills first; sleep a short wait,
 // defer a long one); past its max age or its deadline (dead-letter); a job
 // that only rechecks its work (begin it first); a hold expired past its
@@ -124,6 +128,15 @@ type decision struct {
 func decide(s situation) decision {
 	j, now := s.Job, s.Now
 	if !s.Owned && !s.Booked {
+		if s.Next && s.Sleep.over(now) {
+			// The call's hold bounds its chain of pushes, not only its
+			// sleeps: a shadow route never sleeps for a slot, nor does a
+			// bucket whose slots come faster than its pushes, and a lane
+			// with a backlog would keep the call pushing to its end. The
+			// job goes before booking a slot, which the queue's trip would
+			// waste.
+			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate}
+		}
 		if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
 			wait := j.NotBefore.Sub(now)
 			switch {
@@ -191,6 +204,19 @@ func decide(s situation) decision {
 type sleepBound struct {
 	Hold, Deadline time.Time
 	Margin         time.Duration
+}
+
+// handedBackLate is why a job a push handed back past the call's hold
+// was deferred.
+const handedBackLate = "handed back after the call's hold; the queue hands it on"
+
+// over reports whether now is past b: the call's hold has ended, or the
+// invocation's deadline margin has begun.
+func (b sleepBound) over(now time.Time) bool {
+	if !b.Hold.IsZero() && now.After(b.Hold) {
+		return true
+	}
+	return !b.Deadline.IsZero() && !now.Add(b.Margin).Before(b.Deadline)
 }
 
 // can reports whether sleeping wait from now stays within b.

@@ -54,6 +54,27 @@ func TestDecide(t *testing.T) {
 			decision{Act: actPush}},
 		{"shadow: push now, and record that enforcement would defer", func(s *situation) { s.Shadow, s.Job.Hold = true, held(30*time.Second) },
 			decision{Act: actPush, ShadowWait: 30 * time.Second, ShadowWouldDefer: true}},
+		{"handed back past the call's hold: defer before booking a slot", func(s *situation) {
+			s.Next, s.Sleep.Hold = true, t0.Add(-time.Millisecond)
+		}, decision{Act: actDefer, Reason: handedBackLate}},
+		{"handed back past the call's hold on a shadow route: defer as enforcement does", func(s *situation) {
+			s.Next, s.Shadow, s.Sleep.Hold = true, true, t0.Add(-time.Millisecond)
+		}, decision{Act: actDefer, Reason: handedBackLate}},
+		{"handed back past the call's hold, not due yet: defer to when it is", func(s *situation) {
+			s.Next, s.Sleep.Hold, s.Job.NotBefore = true, t0.Add(-time.Millisecond), t0.Add(200*time.Millisecond)
+		}, decision{Act: actDefer, Wait: 200 * time.Millisecond, Reason: handedBackLate}},
+		{"handed back into the invocation's deadline margin: defer", func(s *situation) {
+			s.Next, s.Sleep.Deadline, s.Sleep.Margin = true, t0.Add(2*time.Second), 3*time.Second
+		}, decision{Act: actDefer, Reason: handedBackLate}},
+		{"handed back within the call's hold: reserve as any job", func(s *situation) {
+			s.Next, s.Sleep.Hold = true, t0.Add(time.Second)
+		}, decision{Act: actReserve}},
+		{"handed back at the end of the call's hold: reserve", func(s *situation) {
+			s.Next, s.Sleep.Hold = true, t0
+		}, decision{Act: actReserve}},
+		{"not the call's first job but its slot booked here: push", func(s *situation) {
+			s.Next, s.Booked, s.Sleep.Hold, s.Job.Hold = true, true, t0.Add(-time.Millisecond), held(0)
+		}, decision{Act: actPush}},
 		{"shadow, short wait: push now, would have slept", func(s *situation) { s.Shadow, s.Job.Hold = true, held(300*time.Millisecond) },
 			decision{Act: actPush, ShadowWait: 300 * time.Millisecond}},
 		{"not due, short wait: sleep", func(s *situation) { s.Job.NotBefore = t0.Add(500 * time.Millisecond) },

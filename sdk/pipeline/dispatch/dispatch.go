@@ -21,7 +21,9 @@
 //     to come back early by the delivery lateness observed (Lead);
 //   - after a push of state-backed work (Work), the work may hand back its
 //     next job (a lane with more pending): it is reserved and pushed or
-//     deferred the same way, in the same call;
+//     deferred the same way, in the same call, until the call's hold
+//     (MaxHold) ends; one handed back after it is deferred unbooked, on
+//     every route;
 //   - the limiter store unavailable: defer for StoreCooldown (fail closed);
 //     the queue unavailable too: return an error, so the message stays on
 //     its source queue and is redelivered. Nothing is lost. A route with
@@ -257,8 +259,8 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 	}
 	ctx = withHold(ctx, now.Add(d.Policy.MaxHold))
 	acc := first
-	for {
-		res, next, err := d.serve(ctx, j, route, now)
+	for handedBack := false; ; handedBack = true {
+		res, next, err := d.serve(ctx, j, route, now, handedBack)
 		acc = acc.then(res)
 		acc.Bucket, acc.Channel = route.Bucket.Key, j.Channel
 		if err != nil || next == nil {

@@ -440,3 +440,58 @@ func TestLatenessLead(t *testing.T) {
 		})
 	}
 }
+
+// slowPusher is a pusher whose every push takes took on the rig's clock.
+type slowPusher struct {
+	pusher
+	clock *clock
+	took  time.Duration
+}
+
+func (p *slowPusher) Push(ctx context.Context, req otapush.Request) (otapush.Response, error) {
+	p.clock.set(p.clock.Now().Add(p.took))
+	return p.pusher.Push(ctx, req)
+}
+
+// A lane with a long backlog hands back a job after every push. Once the
+// call's hold has ended, the next job goes to the queue, unbooked, on any
+// route: on a shadow route (which never sleeps for its slot) and on a
+// bucket whose slots come faster than its pushes (which never waits for
+// one), nothing else ends the call, and a hot property's lane kept the
+// adversary's invocation pushing into its function timeout (seed 10).
+func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
+	tests := []struct {
+		name   string
+		shadow bool
+		T      time.Duration // the reserver's slots apart
+	}{
+		{"shadow, bucket booked ahead", true, 2 * time.Second},
+		{"enforce, slots faster than pushes", false, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			p := &slowPusher{clock: r.clock, took: 300 * time.Millisecond}
+			r.d.Pusher, r.d.Routes = p, modeRouter{shadow: tt.shadow}
+			r.lim.T = tt.T
+			r.work.more = 1000 // a backlog no push clears
+			start := r.clock.Now()
+			res, err := r.d.HandleJob(t.Context(), testJob(start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Pushes begin at 0, 0.3 s, … 1.8 s (within MaxHold, 2 s);
+			// the job handed back at 2.1 s is deferred.
+			if len(p.bodies) != 7 || r.lim.calls != 7 {
+				t.Fatalf("%d pushes and %d reservations in %v; want 7 of each, then the call's hold (%v) ends it",
+					len(p.bodies), r.lim.calls, r.clock.Now().Sub(start), DefaultPolicy.MaxHold)
+			}
+			if res.Outcome != Deferred || len(r.queue.deferred) != 1 {
+				t.Fatalf("result %+v, deferrals %d; want the handed-back job deferred once", res, len(r.queue.deferred))
+			}
+			if d := r.queue.deferred[0]; d.j.Hold.Held() || d.wait != 0 || d.j.NotBefore.After(r.clock.Now()) {
+				t.Fatalf("deferred %+v for %v; want it due now, with no slot booked for it", d.j, d.wait)
+			}
+		})
+	}
+}

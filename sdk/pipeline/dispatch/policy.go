@@ -37,10 +37,12 @@ type Policy struct {
 	LateRatio float64
 	// MaxHold bounds how long one call keeps a job in process: sleeping
 	// for a slot, or pushing the next job a push handed back. Past it, the
-	// job is deferred with its slot, so that an invocation busy with a
-	// lane that keeps changing still returns and takes new messages: a
-	// worker that sleeps holds a unit of the queue's concurrency, and
-	// other jobs' slots pass while they wait for it.
+	// job is deferred (with its slot if it holds one; a job handed back
+	// then is deferred before booking, on a shadow route too), so that an
+	// invocation busy with a lane that keeps changing still returns and
+	// takes new messages: a worker that sleeps or pushes holds a unit of
+	// the queue's concurrency, and other jobs' slots pass while they wait
+	// for it.
 	MaxHold time.Duration
 	// MaxFailures bounds the pushes of one job in a row that fail
 	// transiently; the next failure dead-letters what it carries, with

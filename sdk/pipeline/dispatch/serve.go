@@ -10,10 +10,12 @@ import (
 
 // serve takes one job from its slot (or lack of one) to a push, a deferral
 // or a shed: it asks decide what to do, does it, and asks again with what
-// changed. next is the job a push handed back, if any.
-func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time) (Result, *job.Job, error) {
+// changed. handedBack says a push of this call handed j back; next is the
+// job j's push hands back, if any.
+func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time, handedBack bool) (Result, *job.Job, error) {
 	var pre Result // what the call records of a job before its outcome
 	s := d.situation(ctx, route)
+	s.Next = handedBack
 	// first holds the in-flight lease taken before the token (leaseFirst),
 	// freed on every way out: it bounds requests at the vendor, and none
 	// goes out but the push's.
