@@ -156,9 +156,10 @@ func TestAdversaryFull(t *testing.T) {
 				if v == "" {
 					continue
 				}
+				fmt.Printf("FAIL %s (shrinking)\n  %s\n", c.Replay(), strings.ReplaceAll(v, "\n", "\n  "))
 				small := Shrink(c, func(s Case) bool { return kindOf(verdict(runCase(t, s))) == kindOf(v) })
 				line := fmt.Sprintf("FAIL %s\n  smallest: %s\n  %s", c.Replay(), small.Replay(), strings.ReplaceAll(v, "\n", "\n  "))
-				fmt.Println(line)
+				fmt.Printf("FAIL %s\n  smallest: %s\n", c.Replay(), small.Replay())
 				mu.Lock()
 				failed = append(failed, line)
 				mu.Unlock()
