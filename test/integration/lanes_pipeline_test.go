@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -266,51 +265,6 @@ func bookingConfig(lim limiter.Limit, extra, properties string) func(string) str
   "properties": {%s}
 }`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra, properties)
 	}
-}
-
-// Changes delivered out of order and twice, with DynamoDB unreachable for
-// a while in the middle: the OTA ends with the newest value of every date,
-// nothing is lost, and the vendor's limit holds.
-func TestLanesEndAtTheNewestStateDespiteReorderingDuplicatesAndAnOutage(t *testing.T) {
-	lim := limiter.PerSecond(5, 3)
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, oneHotelConfig(lim, ""))
-	r.linger = 100 * time.Millisecond // many pushes, so that reordering meets them
-	src := newPMS("hotel-aurora")
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 80 {
-		from := time.Date(2026, 12, 20+rng.IntN(20), 0, 0, 0, 0, time.UTC) // ranges cross into January
-		src.change([]string{"availability", "rates"}[rng.IntN(2)], []string{"DBL", "TWN"}[rng.IntN(2)],
-			from.Format(ari.DateLayout), from.AddDate(0, 0, rng.IntN(5)).Format(ari.DateLayout), i)
-	}
-	bodies := append([]string(nil), src.bodies...)
-	for i := 0; i < len(src.bodies); i += 4 {
-		bodies = append(bodies, src.bodies[i]) // every fourth change twice
-	}
-	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
-
-	// The changes arrive over a few seconds, so that pushes interleave
-	// with them, and the store is down for 3 s in the middle.
-	r.feeding.Store(true)
-	go func() {
-		defer r.feeding.Store(false)
-		for i, b := range bodies {
-			if i == len(bodies)/2 {
-				r.down.Store(true)
-				time.Sleep(3 * time.Second)
-				r.down.Store(false)
-			}
-			r.enqueueBodies([]string{b})
-			time.Sleep(40 * time.Millisecond)
-		}
-	}()
-	r.run(3, 3*time.Minute, 5*time.Second)
-
-	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
-	assertVendorKeptItsWindow(t, r.ota, "tok", "availability", "rates")
-	if dlq := r.receiveDLQ(); len(dlq) != 0 {
-		t.Errorf("dead-lettered %d messages: %v", len(dlq), dlq)
-	}
-	t.Logf("%d change deliveries → %d OTA requests", len(bodies), len(r.ota.Requests()))
 }
 
 // A lane with 100 changes pending is drained in ceil(items / max_items)
