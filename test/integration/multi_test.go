@@ -508,8 +508,11 @@ func TestLimitChangesTakeEffectAtOnce(t *testing.T) {
 					return r.Slot, err
 				}
 				t0 := clock.Now()
-				stopOld, tChange := t0.Add(3*time.Second), t0.Add(3*time.Second+tt.idle)
-				end := tChange.Add(5 * time.Second)
+				// 1.5 s saturates the old bucket (its burst is gone within
+				// the first second); 2.5 s under the new limit is five of its
+				// slowest intervals, past any backlog the old burst leaves.
+				stopOld, tChange := t0.Add(1500*time.Millisecond), t0.Add(1500*time.Millisecond+tt.idle)
+				end := tChange.Add(2500 * time.Millisecond)
 				var after []time.Time
 				lastOld := time.Time{}
 				for clock.Now().Before(end) {
@@ -545,8 +548,8 @@ func TestLimitChangesTakeEffectAtOnce(t *testing.T) {
 					}
 				}
 				ideal := float64(tt.new.Burst) + tt.new.Rate*end.Sub(tChange).Seconds()
-				t.Logf("last old grant %v before the change; first new grant %v after it (new interval %v); %d granted at that instant (new burst %d); %d grants in 5s (bound %.0f)",
-					tChange.Sub(lastOld), first, time.Duration(tt.new.Interval())*time.Microsecond, atOnce, tt.new.Burst, len(after), ideal)
+				t.Logf("last old grant %v before the change; first new grant %v after it (new interval %v); %d granted at that instant (new burst %d); %d grants in %v (bound %.0f)",
+					tChange.Sub(lastOld), first, time.Duration(tt.new.Interval())*time.Microsecond, atOnce, tt.new.Burst, len(after), end.Sub(tChange), ideal)
 				// The new limit holds from the change (the invariant above).
 				// The first grant under it comes within one new interval,
 				// unless the old burst booked more than the new one allows:
