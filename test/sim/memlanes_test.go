@@ -3,12 +3,15 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
@@ -37,6 +40,45 @@ type memLanes struct {
 	results []dispatch.Result
 	pending []job.Job // deferred jobs not yet delivered
 	n       int       // messages handed to the syncer
+	// limiterDown fails every call on the limiter's table while set.
+	limiterDown atomic.Bool
+}
+
+var errLimiterDown = errors.New("injected: the limiter's table is unreachable")
+
+// outage is the limiter's view of the store: every call fails while down
+// is set.
+type outage struct {
+	*DB
+	down *atomic.Bool
+}
+
+func (o outage) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if o.down.Load() {
+		return nil, errLimiterDown
+	}
+	return o.DB.UpdateItem(ctx, in, opts...)
+}
+
+func (o outage) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if o.down.Load() {
+		return nil, errLimiterDown
+	}
+	return o.DB.GetItem(ctx, in, opts...)
+}
+
+func (o outage) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if o.down.Load() {
+		return nil, errLimiterDown
+	}
+	return o.DB.BatchGetItem(ctx, in, opts...)
+}
+
+func (o outage) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if o.down.Load() {
+		return nil, errLimiterDown
+	}
+	return o.DB.TransactWriteItems(ctx, in, opts...)
 }
 
 // newMemLanes wires one worker; config is the connections JSON given the
@@ -50,7 +92,8 @@ func newMemLanes(t *testing.T, ota mockota.Config, configJSON func(url string) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := limiter.New(m.store, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now))
+	lim, err := limiter.New(outage{m.store, &m.limiterDown}, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now),
+		limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

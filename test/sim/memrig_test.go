@@ -17,6 +17,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
 )
@@ -70,7 +71,9 @@ func memStore(t *testing.T) *DB {
 type sentMessages struct {
 	mu     sync.Mutex
 	bodies map[string][]string
-	n      int
+	// reasons are the dead letters' reasons (queue.ReasonAttribute), by body.
+	reasons map[string]string
+	n       int
 }
 
 func (s *sentMessages) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
@@ -81,6 +84,12 @@ func (s *sentMessages) SendMessage(_ context.Context, in *sqs.SendMessageInput, 
 	}
 	url := aws.ToString(in.QueueUrl)
 	s.bodies[url] = append(s.bodies[url], aws.ToString(in.MessageBody))
+	if r, ok := in.MessageAttributes[queue.ReasonAttribute]; ok {
+		if s.reasons == nil {
+			s.reasons = map[string]string{}
+		}
+		s.reasons[aws.ToString(in.MessageBody)] = aws.ToString(r.StringValue)
+	}
 	s.n++
 	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprint(s.n))}, nil
 }
@@ -92,6 +101,17 @@ func (s *sentMessages) take(url string) []string {
 	b := s.bodies[url]
 	delete(s.bodies, url)
 	return b
+}
+
+// deadLetters takes the messages sent to url, with their reasons.
+func (s *sentMessages) deadLetters(url string) map[string]string {
+	out := map[string]string{}
+	for _, b := range s.take(url) {
+		s.mu.Lock()
+		out[b] = s.reasons[b]
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // takeJobs is take, decoded.
