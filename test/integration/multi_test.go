@@ -418,8 +418,9 @@ func TestShardedSplitAndFallback(t *testing.T) {
 	}
 }
 
-// The fleet invariant holds over all shards together: 16 workers taking as
-// fast as their denials allow from a bucket spread over 4 items.
+// The fleet invariant holds over all shards together, on the store's
+// conditional writes: 16 workers taking as fast as their denials allow
+// from a bucket spread over 4 items.
 func TestShardedFleetInvariant(t *testing.T) {
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	total := limiter.PerSecond(40, 20)
@@ -465,12 +466,9 @@ func TestShardedFleetInvariant(t *testing.T) {
 	util := float64(len(grants)) / (float64(total.Burst) + total.Rate*elapsed.Seconds())
 	t.Logf("4 shards, 16 workers: %d grants in %v, utilization %.1f%% of burst + rate·T, %.2f calls per grant",
 		len(grants), elapsed.Round(time.Millisecond), util*100, float64(calls.Load())/float64(len(grants)))
-	// Take-and-retry over shards (each worker sleeps its denial's wait):
-	// 97% on a quiet machine, 73% measured on a loaded one; the bound
-	// catches a fleet that stalls, the benchmarks report the figure.
-	if util < 0.6 {
-		t.Errorf("utilization %.1f%% < 60%%", util*100)
-	}
+	// Utilization (97% on a quiet machine, 53% on a loaded one) measures
+	// the machine as much as the fleet: its floor is asserted in simulated
+	// time, test/sim TestShardedFleetKeepsTheBucketBusy.
 }
 
 // Limits travel with each call. A greedy consumer on a manual clock takes

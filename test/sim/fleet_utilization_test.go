@@ -119,3 +119,69 @@ func hammerMem(t *testing.T, lat Latency, n int, d time.Duration, lim limiter.Li
 	}
 	return grants, calls
 }
+
+// The same over a bucket spread on 4 shards (40/s, burst 20), 16 workers
+// taking and retrying after each denial, each worker sleeping its
+// denial's wait: at least 60% of burst + rate·T, and no window of all the
+// shards' grants together over burst + rate·W. TestShardedFleetInvariant
+// checks the invariant on the emulator.
+func TestShardedFleetKeepsTheBucketBusy(t *testing.T) {
+	const d = 4 * time.Second
+	total := limiter.PerSecond(40, 20)
+	s := limiter.ShardedBucket{Key: "expedia#cred-hot#ari", Limit: total, Shards: 4}
+	for _, store := range []struct {
+		name string
+		lat  Latency
+	}{
+		{"moto", Latency{P50: 52 * time.Millisecond, P99: 170 * time.Millisecond}},
+		{"DynamoDB", Latency{P50: 5 * time.Millisecond, P99: 25 * time.Millisecond}},
+	} {
+		t.Run(store.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				db := NewDB(rand.New(rand.NewPCG(7, 16)), store.lat)
+				if err := limiter.CreateTable(context.Background(), db, "limits"); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				var (
+					mu     sync.Mutex
+					grants []time.Time
+					wg     sync.WaitGroup
+				)
+				for range 16 {
+					l, err := limiter.New(db, limiter.WithTable("limits"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					wg.Go(func() {
+						for ctx.Err() == nil {
+							r, err := l.TakeSharded(context.Background(), s, 1)
+							if wait, denied := limiter.RetryAfter(err); denied {
+								_ = sleep(ctx, wait)
+								continue
+							}
+							if err != nil {
+								t.Errorf("TakeSharded: %v", err)
+								return
+							}
+							mu.Lock()
+							grants = append(grants, r.Slot)
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+				w, broken := window.Fullest(grants, window.Limit{Rate: total.Rate, Burst: total.Burst})
+				if broken {
+					t.Fatalf("grants exceed burst %d + rate %v × window: %v", total.Burst, total.Rate, w)
+				}
+				util := float64(len(grants)) / (float64(total.Burst) + total.Rate*d.Seconds())
+				t.Logf("4 shards, 16 workers: %d grants in %v, utilization %.1f%% of burst + rate·T", len(grants), d, util*100)
+				if util < 0.6 {
+					t.Errorf("utilization %.1f%% < 60%%", util*100)
+				}
+			})
+		})
+	}
+}
