@@ -22,12 +22,13 @@ import (
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
 )
 
-// The tests in this file's company run the real pipeline types (limiter,
-// dispatcher, syncer, lanes) on the simulation's in-memory DynamoDB (DB,
-// with no latency) and a test's manual clock, against the mock OTA on
-// loopback: what they check is the pipeline's logic, which they replay
-// exactly, without the emulators' real-time cost. What DynamoDB and SQS
-// themselves do stays in test/integration.
+// The helpers below run the real pipeline types (limiter, dispatcher,
+// syncer, lanes) on the simulation's in-memory DynamoDB (DB, with no
+// latency) and a test's manual clock, against the mock OTA on loopback,
+// with the test as the queues: the tests that use them check the
+// pipeline's logic, and replay it exactly, without the emulators'
+// real-time cost. What DynamoDB and SQS themselves do stays in
+// test/integration.
 
 // manualClock is time that moves only when the test says.
 type manualClock struct {
