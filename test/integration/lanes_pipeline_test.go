@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,87 +266,6 @@ func bookingConfig(lim limiter.Limit, extra, properties string) func(string) str
 	}
 }
 
-// Changes delivered out of order and twice, with DynamoDB unreachable for
-// a while in the middle: the OTA ends with the newest value of every date,
-// nothing is lost, and the vendor's limit holds.
-func TestLanesEndAtTheNewestStateDespiteReorderingDuplicatesAndAnOutage(t *testing.T) {
-	lim := limiter.PerSecond(5, 3)
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, oneHotelConfig(lim, ""))
-	r.linger = 100 * time.Millisecond // many pushes, so that reordering meets them
-	src := newPMS("hotel-aurora")
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 80 {
-		from := time.Date(2026, 12, 20+rng.IntN(20), 0, 0, 0, 0, time.UTC) // ranges cross into January
-		src.change([]string{"availability", "rates"}[rng.IntN(2)], []string{"DBL", "TWN"}[rng.IntN(2)],
-			from.Format(ari.DateLayout), from.AddDate(0, 0, rng.IntN(5)).Format(ari.DateLayout), i)
-	}
-	bodies := append([]string(nil), src.bodies...)
-	for i := 0; i < len(src.bodies); i += 4 {
-		bodies = append(bodies, src.bodies[i]) // every fourth change twice
-	}
-	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
-
-	// The changes arrive over a few seconds, so that pushes interleave
-	// with them, and the store is down for 3 s in the middle.
-	r.feeding.Store(true)
-	go func() {
-		defer r.feeding.Store(false)
-		for i, b := range bodies {
-			if i == len(bodies)/2 {
-				r.down.Store(true)
-				time.Sleep(3 * time.Second)
-				r.down.Store(false)
-			}
-			r.enqueueBodies([]string{b})
-			time.Sleep(40 * time.Millisecond)
-		}
-	}()
-	r.run(3, 3*time.Minute, 5*time.Second)
-
-	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
-	assertVendorKeptItsWindow(t, r.ota, "tok", "availability", "rates")
-	if dlq := r.receiveDLQ(); len(dlq) != 0 {
-		t.Errorf("dead-lettered %d messages: %v", len(dlq), dlq)
-	}
-	t.Logf("%d change deliveries → %d OTA requests", len(bodies), len(r.ota.Requests()))
-}
-
-// A lane with 100 changes pending is drained in ceil(items / max_items)
-// pushes, each carrying as many items as allowed.
-func TestLaneDrainsInCeilItemsOverMaxItemsPushes(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, `, "max_items": 40`))
-	src := newPMS("hotel-aurora")
-	for i := range 100 {
-		day := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(ari.DateLayout)
-		src.change("rates", "DBL", day, day, i)
-	}
-	// All 100 are marked before the lane's first push: the linger is
-	// longer than marking them takes.
-	r.linger = 5 * time.Second
-	sy := r.worker()
-	msgs := make([]syncer.Message, len(src.bodies))
-	for i, b := range src.bodies {
-		msgs[i] = syncer.Message{ID: fmt.Sprint(i), Body: b}
-	}
-	for _, out := range sy.HandleBatch(context.Background(), msgs) {
-		if out.Err != nil {
-			t.Fatal(out.Err)
-		}
-	}
-	r.run(1, time.Minute, 30*time.Second)
-
-	accepted := r.ota.Accepted()
-	if len(accepted) != 3 { // ceil(100 / 40)
-		t.Errorf("the OTA received %d pushes, want 3", len(accepted))
-	}
-	ota := otaCopy(t, r.pipeline)
-	if ota.Items() != 100 {
-		t.Errorf("the pushes carried %d items, want each of the 100 once", ota.Items())
-	}
-	src.assertNewest(t, ota, "BK-1001")
-}
-
 // A change's push job delivered twice, in one batch or in two, reaches the
 // OTA once; two changes that share an event id are both pushed; and a
 // property connected twice to one channel and credential is pushed to
@@ -455,81 +372,6 @@ func (p *pipeline) receiveAll(url string, n int) []string {
 		p.t.Fatalf("received %d messages from %s, want %d", len(bodies), url, n)
 	}
 	return bodies
-}
-
-// Two properties on one credential, one changing 50 times as often: the
-// quiet one still gets its turn within about P slots (P = 2 dirty lanes),
-// since each lane holds at most one reservation at a time and the bucket
-// serves reservations in order. Counted in pushes, not seconds: the noisy
-// lane's pushes that reach the OTA between a quiet change's publication
-// and its arrival.
-func TestQuietPropertyIsServedWithinPSlots(t *testing.T) {
-	lim := limiter.PerSecond(2, 1)
-	config := func(url string) string {
-		return fmt.Sprintf(`{
-  "channels": {"booking_com": {"base_url": %q, "allow_http": true,
-    "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": 2, "burst": 1}}},
-    "credentials": {"cred-1": {"token_env": "T"}}}},
-  "properties": {
-    "hotel-noisy": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-N"}],
-    "hotel-quiet": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-Q"}]}
-}`, url)
-	}
-	// The vendor allows a burst of 2 where the fleet books 1: a vendor with
-	// exactly the fleet's limit has no room for send jitter, and its 429s
-	// (Retry-After 2 s) would measure the jitter, not the scheduling.
-	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(2, 2)}, config)
-	r.linger = -1
-	noisy, quiet := newPMS("hotel-noisy"), newPMS("hotel-quiet")
-	var quietSent []time.Time
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range 100 { // 20 changes a second for 5 s, and 2 quiet ones
-			day := time.Date(2027, 1, 1+i%28, 0, 0, 0, 0, time.UTC).Format(ari.DateLayout)
-			r.enqueueBodies([]string{noisy.change("rates", "DBL", day, day, i)})
-			if i == 30 || i == 80 {
-				quietSent = append(quietSent, time.Now())
-				r.enqueueBodies([]string{quiet.change("rates", "DBL", day, day, i)})
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	time.Sleep(200 * time.Millisecond)
-	r.run(3, 2*time.Minute, 30*time.Second)
-	<-done
-	r.run(3, time.Minute, 30*time.Second) // drain what arrived after the first run saw empty queues
-
-	ota := otaCopy(t, r.pipeline)
-	noisy.assertNewest(t, ota, "BK-N")
-	quiet.assertNewest(t, ota, "BK-Q")
-	var noisyAt []time.Time
-	for _, a := range r.ota.Accepted() {
-		if strings.Contains(string(a.Body), `"hotel_ref":"BK-N"`) {
-			noisyAt = append(noisyAt, a.At)
-		}
-	}
-	for i, sent := range quietSent {
-		day := time.Date(2027, 1, 1+[]int{30, 80}[i]%28, 0, 0, 0, 0, time.UTC).Format(ari.DateLayout)
-		at, ok := ota.Reached(otacopy.Day{HotelRef: "BK-Q", Kind: "rates", RoomType: "DBL", RatePlan: "BAR", Date: day}, int64(i+1))
-		if !ok {
-			t.Fatalf("quiet change %d never reached the OTA", i+1)
-		}
-		ahead := 0
-		for _, n := range noisyAt {
-			if n.After(sent) && n.Before(at) {
-				ahead++
-			}
-		}
-		// P = 2 lanes: one noisy push may hold its reservation already and
-		// one be in flight when the quiet change is marked. A design with
-		// one job per change would queue it behind every noisy change
-		// before it: about 30.
-		if ahead > 3 {
-			t.Errorf("quiet change %d waited behind %d noisy pushes, want at most 3 (P = 2 lanes)", i+1, ahead)
-		}
-		t.Logf("quiet change %d: %v to the OTA, behind %d noisy pushes (P/r = 1s)", i+1, at.Sub(sent).Round(time.Millisecond), ahead)
-	}
 }
 
 // A sharded endpoint goes through the same pipeline: slots are booked in

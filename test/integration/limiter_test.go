@@ -38,8 +38,8 @@ func TestAtomicity200ConcurrentTakes(t *testing.T) {
 	}
 }
 
-// (b) Fleet invariant under contention, with real time: every worker takes
-// as fast as its denials allow.
+// (b) Fleet invariant under contention on the store's conditional writes,
+// with real time: every worker takes as fast as its denials allow.
 func TestFleetInvariant(t *testing.T) {
 	for _, n := range []int{4, 40} {
 		for _, mode := range []consumeMode{takeRetry, waitSlot} {
@@ -145,14 +145,13 @@ func hammer(t *testing.T, n int, d time.Duration, skew func(int) time.Duration, 
 	util := float64(len(grants)) / ideal
 	t.Logf("%s, %d workers: %d grants in %v, utilization %.1f%% of burst + rate·T, %.2f DynamoDB calls per grant",
 		mode, n, len(grants), elapsed.Round(time.Millisecond), util*100, float64(calls.Load())/float64(len(grants)))
-	// From below: a fleet that reserves keeps the bucket busy (≥ 95%);
-	// take-and-retry wakes every denied worker at once, and on a loaded
-	// machine 40 of them lose enough time to the herd to dip below that
-	// (97% on a quiet one): its bound only catches a fleet that stalls.
-	if floor := map[consumeMode]float64{waitSlot: 0.95, takeRetry: 0.80}[mode]; util < floor {
-		t.Errorf("utilization %.1f%% < %.0f%%", util*100, floor*100)
-	}
-	// From above too: grants are bounded by burst + rate·(elapsed + slack),
+	// From below, utilization measures the machine as much as the fleet:
+	// on a loaded one the workers lose their CPU to other processes (a
+	// Wait fleet measured 93.6% against its 95% floor). The floor is
+	// asserted in simulated time, at moto's latency and DynamoDB's:
+	// test/sim TestFleetKeepsTheBucketBusy.
+	//
+	// From above: grants are bounded by burst + rate·(elapsed + slack),
 	// so utilization may exceed 1 by rate·slack plus rounding (ε = 1%).
 	if eps := lim.Rate*slack.Seconds()/ideal + 0.01; util > 1+eps {
 		t.Errorf("utilization %.1f%% > %.1f%%: the fleet over-granted", util*100, (1+eps)*100)
