@@ -320,10 +320,13 @@ var catalogue = []part{
 		c := b.channel(r)
 		c.Connections = oneOf(r, 8, 50, 64)
 		b.sc.Properties = min(b.sc.Properties, 3)
-		if b.sc.Burst != nil {
-			b.sc.Burst.Properties = min(b.sc.Burst.Properties, b.sc.Properties)
-		}
 		b.sc.Load.Rate = func(time.Duration) float64 { return 0.5 }
+		// Every change fans out to each connection: a storm, or pushes
+		// split into kilobyte messages, would ask the channel for more
+		// than its quota can send in the drain, which proves nothing
+		// lost. The channel keeps its own limits.
+		b.sc.Burst = nil
+		delete(c.Keys, "max_bytes")
 		return []string{fmt.Sprintf("load.connections=%d", c.Connections)}, ""
 	}},
 }
