@@ -165,6 +165,7 @@ func TestAdversaryFull(t *testing.T) {
 				}
 				rep := runCase(t, c)
 				v := verdict(rep)
+				fmt.Printf("case %s: %d sweeps found %d items due and took over %d lanes\n", c.Replay(), rep.Stats.Sweeps, rep.Stats.SweptItems, rep.Stats.SweptLanes)
 				if len(cases) == 1 {
 					var w strings.Builder
 					rep.Write(&w)

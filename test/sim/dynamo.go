@@ -79,9 +79,11 @@ type DB struct {
 	// down reports whether the store is out at a time.
 	down func(time.Time) bool
 	// keys are each table's key attribute names.
-	keys  map[string][]string
-	stats DBStats
-	hot   map[string]*itemHeat
+	keys map[string][]string
+	// indexes are each table's global secondary indexes by name (index.go).
+	indexes map[string]map[string]gsi
+	stats   DBStats
+	hot     map[string]*itemHeat
 	// sizes are every stored item's size by sizeKey, kept on each write,
 	// so that billing a read or a write needs no copy of the item.
 	sizes map[string]int
@@ -135,7 +137,7 @@ type itemHeat struct {
 
 // NewDB is an empty store drawing latencies from lat with r.
 func NewDB(r *rand.Rand, lat Latency) *DB {
-	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{},
+	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{}, indexes: map[string]map[string]gsi{},
 		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{},
 		items: map[string]map[string]types.AttributeValue{}}
 }
@@ -259,6 +261,7 @@ func (d *DB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ .
 	for _, k := range in.KeySchema {
 		d.keys[aws.ToString(in.TableName)] = append(d.keys[aws.ToString(in.TableName)], aws.ToString(k.AttributeName))
 	}
+	d.rememberIndexes(in)
 	return d.createTable(ctx, in)
 }
 
@@ -425,7 +428,8 @@ func (d *DB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _
 	return out, err
 }
 
-// Query bills the items it returns, summed and then rounded up to 4 KB.
+// Query bills the items it returns, summed and then rounded up to 4 KB. A
+// Query on an index is DB's own (index.go).
 func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	var out *dynamodb.QueryOutput
 	table := aws.ToString(in.TableName)
@@ -434,7 +438,11 @@ func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dyna
 			return err
 		}
 		var err error
-		out, err = d.c.Query(ctx, in)
+		if in.IndexName != nil {
+			out, err = d.queryIndex(ctx, in)
+		} else {
+			out, err = d.c.Query(ctx, in)
+		}
 		if err != nil {
 			return err
 		}

@@ -273,9 +273,9 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    %3d' %10v %10v %10v | %8v | %6d | %6d | %6d\n", m, ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()), ms(fl), dirty, backlog, wasted)
 	}
-	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d, invalid changes %d, messages left for redelivery %d, failed changes sent again after a backoff %d\n",
+	fmt.Fprintf(w, "  outcomes: pushed %d, deferred %d, coalesced %d, shed %d, dead-lettered %d, expired %d; store errors %d, local-share pushes %d, sweeps %d (items due %d, lanes taken over %d), invalid changes %d, messages left for redelivery %d, failed changes sent again after a backoff %d\n",
 		st.Outcomes[dispatch.Pushed], st.Outcomes[dispatch.Deferred], st.Outcomes[dispatch.Coalesced], st.Outcomes[dispatch.Shed],
-		st.Outcomes[dispatch.DeadLettered], st.Outcomes[dispatch.Expired], st.StoreErrors, st.LocalShares, st.Sweeps, st.InvalidChanges, st.FailedMessages, st.RetriedChanges)
+		st.Outcomes[dispatch.DeadLettered], st.Outcomes[dispatch.Expired], st.StoreErrors, st.LocalShares, st.Sweeps, st.SweptItems, st.SweptLanes, st.InvalidChanges, st.FailedMessages, st.RetriedChanges)
 	reasons := make([]string, 0, len(r.DeadByReason))
 	for k, n := range r.DeadByReason {
 		reasons = append(reasons, fmt.Sprintf("%d × %s", n, k))

@@ -93,9 +93,12 @@ type Stats struct {
 	WastedByChannel map[string]int
 	// RevokedByChannel counts, by channel, slots booked ahead on an
 	// adaptive bucket that a throttle revoked before they came.
-	RevokedByChannel               map[string]int
-	StoreErrors, LocalShares       int
-	Sweeps                         int
+	RevokedByChannel         map[string]int
+	StoreErrors, LocalShares int
+	Sweeps                   int
+	// SweptItems and SweptLanes are the lane items the sweeps found due
+	// and the stranded lanes they took over.
+	SweptItems, SweptLanes         int
 	InvalidChanges, FailedMessages int
 	// RetriedChanges are failed changes sent again after a backoff
 	// (syncer.Retry) rather than left for the visibility timeout.
@@ -590,6 +593,8 @@ func (s *sim) sweepEvery(ctx context.Context) {
 		}
 		s.mu.Lock()
 		s.stats.Sweeps++
+		s.stats.SweptItems += rep.Items
+		s.stats.SweptLanes += rep.Lanes
 		s.stats.Invocations++
 		s.stats.GBSeconds += s.sc.MemoryGB * time.Since(start).Seconds()
 		s.count(syncer.MessageResult{Jobs: rep.Results})
