@@ -11,6 +11,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.12
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/aws/smithy-go v1.28.9
+	github.com/fleetbucket/fleetbucket/sdk v0.0.0
 	github.com/spf13/cobra v1.10.2
 	github.com/truora/minidyn v0.8.2
 	golang.org/x/time v0.16.0
@@ -32,3 +33,7 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 )
+
+// The SDK is a module of its own (sdk/go.mod) so that a service importing
+// only its packages does not inherit this module's requirements.
+replace github.com/fleetbucket/fleetbucket/sdk => ./sdk

@@ -8,6 +8,7 @@ require (
 	github.com/aws/jsii-runtime-go v1.142.0
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.38.2
 	github.com/fleetbucket/fleetbucket v0.0.0
+	github.com/fleetbucket/fleetbucket/sdk v0.0.0
 )
 
 require (
@@ -38,4 +39,7 @@ require (
 	golang.org/x/tools/godoc v0.1.0-deprecated // indirect
 )
 
-replace github.com/fleetbucket/fleetbucket => ../
+replace (
+	github.com/fleetbucket/fleetbucket => ../
+	github.com/fleetbucket/fleetbucket/sdk => ../sdk
+)

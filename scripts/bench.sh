@@ -134,10 +134,10 @@ if ((!fairness_only && !adaptive_only)); then
 	go test -c -o "$tmp/bench.test" ./test/bench
 	go build -o "$tmp/benchreport" ./test/bench/cmd/benchreport
 	# The comparison is its own module (third-party limiters stay out of the
-	# SDK's go.mod); -mod=mod lets it follow changes to the root module's
-	# requirements.
-	(cd test/benchcompare && go test -mod=mod -c -o "$tmp/compare.test" . &&
-		go build -mod=mod -o "$tmp/seedfigure" ./cmd/seedfigure)
+	# SDK's go.mod); -mod=mod lets it follow changes to the requirements of
+	# the modules it replaces, which go.work's workspace mode would refuse.
+	(cd test/benchcompare && GOWORK=off go test -mod=mod -c -o "$tmp/compare.test" . &&
+		GOWORK=off go build -mod=mod -o "$tmp/seedfigure" ./cmd/seedfigure)
 fi
 
 # ---------------------------------------------------------------- stack ----

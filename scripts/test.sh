@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every check and test of the repository; the README and .ci/run call this.
 #
-#   scripts/test.sh                      gofmt, go vet, staticcheck, then go test -race ./...
+#   scripts/test.sh                      gofmt, go vet, staticcheck, then go test -race of every module
 #                                        against the local emulator stack
 #   scripts/test.sh -run TestReserve     extra arguments go to `go test`
 #   scripts/test.sh ./sdk/... -v         an argument starting with ./ ../ or the module path
-#                                        replaces the default ./... package pattern
+#                                        replaces the default package patterns (every
+#                                        package of every module)
 #
 # It installs missing tools into .tools/bin (staticcheck, pinned), starts the
 # local stack (scripts/localstack.sh) unless one is already running, exports
@@ -79,10 +80,15 @@ if [[ -n $unformatted ]]; then
 $unformatted"
 fi
 
-# Three modules: the SDK (the root), the CDK app (infra, its own module so
-# that SDK users do not inherit the CDK's requirements) and the comparison
+# Four modules: the SDK (sdk/, its own module so that a service adopting it
+# inherits none of the programs' requirements), the programs and test
+# harness around it (the root), the CDK app (infra) and the comparison
 # benchmarks (test/benchcompare, which depend on another limiter library).
-MODULES=(. infra test/benchcompare)
+# Each is checked alone (GOWORK=off), from its own go.mod and its replace
+# directives, as a user or a deploy builds it; go.work is for working on
+# them together.
+MODULES=(sdk . infra test/benchcompare)
+export GOWORK=off
 for mod in "${MODULES[@]}"; do
 	step "go vet ./... in $mod"
 	(cd "$mod" && go vet ./...) || fail "go vet in $mod"
@@ -142,8 +148,12 @@ for arg in "$@"; do
 	esac
 done
 
-run_go_test() { # [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the module at DIR (default the root)
-	local dir=. timeout=20m
+run_go_test() { # [-W] [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the module at DIR (default the root); -W in the workspace (go.work)
+	local dir=. timeout=20m gowork=off
+	if [[ ${1-} == -W ]]; then
+		gowork=
+		shift
+	fi
 	if [[ ${1-} == -C ]]; then
 		dir=$2
 		shift 2
@@ -153,7 +163,7 @@ run_go_test() { # [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the module at 
 		shift 2
 	fi
 	step "go test -race -count=1 -timeout $timeout $* (module $dir)"
-	local go_test=(go test -C "$dir" -race -count=1 -timeout "$timeout" "$@")
+	local go_test=(env "GOWORK=$gowork" go test -C "$dir" -race -count=1 -timeout "$timeout" "$@")
 	if command -v setsid >/dev/null 2>&1; then
 		setsid "${go_test[@]}" </dev/null &
 	else # macOS: job control puts the background job in its own process group
@@ -173,6 +183,7 @@ if [[ ${pkgs[*]} == ./... ]]; then
 	# they run alone, after everything else, so that compiling and running
 	# the other packages (the CDK tests above all) does not starve them of
 	# CPU on a 2-core machine.
+	run_go_test -C sdk ./... "$@"
 	mapfile -t others < <(go list ./... | grep -v '/test/integration$')
 	run_go_test "${others[@]}" "$@"
 	run_go_test -C infra ./... "$@"
@@ -183,7 +194,9 @@ if [[ ${pkgs[*]} == ./... ]]; then
 	# hung test still ends well inside CI's 90 minutes.
 	run_go_test -T 40m ./test/integration/ "$@"
 else
-	run_go_test "${pkgs[@]}" "$@"
+	# Named packages may be in any module (./sdk/... as well as ./test/...):
+	# the workspace resolves them from the root.
+	run_go_test -W "${pkgs[@]}" "$@"
 fi
 
 # The deployable stack: the real pinned CDK CLI synthesizes it offline (no

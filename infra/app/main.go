@@ -410,7 +410,9 @@ func prepareAsset(o assetOptions) (*asset, error) {
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-tags", "lambda.norpc",
 		"-o", filepath.Join(dir, stack.BootstrapFile), o.Package)
 	cmd.Dir = o.Root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	// GOWORK=off: the function is built from the root module's go.mod (which
+	// replaces the SDK module with ./sdk), as in a clone without go.work.
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fail(fmt.Errorf("building %s for linux/arm64: %w", o.Package, err))

@@ -1,6 +1,7 @@
-// Package ctxsleep is the one sleep the project uses: a timer that gives
-// way to its context, so no wait outlives the call (or Lambda invocation)
-// that asked for it.
+// Package ctxsleep is the sleep of the tools outside the SDK (the mock
+// fleet, benchmarks, integration tests): a timer that gives way to its
+// context, so no wait outlives the call that asked for it. It is a copy of
+// sdk/internal/ctxsleep, which only the SDK's packages may import.
 package ctxsleep
 
 import (

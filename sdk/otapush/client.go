@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 

@@ -5,12 +5,16 @@ module github.com/fleetbucket/fleetbucket/test/benchcompare
 
 go 1.26.0
 
-replace github.com/fleetbucket/fleetbucket => ../..
+replace (
+	github.com/fleetbucket/fleetbucket => ../..
+	github.com/fleetbucket/fleetbucket/sdk => ../../sdk
+)
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/fleetbucket/fleetbucket v0.0.0-00010101000000-000000000000
+	github.com/fleetbucket/fleetbucket/sdk v0.0.0
 	github.com/mennanov/limiters v1.13.11
 	golang.org/x/time v0.16.0
 )
@@ -74,6 +78,7 @@ require (
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/net v0.53.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

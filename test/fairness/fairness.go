@@ -33,9 +33,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/test/bench/benchkit"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // Config is one run.

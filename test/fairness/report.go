@@ -12,7 +12,7 @@ func (r *Result) Markdown(env string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("## (f) Fairness across OS processes\n\n")
-	p("%d separate worker processes × %d pushers each push for %s through `otapush.Client` (`otapush.DefaultPolicy`, `limiter.Wait`) on one bucket of rate %g/s and burst %d, against one mock OTA that enforces the same limit with its own sliding-window log (`test/mockota/window`, no code in common with `sdk/gcra`). A deferred push waits its `DeferError.After` (as a job on the deferred queue would) before the pusher goes on. Pushes per process are counted by the vendor; DynamoDB requests by each process's own meter.",
+	p("%d separate worker processes × %d pushers each push for %s through `otapush.Client` (`otapush.DefaultPolicy`, `limiter.Wait`) on one bucket of rate %g/s and burst %d, against one mock OTA that enforces the same limit with its own sliding-window log (`sdk/limiter/limitertest/window`, no code in common with `sdk/gcra`). A deferred push waits its `DeferError.After` (as a job on the deferred queue would) before the pusher goes on. Pushes per process are counted by the vendor; DynamoDB requests by each process's own meter.",
 		r.Config.Procs, r.Config.Pushers, r.Config.Duration, r.Config.Rate, r.Config.Burst)
 	if r.Config.Margin != "" && r.Config.Margin != "0s" {
 		p(" The bucket keeps a margin of %s (`limiter.Limit.Margin`); the vendor enforces burst + rate·W without it.", r.Config.Margin)

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // clockedWaiter is a real limiter whose Wait moves the test's clock to the

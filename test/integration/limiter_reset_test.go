@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // A Reset while slots booked up to 15 minutes ahead are held lifts the

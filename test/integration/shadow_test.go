@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // shadowRig is the lane pipeline with every endpoint in shadow mode, in

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // Config describes the vendor a Server imitates. Limit is required; every

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // A vendor lowers its limit without notice, then raises it back: requests

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // Request is one request as the vendor saw it. Fields the request did not

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // maxBody bounds what one request may send; ARI updates are small, and an

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // The adversary draws whole cases from a seed: a small fleet, a config

@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // Vendor is one OTA: it meters each (credential, endpoint) with its own
-// sliding-window log (test/mockota/window, which shares no code with
+// sliding-window log (sdk/limiter/limitertest/window, which shares no code with
 // sdk/gcra), answers after a drawn latency, fails with 5xx while told to,
 // refuses a share of pushes, and writes every day it accepts to the ledger.
 // Beside its enforcement it checks what the fleet sent against the

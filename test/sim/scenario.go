@@ -9,7 +9,7 @@
 //
 // The oracle (Ledger, and the Vendors' window checks) shares no code with
 // the SDK: it keeps the PMS's newest value and every OTA's copy day by day
-// with its own arithmetic and counts sends with test/mockota/window.
+// with its own arithmetic and counts sends with sdk/limiter/limitertest/window.
 //
 // Invariants, checked on every run (Report.Violations; a test fails on
 // any and prints the seed): no vendor window holds more sends than
@@ -49,7 +49,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // ChannelSpec is one OTA and how the fleet reaches it.

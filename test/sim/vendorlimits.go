@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 )
 
 // weightedLog is window.Log for arrivals that weigh n tokens each (a push

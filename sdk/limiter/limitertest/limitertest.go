@@ -26,8 +26,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 

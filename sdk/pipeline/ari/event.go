@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/internal/strictjson"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/strictjson"
 )
 
 // DateLayout is the calendar date format of events and state.

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fleetbucket/fleetbucket/internal/strictjson"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/strictjson"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 

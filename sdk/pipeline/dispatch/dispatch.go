@@ -55,7 +55,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/internal/ctxsleep"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/ctxsleep"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"

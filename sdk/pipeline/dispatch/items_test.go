@@ -16,9 +16,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // itemsWork is a lane with an endless backlog of one-item changes: each

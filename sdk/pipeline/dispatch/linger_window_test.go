@@ -11,9 +11,9 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
-	"github.com/fleetbucket/fleetbucket/test/mockota/window"
 )
 
 // slowStore is limitertest's limiter answering each booking of a bucket

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetbucket/fleetbucket/internal/strictjson"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/strictjson"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 )

@@ -1,7 +1,11 @@
-// Package window is the mock OTA's own check of a rate limit, written apart
-// from sdk/gcra so that it can catch that package's bugs: it counts
-// arrivals in sliding windows and compares each count with what a limit of
-// rate r and burst b allows in a window of width W, namely b + r·W.
+// Package window checks a recording of arrivals against a rate limit the
+// way a vendor would: it counts arrivals in sliding windows and compares
+// each count with what a limit of rate r and burst b allows in a window of
+// width W, namely b + r·W. It is the mock OTA's check and the oracle of the
+// SDK's own tests, written apart from sdk/gcra (it imports nothing of the
+// SDK, not even its rounding) so that it can catch that package's bugs; a
+// service can use it the same way, to assert that what reached its vendor
+// stayed within the limit.
 //
 // It holds nothing but a list of arrival times. Fullest and Check read a
 // finished recording (the vendor-side invariant a test asserts); Log decides
