@@ -82,6 +82,36 @@ func TestLimiterModuleNeedsOnlyItsOwnDependencies(t *testing.T) {
 	}
 }
 
+// TestSDKModuleBuildsAlone lists every package of the SDK module and what
+// its tests import, outside the workspace: in go.work's workspace an import
+// of the root module's packages (internal/..., test/...) would resolve, and
+// a service building the SDK from its own go.mod would find it missing.
+func TestSDKModuleBuildsAlone(t *testing.T) {
+	sdk := filepath.Join(repoRoot(t), "sdk")
+	mods := goCmd(t, sdk, "list", "-mod=readonly", "-deps", "-test", "-f", "{{with .Module}}{{.Path}}{{end}}", "./...")
+	seen := map[string]bool{}
+	for line := range strings.Lines(mods) {
+		m := strings.TrimSpace(line)
+		if strings.HasPrefix(m, "github.com/fleetbucket/") && m != "github.com/fleetbucket/fleetbucket/sdk" && !seen[m] {
+			seen[m] = true
+			t.Errorf("the SDK module's packages or tests import from module %s", m)
+		}
+	}
+}
+
+// TestWindowImportsNothingOfTheSDK keeps the oracle apart from what it
+// checks: package window lives in the SDK module (its tests and the mock
+// OTA both use it) but may import only the standard library.
+func TestWindowImportsNothingOfTheSDK(t *testing.T) {
+	const window = "github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
+	deps := goCmd(t, filepath.Join(repoRoot(t), "sdk"), "list", "-mod=readonly", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", window)
+	for line := range strings.Lines(deps) {
+		if p := strings.TrimSpace(line); p != "" && p != window {
+			t.Errorf("package window imports %s: the oracle must share no code with the SDK", p)
+		}
+	}
+}
+
 // mentions reports whether text names module m as a whole word: a path
 // followed by a space, @, / or the end of a line.
 func mentions(text, m string) bool {
