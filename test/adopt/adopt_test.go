@@ -1,7 +1,9 @@
 // Package adopt checks what a service inherits when it adopts one package
 // of the SDK and nothing else: it builds a scratch module outside the
 // repository that imports only that package, lets `go mod tidy` write its
-// go.mod and go.sum, and reads them and the module graph.
+// go.mod and go.sum, and reads them and the module graph. It also checks
+// that the SDK module builds from its own go.mod alone, and that the
+// oracle it carries (package window) imports nothing of the SDK.
 //
 // The go command runs offline (GOPROXY=off): everything the scratch module
 // may need is what building this repository put in the module cache.
@@ -39,7 +41,7 @@ func TestLimiterModuleNeedsOnlyItsOwnDependencies(t *testing.T) {
 		"github.com/fleetbucket/fleetbucket/sdk/otapush",
 	} {
 		t.Run(filepath.Base(pkg), func(t *testing.T) {
-			mod := strings.Fields(goCmd(t, root, "list", "-f", "{{.Module.Path}} {{.Module.Dir}}", pkg))
+			mod := strings.Fields(goCmd(t, root, "list", "-mod=readonly", "-f", "{{.Module.Path}} {{.Module.Dir}}", pkg))
 			if len(mod) != 2 {
 				t.Fatalf("go list %s: module %q, want a path and a directory", pkg, mod)
 			}
