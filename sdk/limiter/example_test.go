@@ -20,6 +20,12 @@ import (
 // The examples after it run, and their output is checked, on
 // limitertest's in-memory limiter at a fixed time: *limiter.Limiter
 // answers the same calls the same way from the fleet's shared table.
+// They do not run *limiter.Limiter itself: it grants through conditional
+// writes whose condition and update expressions DynamoDB evaluates, which
+// limitertest does not (it keeps sdk/gcra's state in a map), and an
+// in-memory DynamoDB that does (minidyn) would become a requirement of the
+// SDK's module, inherited by every service that adopts the limiter
+// (test/adopt checks that none is).
 
 // The README's example: one bucket per (credential, endpoint), shared by
 // every worker of the fleet; Reserve books a slot with one conditional write.
