@@ -110,3 +110,12 @@ func assertDeadLetteredOnce(t *testing.T, p *pipeline, status int) {
 		t.Logf("dead letter: %d bytes, reason %q", len(body), reason[:min(len(reason), 160)])
 	}
 }
+
+// reasons lists a dead-letter queue's reasons, without the bodies.
+func reasons(dlq map[string]string) []string {
+	var out []string
+	for _, reason := range dlq {
+		out = append(out, reason)
+	}
+	return out
+}

@@ -1,4 +1,4 @@
-package integration
+package sim
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,29 +15,40 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	secrets "github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
-	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
-// flakySecrets is the emulator's Secrets Manager behind an outage switch:
-// while down, reads fail once the first allow of them have gone through.
-type flakySecrets struct {
-	*secretsmanager.Client
-	down  atomic.Bool
-	allow atomic.Int64
+// memSecrets is Secrets Manager in memory, behind an outage switch: while
+// down, reads fail once the first allow of them have gone through.
+type memSecrets struct {
+	mu     sync.Mutex
+	values map[string]string
+	down   atomic.Bool
+	allow  atomic.Int64
 	// failed counts the reads the outage failed.
 	failed atomic.Int64
 }
 
 var errSecretsDown = errors.New("injected: Secrets Manager unreachable")
 
-func (f *flakySecrets) GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, o ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	if f.down.Load() && f.allow.Add(-1) < 0 {
-		f.failed.Add(1)
+func (m *memSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	if m.down.Load() && m.allow.Add(-1) < 0 {
+		m.failed.Add(1)
 		return nil, errSecretsDown
 	}
-	return f.Client.GetSecretValue(ctx, in, o...)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.values[*in.SecretId]
+	if !ok {
+		return nil, fmt.Errorf("no secret %q", *in.SecretId)
+	}
+	return &secretsmanager.GetSecretValueOutput{Name: in.SecretId, SecretString: &v}, nil
+}
+
+func (m *memSecrets) put(id, value string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.values[id] = value
 }
 
 func secretConfig(lim limiter.Limit, secretID string) func(string) string {
@@ -57,6 +69,7 @@ func secretConfig(lim limiter.Limit, secretID string) func(string) string {
 // (the job's route) or the refresh after a 401 that a rotation caused.
 func TestSecretsOutageDefersAndLosesNothing(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
+	const secret = "fleetbucket/booking_com/cred-1"
 	for _, tt := range []struct {
 		name string
 		// stored is the secret at the start, accepted the token the OTA
@@ -69,72 +82,54 @@ func TestSecretsOutageDefersAndLosesNothing(t *testing.T) {
 		{name: "refresh after a 401", stored: "old", accepted: "new", rotated: "new", allow: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			sm := emulator.SecretsManager(t)
-			secret := emulator.NewSecret(t, sm, tt.stored)
-			flaky := &flakySecrets{Client: sm}
-			flaky.down.Store(true)
-			flaky.allow.Store(tt.allow)
-			cache := secrets.New(flaky)
-			r := newLaneRig(t, lim, mockota.Config{Limit: lim, Credentials: []string{tt.accepted}}, secretConfig(lim, secret))
-			r.linger = -1
-			r.tune = func(d *dispatch.Dispatcher) {
-				sy := d.Work.(*syncer.Syncer)
-				sy.Credential, sy.Invalidate = cache.Lookup(5*time.Second, nil), cache.Invalidate
-			}
-			src := newPMS("hotel-aurora")
+			sm := &memSecrets{values: map[string]string{secret: tt.stored}}
+			sm.down.Store(true)
+			sm.allow.Store(tt.allow)
+			m := newMemLanes(t, mockota.Config{Limit: lim, Credentials: []string{tt.accepted}}, secretConfig(lim, secret),
+				func(d *dispatch.Dispatcher) { d.Policy.StoreCooldown = 2 * time.Second })
+			cache := secrets.New(sm, secrets.WithClock(m.clock.Now))
+			m.sy.Credential, m.sy.Invalidate = cache.Lookup(5*time.Second, nil), cache.Invalidate
+			src := newPMSOracle("hotel-aurora")
 			for i := range 3 {
 				day := time.Date(2027, 2, 1+i, 0, 0, 0, 0, time.UTC).Format("2006-01-02")
-				r.enqueueBodies([]string{src.change("rates", "DBL", day, day, i)})
+				m.changes([]string{src.change("rates", "DBL", day, day, i)}, 1)
 			}
-
-			r.feeding.Store(true)
-			done := make(chan struct{})
-			go func() { defer close(done); r.run(1, 2*time.Minute, 5*time.Second) }()
 			if tt.rotated != "" {
-				waitFor(t, "the OTA to refuse the old token", func() bool { return statusSeen(r, http.StatusUnauthorized) })
-				if _, err := sm.PutSecretValue(context.Background(), &secretsmanager.PutSecretValueInput{SecretId: &secret, SecretString: &tt.rotated}); err != nil {
-					t.Error(err)
+				if !statusSeen(m.ota, http.StatusUnauthorized) {
+					t.Fatal("the OTA refused no token: the outage meets no refresh")
 				}
+				sm.put(secret, tt.rotated)
 			}
 			// The outage lasts for several store cooldowns (2 s each): a job
 			// that is deferred keeps trying to read the token.
-			waitFor(t, "the outage to fail four reads", func() bool { return flaky.failed.Load() >= 4 })
-			time.Sleep(4 * time.Second)
-			if dlq := r.receiveDLQ(); len(dlq) != 0 {
+			for i := 0; sm.failed.Load() < 6; i++ {
+				if i > 100 || len(m.pending) == 0 {
+					t.Fatalf("%d reads failed after %d deliveries with %d jobs deferred, want the deferred job trying again", sm.failed.Load(), i, len(m.pending))
+				}
+				m.deliverNext()
+			}
+			if dlq := m.sent.deadLetters(deadURL); len(dlq) != 0 {
 				t.Errorf("during the outage %d messages were dead-lettered: %v", len(dlq), reasons(dlq))
 			}
-			flaky.down.Store(false)
-			r.feeding.Store(false)
-			<-done
+			sm.down.Store(false)
+			m.drain(100)
 
-			src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
-			if dlq := r.receiveDLQ(); len(dlq) != 0 {
+			src.assertNewest(t, m.ota, "BK-1001")
+			if dlq := m.sent.deadLetters(deadURL); len(dlq) != 0 {
 				t.Errorf("after the outage %d messages were dead-lettered: %v", len(dlq), reasons(dlq))
 			}
-			for name, v := range laneItem(t, r, "hotel-aurora#rates") {
+			for name, v := range memLaneItem(t, m.store, "hotel-aurora#rates") {
 				if strings.HasPrefix(name, "d:") || strings.HasPrefix(name, "o:") {
 					t.Errorf("the lane still holds %s = %v: want it released with nothing pending", name, v)
 				}
 			}
-			t.Logf("%d reads failed during the outage; the OTA answered %d requests", flaky.failed.Load(), len(r.ota.Requests()))
+			t.Logf("%d reads failed during the outage; the OTA answered %d requests", sm.failed.Load(), len(m.ota.Requests()))
 		})
 	}
 }
 
-// waitFor waits up to 20 s for cond, and reports it if cond never held;
-// the test goes on, so that its pipeline still stops cleanly.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("waited 20 s for %s in vain", what)
-			return
-		}
-	}
-}
-
-func statusSeen(r *laneRig, status int) bool {
-	for _, req := range r.ota.Requests() {
+func statusSeen(ota *mockota.Server, status int) bool {
+	for _, req := range ota.Requests() {
 		if req.Status == status {
 			return true
 		}
