@@ -167,6 +167,7 @@ func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
 // its slot revoked and books again at the rate that held, instead of
 // earning a 429 of its own. Slots granted outside a probe cost no read.
 func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
+	t.Parallel()
 	f := newAdaptiveFleet(t, emulator.DynamoDB(t), "booking_com#cred-1#rates", 2)
 	clock, t0, b, at := f.clock, f.t0, f.b, f.at
 	a, w := f.worker(t), f.worker(t)
@@ -237,6 +238,7 @@ func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
 // the probe lands while Wait sleeps, Wait books again at the rate that
 // held, after the penalty, instead of returning the revoked slot.
 func TestWaitBooksAgainWhenAThrottleRevokesItsProbingSlot(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	ctx := context.Background()
 	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),

@@ -22,6 +22,7 @@ import (
 // set; then the test expires the item as DynamoDB's TTL would, and a fresh
 // worker, after the fleet was idle, still grants at the learned rate.
 func TestLearnedRateOutlivesItsClimb(t *testing.T) {
+	t.Parallel()
 	db := emulator.DynamoDB(t)
 	// 20/s burst 2; quiet 10 s, then 1/s more per second.
 	f := newAdaptiveFleet(t, db, "booking_com#cred-1#rates", 2)
@@ -118,6 +119,7 @@ func TestLearnedRateOutlivesItsClimb(t *testing.T) {
 // but further ahead than W knew: the TTL it first computes fails the
 // condition, and the one it sends again covers the tat the answer showed.
 func TestAdaptiveChangeNeverExpiresBeforeTat(t *testing.T) {
+	t.Parallel()
 	db := emulator.DynamoDB(t)
 	f := newAdaptiveFleet(t, db, "booking_com#cred-1#rates", 2)
 	table, t0, b := f.table, f.t0, f.b

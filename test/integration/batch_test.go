@@ -18,6 +18,7 @@ import (
 // One write books a whole schedule: slots consecutive, one interval
 // apart, in order, after what the bucket already held.
 func TestBatchSlotsAreConsecutive(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
@@ -52,6 +53,7 @@ func TestBatchSlotsAreConsecutive(t *testing.T) {
 // maxDelay cuts a partial batch short; without Partial the batch is all or
 // nothing, and a batch that could never fit is refused naming the field.
 func TestBatchPartialBooking(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
@@ -150,6 +152,7 @@ func TestBatchFleetInvariant(t *testing.T) {
 // A job whose slot expired before it ran re-acquires, and the wasted slot
 // is counted.
 func TestExpiredSlotReacquires(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})

@@ -41,6 +41,7 @@ func (f losingClaim) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 // until a change came after the lease; with none, never (the adversary's
 // seed 39, lost answers and 64 connections: ~200 OTA days stale).
 func TestJobWhoseClaimLostItsAnswerKeepsItsLane(t *testing.T) {
+	t.Parallel()
 	r, src, body := retryRig(t)
 	ctx := context.Background()
 

@@ -16,6 +16,7 @@ import (
 // rate that still holds, stand. Each confirmation reads the bucket once,
 // but for one this process already knows is revoked.
 func TestSlotsInsideARetryAfterAreRevoked(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 // of job ... pushes"); a fleet run with DynamoDB paused for 20 s lost 79
 // of its 1000 jobs that way.
 func TestFenceWriteWithALostAnswerStillPushes(t *testing.T) {
+	t.Parallel()
 	p, d, first := handleWithLostAnswers(t, 2, 2) // the first write books the slot; the second is the fence
 	if first.Lost != 1 {
 		t.Fatal("the fence's answer was never lost, so the test proves nothing")
@@ -49,6 +50,7 @@ func TestFenceWriteWithALostAnswerStillPushes(t *testing.T) {
 // deliveries (a copy of the first message, a copy of the deferred one)
 // still find it taken.
 func TestFirstAfterTakesOverItsOwnUnansweredWrite(t *testing.T) {
+	t.Parallel()
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db)
 	var losing atomic.Bool
@@ -103,6 +105,7 @@ func TestFirstAfterTakesOverItsOwnUnansweredWrite(t *testing.T) {
 // the job carried it, it came back to a fence taken by its own write and
 // pushed nothing, ever.
 func TestJobWhoseFenceWritesAllLostAnswersPushesOnce(t *testing.T) {
+	t.Parallel()
 	// The first write books the slot; the next three are the fence's
 	// attempts (the limiter's default), all answers lost.
 	p, d, res := handleWithLostAnswers(t, 2, 4)

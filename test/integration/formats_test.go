@@ -148,6 +148,7 @@ func (r *wireRig) copy(t *testing.T) *otacopy.Copy {
 // not mapped: the change is refused, not delivered. It is dead-lettered
 // with the vendor's error, and the OTA holds nothing of it.
 func TestTwoHundredWithErrorIsARefusal(t *testing.T) {
+	t.Parallel()
 	r := newWireRig(t, mockota.WireOpenTravel)
 	res := total(r.batch(t, r.availability(1, "SUI", "2026-12-01", "2026-12-03", 4)))
 	if res.Pushes != 0 || res.Refused != 1 {
@@ -214,6 +215,7 @@ func isolationOfOneBadChange(t *testing.T, format, vendorError string) {
 }
 
 func TestOneBadChangeInAMergedPushOfElevenIsIsolated(t *testing.T) {
+	t.Parallel()
 	isolationOfOneBadChange(t, mockota.WireOpenTravel, "Room ID is not valid")
 }
 
@@ -221,12 +223,14 @@ func TestOneBadChangeInAMergedPushOfElevenIsIsolated(t *testing.T) {
 // HTTP 200, and names no item: the whole message is refused, and halving
 // finds the bad change.
 func TestExpediaARErrorIn200RefusesTheWholeMessage(t *testing.T) {
+	t.Parallel()
 	isolationOfOneBadChange(t, mockota.WireExpediaAR, "is not mapped")
 }
 
 // A change across a month boundary goes to an OpenTravel vendor as two
 // requests, one per calendar month, both accepted; the lane is then clear.
 func TestMonthSplitPush(t *testing.T) {
+	t.Parallel()
 	r := newWireRig(t, mockota.WireOpenTravel)
 	res := total(r.batch(t, r.availability(1, "DBL", "2026-12-30", "2027-01-02", 5)))
 	if res.Pushes != 2 || len(r.p.ota.Requests()) != 2 || len(r.p.ota.Accepted()) != 2 {
@@ -256,6 +260,7 @@ func TestMonthSplitPush(t *testing.T) {
 // the reason, spending no request; the change merged with it goes out, and
 // the lane ends clear. A push of nothing but such changes sends nothing.
 func TestUnexpressibleChangeIsDeadLetteredAtOnce(t *testing.T) {
+	t.Parallel()
 	r := newWireRig(t, mockota.WireExpediaAR)
 	good := r.availability(1, "DBL", "2026-12-01", "2026-12-02", 3)
 	r.plan = "BAR"
@@ -340,6 +345,7 @@ func refusedWhole(t *testing.T, r *wireRig) dispatch.Result {
 // change stays pending, and the credential's path is taken (its bucket
 // paused fleet-wide, CredentialRefusals counted for its alarm).
 func TestCredentialRefusalInsideA200KeepsEveryChange(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, format string
 		wire         func(*mockota.Wire)
@@ -370,6 +376,7 @@ func TestCredentialRefusalInsideA200KeepsEveryChange(t *testing.T) {
 // dead-lettered, every change stays pending, and the hotel's path is taken
 // (the lane waits out a backoff, HotelRefusals counted for its alarm).
 func TestHotelRefusalIsNotIsolated(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{mockota.WireOpenTravel, mockota.WireExpediaAR} {
 		t.Run(format, func(t *testing.T) {
 			r := newWireRigWith(t, format, func(c *mockota.Config) { c.Wire.DisconnectedHotels = []string{"H-1001"} })

@@ -19,6 +19,7 @@ import (
 // read), and the owner's next claim finds it; a compaction of a lane that
 // changed since it was read changes nothing.
 func TestLaneCompactionDuringAPushKeepsItPending(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newLaneStore(t, nil)
 	id := lane.ID{Property: "hotel-1", Kind: "rates", Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
@@ -79,6 +80,7 @@ func (o oversizedLanes) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemI
 // failure to retry until SQS dead-letters the change with no reason: the
 // change goes to the dead-letter queue at once, saying why.
 func TestOversizedLaneWriteIsDeadLetteredWithTheReason(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, ""))
 	sy := r.worker()

@@ -77,6 +77,7 @@ func pendingDays(t *testing.T, db *dynamodb.Client, table string, id lane.ID) (m
 // mark, the compaction applies at once and keeps every date's newest
 // sequence too (a merge that kept an older element fails here).
 func TestCompactionKeepsAnElementAnOldWorkerMarked(t *testing.T) {
+	t.Parallel()
 	for _, oldWorker := range []bool{false, true} {
 		t.Run(fmt.Sprintf("old mark between: %v", oldWorker), func(t *testing.T) {
 			ctx := context.Background()

@@ -129,6 +129,7 @@ func TestExpiredLaneBehindAnUrgentReserveIsNotBackedOff(t *testing.T) {
 // per ending (the sweep takes it over in between, the backoff long over)
 // and then asks when the sweep takes it up again.
 func TestEndLeaseBacksOffOnlyFailedPushes(t *testing.T) {
+	t.Parallel()
 	id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
 	const expired, failed = false, true
 	tests := []struct {

@@ -44,6 +44,7 @@ func (b *beforeRelease) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemI
 // built with the lane store's own calls; the change lands through another
 // worker's HandleBatch at the deterministic moment.
 func TestChangeDuringReleaseIsPushed(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, ""))
 	r.linger = -1

@@ -23,6 +23,7 @@ type sweepIndexStep struct {
 // nothing left to do: the steps test/sim's TestDBQueriesTheSweepIndex
 // runs on the simulation's store, here on moto's.
 func TestDueListsEveryStrandedItem(t *testing.T) {
+	t.Parallel()
 	const lease = time.Minute
 	tests := []struct {
 		name  string

@@ -24,6 +24,7 @@ func el(room string, seq int64) lane.Element {
 // fences off a second copy of the job; a clear drops exactly what was
 // pushed, and releases the lane once nothing is left.
 func TestLaneMarkClaimClear(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newLaneStore(t, nil)
 	bk := lane.ID{Property: "hotel-1", Kind: "rates", Channel: "booking_com", Credential: "c1", HotelRef: "BK-1"}
@@ -85,6 +86,7 @@ func TestLaneMarkClaimClear(t *testing.T) {
 
 // An owner that dies holding a lane loses it when its lease runs out.
 func TestLaneLeaseTakeover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := newManualClock()
 	s := newLaneStore(t, clock.Now)

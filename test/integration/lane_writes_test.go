@@ -172,6 +172,7 @@ func oneChange(t *testing.T, lanes int) (writes, reads int64) {
 // per change, however many lanes it fans out to (before: a claim and a
 // finish per lane besides the mark).
 func TestMarkingInvocationPushesWithoutAClaim(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		lanes int
@@ -191,6 +192,7 @@ func TestMarkingInvocationPushesWithoutAClaim(t *testing.T) {
 // The first pushes of the lanes one change woke carry the same dates, and
 // render them from one read of the ARI state (before: one per lane).
 func TestMarkingInvocationReadsTheStateOnce(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		lanes int
@@ -213,6 +215,7 @@ func TestMarkingInvocationReadsTheStateOnce(t *testing.T) {
 // nothing. With a token that both deliveries share, both would push
 // without a claim.
 func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 10)
 	for _, tt := range []struct {
 		name        string
@@ -267,6 +270,7 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 // has another owner), each lane is finished on its own, so that the others
 // are still released and that one keeps its owner and what is pending.
 func TestOneFinishReleasesEveryLaneOfAnItem(t *testing.T) {
+	t.Parallel()
 	ids := make([]lane.ID, 3)
 	for i := range ids {
 		ids[i] = lane.ID{Property: "hotel-1", Kind: "rates", Channel: "booking_com", Credential: fmt.Sprintf("c%d", i), HotelRef: fmt.Sprintf("BK-%d", i)}

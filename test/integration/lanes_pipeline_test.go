@@ -271,6 +271,7 @@ func bookingConfig(lim limiter.Limit, extra, properties string) func(string) str
 // property connected twice to one channel and credential is pushed to
 // both of its hotel refs.
 func TestDuplicatesSendOnceAndDistinctWorkIsNeverDropped(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 10)
 	config := func(url string) string {
 		return fmt.Sprintf(`{
@@ -426,6 +427,7 @@ func TestShardedEndpointThroughThePipeline(t *testing.T) {
 // else, schedules a recheck that takes the lane over once the dead
 // owner's lease has run out.
 func TestCrashAfterMarkIsRecoveredByTheRedelivery(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	r := newLaneRig(t, lim, mockota.Config{Limit: lim}, oneHotelConfig(lim, ""))
 	r.linger, r.lease = -1, 2*time.Second
@@ -476,6 +478,7 @@ func TestCrashAfterMarkIsRecoveredByTheRedelivery(t *testing.T) {
 // end, as a redelivered one does, and the OTA gets the newest state; one
 // that finds a fresh lease leaves the lane to its owner.
 func TestChangeNearTheEndOfAnOwnersLeaseSchedulesARecheck(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	// Seconds of room on each side of half the lease, so that the emulator's
 	// latency on a loaded machine (the change's state write comes before

@@ -23,6 +23,7 @@ import (
 // expires; a release frees its slot at once; an expired lease's slot is
 // taken again, and its late release changes nothing.
 func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	t0 := clock.Now()
@@ -103,6 +104,7 @@ func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
 // A lowered max holds: while a lease above the new max lives, nobody
 // acquires under the new one, even with lower slots free.
 func TestLoweredMaxInFlightWaitsForTheSlotsAboveIt(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	t0 := clock.Now()
@@ -147,6 +149,7 @@ func TestLoweredMaxInFlightWaitsForTheSlotsAboveIt(t *testing.T) {
 // An acquire whose answer is lost is recognised by its retry (ALL_OLD shows
 // its own id): one lease, not one held and one leaked until it expires.
 func TestLeaseAcquireWithALostAnswerHoldsOneSlot(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	var lost atomic.Int32
 	db := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.LoseResponses(func(op string) bool {
@@ -173,6 +176,7 @@ func TestLeaseAcquireWithALostAnswerHoldsOneSlot(t *testing.T) {
 // A lease item with every slot held stays under 1 KB: each acquire and
 // release is 1 write unit.
 func TestLeaseItemIsOneWriteUnit(t *testing.T) {
+	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
 	w := newWorker(t, table)
@@ -199,6 +203,7 @@ func TestLeaseItemIsOneWriteUnit(t *testing.T) {
 // once (counted by the test, not the gate), every Wait ends in a lease,
 // and passes within the process cost fewer writes than acquire + release.
 func TestLeaseGatePassesLeasesWithinAProcess(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	w := newWorker(t, table)
 	g := limiter.NewLeaseGate(w.Limiter)
@@ -256,6 +261,7 @@ func TestLeaseGatePassesLeasesWithinAProcess(t *testing.T) {
 // store's last "no free slot" to the process still runs. A caller books
 // what only the lease's holder can spend after the lease while it holds.
 func TestLeaseGateKnowsItsLeaseSetIsContended(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	holder := limiter.NewLeaseGate(newWorker(t, table, limiter.WithClock(clock.Now)).Limiter)

@@ -17,6 +17,7 @@ import (
 // like the grants do, with ErrUnavailable wrapping breaker.ErrOpen. After
 // the cooldown every kind of call reaches the store again.
 func TestEveryStoreCallPassesTheBreaker(t *testing.T) {
+	t.Parallel()
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db)
 	down := errors.New("injected: store unreachable")

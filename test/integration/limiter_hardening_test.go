@@ -55,6 +55,7 @@ func (w *writesPerCall) summary() (calls int, mean float64, maxWrites int64) {
 // workers saturating the bucket through Wait or through Take-and-retry.
 // Contention never ends a call without a decision here (no resets).
 func TestWritesPerCallAtMostTwo(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		workers int
 		mode    consumeMode
@@ -124,6 +125,7 @@ func TestWritesPerCallAtMostTwo(t *testing.T) {
 // still cost its tokens with no grant (when another worker wrote in
 // between), never more than one request's worth, and never an over-grant.
 func TestLostResponsesAreNotChargedTwice(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{1, 8} {
 		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
 			db := emulator.DynamoDB(t)
@@ -214,6 +216,7 @@ func TestLostResponsesAreNotChargedTwice(t *testing.T) {
 // (which drops the booked slots) takes up to the denial cache age to reach
 // it.
 func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"Reset", "DeleteItem"} {
 		t.Run(how, func(t *testing.T) {
 			db := emulator.DynamoDB(t)
@@ -322,6 +325,7 @@ func TestHangingStoreOpensTheBreaker(t *testing.T) {
 // An UpdateItem refused because a transaction holds the item is retried
 // and does not feed the breaker.
 func TestTransactionConflictIsRetriedNotAFailure(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	var n atomic.Int64
 	f := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{Before: func(op string) error {
@@ -347,6 +351,7 @@ func TestTransactionConflictIsRetriedNotAFailure(t *testing.T) {
 // would have picked at random. The expected slot is computed here from
 // each shard's stored tat (State), not by the limiter's decision code.
 func TestReserveShardedBooksTheEarliestSlot(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	t0 := clock.Now()
@@ -391,6 +396,7 @@ func TestReserveShardedBooksTheEarliestSlot(t *testing.T) {
 // CreateTable reports TTL enabled on another attribute instead of
 // swallowing it, and accepts its own TTL.
 func TestCreateTableReportsAForeignTTL(t *testing.T) {
+	t.Parallel()
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db) // created, TTL on limiter.TTLAttribute
 	ctx := context.Background()

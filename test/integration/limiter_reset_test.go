@@ -124,6 +124,7 @@ func TestResetKeepsTheWindowBound(t *testing.T) {
 // process knows at once too, and denials the booked slots alone explain
 // are still answered with no call.
 func TestDenialAfterResetCarriesTheNewWait(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	ctx := context.Background()

@@ -163,6 +163,7 @@ func sleep(ctx context.Context, d time.Duration) { _ = ctxsleep.Sleep(ctx, d) }
 // (c) Reservations on an empty bucket get consecutive slots, one interval
 // apart, each for one conditional write.
 func TestReservationsGetDistinctOrderedSlots(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
@@ -206,6 +207,7 @@ func TestReservationsGetDistinctOrderedSlots(t *testing.T) {
 
 // Concurrent reservations from separate workers never share a slot.
 func TestConcurrentReservationsAreDistinct(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	b := limiter.Bucket{Key: "booking_com#cred-3#rates", Limit: limiter.PerSecond(10, 1)}
@@ -239,6 +241,7 @@ func TestConcurrentReservationsAreDistinct(t *testing.T) {
 // (d) Penalize stops every worker until the given time, then refills at the
 // normal rate rather than releasing the burst.
 func TestPenalizeStopsTheFleet(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	b := limiter.Bucket{Key: "booking_com#cred-4#availability", Limit: limiter.PerSecond(10, 5)}
@@ -301,6 +304,7 @@ func TestPenalizeStopsTheFleet(t *testing.T) {
 
 // (f) Every write sets the TTL to cover its tat, and later writes move it on.
 func TestTTLIsSetAndMovesForward(t *testing.T) {
+	t.Parallel()
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db)
 	clock := newManualClock()
@@ -348,6 +352,7 @@ func rawItem(t *testing.T, db *dynamodb.Client, table, key string) (ttl, tat int
 
 // (g) A store that fails yields the typed unavailable error, never a grant.
 func TestStoreErrorsFailClosed(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	b := limiter.Bucket{Key: "booking_com#cred-6#availability", Limit: limiter.PerSecond(5, 5)}
 	ctx := context.Background()
@@ -379,6 +384,7 @@ func TestStoreErrorsFailClosed(t *testing.T) {
 // The context ends after the write was sent: the outcome is unknown, and
 // must not be reported as a denial.
 func TestContextEndedAfterSendIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	b := limiter.Bucket{Key: "booking_com#cred-7#availability", Limit: limiter.PerSecond(5, 5)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -398,6 +404,7 @@ func TestContextEndedAfterSendIsOutcomeUnknown(t *testing.T) {
 
 // (g) The emulator dies mid-run: every call after that fails closed.
 func TestEmulatorStoppedMidRun(t *testing.T) {
+	t.Parallel()
 	moto := emulator.StartMoto(t)
 	db := emulator.DynamoDBAt(t, moto.Endpoint)
 	table := emulator.NewTable(t, db)
@@ -421,6 +428,7 @@ func TestEmulatorStoppedMidRun(t *testing.T) {
 }
 
 func TestMissingTableNamesItAndTheFix(t *testing.T) {
+	t.Parallel()
 	l, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable("no-such-fleetbucket-table"))
 	if err != nil {
 		t.Fatal(err)
@@ -464,6 +472,7 @@ func TestWaitFailsFastPastItsBound(t *testing.T) {
 
 // Wait sleeps until its slot, and the slot is spaced from the last grant.
 func TestWaitSleepsUntilTheSlot(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	w := newWorker(t, table)
 	b := limiter.Bucket{Key: "booking_com#cred-11#rates", Limit: limiter.PerSecond(20, 1)}

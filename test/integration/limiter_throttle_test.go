@@ -15,6 +15,7 @@ import (
 // rate until Retry-After, unless the rate changed less than ThrottleHold
 // ago, when only the penalty applies.
 func TestThrottleWithoutAReservation(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	ctx := context.Background()

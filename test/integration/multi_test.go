@@ -85,6 +85,7 @@ func tokens(t *testing.T, w txWorker, b limiter.Bucket) int {
 // of the slowest denying bucket, and a stale view costs one extra
 // transaction, never a read.
 func TestMultiTakeAllOrNothing(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	tests := []struct {
 		name   string
@@ -166,6 +167,7 @@ func TestMultiTakeAllOrNothing(t *testing.T) {
 // bucket is charged for it at that slot: the credential's tat moves to one
 // interval past each common slot, not past the call's now.
 func TestMultiReserveCommonSlot(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	t0 := clock.Now()
@@ -235,6 +237,7 @@ func TestMultiAtomicityConcurrent(t *testing.T) {
 }
 
 func TestMultiStoreErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	buckets := []limiter.Bucket{{Key: "a", Limit: limiter.PerSecond(1, 1)}, {Key: "b", Limit: limiter.PerSecond(1, 1)}}
 	t.Run("table not found", func(t *testing.T) {
@@ -375,6 +378,7 @@ func TestPropertyFairness(t *testing.T) {
 // the picked one is empty (from the denial cache: no call), and denies only
 // when all are empty, with the wait of the first to refill.
 func TestShardedSplitAndFallback(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	tests := []struct {
 		limit  limiter.Limit

@@ -83,6 +83,7 @@ func TestDuplicatePayloadJobPushesOnce(t *testing.T) {
 // come in one batch or one at a time, and a copy of either still pushes
 // once.
 func TestPayloadJobsSharingAnIDBothArrive(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 20)
 	const id = "evt-7#booking_com#availability"
 	base := func(now time.Time) job.Job {

@@ -17,6 +17,7 @@ import (
 // throttles, leave the reserve as it was. A fixed clock makes the
 // bucket's arithmetic exact.
 func TestUrgentPushesFindTheirReserve(t *testing.T) {
+	t.Parallel()
 	r := newMeterRig(t, limiter.PerSecond(1000, 1000), 4)
 	normal, urgent := r.normal, r.urgent
 	if normal.Bucket.Key != urgent.Bucket.Key || normal.Bucket.Key != "bk#c1#ari" {

@@ -161,6 +161,7 @@ func TestHiddenSubLimitPenalizesTheFleet(t *testing.T) {
 // (d) A wait past SQS's 15-minute maximum chains: 900 s legs, the due time
 // carried in the message, and the push only once the slot has come.
 func TestLongWaitChains(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerMinute(1.0/60, 1) // one token an hour
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
@@ -246,6 +247,7 @@ func mustEncode(t *testing.T, j job.Job) string {
 // (e) A job whose slot would land after its deadline is shed to the DLQ
 // with the reason, and the bucket keeps every token.
 func TestShedOnDeadlineSpendsNoToken(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(1, 2)
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
@@ -295,6 +297,7 @@ func TestShedOnDeadlineSpendsNoToken(t *testing.T) {
 // (f) With the limiter store down nothing is pushed: every job is deferred,
 // and with SQS down too, every message stays on its queue. None is lost.
 func TestStoreDownFailsClosed(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 5)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	deadDB := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{Before: func(string) error { return errInjected }}}
@@ -397,6 +400,7 @@ func (p *pipeline) explainReDeferred(jobs []job.Job, n int) {
 // Bad input: malformed messages and unknown channels or endpoints go to the
 // DLQ with the reason, and the message is done with.
 func TestMalformedAndUnroutableJobsAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 5)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	d := p.dispatcher(workerOpts{})

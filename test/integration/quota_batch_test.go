@@ -29,6 +29,7 @@ import (
 // how many requests it metered in the day: exactly the quota, never more;
 // every job is pushed or deferred to the next reset.
 func TestBatchedQuotaJobsEachTakeTheQuota(t *testing.T) {
+	t.Parallel()
 	const count, jobs, failed = 5, 12, 2
 	db := emulator.DynamoDB(t)
 	reset := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)

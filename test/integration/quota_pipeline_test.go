@@ -64,6 +64,7 @@ func (r quotaRoute) Route(job.Job) (dispatch.Route, error) { return dispatch.Rou
 // its local midnight, 23 hours after its start, and so on. Never more
 // than 5 pushes in a local day; every job pushes once.
 func TestPipelineQuotaAcrossADSTDay(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))

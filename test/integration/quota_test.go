@@ -49,6 +49,7 @@ func quotaUsed(t *testing.T, db *dynamodb.Client, table, key string) int {
 // grants 3 again; one write per grant, two for the first of a day, one
 // per denial.
 func TestQuotaOnTheStoreResetsAtTheVendorsMidnight(t *testing.T) {
+	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
 	clock := newManualClock()
@@ -105,6 +106,7 @@ func boolInt(b bool) int {
 // Eight workers, each its own client and limiter, race for a quota of 20:
 // exactly 20 are granted, and the store counts 20.
 func TestQuotaHoldsAcrossWorkers(t *testing.T) {
+	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
 	clock := newManualClock() // noon UTC: far from Amsterdam's midnight
@@ -140,6 +142,7 @@ func TestQuotaHoldsAcrossWorkers(t *testing.T) {
 // count. The first take opens the window (writes 1 and 2); the second's
 // first write (3) lands and its answer is lost.
 func TestQuotaTakeWithALostAnswerCountsOnce(t *testing.T) {
+	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
 	var calls atomic.Int32
@@ -165,6 +168,7 @@ func TestQuotaTakeWithALostAnswerCountsOnce(t *testing.T) {
 // Rate and quota in one transaction: a take the bucket refuses spends no
 // quota, a take the quota refuses spends no token.
 func TestQuotaComposesWithTheRateLimitInOneTransaction(t *testing.T) {
+	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
 	clock := newManualClock()

@@ -131,6 +131,7 @@ func (r *meterRig) urgentFinds(t *testing.T, n int) bool {
 // is: a penalty or a drain from a normal push empties the whole meter,
 // not only the normal share, which left the 4 urgent tokens free.
 func TestNormalRetriesNeverTakeTheUrgentReserve(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("retries", func(t *testing.T) {
 		r := newMeterRig(t, limiter.PerSecond(1000, 1000), 4)

@@ -159,6 +159,7 @@ func failAndRetry(t *testing.T, r *laneRig, first *syncer.Syncer, body string) s
 // pushes them at once, through a claim, rather than deferring a recheck
 // until the failed delivery's lease (2 minutes) runs out: once per lane.
 func TestRetriedChangePushesAsSoonAsTheStoreAnswers(t *testing.T) {
+	t.Parallel()
 	r, src, body := retryRig(t)
 	var claims claimCount
 	lose := &atomic.Bool{}
@@ -190,6 +191,7 @@ func TestRetriedChangePushesAsSoonAsTheStoreAnswers(t *testing.T) {
 // BK-1's job was deferred, lane BK-2's deferral failed too, which failed
 // the change.
 func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
+	t.Parallel()
 	r, src, body := retryRig(t)
 	var claims claimCount
 	first := retryWorker(r, faultyLanes{claims: &claims})

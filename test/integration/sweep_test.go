@@ -103,6 +103,7 @@ func assertLaneDeadLetters(t *testing.T, msgs []dlq.Message, want int, lanes ...
 // expired job, redriven afterwards, finds the lane served and pushes
 // nothing more.
 func TestExpiredLaneIsSweptAndPushed(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, oneHotelConfig(lim, ""))
 	r.linger = -1
@@ -151,6 +152,7 @@ func TestExpiredLaneIsSweptAndPushed(t *testing.T) {
 // again and again. Once the mapping is fixed, `dlq redrive` marks the lane
 // with it again, and it arrives.
 func TestRefusedLanePushKeepsItsChanges(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, oneHotelConfig(lim, ""))
 	r.linger = 500 * time.Millisecond // the three changes merge into one push
@@ -252,6 +254,7 @@ func TestVendorOutageLongerThanRetriesLosesNothing(t *testing.T) {
 // lane references. No lane is cleared: once the credential is fixed, the
 // sweep pushes every change.
 func TestBadCredentialRotationLosesNothing(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
 	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow, Credentials: []string{"good"}},
 		bookingConfig(lim, "", twoHotels))

@@ -85,6 +85,7 @@ func otaCopy(t *testing.T, p *pipeline) *otacopy.Copy {
 // values at the OTA: older events can neither regress the state nor push
 // over it, and the superseded ones push nothing at all.
 func TestReverseOrderEventsEndWithNewestAtTheOTA(t *testing.T) {
+	t.Parallel()
 	reverseOrderEvents(t, &resendCounter{})
 }
 
@@ -93,6 +94,7 @@ func TestReverseOrderEventsEndWithNewestAtTheOTA(t *testing.T) {
 // values in place, so the report counts no date applied, and still the
 // event's lane is marked and pushed once with the newest values.
 func TestReverseOrderEventsSurviveALostStateAnswer(t *testing.T) {
+	t.Parallel()
 	var lost atomic.Bool
 	reverseOrderEvents(t, &resendCounter{lose: func(r *http.Request) bool {
 		// The first write is the newest event's state; lose its answer only.
@@ -149,6 +151,7 @@ func reverseOrderEvents(t *testing.T, rc *resendCounter) {
 // A late event for part of a range only pushes; its range's newer days
 // are left as they are in state, and the OTA ends with the newest per day.
 func TestPartlySupersededEventStillPushesItsNewestDay(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 10)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	sy := newSyncer(t, p, lim)
@@ -170,6 +173,7 @@ func TestPartlySupersededEventStillPushesItsNewestDay(t *testing.T) {
 
 // Bad events go to the DLQ with the reason and are never retried.
 func TestBadEventsAreDeadLetteredWithTheReason(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 10)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	sy := newSyncer(t, p, lim)
