@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,10 +15,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
-
-// twoHotels is two properties on one credential, each one connection.
-const twoHotels = `"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}],
-    "hotel-borealis": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-2002"}]`
 
 // pendingIn is how many elements a lane has pending, read raw from its
 // item (pk property#kind; suffix channel#credential#hotel_ref).
@@ -205,113 +200,4 @@ func TestRefusedLanePushKeepsItsChanges(t *testing.T) {
 	if n := pendingIn(t, r, pk, suffix); n != 0 {
 		t.Errorf("the lane still has %d pending", n)
 	}
-}
-
-// The vendor answers 503 for longer than a job's retries (MaxFailures 2
-// here; about 9 minutes with DefaultPolicy's 8). The jobs give up and are
-// dead-lettered as lane references, and both lanes keep their changes.
-// Once the vendor is back, the sweep pushes them with no new change.
-func TestVendorOutageLongerThanRetriesLosesNothing(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, oneHotelConfig(lim, ""))
-	r.linger = -1
-	r.tune = func(d *dispatch.Dispatcher) {
-		d.Policy.MaxFailures, d.Policy.FailureBackoff = 2, 500*time.Millisecond
-	}
-	stop := r.ota.FailMatching(503, func(mockota.Request) bool { return true })
-	src := newPMS("hotel-aurora")
-	r.enqueueBodies([]string{
-		src.change("availability", "DBL", "2027-06-01", "2027-06-05", 1),
-		src.change("rates", "DBL", "2027-06-03", "2027-06-03", 2),
-	})
-	r.run(1, 2*time.Minute, 5*time.Second)
-
-	if n := len(r.ota.Accepted()); n != 0 {
-		t.Fatalf("the OTA accepted %d pushes while down", n)
-	}
-	for _, kind := range []string{"availability", "rates"} {
-		if n := pendingIn(t, r, "hotel-aurora#"+kind, "booking_com#cred-1#BK-1001"); n != 1 {
-			t.Fatalf("%s lane has %d pending after its push gave up, want its change", kind, n)
-		}
-	}
-	assertLaneDeadLetters(t, r.deadLetters(), 2,
-		"hotel-aurora#availability#booking_com#cred-1#BK-1001", "hotel-aurora#rates#booking_com#cred-1#BK-1001")
-	failed := len(r.ota.Requests())
-
-	stop()
-	if rep := r.sweep(); rep.Lanes != 2 {
-		t.Fatalf("sweep: %+v, want both lanes", rep)
-	}
-	r.run(1, time.Minute, 5*time.Second)
-	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
-	t.Logf("%d failed requests during the outage (%d answered 429); the sweep pushed both lanes in %d", failed, r.ota.Count429(), len(r.ota.Accepted()))
-}
-
-// A credential rotation goes wrong: the vendor refuses the new token with
-// 401, and reading the secret again gives the same bad token. The pushes
-// pause (the bucket is emptied for the fleet until each retry) and flag
-// the refusal for the alarm; the jobs that give up are dead-lettered as
-// lane references. No lane is cleared: once the credential is fixed, the
-// sweep pushes every change.
-func TestBadCredentialRotationLosesNothing(t *testing.T) {
-	t.Parallel()
-	lim := limiter.PerSecond(10, 5)
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow, Credentials: []string{"good"}},
-		bookingConfig(lim, "", twoHotels))
-	r.linger = -1
-	var token atomic.Value
-	token.Store("good")
-	invalidated := atomic.Int64{}
-	r.tune = func(d *dispatch.Dispatcher) {
-		d.Policy.MaxFailures, d.Policy.FailureBackoff = 2, 500*time.Millisecond
-		sy := d.Routes.(*syncer.Syncer)
-		sy.Token = func(string) string { return token.Load().(string) }
-		sy.Invalidate = func(string) { invalidated.Add(1) }
-	}
-	aurora, borealis := newPMS("hotel-aurora"), newPMS("hotel-borealis")
-	r.enqueueBodies([]string{aurora.change("rates", "DBL", "2027-07-01", "2027-07-01", 1)})
-	r.run(1, time.Minute, 5*time.Second)
-	if n := len(r.ota.Accepted()); n != 1 {
-		t.Fatalf("before the rotation the OTA accepted %d pushes, want 1", n)
-	}
-
-	token.Store("bad")
-	r.enqueueBodies([]string{
-		aurora.change("rates", "DBL", "2027-07-02", "2027-07-04", 2),
-		borealis.change("rates", "TWN", "2027-07-02", "2027-07-02", 3),
-	})
-	r.run(2, 2*time.Minute, 5*time.Second)
-	for _, l := range []struct{ pk, suffix string }{
-		{"hotel-aurora#rates", "booking_com#cred-1#BK-1001"}, {"hotel-borealis#rates", "booking_com#cred-1#BK-2002"},
-	} {
-		if n := pendingIn(t, r, l.pk, l.suffix); n != 1 {
-			t.Fatalf("lane %s has %d pending while its credential is refused, want its change kept", l.pk, n)
-		}
-	}
-	unauthorized, flagged := 0, 0
-	for _, q := range r.ota.Requests() {
-		if q.Status == 401 {
-			unauthorized++
-		}
-	}
-	for _, res := range r.results {
-		if res.CredentialRefused {
-			flagged++
-		}
-	}
-	if unauthorized == 0 || unauthorized > 2*3 || flagged == 0 || invalidated.Load() == 0 {
-		t.Fatalf("%d requests refused 401, %d results flagged, %d refreshes; want 1–6 refusals (2 lanes, MaxFailures 2), flagged, the token refreshed", unauthorized, flagged, invalidated.Load())
-	}
-	assertLaneDeadLetters(t, r.deadLetters(), 2,
-		"hotel-aurora#rates#booking_com#cred-1#BK-1001", "hotel-borealis#rates#booking_com#cred-1#BK-2002")
-
-	token.Store("good")
-	if rep := r.sweep(); rep.Lanes != 2 {
-		t.Fatalf("sweep: %+v, want both lanes", rep)
-	}
-	r.run(1, time.Minute, 5*time.Second)
-	ota := otaCopy(t, r.pipeline)
-	aurora.assertNewest(t, ota, "BK-1001")
-	borealis.assertNewest(t, ota, "BK-2002")
-	t.Logf("%d requests refused 401 while the token was bad; after the fix the sweep pushed both lanes", unauthorized)
 }
