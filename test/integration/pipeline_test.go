@@ -418,23 +418,6 @@ func (p *pipeline) explain(id string) {
 	}
 }
 
-// latestArrival is the latest a deferred job holding a slot was taken up
-// after that slot, by the test's clock: the queue's and the workers'
-// lateness, which the policy's lead and grace must cover.
-func (p *pipeline) latestArrival() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var late time.Duration
-	for _, as := range p.arrivals {
-		for _, a := range as {
-			if !a.slot.IsZero() {
-				late = max(late, a.at.Sub(a.slot))
-			}
-		}
-	}
-	return late
-}
-
 // reDeferrals counts deferrals of jobs that already held a slot when they
 // came back: the waste reservations exist to avoid.
 func (p *pipeline) reDeferrals() int {
