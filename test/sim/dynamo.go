@@ -76,8 +76,10 @@ type DB struct {
 	rng     *rand.Rand
 	latency Latency
 	ttl     map[string]string
-	// down reports whether the store is out at a time.
-	down func(time.Time) bool
+	// down reports whether the store is out at a time; downTable, if
+	// set, limits the outage to that table.
+	down      func(time.Time) bool
+	downTable string
 	// keys are each table's key attribute names.
 	keys map[string][]string
 	// indexes are each table's global secondary indexes by name (index.go).
@@ -143,7 +145,15 @@ func NewDB(r *rand.Rand, lat Latency) *DB {
 }
 
 // SetOutage makes every call fail while down(now) holds.
-func (d *DB) SetOutage(down func(time.Time) bool) { d.mu.Lock(); d.down = down; d.mu.Unlock() }
+func (d *DB) SetOutage(down func(time.Time) bool) { d.SetTableOutage("", down) }
+
+// SetTableOutage makes every call on table fail while down(now) holds
+// (every table's calls if table is "").
+func (d *DB) SetTableOutage(table string, down func(time.Time) bool) {
+	d.mu.Lock()
+	d.down, d.downTable = down, table
+	d.mu.Unlock()
+}
 
 // Stats is a copy of the counters.
 func (d *DB) Stats() DBStats {
@@ -201,7 +211,7 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 	d.stats.site.Calls++
 	d.stats.where = where
 	var err error
-	if d.down != nil && d.down(time.Now()) {
+	if d.down != nil && (d.downTable == "" || d.downTable == table) && d.down(time.Now()) {
 		d.stats.Failed++
 		err = &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op,
 			Err: &types.InternalServerError{Message: aws.String("simulated outage")}}

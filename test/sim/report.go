@@ -334,6 +334,9 @@ func recovery(f Faults, samples []Sample) []string {
 	if f.DBOutage[1] > f.DBOutage[0] {
 		all = append(all, fault{"DynamoDB outage", f.DBOutage[0], f.DBOutage[1]})
 	}
+	if f.LimiterOutage[1] > f.LimiterOutage[0] {
+		all = append(all, fault{"limiter table outage", f.LimiterOutage[0], f.LimiterOutage[1]})
+	}
 	if f.Vendor5xx[1] > f.Vendor5xx[0] {
 		all = append(all, fault{"OTA 5xx", f.Vendor5xx[0], f.Vendor5xx[1]})
 	}

@@ -664,6 +664,10 @@ func (s *sim) scheduleFaults() {
 		from, to := s.start.Add(f.DBOutage[0]), s.start.Add(f.DBOutage[1])
 		s.db.SetOutage(func(t time.Time) bool { return !t.Before(from) && t.Before(to) })
 	}
+	if f.LimiterOutage[1] > f.LimiterOutage[0] {
+		from, to := s.start.Add(f.LimiterOutage[0]), s.start.Add(f.LimiterOutage[1])
+		s.db.SetTableOutage("limits", func(t time.Time) bool { return !t.Before(from) && t.Before(to) })
+	}
 	if f.Vendor5xx[1] > f.Vendor5xx[0] {
 		from, to := s.start.Add(f.Vendor5xx[0]), s.start.Add(f.Vendor5xx[1])
 		s.vendors[f.Vendor5xxChannel].Set5xx(func(t time.Time) bool { return !t.Before(from) && t.Before(to) })

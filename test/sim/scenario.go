@@ -155,6 +155,10 @@ type Burst struct {
 type Faults struct {
 	// DBOutage is a span during which every DynamoDB call fails.
 	DBOutage [2]time.Duration
+	// LimiterOutage is a span during which every call on the limiter's
+	// table fails (the ARI state and the lanes stay up): the outage
+	// on_store_unavailable answers. A scenario sets this or DBOutage.
+	LimiterOutage [2]time.Duration
 	// Vendor5xx is a span during which channel Vendor5xxChannel answers 503.
 	Vendor5xx        [2]time.Duration
 	Vendor5xxChannel int
