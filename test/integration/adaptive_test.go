@@ -20,6 +20,7 @@ import (
 // worker A lowered, at the cost of one failed condition, and the climb
 // after the quiet period reaches both with no write at all.
 func TestAdaptiveRatePropagatesThroughTheWriteAnswer(t *testing.T) {
+	t.Parallel()
 	f := newAdaptiveFleet(t, emulator.DynamoDB(t), "expedia#cred-1#rates", 4)
 	clock, t0, b, at := f.clock, f.t0, f.b, f.at
 	a, w := f.worker(t), f.worker(t)

@@ -92,6 +92,7 @@ func (v *expediaVendor) in(from, to time.Time) int {
 // limits, it cannot be combined with an adaptive one, and Expedia does not
 // stop.
 func TestExpediaCutAfterTheDailyQuotaIsFollowedByTheAdaptiveLimit(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	la, err := time.LoadLocation("America/Los_Angeles")

@@ -66,6 +66,7 @@ func itemArrivals(t *testing.T, ota *mockota.Server) []time.Time {
 // The clock is the test's, shared by the limiter and the vendor, so the
 // vendor's item windows are checked exactly against burst + rate·W.
 func TestItemsRetryPaysForTheWholeBody(t *testing.T) {
+	t.Parallel()
 	const rate, burst = 40.0, 20
 	clock := newManualClock()
 	lim, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(emulator.NewTable(t, emulator.DynamoDB(t))), limiter.WithClock(clock.Now))

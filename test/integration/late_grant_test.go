@@ -58,6 +58,7 @@ func (s *slowAnswers) writes() []time.Time {
 // worked out by hand from t0 and the latencies, and the writes' claimed
 // nows are read from the requests: no sdk/gcra in the oracle.
 func TestLateGrantIsNeverSpent(t *testing.T) {
+	t.Parallel()
 	const ms = time.Millisecond
 	tests := []struct {
 		name string

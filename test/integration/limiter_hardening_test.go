@@ -131,7 +131,7 @@ func TestLostResponsesAreNotChargedTwice(t *testing.T) {
 			db := emulator.DynamoDB(t)
 			table := emulator.NewTable(t, db)
 			clock := newManualClock() // frozen: nothing refills, so charges add up exactly
-			const burst = 200
+			const burst = 100
 			b := limiter.Bucket{Key: "booking_com#cred-lost#rates", Limit: limiter.PerSecond(1, burst)}
 			var granted, lost, calls, undecided atomic.Int64
 			var wg sync.WaitGroup

@@ -17,6 +17,7 @@ import (
 // window count (which shares no code with the limiter), stay within
 // burst + rate·W. With nothing booked, Reset still refills the bucket.
 func TestResetKeepsTheWindowBound(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	ctx := context.Background()

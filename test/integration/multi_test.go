@@ -488,6 +488,7 @@ func TestShardedFleetInvariant(t *testing.T) {
 // more than the new burst at once. Run with Take, and with TakeMulti
 // beside a roomy second bucket.
 func TestLimitChangesTakeEffectAtOnce(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	tests := []struct {
 		name     string
@@ -594,6 +595,7 @@ func minTime(a, b time.Time) time.Time {
 // seed 20 (limits, halving): 5 sends in 796 ms past a window of 2.5/s,
 // burst 2.
 func TestMultiReserveChargesEveryBucketAtTheCommonSlot(t *testing.T) {
+	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	clock := newManualClock()
 	t0 := clock.Now()

@@ -20,6 +20,7 @@ import (
 // stands is pushed, one that the throttle ending the probe revoked is
 // booked again at the rate that held and never reaches the vendor.
 func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
+	t.Parallel()
 	lim := limiter.PerSecond(20, 2)
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now, OmitRateLimitHeaders: true})
