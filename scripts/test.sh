@@ -162,8 +162,10 @@ run_go_test() { # [-W] [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the modul
 		timeout=$2
 		shift 2
 	fi
-	step "go test -race -count=1 -timeout $timeout $* (module $dir)"
-	local go_test=(env "GOWORK=$gowork" go test -C "$dir" -race -count=1 -timeout "$timeout" "$@")
+	# -vet=off: go vet ran on every module above; go test would run its
+	# subset of the same checks again on every package.
+	step "go test -race -count=1 -vet=off -timeout $timeout $* (module $dir)"
+	local go_test=(env "GOWORK=$gowork" go test -C "$dir" -race -count=1 -vet=off -timeout "$timeout" "$@")
 	if command -v setsid >/dev/null 2>&1; then
 		setsid "${go_test[@]}" </dev/null &
 	else # macOS: job control puts the background job in its own process group
