@@ -239,7 +239,6 @@ func TestProbingSlotsAreRevokedByTheThrottleThatEndsTheProbe(t *testing.T) {
 // the probe lands while Wait sleeps, Wait books again at the rate that
 // held, after the penalty, instead of returning the revoked slot.
 func TestWaitBooksAgainWhenAThrottleRevokesItsProbingSlot(t *testing.T) {
-	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
 	ctx := context.Background()
 	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),

@@ -23,7 +23,6 @@ import (
 // another property's push goes through, and the credential's per-minute
 // window stops everyone.
 func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
-	t.Parallel()
 	lim := limiter.PerSecond(20, 20)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{

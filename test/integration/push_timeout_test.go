@@ -72,7 +72,6 @@ func (c *countingRetry) SendMessageBatch(_ context.Context, in *sqs.SendMessageB
 // lease's context ended with the push's budget, the dispatcher took the
 // bare context error for the invocation ending, and the change failed.
 func TestVendorHangPastTheLeaseIsAFailedPush(t *testing.T) {
-	t.Parallel()
 	vendor := startHangingVendor(t)
 	channel := func(name, path string) string {
 		return fmt.Sprintf(`%q: {"base_url": %q, "allow_http": true,

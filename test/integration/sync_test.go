@@ -151,7 +151,6 @@ func reverseOrderEvents(t *testing.T, rc *resendCounter) {
 // A late event for part of a range only pushes; its range's newer days
 // are left as they are in state, and the OTA ends with the newest per day.
 func TestPartlySupersededEventStillPushesItsNewestDay(t *testing.T) {
-	t.Parallel()
 	lim := limiter.PerSecond(20, 10)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	sy := newSyncer(t, p, lim)
