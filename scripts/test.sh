@@ -191,9 +191,11 @@ if [[ ${pkgs[*]} == ./... ]]; then
 	run_go_test -C infra ./... "$@"
 	# Benchmarks only: compiled and vetted here, run by scripts/bench.sh.
 	run_go_test -C test/benchcompare ./... "$@"
-	# One binary runs every emulator test in turn: 860 s of a clean CI run
-	# (2 cores) at the last count, so its limit leaves room to grow while a
-	# hung test still ends well inside CI's 90 minutes.
+	# One binary runs the emulator tests: the serial ones in turn, then the
+	# t.Parallel ones two at a time (581 s on a heavily loaded 2-core
+	# machine at the last count, 995 s before; docs/benchmarks.md), so its
+	# limit leaves room to grow while a hung test still ends well inside
+	# CI's 90 minutes.
 	run_go_test -T 40m ./test/integration/ "$@"
 else
 	# Named packages may be in any module (./sdk/... as well as ./test/...):
