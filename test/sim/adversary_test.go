@@ -91,8 +91,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
-	8:  "flaky (1 run in 2): a vendor window at 101% of burst + rate·(W + λ) with shards, adaptive, a DynamoDB outage, lost answers and 64 connections; not traced",
-	10: "stale days with lost answers beside 64 connections, shadow and a storm (shrinks poorly; not traced yet)",
 	// A slot booked before a 429 is spent inside the silence its
 	// Retry-After asked for: Penalize delays new grants only, and a
 	// non-adaptive bucket's slots booked ahead are never checked again
@@ -102,6 +100,16 @@ var knownOpen = map[uint64]string{
 	15: "halving: slots booked before a 429 are spent inside its Retry-After",
 	20: "limits + a Retry-After of a day: a slot booked before the 429 spent inside its silence (as seed 15, not traced)",
 	24: "halving: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
+	// Traced: with split_by month, a change whose dates cross a month
+	// renders as two messages; the first goes on the job's slot, the
+	// second books a token past the push's budget, so the job defers it.
+	// A lane element is finished only when every message of it was
+	// accepted (syncer pushed.accepted), so the next job renders both
+	// again and sends the first again: 109,405 accepted requests for 23
+	// changes, 1,737 days never sent. A fix needs the accepted part of
+	// an element recorded (or the unsent message sent first): a design
+	// decision.
+	41: "split_by month, 64 connections: a push's first message is re-sent on every slot and its second never goes (livelock)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS

@@ -57,6 +57,10 @@ func (l Latency) draw(r *rand.Rand) time.Duration {
 // time, and the program kept 1.09 cores busy, 0.11 of it the collector).
 //
 // What minidyn lacks, and what DB does about it:
+//   - it applies a SET clause's actions left to right, where DynamoDB
+//     evaluates every action on the item before the update: DB orders the
+//     actions so that each one that reads an attribute runs before the one
+//     that sets it (setorder.go).
 //   - begins_with on a missing attribute is a ValidationException ("invalid
 //     type NULL") where DynamoDB evaluates false, and OR does not
 //     short-circuit, so the limiter's fresh-item condition fails: DB
@@ -328,6 +332,7 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 			}
 		}
 		cp := *in
+		cp.UpdateExpression = aws.String(orderSets(aws.ToString(in.UpdateExpression)))
 		cp.ConditionExpression = d.fixBeginsWith(in.ConditionExpression, in.ExpressionAttributeNames, before)
 		cp.ExpressionAttributeValues = copyItem(used(in.ExpressionAttributeValues, cp.ConditionExpression, cp.UpdateExpression))
 		// minidyn renders the new item as its GetItem would, for one
@@ -487,6 +492,7 @@ func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteI
 				continue
 			}
 			u := *it.Update
+			u.UpdateExpression = aws.String(orderSets(aws.ToString(u.UpdateExpression)))
 			befores[i] = d.peek(aws.ToString(u.TableName), u.Key)
 			u.ConditionExpression = d.fixBeginsWith(u.ConditionExpression, u.ExpressionAttributeNames, befores[i])
 			u.ExpressionAttributeValues = used(u.ExpressionAttributeValues, u.ConditionExpression, u.UpdateExpression)

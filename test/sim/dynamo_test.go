@@ -318,3 +318,51 @@ func TestDBEnforcesRequestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestDBEvaluatesEveryActionOnTheItemBefore: DynamoDB evaluates every
+// action of an update against the item as it was before the update;
+// minidyn applies SET actions left to right, so an action reading an
+// attribute an earlier one set saw the new value. The limiter's grant
+// (SET tat = tat + nT, bk = tat + nT, lane = tat + nT) then kept a lane
+// tag one grant ahead of the tat the write left, and a call whose answer
+// was lost rebuilt its slots from it, nT late: its slots doubled the next
+// grant's (adversary seed 8, a window one send over).
+func TestDBEvaluatesEveryActionOnTheItemBefore(t *testing.T) {
+	db := newTestDB(t)
+	n := func(v string) *types.AttributeValueMemberN { return &types.AttributeValueMemberN{Value: v} }
+	all := map[string]string{"#t": "tat", "#b": "bk", "#l": "lane", "#x": "x"}
+	names := func(expr string) map[string]string {
+		out := map[string]string{}
+		for k, v := range all {
+			if strings.Contains(expr, k) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	if _, err := update(db, "SET #t = :v, #x = :v", "", names("#t #x"), map[string]types.AttributeValue{":v": n("100")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		expr string
+		want map[string]string
+	}{
+		// The limiter's grant: every right-hand #t is the tat before.
+		{"SET #t = #t + :d, #b = #t + :d, #l = #t + :d", map[string]string{"tat": "110", "bk": "110", "lane": "110"}},
+		// The reader first: already right on minidyn.
+		{"SET #b = #t + :d, #t = #t + :d", map[string]string{"tat": "120", "bk": "120"}},
+		// if_not_exists reads the attribute before too.
+		{"SET #t = #t + :d, #l = if_not_exists(#t, :d)", map[string]string{"tat": "130", "lane": "120"}},
+	} {
+		out, err := update(db, tt.expr, "", names(tt.expr), map[string]types.AttributeValue{":d": n("10")})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.expr, err)
+		}
+		for k, want := range tt.want {
+			got, ok := out.Attributes[k].(*types.AttributeValueMemberN)
+			if !ok || got.Value != want {
+				t.Errorf("%s: %s = %v, want %s (DynamoDB evaluates every action on the item before the update)", tt.expr, k, out.Attributes[k], want)
+			}
+		}
+	}
+}

@@ -268,9 +268,13 @@ func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change
 		return nil, nil, ChangeReport{}, err
 	}
 	rep := ChangeReport{EventID: c.EventID, Applied: applied.Changed}
-	if applied.Current == 0 {
+	if applied.Current == 0 && !m.Redelivered {
 		// Newer changes hold every date; each marks its own lanes after
-		// writing, so there is nothing for this one to push.
+		// writing, so there is nothing for this one to push. A delivery
+		// after a failed one still marks: the failed one may have marked
+		// (its answer lost, or it died after) and hold the lanes under a
+		// token only this change's deliveries know, where the newer
+		// changes' marks found them owned and left them to that owner.
 		return nil, nil, rep, nil
 	}
 	return nil, &c, rep, nil
