@@ -119,6 +119,7 @@ type Limiter struct {
 	cacheAge       time.Duration
 	seen           seenTAT
 	adapt          seenAdapt
+	silent         seenSilence
 	breaker        *breaker.Breaker // nil: always call the store
 	optErr         error
 }
