@@ -86,6 +86,15 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 		if late {
 			res.WastedSlots++
 		}
+		if i == 0 {
+			// Later messages on the slot's spare tokens leave at the same
+			// instant: this answer covers them.
+			var ok bool
+			var err error
+			if res, ok, err = d.silentSlot(ctx, j, route, req, res); !ok {
+				return res, nil, err
+			}
+		}
 		if err := d.heldQuota(ctx, req, route, i == 0 && j.Hold.Quota); err != nil {
 			var ok bool
 			if i == 0 {

@@ -106,8 +106,24 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			}
 		}
 		revoked, err := false, error(nil)
+		var silence time.Time
 		if dec.Confirm {
-			revoked, err = d.revoked(ctx, j, route)
+			if revoked, err = d.revoked(ctx, j, route); !revoked {
+				silence, err = d.silenced(ctx, j, route)
+				revoked = err != nil
+			}
+		}
+		if !silence.IsZero() {
+			// A 429 since the slot was booked asked the vendor's silence
+			// past it: the slot is not spent, and the job comes back at
+			// the silence's end (slept or deferred, as a job not due yet),
+			// where it books again. Neither a failure nor a drop.
+			d.log().Info("slot inside a vendor's silence; coming back at its end", "job_id", j.ID, "slot", j.Hold.At, "until", silence)
+			first.free()
+			pre.RevokedSlots++
+			j.Hold, j.NotBefore, now = job.Hold{}, silence, d.now()
+			s.Owned, s.Booked, s.LingerAsked = false, false, false
+			continue
 		}
 		if revoked {
 			// A throttle since the slot was booked lowered the rate below
