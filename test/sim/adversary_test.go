@@ -93,15 +93,14 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 var knownOpen = map[uint64]string{
 	8:  "flaky (1 run in 2): a vendor window at 101% of burst + rate·(W + λ) with shards, adaptive, a DynamoDB outage, lost answers and 64 connections; not traced",
 	10: "stale days with lost answers beside 64 connections, shadow and a storm (shrinks poorly; not traced yet)",
-	// A slot booked before a 429 is spent inside the silence its
-	// Retry-After asked for: Penalize delays new grants only, and a
-	// non-adaptive bucket's slots booked ahead are never checked again
-	// (traced: a retry's slot booked 8 s ahead, sent 19 ms before the
-	// silence ended). A fix needs the silence on the bucket item and a
-	// read before spending a slot booked ahead: a design decision.
-	15: "halving: slots booked before a 429 are spent inside its Retry-After",
-	20: "limits + a Retry-After of a day: a slot booked before the 429 spent inside its silence (as seed 15, not traced)",
-	24: "halving: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
+	// The silence is kept now (seed 15 pinned), and seed 20 fails
+	// otherwise: expedia's vendor takes the configured 5/s with burst 1
+	// and still answers about 30 429s in the run (why is not traced; at
+	// burst 1 no margin is left for jitter), each asking a day, clamped
+	// to 15 min. Honouring every silence, the drain outlasts the run's
+	// hour (smallest: -parts retry-after; before the fix it drained in
+	// 59m40s, spending slots inside the silences).
+	20: "retry-after: ~30 429s from a burst-1 vendor, each a 15 min silence; honouring them, the drain outlasts the hour (stale days, jobs queued); not traced",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS
