@@ -108,9 +108,21 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 		revoked, err := false, error(nil)
 		var silence time.Time
 		if dec.Confirm {
-			if revoked, err = d.revoked(ctx, j, route); !revoked {
-				silence, err = d.silenced(ctx, j, route)
-				revoked = err != nil
+			revoked, err = d.revoked(ctx, j, route)
+			if !revoked {
+				var serr error
+				if silence, serr = d.silenced(ctx, j, route); serr != nil {
+					// The store cannot say: fail closed, for the store's
+					// cooldown (booking again at once would book a slot
+					// the same read then cannot clear).
+					first.free()
+					pre.RevokedSlots++
+					j.Hold = job.Hold{}
+					d.log().Warn("limiter store unavailable for the slot's silence; deferring (fail closed)", "job_id", j.ID, "err", serr)
+					res, err := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "limiter store unavailable")
+					res.StoreError = true
+					return Result{WastedSlots: pre.WastedSlots, RevokedSlots: pre.RevokedSlots}.then(res), nil, err
+				}
 			}
 		}
 		if !silence.IsZero() {
