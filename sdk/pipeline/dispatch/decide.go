@@ -100,8 +100,7 @@ type decision struct {
 	Outcome Outcome
 	// DropHold: the hold expired before the job ran (a wasted slot).
 	DropHold bool
-	// Confirm: the slot carries a stamp, or was booked ahead, and is
-	// confirmed (or checked for a silence) before it is spent.
+	// Confirm: the slot carries a stamp, confirmed before it is spent.
 	Confirm bool
 	// Wasted: the slot the job held goes unused.
 	Wasted bool
@@ -185,10 +184,10 @@ func decide(s situation) decision {
 		// lateness alone could eat is slept here instead.
 		return decision{Act: actDefer, Wait: max(wait-lead, 0), Reason: "waiting for its reserved slot"}
 	}
-	// A stamped slot, or one booked ahead, is confirmed Early before it
-	// comes, so that the read's latency does not delay the push past its
-	// slot: late pushes bunch at the vendor.
-	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil || j.Hold.Ahead}
+	// A stamped slot is confirmed Early before it comes, so that the read's
+	// latency does not delay the push past its slot: late pushes bunch at
+	// the vendor.
+	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil}
 	early := time.Duration(0)
 	if d.Confirm {
 		early = s.Early

@@ -46,10 +46,10 @@ type Silencer interface {
 // silenced is the end of a silence the vendor asked, since j's slot was
 // booked, of the bucket it was booked in, if now lies inside it (zero
 // otherwise). A penalty delays only the grants made after it, so a slot
-// booked ahead (job.Hold.Ahead) is checked before it is spent: free when
-// this process heard from the bucket within limiter.SilenceAfter, one read
-// otherwise (decide asks for it: decision.Confirm). A slot booked just
-// before its push is not.
+// booked ahead (job.Hold.Ahead) is checked as its request leaves
+// (silentSlot): free when this process heard from the bucket within
+// limiter.SilenceAfter, one read otherwise. A slot booked just before its
+// push is not checked.
 func (d *Dispatcher) silenced(ctx context.Context, j job.Job, route Route) (time.Time, error) {
 	s := d.Can.Silence
 	if !j.Hold.Ahead || !j.Hold.Held() || s == nil {

@@ -231,14 +231,14 @@ func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late boo
 }
 
 // silentSlot ends a push whose held slot lies inside a silence a vendor
-// asked since it was booked (silenced), asked again as the request leaves:
-// serve asked before the claim, the render and a lease awaited, and a 429
-// may have landed meanwhile (a slot may be spent up to its grace late,
-// seconds on a slow bucket). The answer serve's read left is reused if it
-// is younger than limiter.SilenceAfter, so this costs a read only after a
-// slow begin. The slot goes unused and j comes back at the silence's end
-// with its work, neither failed nor dropped; a store that cannot say
-// defers it for the cooldown (fail closed). ok: the request may leave.
+// asked since it was booked (silenced). It is asked as the request
+// leaves, after the claim, the render and a lease awaited: a slot may be
+// spent up to its grace late, seconds on a slow bucket, and a 429 may land
+// meanwhile; asked before them, the answer would be that much older
+// (the replay of adversary seed 15 still sent a request inside a silence
+// then). The slot goes unused and j comes back at the silence's end with
+// its work, neither failed nor dropped; a store that cannot say defers it
+// for the cooldown (fail closed). ok: the request may leave.
 func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, route Route, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
 	if !req.Reserved || route.Shadow {
 		return res, true, nil

@@ -106,36 +106,8 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			}
 		}
 		revoked, err := false, error(nil)
-		var silence time.Time
 		if dec.Confirm {
 			revoked, err = d.revoked(ctx, j, route)
-			if !revoked {
-				var serr error
-				if silence, serr = d.silenced(ctx, j, route); serr != nil {
-					// The store cannot say: fail closed, for the store's
-					// cooldown (booking again at once would book a slot
-					// the same read then cannot clear).
-					first.free()
-					pre.RevokedSlots++
-					j.Hold = job.Hold{}
-					d.log().Warn("limiter store unavailable for the slot's silence; deferring (fail closed)", "job_id", j.ID, "err", serr)
-					res, err := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "limiter store unavailable")
-					res.StoreError = true
-					return Result{WastedSlots: pre.WastedSlots, RevokedSlots: pre.RevokedSlots}.then(res), nil, err
-				}
-			}
-		}
-		if !silence.IsZero() {
-			// A 429 since the slot was booked asked the vendor's silence
-			// past it: the slot is not spent, and the job comes back at
-			// the silence's end (slept or deferred, as a job not due yet),
-			// where it books again. Neither a failure nor a drop.
-			d.log().Info("slot inside a vendor's silence; coming back at its end", "job_id", j.ID, "slot", j.Hold.At, "until", silence)
-			first.free()
-			pre.RevokedSlots++
-			j.Hold, j.NotBefore, now = job.Hold{}, silence, d.now()
-			s.Owned, s.Booked, s.LingerAsked = false, false, false
-			continue
 		}
 		if revoked {
 			// A throttle since the slot was booked lowered the rate below
