@@ -82,10 +82,6 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 		case req.Tokens <= spare:
 			req.Reserved, req.Slot, spare = true, j.Hold.At, spare-req.Tokens
 		}
-		req, late := d.spendable(req)
-		if late {
-			res.WastedSlots++
-		}
 		if i == 0 {
 			// Later messages on the slot's spare tokens leave at the same
 			// instant: this answer covers them.
@@ -94,6 +90,10 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			if res, ok, err = d.silentSlot(ctx, j, route, req, res); !ok {
 				return res, nil, err
 			}
+		}
+		req, late := d.spendable(req)
+		if late {
+			res.WastedSlots++
 		}
 		if err := d.heldQuota(ctx, req, route, i == 0 && j.Hold.Quota); err != nil {
 			var ok bool

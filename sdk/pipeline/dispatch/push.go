@@ -66,16 +66,17 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *h
 	if len(p.Messages) > 0 {
 		return d.pushMessages(ctx, out, j, route, bucket, siblings, p, res)
 	}
-	req, late := d.spendable(otapush.Request{
+	req := otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
 		Stamp: stampOf(j.Hold), Quota: route.Quota,
-	})
-	if late {
-		res.WastedSlots++
 	}
 	if res, ok, err := d.silentSlot(ctx, j, route, req, res); !ok {
 		return res, nil, err
+	}
+	req, late := d.spendable(req)
+	if late {
+		res.WastedSlots++
 	}
 	if err := d.heldQuota(ctx, req, route, j.Hold.Quota); err != nil {
 		var ok bool
@@ -236,7 +237,8 @@ func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late boo
 // spent up to its grace late, seconds on a slow bucket, and a 429 may land
 // meanwhile; asked before them, the answer would be that much older
 // (the replay of adversary seed 15 still sent a request inside a silence
-// then). The slot goes unused and j comes back at the silence's end with
+// then). It comes just before the grace is checked (spendable), so that
+// a slow read makes the slot late rather than the request. The slot goes unused and j comes back at the silence's end with
 // its work, neither failed nor dropped; a store that cannot say defers it
 // for the cooldown (fail closed). ok: the request may leave.
 func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, route Route, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
