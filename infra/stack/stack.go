@@ -461,8 +461,9 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 
 	// Least privilege: conditional updates on the two tables (the
 	// limiter's GCRA writes; the ARI state's and the lanes' writes),
-	// GetItem on the limiter table only (State), BatchGetItem on the state
-	// table only (a push's render reads its months in one call), sends to
+	// GetItem on the limiter table only (State, Confirm, Silence),
+	// BatchGetItem on the state table only (a push's render reads its
+	// months in one call), sends to
 	// the deferred queue and the DLQ, and the credentials' secrets.
 	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("Tables"),

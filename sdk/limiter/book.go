@@ -100,8 +100,10 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 			withVersion(in, st.Version)
 		}
 		writes = append(writes, sent{n: n, now: now, lim: lim, st: st})
+		at := micros(l.now())
 		out, err := l.updateItem(ctx, in, noSDKRetry)
 		if err == nil {
+			l.learnSilence(b.Key, out.Attributes, at)
 			return l.granted(b, lim, st, n, now, out.Attributes)
 		}
 		if item, failed := conditionFailed(err); failed {
@@ -251,6 +253,7 @@ func (l *Limiter) learnItem(key string, item map[string]types.AttributeValue) (i
 	}
 	l.seen.set(key, tat, booked, micros(l.now()))
 	l.adapt.set(key, st)
+	l.learnSilence(key, item, micros(l.now()))
 	return tat, nil
 }
 

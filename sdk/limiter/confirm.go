@@ -83,23 +83,30 @@ func stands(b Bucket, st AdaptState, s Stamp, now int64) bool {
 	return now >= st.Since && b.Adaptive.Interval(st, b.Limit, now) <= s.Interval
 }
 
-// confirmed is Wait's check of a probing grant once its slot came: whether
-// to spend it. A slot granted less than ConfirmAfter ahead is spent
-// without a read, and so is any slot granted outside a probe: a Wait holds
-// its slot for at most its maxWait, a throttle on it carries its stamp
-// (so it halves nothing twice), and a read before every push of a
-// saturated bucket doubled its store calls (2.02 DynamoDB calls per push
-// in the adaptive benchmark, against 1.10) and made pushes late by the
-// read's latency, which bunched them at the vendor (429s after the limit
-// was raised back). Slots that travel with a deferred job, booked up to
-// MaxReserve ahead, are confirmed whatever the rate (see package
-// dispatch).
+// confirmed is Wait's check of a grant once its slot came: whether to
+// spend it. A slot granted less than ConfirmAfter (SilenceAfter) ahead is
+// spent without a read. One granted further ahead is not spent inside a
+// silence a vendor asked for since (Silence: free when this process heard
+// from the bucket's item within SilenceAfter, one read otherwise), nor,
+// probing, if a throttle revoked it (Confirm). A read before every push of
+// a saturated bucket doubles its store calls (2.02 DynamoDB calls per push
+// in the adaptive benchmark, against 1.10), but a Wait's slot may lie up
+// to its maxWait ahead, a retry's the push's whole budget, and a 429 any
+// worker met meanwhile asked the fleet for silence. Slots that travel with
+// a deferred job, booked up to MaxReserve ahead, are checked by the
+// dispatcher (see package dispatch).
 func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error) {
-	if !g.probing || g.Slot.Sub(time.UnixMicro(g.now)) < ConfirmAfter {
+	if g.Slot.Sub(time.UnixMicro(g.now)) < ConfirmAfter {
 		return true, nil
 	}
-	s, _ := g.Stamp()
-	return l.Confirm(ctx, b, s)
+	if g.probing {
+		s, _ := g.Stamp()
+		if ok, err := l.Confirm(ctx, b, s); !ok || err != nil {
+			return ok, err
+		}
+	}
+	until, err := l.Silence(ctx, b)
+	return until.IsZero(), err
 }
 
 // read fetches bucket key's item with a strongly consistent read, through
@@ -107,6 +114,7 @@ func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error
 func (l *Limiter) read(ctx context.Context, key string) (int64, AdaptState, error) {
 	const op = "GetItem"
 	var out *dynamodb.GetItemOutput
+	at := micros(l.now())
 	err := l.gateway(ctx, op, func(ctx context.Context) (err error) {
 		out, err = l.db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      &l.table,
@@ -132,5 +140,6 @@ func (l *Limiter) read(ctx context.Context, key string) (int64, AdaptState, erro
 	}
 	l.seen.set(key, tat, booked, micros(l.now()))
 	l.adapt.set(key, st)
+	l.learnSilence(key, out.Item, at)
 	return tat, st, nil
 }

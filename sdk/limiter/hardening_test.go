@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -382,10 +383,11 @@ func TestDenialCacheAgeIsBounded(t *testing.T) {
 	}
 }
 
-// Penalize skips its write only where booked slots already empty the
-// bucket past until, which no Reset undoes; a penalty it saw before may
-// have been reset since, so a new one is written.
-func TestPenaltySkippedOnlyWhenBookedSlotsCoverIt(t *testing.T) {
+// Penalize leaves tat alone only where booked slots already empty the
+// bucket past until, which no Reset undoes, and still writes the silence
+// there (those slots were booked before it); a penalty it saw before may
+// have been reset since, so a new one is written whole.
+func TestPenaltyWritesOnlyTheSilenceWhenBookedSlotsCoverIt(t *testing.T) {
 	now := time.UnixMicro(1_000_000_000)
 	b := Bucket{Key: "k", Limit: PerSecond(10, 2)} // burst·T = 200 ms
 	s := &scripted{unreachable: unreachable{t}}
@@ -393,15 +395,24 @@ func TestPenaltySkippedOnlyWhenBookedSlotsCoverIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ok := func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{}, nil
+	}
 	l.seen.book("k", now.UnixMicro()+10_000_000, now.UnixMicro()) // booked 10 s ahead
-	if err := l.Penalize(context.Background(), b, now.Add(5*time.Second)); err != nil || len(s.sent) != 0 {
-		t.Fatalf("penalty within the booked slots: %v after %d writes, want none", err, len(s.sent))
+	s.steps = append(s.steps, ok)
+	until := now.Add(5 * time.Second)
+	if err := l.Penalize(context.Background(), b, until); err != nil || len(s.sent) != 1 {
+		t.Fatalf("penalty within the booked slots: %v after %d writes, want 1 (the silence)", err, len(s.sent))
+	}
+	if in := s.sent[0]; aws.ToString(in.UpdateExpression) != "SET #su = :u" || value(in, ":u") != fmt.Sprint(until.UnixMicro()) {
+		t.Fatalf("penalty within the booked slots wrote %q with :u %s, want the silence alone, until %d", aws.ToString(in.UpdateExpression), value(in, ":u"), until.UnixMicro())
 	}
 	l.seen.observe("k", now.UnixMicro()+60_200_000, now.UnixMicro()) // a 60 s penalty seen just now
-	s.steps = append(s.steps, func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-		return &dynamodb.UpdateItemOutput{}, nil
-	})
-	if err := l.Penalize(context.Background(), b, now.Add(30*time.Second)); err != nil || len(s.sent) != 1 {
-		t.Fatalf("penalty under one seen before: %v after %d writes, want 1 (a Reset may have dropped the old one)", err, len(s.sent))
+	s.steps = append(s.steps, ok)
+	if err := l.Penalize(context.Background(), b, now.Add(30*time.Second)); err != nil || len(s.sent) != 2 {
+		t.Fatalf("penalty under one seen before: %v after %d writes, want 2 (a Reset may have dropped the old one)", err, len(s.sent))
+	}
+	if in := s.sent[1]; aws.ToString(in.UpdateExpression) != "SET #tat = :p, #ttl = :ttl, #su = :u" {
+		t.Fatalf("penalty under one seen before wrote %q, want tat and the silence", aws.ToString(in.UpdateExpression))
 	}
 }

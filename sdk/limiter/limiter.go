@@ -119,6 +119,7 @@ type Limiter struct {
 	cacheAge       time.Duration
 	seen           seenTAT
 	adapt          seenAdapt
+	silent         seenSilence
 	breaker        *breaker.Breaker // nil: always call the store
 	optErr         error
 }
@@ -240,7 +241,11 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 // (Reservation.Probing), ConfirmAfter or more ahead, is confirmed with one
 // read when it comes (Confirm); if a throttle revoked it meanwhile, Wait
 // books again within what is left of maxWait, so the fleet's slots at the
-// probing rate do not each earn a 429 after the first.
+// probing rate do not each earn a 429 after the first. Any slot granted
+// SilenceAfter or more ahead is checked, when it comes, against the
+// silence a 429 asked since (Silence: no call if this process heard from
+// the bucket within SilenceAfter, one read otherwise); inside it, Wait
+// books again the same way, behind the penalty.
 //
 // A grant Wait could only hand back later than the bucket's margin allows
 // (Late: its write answered, or its sleep ended, more than Limit.Margin

@@ -28,7 +28,9 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 }
 
 // penalize empties b until `until` at the effective limit lim (from the
-// adaptive state st): the burst lim allows refills after it.
+// adaptive state st): the burst lim allows refills after it. It also
+// records the silence on the item (silenceAttribute), so that a slot
+// granted before the penalty is not spent inside it (Silence).
 //
 // An adaptive bucket's penalty is conditional on the version of st, like
 // every write of it: the penalty's tat and the TTL both follow from the
@@ -36,42 +38,66 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 // started) would empty the bucket at the configured rate and set a TTL
 // that forgets the learned one early. A failed condition hands back the
 // state, and the penalty is decided again on it.
+//
+// Both values only rise: tat to the penalty, the silence to until. DynamoDB
+// has no max(), so the write is conditional on both being lower, and a
+// failed condition's item tells which of them still needs the write.
 func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState) error {
 	now := l.now()
+	u := micros(until)
+	var had struct {
+		tat, silence int64
+		ok           bool // what the last failed condition handed back
+	}
 	for attempt := 0; attempt < l.attempts; attempt++ {
-		penalty := gcra.Penalty(micros(until), lim)
+		penalty := gcra.Penalty(u, lim)
+		needTAT := !had.ok || had.tat < penalty
 		if _, booked, fresh := l.seen.lookup(b.Key, micros(now), l.cacheAge.Microseconds()); fresh && booked >= penalty {
 			// Slots are booked past until: the bucket is already empty
 			// past it, and no Reset changes that (it keeps booked slots).
 			// This is the common case for a drain on a vendor's low
-			// remaining count while the fleet has booked slots ahead, and
-			// it costs no call. A penalty seen before proves nothing: a
-			// Reset may have dropped it.
+			// remaining count while the fleet has booked slots ahead. The
+			// silence is written all the same: those slots were booked
+			// before it. A penalty seen before proves nothing: a Reset may
+			// have dropped it.
+			needTAT = false
+		}
+		needSilence := !had.ok || had.silence < u
+		if !needTAT && !needSilence {
 			return nil
 		}
 		// Setting an absolute value is idempotent, so the SDK's own retries
 		// are safe here.
-		in := l.penalizeInput(b.Key, penalty, adaptTTL(b, st, penalty))
-		if b.Adaptive != nil {
+		in := l.penalizeInput(b.Key, penalty, u, adaptTTL(b, st, penalty), needTAT, needSilence)
+		if b.Adaptive != nil && needTAT {
 			withVersion(in, st.Version)
 		}
+		at := micros(l.now())
 		_, err := l.updateItem(ctx, in)
 		if err == nil {
-			l.seen.observe(b.Key, penalty, micros(l.now()))
+			if needTAT {
+				l.seen.observe(b.Key, penalty, micros(l.now()))
+			}
+			if needSilence {
+				l.silent.learn(b.Key, u, at)
+			}
 			return nil
 		}
 		item, failed := conditionFailed(err)
 		if !failed {
 			return contention(b.Key, err)
 		}
-		if err := l.observeItem(b.Key, item); err != nil || b.Adaptive == nil {
+		if err := l.observeItem(b.Key, item); err != nil {
 			return err
 		}
-		cur := l.adapt.get(b.Key)
-		if cur.Version == st.Version {
-			return nil // the same state: tat was already past the penalty
+		had.tat, _ = itemTAT(item)
+		had.silence, _ = itemMicros(item, silenceAttribute)
+		had.ok = true
+		if b.Adaptive != nil {
+			if cur := l.adapt.get(b.Key); cur.Version != st.Version {
+				st, lim = cur, b.Adaptive.Effective(cur, b.Limit, micros(now))
+			}
 		}
-		st, lim = cur, b.Adaptive.Effective(cur, b.Limit, micros(now))
 	}
 	return &ContendedError{Key: b.Key, Writes: l.attempts}
 }
@@ -87,7 +113,7 @@ func contention(key string, err error) error {
 
 // Reset empties bucket b of every penalty, for every worker: an operator's
 // undo of a Penalize (or of an adaptive bucket's emptying after a lowered
-// rate). It lowers tat to the booked horizon, the tat the last grant left,
+// rate), and of the silence it recorded (Silence). It lowers tat to the booked horizon, the tat the last grant left,
 // and no further: slots already handed out (up to the max delay ahead)
 // keep counting, so the fleet's bound, burst + rate·W in any window W,
 // holds across a Reset (see Resets in the package documentation). A bucket

@@ -13,7 +13,8 @@ import (
 )
 
 // The item layout. One item per bucket: {pk: key, tat: µs, bk: µs, ttl:
-// epoch s, and up to callLanes pairs c<i>: the tag of the last grant
+// epoch s, su: µs (the end of the last silence a vendor asked, see
+// Silence), and up to callLanes pairs c<i>: the tag of the last grant
 // written through lane i, t<i>: the tat that grant left}.
 // The names are exported so the CDK stack and operators use the same ones.
 const (
@@ -63,9 +64,13 @@ const (
 // reserved word.
 var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
 
-// resetNames are the reset expression's: DynamoDB refuses names an
-// expression does not use.
-var resetNames = map[string]string{"#tat": TATAttribute, "#bk": bookedAttribute}
+// resetNames, penaltyNames and silenceNames are those of the reset and
+// penalty expressions: DynamoDB refuses names an expression does not use.
+var (
+	resetNames   = map[string]string{"#tat": TATAttribute, "#bk": bookedAttribute, "#su": silenceAttribute}
+	penaltyNames = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#su": silenceAttribute}
+	silenceNames = map[string]string{"#tat": TATAttribute, "#su": silenceAttribute}
+)
 
 // laneNames are the expression names of a grant written through lane i.
 var laneNames = func() []map[string]string {
@@ -153,21 +158,43 @@ func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, ca
 	return in
 }
 
-// penalizeInput raises tat to at least penalty, never lowers it.
-func (l *Limiter) penalizeInput(key string, penalty, ttl int64) *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{
+// penalizeInput raises tat to at least penalty (withTAT) and the silence
+// to at least until (withSilence), never lowering either. A write of the
+// silence alone is for an item whose tat is already past the penalty: it
+// needs the item (a missing one is a full bucket, which needs the tat),
+// and no TTL, since the tat it keeps comes after until.
+func (l *Limiter) penalizeInput(key string, penalty, until, ttl int64, withTAT, withSilence bool) *dynamodb.UpdateItemInput {
+	in := &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
-		ExpressionAttributeNames:            names,
-		UpdateExpression:                    aws.String("SET #tat = :p, #ttl = :ttl"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#tat) OR #tat < :p"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+	const (
+		tatLower     = "(attribute_not_exists(#tat) OR #tat < :p)"
+		silenceLower = "(attribute_not_exists(#su) OR #su < :u)"
+	)
+	switch {
+	case withTAT && withSilence:
+		in.ExpressionAttributeNames = penaltyNames
+		in.UpdateExpression = aws.String("SET #tat = :p, #ttl = :ttl, #su = :u")
+		in.ConditionExpression = aws.String(tatLower + " AND " + silenceLower)
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl), ":u": num(until)}
+	case withTAT:
+		in.ExpressionAttributeNames = names
+		in.UpdateExpression = aws.String("SET #tat = :p, #ttl = :ttl")
+		in.ConditionExpression = aws.String(tatLower)
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":p": num(penalty), ":ttl": num(ttl)}
+	default:
+		in.ExpressionAttributeNames = silenceNames
+		in.UpdateExpression = aws.String("SET #su = :u")
+		in.ConditionExpression = aws.String("attribute_exists(#tat) AND " + silenceLower)
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":u": num(until)}
+	}
+	return in
 }
 
 // resetInput lowers tat to the booked horizon (see Reset): what lies above
-// it is a penalty no slot is booked behind. An item with no booked horizon
+// it is a penalty no slot is booked behind. It removes the silence too. An item with no booked horizon
 // (never granted since bk was introduced) is made full (tat 0). A bucket
 // already at its horizon, or with no tat (full), is left alone: the
 // condition fails and ALL_OLD shows it as it is. The TTL stays: it already
@@ -178,8 +205,8 @@ func (l *Limiter) resetInput(key string) *dynamodb.UpdateItemInput {
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
 		ExpressionAttributeNames:            resetNames,
-		UpdateExpression:                    aws.String("SET #tat = if_not_exists(#bk, :zero)"),
-		ConditionExpression:                 aws.String("attribute_exists(#tat) AND (attribute_not_exists(#bk) OR #tat > #bk)"),
+		UpdateExpression:                    aws.String("SET #tat = if_not_exists(#bk, :zero) REMOVE #su"),
+		ConditionExpression:                 aws.String("attribute_exists(#tat) AND (attribute_not_exists(#bk) OR #tat > #bk OR attribute_exists(#su))"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":zero": num(0)},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

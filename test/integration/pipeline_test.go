@@ -389,7 +389,7 @@ func (p *pipeline) deferralsPerJob() (most, total int) {
 	for _, rs := range p.results {
 		n := 0
 		for _, r := range rs {
-			if r.Outcome == dispatch.Deferred {
+			if r.Outcome == dispatch.Deferred && !silenced(r) {
 				n++
 			}
 		}
@@ -427,7 +427,7 @@ func (p *pipeline) reDeferrals() int {
 	for _, rs := range p.results {
 		deferrals := 0
 		for _, r := range rs {
-			if r.Outcome == dispatch.Deferred {
+			if r.Outcome == dispatch.Deferred && !silenced(r) {
 				deferrals++
 			}
 		}
@@ -435,6 +435,11 @@ func (p *pipeline) reDeferrals() int {
 	}
 	return n
 }
+
+// silenced reports whether r is a job sent back to the end of a 429's
+// silence, its slot lying inside it: a deferral the vendor asked for,
+// which the counts of deferrals for a slot leave out.
+func silenced(r dispatch.Result) bool { return strings.Contains(r.Reason, "inside the silence") }
 
 // assertExactlyOnce checks every job was accepted by the vendor once.
 func (p *pipeline) assertExactlyOnce(jobs []job.Job) {

@@ -1,7 +1,7 @@
 // Package limitertest is an in-memory limiter for unit tests: the methods
 // of *limiter.Limiter that callers use (Take, Reserve, Wait, ReserveBatch,
-// TakeMulti, ReserveMulti, WaitMulti, Penalize, Reset, State, Confirm,
-// First) with the
+// TakeMulti, ReserveMulti, WaitMulti, Penalize, Reset, Silence, State,
+// Confirm, First) with the
 // same arguments, the same decisions and the same typed errors, kept in a
 // map in one process instead of a DynamoDB table, on a clock the test
 // moves.
@@ -45,7 +45,7 @@ type Limiter struct {
 
 // bucket is what the real limiter keeps in a bucket's item: tat, and the
 // booked horizon, the tat the last grant left (which Reset keeps).
-type bucket struct{ tat, booked int64 }
+type bucket struct{ tat, booked, silence int64 }
 
 // Option configures a Limiter.
 type Option func(*Limiter)
@@ -61,9 +61,9 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 
 // WithFault makes every call ask fault first, with the operation's name
 // ("Take", "Reserve", "Wait", "ReserveBatch", "TakeMulti", "ReserveMulti",
-// "Penalize", "Reset", "State", "Confirm", "First") and the bucket's key
-// (each bucket's in turn for a multi-bucket call): a non-nil error is the
-// call's answer, and nothing changes. An error that wraps
+// "Penalize", "Reset", "Silence", "State", "Confirm", "First") and the
+// bucket's key (each bucket's in turn for a multi-bucket call): a non-nil
+// error is the call's answer, and nothing changes. An error that wraps
 // limiter.ErrUnavailable, as fmt.Errorf("%w: store down",
 // limiter.ErrUnavailable) does, is an outage to the code under test.
 func WithFault(fault func(op, key string) error) Option { return func(l *Limiter) { l.fault = fault } }
@@ -309,7 +309,22 @@ func (l *Limiter) Penalize(ctx context.Context, b limiter.Bucket, until time.Tim
 	}
 	s := l.state(b.Key)
 	s.tat = max(s.tat, gcra.Penalty(until.UnixMicro(), b.Limit))
+	s.silence = max(s.silence, until.UnixMicro())
 	return nil
+}
+
+// Silence is the end of the silence a Penalize asked of bucket b, if now
+// lies inside it, and the zero time otherwise.
+func (l *Limiter) Silence(ctx context.Context, b limiter.Bucket) (time.Time, error) {
+	if err := l.check("Silence", b); err != nil {
+		return time.Time{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.state(b.Key); s.silence > l.now().UnixMicro() {
+		return time.UnixMicro(s.silence), nil
+	}
+	return time.Time{}, nil
 }
 
 // Reset drops every penalty of bucket b but keeps the slots already
@@ -321,7 +336,7 @@ func (l *Limiter) Reset(ctx context.Context, b limiter.Bucket) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.state(b.Key)
-	s.tat = s.booked
+	s.tat, s.silence = s.booked, 0
 	return nil
 }
 

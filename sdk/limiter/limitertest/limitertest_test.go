@@ -328,3 +328,33 @@ func TestStateFirstConfirmAndFaults(t *testing.T) {
 		t.Fatalf("an adaptive bucket: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// A Penalize's silence holds until its until, and a Reset ends it.
+func TestSilenceUntilPenaltyEndsOrReset(t *testing.T) {
+	clock := NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := New(WithClock(clock.Now))
+	ctx := context.Background()
+	b := limiter.Bucket{Key: "k", Limit: limiter.PerSecond(10, 5)}
+	t0 := clock.Now()
+	if err := l.Penalize(ctx, b, t0.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		at   time.Duration
+		want time.Time
+	}{{0, t0.Add(3 * time.Second)}, {2 * time.Second, t0.Add(3 * time.Second)}, {3 * time.Second, time.Time{}}} {
+		clock.Advance(t0.Add(tt.at).Sub(clock.Now()))
+		if got, err := l.Silence(ctx, b); err != nil || !got.Equal(tt.want) {
+			t.Fatalf("at t0+%v: silence until %v (%v), want %v", tt.at, got, err, tt.want)
+		}
+	}
+	if err := l.Penalize(ctx, b, clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reset(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.Silence(ctx, b); err != nil || !got.IsZero() {
+		t.Fatalf("after a Reset: silence until %v (%v), want none", got, err)
+	}
+}

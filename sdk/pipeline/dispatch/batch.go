@@ -274,7 +274,7 @@ func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Rou
 	}
 	for n, i := range idx {
 		if n < len(batch.Slots) {
-			jobs[i].Hold, jobs[i].NotBefore = job.Hold{At: batch.Slots[n], Tokens: 1}, time.Time{}
+			jobs[i].Hold, jobs[i].NotBefore = newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(now)), time.Time{}
 		}
 		jobs[i].Linger = false // asked; lingerSlot does not ask again
 	}

@@ -27,6 +27,10 @@ type Capabilities struct {
 	// Penalize pauses a bucket, for the whole fleet, whose credential the
 	// vendor refuses; without it only the job that met the refusal waits.
 	Penalize Penalizer
+	// Silence tells whether a slot booked ahead lies inside a silence a
+	// vendor asked since (a 429's Retry-After); without it such a slot is
+	// spent whatever a 429 asked after its booking.
+	Silence Silencer
 	// Quota takes a route's tokens and its calendar quota in one
 	// transaction.
 	Quota QuotaTaker
@@ -49,6 +53,7 @@ func CapabilitiesOf(limiter Reserver, work Work, routes Router) Capabilities {
 	c.Batch, _ = limiter.(Booker)
 	c.Confirm, _ = limiter.(Confirmer)
 	c.Penalize, _ = limiter.(Penalizer)
+	c.Silence, _ = limiter.(Silencer)
 	c.Quota, _ = limiter.(QuotaTaker)
 	c.Recheck, _ = work.(Rechecker)
 	c.Abandon, _ = work.(Abandoner)

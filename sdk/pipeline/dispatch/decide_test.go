@@ -39,6 +39,10 @@ func TestDecide(t *testing.T) {
 			s.Job.Hold = held(800 * time.Millisecond)
 			s.Job.Hold.Grant = job.Grant{Version: 3, Interval: 100_000}
 		}, decision{Act: actPush, Wait: 700 * time.Millisecond, Confirm: true}},
+		{"slot booked ahead: no early read (its silence is asked as it leaves)", func(s *situation) {
+			s.Job.Hold = held(800 * time.Millisecond)
+			s.Job.Hold.Ahead = true
+		}, decision{Act: actPush, Wait: 800 * time.Millisecond}},
 		{"slot beyond blocking distance: defer to come back early by the lead", func(s *situation) { s.Job.Hold = held(30 * time.Second) },
 			decision{Act: actDefer, Wait: 27 * time.Second, Reason: "waiting for its reserved slot"}},
 		{"slot past the call's hold: defer, all of the wait slept elsewhere", func(s *situation) {

@@ -24,12 +24,13 @@ import (
 // rest linger on. Denied, or the store failing, the job lingers as
 // before: its reservation after the linger deals with errors.
 func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, reach time.Duration) bool {
+	now := d.now()
 	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
 	if err != nil {
 		return false
 	}
 	// lingerReach leaves adaptive buckets out: no stamp.
-	j.Hold, j.NotBefore = job.Hold{At: r.Slot, Tokens: 1}, time.Time{}
+	j.Hold, j.NotBefore = newHold(r.Slot, "", 1, nil, r.Slot.Sub(now)), time.Time{}
 	return true
 }
 

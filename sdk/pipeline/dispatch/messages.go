@@ -82,6 +82,15 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 		case req.Tokens <= spare:
 			req.Reserved, req.Slot, spare = true, j.Hold.At, spare-req.Tokens
 		}
+		if i == 0 {
+			// Later messages on the slot's spare tokens leave at the same
+			// instant: this answer covers them.
+			var ok bool
+			var err error
+			if res, ok, err = d.silentSlot(ctx, j, route, req, res); !ok {
+				return res, nil, err
+			}
+		}
 		req, late := d.spendable(req)
 		if late {
 			res.WastedSlots++

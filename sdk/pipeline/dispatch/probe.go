@@ -27,13 +27,39 @@ func granted(s limiter.Stamp, adaptive bool) *limiter.Stamp {
 // a slot far enough ahead for a throttle to land before it carries its
 // stamp (limiter.ConfirmAfter), and is confirmed at its slot: a slot
 // pushed right after its grant costs no read, and a throttle on it is
-// told apart by limiter.ThrottleHold instead.
+// told apart by limiter.ThrottleHold instead. Such a slot is also checked
+// for a silence (Ahead).
 func newHold(at time.Time, key string, tokens int, s *limiter.Stamp, lead time.Duration) job.Hold {
-	h := job.Hold{At: at, Key: key, Tokens: tokens}
+	h := job.Hold{At: at, Key: key, Tokens: tokens, Ahead: lead >= limiter.SilenceAfter}
 	if s != nil && lead >= limiter.ConfirmAfter {
 		h.Grant = job.Grant(*s)
 	}
 	return h
+}
+
+// Silencer is the part of *limiter.Limiter that tells whether a vendor
+// asked a bucket for silence (a 429's Retry-After) that now lies inside.
+type Silencer interface {
+	Silence(ctx context.Context, b limiter.Bucket) (time.Time, error)
+}
+
+// silenced is the end of a silence the vendor asked, since j's slot was
+// booked, of the bucket it was booked in, if now lies inside it (zero
+// otherwise). A penalty delays only the grants made after it, so a slot
+// booked ahead (job.Hold.Ahead) is checked as its request leaves
+// (silentSlot): free when this process heard from the bucket within
+// limiter.SilenceAfter, one read otherwise. A slot booked just before its
+// push is not checked.
+func (d *Dispatcher) silenced(ctx context.Context, j job.Job, route Route) (time.Time, error) {
+	s := d.Can.Silence
+	if !j.Hold.Ahead || !j.Hold.Held() || s == nil {
+		return time.Time{}, nil
+	}
+	b := route.Bucket
+	if j.Hold.Key != "" {
+		b.Key = j.Hold.Key // a shard: a 429 silences every shard
+	}
+	return s.Silence(ctx, b)
 }
 
 // stampOf is the stamp h's slot carries, nil for none.

@@ -66,11 +66,15 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *h
 	if len(p.Messages) > 0 {
 		return d.pushMessages(ctx, out, j, route, bucket, siblings, p, res)
 	}
-	req, late := d.spendable(otapush.Request{
+	req := otapush.Request{
 		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
 		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
 		Stamp: stampOf(j.Hold), Quota: route.Quota,
-	})
+	}
+	if res, ok, err := d.silentSlot(ctx, j, route, req, res); !ok {
+		return res, nil, err
+	}
+	req, late := d.spendable(req)
 	if late {
 		res.WastedSlots++
 	}
@@ -226,6 +230,43 @@ func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late boo
 	req.Reserved, req.Slot, req.Stamp = false, time.Time{}, nil
 	return req, true
 }
+
+// silentSlot ends a push whose held slot lies inside a silence a vendor
+// asked since it was booked (silenced). It is asked as the request
+// leaves, after the claim, the render and a lease awaited: a slot may be
+// spent up to its grace late, seconds on a slow bucket, and a 429 may land
+// meanwhile; asked before them, the answer would be that much older
+// (the replay of adversary seed 15 still sent a request inside a silence
+// then). It comes just before the grace is checked (spendable), so that
+// a slow read makes the slot late rather than the request. The slot goes unused and j comes back at the silence's end with
+// its work, neither failed nor dropped; a store that cannot say defers it
+// for the cooldown (fail closed). ok: the request may leave.
+func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, route Route, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
+	if !req.Reserved || route.Shadow {
+		return res, true, nil
+	}
+	until, err := d.silenced(ctx, j, route)
+	if err == nil && until.IsZero() {
+		return res, true, nil
+	}
+	j.Hold = job.Hold{}
+	var out Result
+	if err != nil {
+		d.log().Warn("limiter store unavailable for the slot's silence; deferring (fail closed)", "job_id", j.ID, "err", err)
+		out, err = d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "limiter store unavailable")
+		out.StoreError = true
+	} else {
+		d.log().Info("slot inside a vendor's silence as the push leaves; back at its end", "job_id", j.ID, "slot", req.Slot, "until", until)
+		out, err = d.deferJob(ctx, j, route, until.Sub(d.now()), silenceReason)
+	}
+	out.WastedSlots += res.WastedSlots
+	out.RevokedSlots += res.RevokedSlots + 1
+	return out, false, err
+}
+
+// silenceReason is why a job whose slot lies inside a vendor's silence
+// was deferred.
+const silenceReason = "its slot lies inside the silence a 429's Retry-After asked since it was booked; back at its end"
 
 func (d *Dispatcher) send(ctx context.Context, req otapush.Request) (otapush.Response, error) {
 	return d.Pusher.Push(ctx, req)

@@ -43,10 +43,12 @@ type Result struct {
 	// before it ran, or held by a job then shed or dead-lettered. They
 	// waste quota but never overspend it.
 	WastedSlots int
-	// RevokedSlots counts slots an adaptive bucket granted this job ahead
-	// that a throttle since revoked before they came (Confirm): the job
-	// booked again, behind what was booked since, at the rate that holds.
-	// The quota they stood for went unused; none was overspent.
+	// RevokedSlots counts slots granted this job ahead that a throttle
+	// since revoked before they came: an adaptive bucket's slot a lower
+	// rate revoked (Confirm), the job booking again at the rate that
+	// holds, or any slot lying inside the silence a 429 asked (Silence),
+	// the job coming back at its end. The quota they stood for went
+	// unused; none was overspent.
 	RevokedSlots int
 	// Pushes counts the requests the vendor accepted while handling the
 	// job: a lane with more pending may push again in the same call.

@@ -33,6 +33,12 @@ type Hold struct {
 	// on the wire: a job deferred holding such a slot takes a second unit
 	// when it comes back (quota wasted, never overspent).
 	Quota bool
+	// Ahead says the slot was granted far enough ahead of its spending
+	// (limiter.SilenceAfter) for a 429 to land in between: it is checked
+	// for a silence the vendor asked since (limiter.Silence) before it is
+	// spent. Not carried on the wire: every slot a message carries was
+	// booked a queue's trip before it comes, so a decoded hold is ahead.
+	Ahead bool
 }
 
 // Grant is the adaptive state a slot was granted at: limiter.Stamp's

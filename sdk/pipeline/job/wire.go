@@ -29,7 +29,7 @@ func toWire(j Job) wireJob {
 
 func (w wireJob) job() Job {
 	j := Job(w.body)
-	j.Hold = Hold{At: w.Slot, Key: w.SlotKey, Tokens: w.Tokens, Grant: Grant{Version: w.GrantVersion, Interval: w.GrantInterval}}
+	j.Hold = Hold{At: w.Slot, Key: w.SlotKey, Tokens: w.Tokens, Grant: Grant{Version: w.GrantVersion, Interval: w.GrantInterval}, Ahead: !w.Slot.IsZero()}
 	return j
 }
 
