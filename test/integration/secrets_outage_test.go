@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	secrets "github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -77,8 +76,7 @@ func TestSecretsOutageDefersAndLosesNothing(t *testing.T) {
 			cache := secrets.New(flaky)
 			r := newLaneRig(t, lim, mockota.Config{Limit: lim, Credentials: []string{tt.accepted}}, secretConfig(lim, secret))
 			r.linger = -1
-			r.tune = func(d *dispatch.Dispatcher) {
-				sy := d.Work.(*syncer.Syncer)
+			r.tuneSyncer = func(sy *syncer.Syncer) {
 				sy.Credential, sy.Invalidate = cache.Lookup(5*time.Second, nil), cache.Invalidate
 			}
 			src := newPMS("hotel-aurora")

@@ -325,7 +325,8 @@ func TestBadCredentialRotationLosesNothing(t *testing.T) {
 	invalidated := atomic.Int64{}
 	r.tune = func(d *dispatch.Dispatcher) {
 		d.Policy.MaxFailures, d.Policy.FailureBackoff = 2, 500*time.Millisecond
-		sy := d.Routes.(*syncer.Syncer)
+	}
+	r.tuneSyncer = func(sy *syncer.Syncer) {
 		sy.Token = func(string) string { return token.Load().(string) }
 		sy.Invalidate = func(string) { invalidated.Add(1) }
 	}

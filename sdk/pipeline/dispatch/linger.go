@@ -20,7 +20,7 @@ import (
 // of the bucket taken with burst 1, booked at most until NotBefore:
 // granted iff tat ≤ NotBefore, at slot max(tat, now), the moment the
 // bucket fills. Jobs lingering on one bucket so queue at successive slots
-// until NotBefore (HandleJobs books a batch's with one write), and the
+// until NotBefore (Run books a batch's with one write), and the
 // rest linger on. Denied, or the store failing, the job lingers as
 // before: its reservation after the linger deals with errors.
 func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, reach time.Duration) bool {
