@@ -6,10 +6,10 @@
 //   - older than its route's max age (first seen + MaxAge), or about to
 //     be deferred past its MaxDeferrals-th trip or its max age: expire it
 //     to the dead-letter queue with the reason, so no job loops forever;
-//   - due later (a chained wait past SQS's 15 minutes): defer the rest;
 //   - deadline passed, or the earliest slot lands after it: shed to the
 //     dead-letter queue with the reason, spending no token (the reservation
 //     is bounded by the deadline, so it is refused rather than booked);
+//   - due later (a chained wait past SQS's 15 minutes): defer the rest;
 //   - a job that only comes back to see whether its work is its own
 //     (Task.Recheck): ask the work first, and book a slot only once it is;
 //   - holding a slot within grace: use it, with no second acquire;
@@ -41,8 +41,11 @@
 // Work, which is that job's own; a context carries only cancellation and
 // deadlines.
 //
-// What to do with a job is decided by a function of values, with no I/O
-// (decide.go); the dispatcher carries it out (serve.go), and reserve.go,
+// What to do with a job is decided by functions of values, with no I/O
+// (decide.go: decide, and decideRefusal, decideBegin and decideFailure for
+// a refused booking, a work with nothing to push and a failed push),
+// grace, revocation, the horizon's short denials and shadow mode
+// included; the dispatcher carries it out (serve.go), and reserve.go,
 // push.go, failure.go and defer.go are the I/O it does: booking a slot,
 // sending the push, handling its failure, deferring or dead-lettering.
 //

@@ -213,7 +213,7 @@ func (d *Dispatcher) sleepForToken(ctx context.Context, wait time.Duration, firs
 // dispatcher cannot lease for).
 func (d *Dispatcher) acquire(ctx context.Context, j job.Job, t *task) (held *heldLease, ok bool, res Result, err error) {
 	if d.Leases == nil {
-		res, err := d.deadLetter(ctx, j, t, DeadLettered, "t has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
+		res, err := d.deadLetter(ctx, j, t, DeadLettered, "route has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
 		return nil, false, res, err
 	}
 	f := d.Leases.Effective(*t.InFlight)
@@ -275,7 +275,7 @@ func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, t *task, err e
 	case errors.As(err, &busy):
 		return d.deferJob(ctx, j, t, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
 	case errors.Is(err, limiter.ErrInvalidArgument):
-		return d.deadLetter(ctx, j, t, DeadLettered, "t has an invalid max_in_flight: "+err.Error())
+		return d.deadLetter(ctx, j, t, DeadLettered, "route has an invalid max_in_flight: "+err.Error())
 	}
 	cooldown := d.Policy.StoreCooldown
 	var open *breaker.OpenError

@@ -52,7 +52,7 @@ type QuotaTaker interface {
 func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, t *task, bound int, maxAge time.Duration, first *firstLease) (Result, bool, error) {
 	taker := d.Can.Quota
 	if taker == nil {
-		res, err := d.deadLetter(ctx, *j, t, DeadLettered, fmt.Sprintf("t has a quota, but the limiter (%T) cannot take one", d.Limiter))
+		res, err := d.deadLetter(ctx, *j, t, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
 		return res, true, err
 	}
 	for try := 0; ; try++ {
@@ -111,7 +111,7 @@ func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, t *task, maxAg
 	case denied && !back.Before(j.FirstSeen.Add(maxAge)):
 		return d.unbookable(ctx, j, t, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
 	case denied:
-		reason := "no token of the quota t's limits now"
+		reason := "no token of the quota route's limits now"
 		if quotaSpent(err, t.Route) {
 			reason = fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", t.Quota.Quota.Count, t.Quota.Quota.Period)
 		}
@@ -119,7 +119,7 @@ func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, t *task, maxAg
 	case errors.Is(err, limiter.ErrContended):
 		return d.deferJob(ctx, j, t, 0, "bucket contended; retrying")
 	case errors.Is(err, limiter.ErrInvalidArgument):
-		return d.deadLetter(ctx, j, t, DeadLettered, "t has an invalid limit or quota: "+err.Error())
+		return d.deadLetter(ctx, j, t, DeadLettered, "route has an invalid limit or quota: "+err.Error())
 	}
 	cooldown := d.Policy.StoreCooldown
 	var open *breaker.OpenError

@@ -58,27 +58,21 @@ func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, t *task, now time.
 	if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
 		return d.shadowRefused(j, t.Route, err, bound != noBound, now)
 	}
-	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && t.Horizon > 0 && bound == noBound {
-		// A horizon's denial is short (the next free token): wait for it
-		// here, within the call's hold, rather than a trip through the
-		// queue; the retry contends afresh, and urgent pushes go first.
-		// Jobs denied together are told the same wait, and would all
-		// retry at once for one token, each retry a write: each wakes at
-		// a random point of the interval after it instead. That costs no
-		// quota: the bucket is then short of its share, not full, and
-		// keeps what it accrues until a retry takes it.
-		if wait += d.spread(t.Route); d.canSleep(ctx, t, wait) {
-			if err := d.sleepForToken(ctx, wait, first); err != nil {
-				return Result{}, true, err
-			}
-			return d.reserve(ctx, j, t, d.now(), first)
-		}
+	r := refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
+		LocalShare: t.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err(),
+		Horizon: t.Horizon > 0, Now: d.now(), Sleep: d.sleepBound(ctx, t)}
+	if r.horizonDenial() {
+		r.Spread = d.spread(t.Route)
 	}
-	dec, ok := decideRefusal(refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
-		LocalShare: t.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err()})
+	dec, ok := decideRefusal(r)
 	switch {
 	case !ok:
 		return Result{}, true, ctx.Err()
+	case dec.Act == actSleep:
+		if err := d.sleepForToken(ctx, dec.Wait, first); err != nil {
+			return Result{}, true, err
+		}
+		return d.reserve(ctx, j, t, d.now(), first)
 	case dec.Act == actLocalShare:
 		return d.localShare(ctx, j, t, now, err)
 	case dec.StoreError:

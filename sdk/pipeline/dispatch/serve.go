@@ -21,6 +21,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 	// goes out but the push's.
 	first := &firstLease{}
 	defer func() { first.end() }()
+	var revokeErr error // why the slot's confirmation failed, for the log
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {
@@ -86,19 +87,24 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			}
 			now, s.Booked = d.now(), true
 			continue
+		case actRevoke:
+			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", revokeErr)
+			// A lease taken first goes back too: the job may linger or
+			// wait for its new slot, and no request of it is near.
+			first.free()
+			pre.RevokedSlots++
+			j.Hold, now = job.Hold{}, d.now()
+			s.Owned, s.Booked, s.LingerAsked, s.Revoked = false, false, false, false
+			continue
 		}
 		// actPush
 		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
 		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
-		if t.Shadow {
+		if dec.Shadow {
 			res, next, err := d.push(ctx, j, t, nil)
 			return pre.then(res), next, err
 		}
-		if j.Hold.At.Sub(d.now()) > s.Grace {
-			// The token is further off than its grace: the vendor's
-			// concurrency would idle under a lease taken first meanwhile.
-			// It goes back, and the push waits for one at its slot, as a
-			// push that took its token first does.
+		if dec.FreeLease {
 			first.free()
 		}
 		if dec.Wait > 0 {
@@ -106,22 +112,10 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 				return Result{}, nil, err
 			}
 		}
-		revoked, err := false, error(nil)
 		if dec.Confirm {
-			revoked, err = d.revoked(ctx, j, t.Route)
-		}
-		if revoked {
-			// A throttle since the slot was booked lowered the rate below
-			// the one it was booked at, or asked for silence past it (or
-			// the store cannot say). Book again rather than earn a 429.
-			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
-			// A lease taken first goes back too: the job may linger or
-			// wait for its new slot, and no request of it is near.
-			first.free()
-			pre.RevokedSlots++
-			j.Hold, now = job.Hold{}, d.now()
-			s.Owned, s.Booked, s.LingerAsked = false, false, false
-			continue
+			if s.Revoked, revokeErr = d.revoked(ctx, j, t.Route); s.Revoked {
+				continue
+			}
 		}
 		if rest := j.Hold.At.Sub(d.now()); rest > 0 {
 			if err := d.sleep(ctx, rest); err != nil {
