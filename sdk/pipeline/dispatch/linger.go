@@ -10,8 +10,8 @@ import (
 )
 
 // lingerSlot books a slot for a lingering job (j.Linger) within reach
-// (lingerReach: its bucket would fill up before the linger ends), and
-// reports whether it did.
+// (lingerReach: its bucket would fill up before the linger ends): the hold,
+// and whether it did.
 //
 // A lingering job collects work (the changes that ride in its push); the
 // bucket meanwhile accrues tokens, up to its burst. Once it is full, every
@@ -23,14 +23,13 @@ import (
 // until NotBefore (Run books a batch's with one write), and the
 // rest linger on. Denied, or the store failing, the job lingers as
 // before: its reservation after the linger deals with errors.
-func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, reach time.Duration) bool {
+func (d *Dispatcher) lingerSlot(ctx context.Context, route Route, reach time.Duration) (job.Hold, bool) {
 	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
 	if err != nil {
-		return false
+		return job.Hold{}, false
 	}
 	// lingerReach leaves adaptive buckets out: no stamp.
-	j.Hold, j.NotBefore = job.Hold{At: r.Slot, Tokens: 1}, time.Time{}
-	return true
+	return job.Hold{At: r.Slot, Tokens: 1}, true
 }
 
 // lingerReach is how far ahead a lingering job may book a slot of route's

@@ -49,40 +49,39 @@ type QuotaTaker interface {
 // (done): deferred to the next token or the quota's reset, shed or
 // expired when that is past its deadline or max age. bound is reserve's
 // (a shadow route records it).
-func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, t *task, bound int, maxAge time.Duration, first *firstLease) (Result, bool, error) {
+func (d *Dispatcher) takeQuota(ctx context.Context, j job.Job, t *task, bound int, maxAge time.Duration, first *firstLease) (booking, error) {
 	taker := d.Can.Quota
 	if taker == nil {
-		res, err := d.deadLetter(ctx, *j, t, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
-		return res, true, err
+		res, err := d.deadLetter(ctx, j, t, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
+		return ended(res), err
 	}
 	for try := 0; ; try++ {
 		_, err := taker.TakeWithQuota(ctx, t.buckets(), *t.Quota, 1, j.ID)
 		if err == nil {
-			j.Hold = job.Hold{At: d.now(), Tokens: 1, Quota: true}
-			return Result{}, false, nil
+			return booking{hold: job.Hold{At: d.now(), Tokens: 1, Quota: true}}, nil
 		}
 		if ctx.Err() != nil {
-			return Result{}, true, ctx.Err()
+			return ended(Result{}), ctx.Err()
 		}
 		if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
-			return d.shadowRefused(j, t.Route, err, bound != noBound, d.now())
+			return d.shadowRefused(j, t.Route, err, bound != noBound, d.now()), nil
 		}
 		wait, denied := limiter.RetryAfter(err)
 		switch {
-		case denied && !quotaSpent(err, t.Route) && d.canSleep(ctx, t, wait) && d.now().Add(wait).Before(lastMoment(*j, maxAge)):
+		case denied && !quotaSpent(err, t.Route) && d.canSleep(ctx, t, wait) && d.now().Add(wait).Before(lastMoment(j, maxAge)):
 			// The next token is near: wait for it here, as for a slot.
 			if err := d.sleepForToken(ctx, wait, first); err != nil {
-				return Result{}, true, err
+				return ended(Result{}), err
 			}
 			continue
 		case errors.Is(err, limiter.ErrContended) && try < contendedRetries:
 			if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
-				return Result{}, true, err
+				return ended(Result{}), err
 			}
 			continue
 		}
-		res, err := d.quotaRefused(ctx, *j, t, maxAge, err)
-		return res, true, err
+		res, err := d.quotaRefused(ctx, j, t, maxAge, err)
+		return ended(res), err
 	}
 }
 

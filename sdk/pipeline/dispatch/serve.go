@@ -32,10 +32,10 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		dec := decide(s)
 		switch dec.Act {
 		case actBookLinger:
-			if d.lingerSlot(ctx, &j, t.Route, dec.Wait) {
+			if hold, ok := d.lingerSlot(ctx, t.Route, dec.Wait); ok {
 				// Its bucket fills up before the linger ends: the push takes
 				// the slot it booked rather than let the bucket lose tokens.
-				now = d.now()
+				j.Hold, j.NotBefore, now = hold, time.Time{}, d.now()
 			}
 			s.LingerAsked = true
 			continue
@@ -80,12 +80,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 				}
 				first.held, now = held, d.now()
 			}
-			res, done, err := d.reserve(ctx, &j, t, now, first)
-			pre = pre.then(res)
-			if done || err != nil {
+			b, err := d.reserve(ctx, j, t, now, first)
+			pre = pre.then(b.res)
+			if b.done || err != nil {
 				return pre, nil, err
 			}
-			now, s.Booked = d.now(), true
+			j.Hold, now, s.Booked = b.hold, d.now(), true
 			continue
 		case actRevoke:
 			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", revokeErr)
