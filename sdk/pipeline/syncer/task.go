@@ -3,7 +3,6 @@ package syncer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -95,16 +94,6 @@ func (w *laneWork) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, it
 
 func (w *laneWork) Refused(ctx context.Context, j job.Job, p *dispatch.Payload, i int, perm *otapush.PermanentError) ([]dispatch.Message, []dispatch.Letter, error) {
 	return w.s.Refused(ctx, j, p, i, perm)
-}
-
-// Route resolves a job against the connections config, reading the
-// property of a per-property share from its payload (a lane job's).
-func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
-	var ref laneRef
-	if err := json.Unmarshal(j.Payload, &ref); err != nil {
-		ref = laneRef{}
-	}
-	return s.route(j, ref.PropertyID)
 }
 
 var (
