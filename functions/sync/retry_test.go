@@ -136,8 +136,8 @@ func newRetryRig(t *testing.T) *retryRig {
 	r.state = &ari.Store{DB: db, Table: stateTable}
 	sy := &syncer.Syncer{Config: cfg, State: r.state, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }}
-	d := &dispatch.Dispatcher{Routes: sy, Limiter: lim, Pusher: pusher, Work: sy, Policy: dispatch.DefaultPolicy, Log: quiet,
-		Queue: &queue.Queue{SQS: r.sqs, DeferredURL: r.deferredURL, DeadURL: dlqURL}, LocalShare: fallback.New(2)}
+	d := &dispatch.Dispatcher{Limiter: lim, Pusher: pusher, Policy: dispatch.DefaultPolicy, Log: quiet,
+		Queue: &queue.Queue{SQS: r.sqs, DeferredURL: r.deferredURL, DeadURL: dlqURL}, LocalShare: fallback.New(2), Needs: sy.Needs()}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}

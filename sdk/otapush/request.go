@@ -61,6 +61,10 @@ type Request struct {
 	// Method is the HTTP method; "" is POST. Header may set the
 	// Content-Type (JSON when it does not).
 	Method string
+	// Lease is the in-flight lease the push runs under (a route with
+	// max_in_flight), for a Pusher that names it to the vendor or in its
+	// logs; the client itself does not send it.
+	Lease *limiter.Lease
 	// Judge, if set, reads each answer in the request's message format:
 	// a vendor that answers 200 with an error in its body refused the
 	// request, whatever the status says. Without it, the status decides.

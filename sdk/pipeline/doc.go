@@ -2,8 +2,10 @@
 // limiter (sdk/limiter): PMS change events become ARI state and lanes, and
 // each lane's pending changes become pushes to an OTA within the OTA's
 // quota. New builds one worker's pipeline from the channel config and its
-// AWS clients, the syncer and the dispatcher wired to each other; its
-// subpackages, in the order a change meets them:
+// AWS clients: a syncer that hands each job, resolved once into a task
+// (its route and its lane's work), to a dispatcher that hands back a
+// result; the dispatcher holds nothing of the syncer. Its subpackages, in
+// the order a change meets them:
 //
 //   - config: the channel connections file, validated at start-up
 //   - ari: change events and the sequence-guarded ARI state

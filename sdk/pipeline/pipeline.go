@@ -49,8 +49,10 @@ type Names struct {
 }
 
 // Pipeline is one worker's pipeline: the Syncer handles both of the sync
-// function's queues and is the Dispatcher's Router and Work; the
-// Dispatcher pushes its jobs or defers them.
+// function's queues and hands each job, resolved into a task (its route
+// and its lane's work), to the Dispatcher, which pushes it or defers it
+// and hands back a result. Calls go one way: the Dispatcher holds nothing
+// of the Syncer.
 type Pipeline struct {
 	Syncer     *syncer.Syncer
 	Dispatcher *dispatch.Dispatcher
@@ -119,7 +121,7 @@ func WithToken(token func(env string) string) Option { return func(o *options) {
 func WithLocalShare(maxInstances int) Option { return func(o *options) { o.localShare = maxInstances } }
 
 // WithSyncer and WithDispatcher change the syncer or the dispatcher New
-// built (a linger, a wrapped limiter) before it wires and validates them.
+// built (a linger, a wrapped limiter) before it validates them.
 func WithSyncer(f func(*syncer.Syncer)) Option {
 	return func(o *options) { o.tuneSyncer = append(o.tuneSyncer, f) }
 }
@@ -131,8 +133,8 @@ func WithDispatcher(f func(*dispatch.Dispatcher)) Option {
 
 // New builds a worker's pipeline for cfg: the limiter on
 // Names.LimiterTable, the push client, the syncer on Names.StateTable and
-// the dispatcher on the two queues, wired to each other (Wire) and
-// validated. It refuses what would fail at the first job: a missing
+// the dispatcher on the two queues, which the syncer hands its jobs, and
+// validates them. It refuses what would fail at the first job: a missing
 // client or name, a secret_id credential with no Secrets client, a route
 // that needs a capability the dispatcher lacks.
 func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, error) {
@@ -198,25 +200,15 @@ func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, err
 	for _, f := range o.tuneDispatch {
 		f(p.Dispatcher)
 	}
-	if err := Wire(p.Syncer, p.Dispatcher); err != nil {
+	// The routes of the config ask what they ask of the dispatcher; its
+	// capabilities are read from its parts as tuned.
+	p.Syncer.Dispatcher = p.Dispatcher
+	p.Dispatcher.Can = dispatch.CapabilitiesOf(p.Dispatcher.Limiter, p.Dispatcher.Routes)
+	p.Dispatcher.Needs = p.Dispatcher.Needs.Or(p.Syncer.Needs())
+	if err := p.Dispatcher.Validate(); err != nil {
 		return nil, err
 	}
 	return p, nil
-}
-
-// Wire closes the cycle between a syncer and its dispatcher: the syncer is
-// the dispatcher's Router and Work, the dispatcher pushes the syncer's
-// jobs. The dispatcher's capabilities are read afresh from its parts, its
-// Needs are the syncer's config's, and it is validated. New calls it;
-// call it yourself only for a dispatcher built by hand.
-func Wire(sy *syncer.Syncer, d *dispatch.Dispatcher) error {
-	if sy == nil || d == nil || sy.Config == nil {
-		return errors.New("pipeline: Wire needs a syncer with a config and a dispatcher")
-	}
-	d.Routes, d.Work, sy.Dispatcher = sy, sy, d
-	d.Can = dispatch.CapabilitiesOf(d.Limiter, d.Work, d.Routes)
-	d.Needs = d.Needs.Or(sy.Needs())
-	return d.Validate()
 }
 
 // check refuses what New cannot build, every problem at once.

@@ -21,8 +21,8 @@ import (
 // process's pushes queue for one), the request through
 // otapush, the release. The vendor learns the process from the route's
 // X-Process header and the job from X-Job-Id, and the lease from the
-// query the worker's transport adds (dispatch.LeaseOf on the request's
-// context), as the direct path sends it.
+// query the worker's transport adds (the push's otapush.Request.Lease,
+// which leasedPusher hands it in headers), as the direct path sends it.
 //
 // The queue is this process's own (pipelineQueue): a deferred job is
 // handed back to a pusher after its wait, and a dead letter is an error.
@@ -81,7 +81,7 @@ func runPipeline(ctx context.Context, f workerFlags, l *limiter.Limiter, client 
 	// A push waits for a lease within the call's hold: the whole run, so
 	// that what is measured is the leases, not trips through a queue.
 	policy.MaxHold = time.Until(end) + time.Second
-	d := &dispatch.Dispatcher{Routes: fixedRoute(pipelineRoute(f)), Limiter: l, Pusher: pusher, Queue: q, Policy: policy,
+	d := &dispatch.Dispatcher{Routes: fixedRoute(pipelineRoute(f)), Limiter: l, Pusher: leasedPusher{pusher}, Queue: q, Policy: policy,
 		Leases: dispatch.NewLeases(limiter.NewLeaseGate(l))}
 	if err := d.Validate(); err != nil {
 		return err
@@ -97,8 +97,7 @@ func runPipeline(ctx context.Context, f workerFlags, l *limiter.Limiter, client 
 					j = job.Job{ID: fmt.Sprintf("p%d-w%d-%d", f.process, w, n), Channel: "inflight", Credential: "c", Endpoint: "availability",
 						FirstSeen: time.Now(), Payload: []byte(`{}`)}
 				}
-				hctx := dispatch.WithHold(ctx, end)
-				res, err := d.HandleJob(hctx, j)
+				res, err := d.Do(ctx, d.Resolve(j), end)
 				switch {
 				case err != nil:
 					note(func(r *WorkerReport) { r.errorf(err) })
@@ -117,21 +116,41 @@ func runPipeline(ctx context.Context, f workerFlags, l *limiter.Limiter, client 
 	return nil
 }
 
+// leasedPusher hands the push's lease (otapush.Request.Lease) to the
+// transport, in headers that leaseNamer takes off again.
+type leasedPusher struct{ next dispatch.Pusher }
+
+func (p leasedPusher) Push(ctx context.Context, req otapush.Request) (otapush.Response, error) {
+	if req.Lease == nil {
+		return otapush.Response{}, fmt.Errorf("push of %s without a lease", req.JobID)
+	}
+	req.Header = req.Header.Clone()
+	req.Header.Set(leaseSlot, strconv.Itoa(req.Lease.Slot))
+	req.Header.Set(leaseOwner, req.Lease.Owner)
+	req.Header.Set(leaseExpires, strconv.FormatInt(req.Lease.Expires.UnixMicro(), 10))
+	return p.next.Push(ctx, req)
+}
+
+const (
+	leaseSlot    = "X-Lease-Slot"
+	leaseOwner   = "X-Lease-Owner"
+	leaseExpires = "X-Lease-Expires"
+)
+
 // leaseNamer adds the push's lease to its URL, for the vendor's record.
 type leaseNamer struct{ next http.RoundTripper }
 
 func (t leaseNamer) RoundTrip(req *http.Request) (*http.Response, error) {
-	lease, ok := dispatch.LeaseOf(req.Context())
-	if !ok {
-		return nil, fmt.Errorf("push of %s without a lease", req.Header.Get("X-Job-Id"))
-	}
 	req = req.Clone(req.Context())
 	q := req.URL.Query()
 	q.Set("job", req.Header.Get("X-Job-Id"))
 	q.Set("process", req.Header.Get("X-Process"))
-	q.Set("slot", strconv.Itoa(lease.Slot))
-	q.Set("owner", lease.Owner)
-	q.Set("expires", strconv.FormatInt(lease.Expires.UnixMicro(), 10))
+	q.Set("slot", req.Header.Get(leaseSlot))
+	q.Set("owner", req.Header.Get(leaseOwner))
+	q.Set("expires", req.Header.Get(leaseExpires))
+	for _, h := range []string{leaseSlot, leaseOwner, leaseExpires} {
+		req.Header.Del(h)
+	}
 	req.URL.RawQuery = q.Encode()
 	return t.next.RoundTrip(req)
 }

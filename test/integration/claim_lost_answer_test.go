@@ -83,7 +83,7 @@ func TestJobWhoseClaimLostItsAnswerKeepsItsLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.worker().Hold(ctx, j, time.Now().Add(3*time.Minute)); err != nil {
+	if err := r.worker().Task(j).Work.Hold(ctx, j, time.Now().Add(3*time.Minute)); err != nil {
 		t.Errorf("the job, deferred 3 minutes, gave its lane up: %v", err)
 	}
 

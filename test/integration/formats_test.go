@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -67,7 +66,7 @@ func newWireRigWith(t *testing.T, format string, vendor func(*mockota.Config)) *
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "fleet-user:s3cret-pw" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
-	if err := sdkpipeline.Wire(sy, d); err != nil {
+	if err := handTo(sy, d); err != nil {
 		t.Fatal(err)
 	}
 	plan := "BAR"

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -79,10 +78,11 @@ type laneRig struct {
 	// feeding keeps run going while the test still sends changes.
 	feeding atomic.Bool
 	// downTable, if set, limits the outage down switches on to that
-	// table; tune adjusts each worker's dispatcher. A test sets them
-	// before run.
-	downTable string
-	tune      func(*dispatch.Dispatcher)
+	// table; tune adjusts each worker's dispatcher, tuneSyncer its
+	// syncer. A test sets them before run.
+	downTable  string
+	tune       func(*dispatch.Dispatcher)
+	tuneSyncer func(*syncer.Syncer)
 
 	mu      sync.Mutex
 	results []dispatch.Result
@@ -99,6 +99,16 @@ func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, configJSON 
 	return r
 }
 
+// handTo makes d the dispatcher sy hands its jobs to, as pipeline.New
+// does: d's capabilities read afresh from its parts (a tune may have
+// replaced its limiter), checked against what sy's routes need.
+func handTo(sy *syncer.Syncer, d *dispatch.Dispatcher) error {
+	sy.Dispatcher = d
+	d.Can = dispatch.CapabilitiesOf(d.Limiter, d.Routes)
+	d.Needs = d.Needs.Or(sy.Needs())
+	return d.Validate()
+}
+
 func (r *laneRig) worker() *syncer.Syncer {
 	db := switchableDB{Client: emulator.DynamoDB(r.t), down: &r.down, table: r.downTable}
 	sy := &syncer.Syncer{Config: r.cfg, State: &ari.Store{DB: db, Table: r.stateTable}, Lanes: &lane.Store{DB: db, Table: r.stateTable, Lease: r.lease},
@@ -107,11 +117,13 @@ func (r *laneRig) worker() *syncer.Syncer {
 	policy.BlockThreshold = 2 * time.Second // moto's deliveries run late (see dispatcher)
 	policy.StoreCooldown = 2 * time.Second
 	d := r.dispatcher(workerOpts{db: db, policy: policy})
-	d.Routes, d.Work = sy, sy // what a tune reads
 	if r.tune != nil {
 		r.tune(d)
 	}
-	if err := sdkpipeline.Wire(sy, d); err != nil {
+	if r.tuneSyncer != nil {
+		r.tuneSyncer(sy)
+	}
+	if err := handTo(sy, d); err != nil {
 		r.t.Fatal(err)
 	}
 	return sy

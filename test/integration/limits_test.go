@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -45,7 +44,7 @@ func TestSyncHonoursWindowsAndPropertyShares(t *testing.T) {
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
-	if err := sdkpipeline.Wire(sy, d); err != nil {
+	if err := handTo(sy, d); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

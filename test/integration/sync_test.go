@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -61,7 +60,7 @@ func newSyncerOn(t *testing.T, p *pipeline, lim limiter.Limit, db *dynamodb.Clie
 	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable},
 		Token: func(string) string { return "tok" }, Linger: -1}
 	d := p.dispatcher(workerOpts{})
-	if err := sdkpipeline.Wire(sy, d); err != nil {
+	if err := handTo(sy, d); err != nil {
 		t.Fatal(err)
 	}
 	return sy

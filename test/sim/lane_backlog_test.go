@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -85,7 +84,7 @@ func TestLaneStaysBoundedUnderABacklog(t *testing.T) {
 	d := &dispatch.Dispatcher{Limiter: lm, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lm,
 		Leases: dispatch.NewLeases(limiter.NewLeaseGate(lm)),
 		Queue:  &queue.Queue{SQS: sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: clock.Now}}
-	if err := sdkpipeline.Wire(sy, d); err != nil {
+	if err := handTo(sy, d); err != nil {
 		t.Fatal(err)
 	}
 	if err := lm.Penalize(ctx, limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: lim}, clock.Now().Add(10*time.Minute)); err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	sdkpipeline "github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -110,10 +109,20 @@ func newMemLanes(t *testing.T, ota mockota.Config, configJSON func(url string) s
 	if tune != nil {
 		tune(d)
 	}
-	if err := sdkpipeline.Wire(m.sy, d); err != nil {
+	if err := handTo(m.sy, d); err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// handTo makes d the dispatcher sy hands its jobs to, as pipeline.New
+// does: d's capabilities read from its parts as tuned, checked against
+// what sy's routes need.
+func handTo(sy *syncer.Syncer, d *dispatch.Dispatcher) error {
+	sy.Dispatcher = d
+	d.Can = dispatch.CapabilitiesOf(d.Limiter, d.Routes)
+	d.Needs = d.Needs.Or(sy.Needs())
+	return d.Validate()
 }
 
 func (m *memLanes) sleep(ctx context.Context, d time.Duration) error {

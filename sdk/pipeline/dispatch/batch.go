@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // Booker books a group of slots with one write; *limiter.Limiter is one.
@@ -17,13 +16,14 @@ type Booker interface {
 	ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error)
 }
 
-// HandleJobs handles a batch of jobs, as a Lambda receives them. The jobs
+// Run handles a batch of tasks, as a Lambda receives them, under one hold
+// (see Do). The jobs
 // that need a slot are grouped by bucket, and each group of two or more is
 // booked with one conditional write (if the Limiter is a Booker; a
 // sharded bucket's are dealt over its shards, see shardGroups); every
 // job runs concurrently, each waiting for its own slot. Jobs the group
 // could not book within MaxReserve reserve on their own and are deferred.
-// results[i] and errs[i] are job i's, as from HandleJob.
+// results[i] and errs[i] are task i's, as from Do.
 //
 // A group's jobs start as soon as its own write returns, never after the
 // batch's other writes: a slot due at once is the now its write read, the
@@ -33,11 +33,12 @@ type Booker interface {
 // the vendor 100 ms and more after their slots). A bucket with both
 // lingering and due jobs books their groups one after the other, each
 // with its own now, rather than race two writes on one item.
-func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, []error) {
-	results, errs := make([]Result, len(jobs)), make([]error, len(jobs))
+func (d *Dispatcher) Run(ctx context.Context, tasks []Task, hold time.Time) ([]Result, []error) {
+	results, errs := make([]Result, len(tasks)), make([]error, len(tasks))
 	first := map[string]int{}
 	var todo []int
-	for i, j := range jobs {
+	for i, t := range tasks {
+		j := t.Job
 		// The same job holding the same slot twice in one batch is one
 		// job delivered twice (a send retried after its answer was lost
 		// is a second message with the same body). Pushing both would
@@ -55,13 +56,13 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 	var wg sync.WaitGroup
 	start := func(idx []int) {
 		for _, i := range idx {
-			wg.Go(func() { results[i], errs[i] = d.HandleJob(ctx, jobs[i]) })
+			wg.Go(func() { results[i], errs[i] = d.Do(ctx, tasks[i], hold) })
 		}
 	}
 	alone := todo
 	if booker := d.Can.Batch; booker != nil {
 		var groups map[string][]group
-		groups, alone = d.groups(booker, jobs, todo)
+		groups, alone = d.groups(booker, tasks, todo)
 		for _, gs := range groups {
 			wg.Go(func() {
 				for _, g := range gs {
@@ -87,10 +88,10 @@ type group struct {
 // bucket (lingering jobs' early slots first, then the due jobs'), and the
 // jobs that book alone. The two kinds never share a job: a lingering job
 // is not due.
-func (d *Dispatcher) groups(booker Booker, jobs []job.Job, todo []int) (map[string][]group, []int) {
+func (d *Dispatcher) groups(booker Booker, tasks []Task, todo []int) (map[string][]group, []int) {
 	out := map[string][]group{}
 	grouped := map[int]bool{}
-	for _, kind := range []map[string]group{d.lingerGroups(booker, jobs, todo), d.dueGroups(booker, jobs, todo)} {
+	for _, kind := range []map[string]group{d.lingerGroups(booker, tasks, todo), d.dueGroups(booker, tasks, todo)} {
 		for key, g := range kind {
 			if len(g.jobs) < 2 {
 				continue // a single job books on its own
@@ -114,17 +115,16 @@ func (d *Dispatcher) groups(booker Booker, jobs []job.Job, todo []int) (map[stri
 // otherwise reserve one each. A failed booking is left to the jobs
 // themselves: each then meets the same store error (or denial) and is
 // deferred as usual.
-func (d *Dispatcher) dueGroups(booker Booker, jobs []job.Job, todo []int) map[string]group {
+func (d *Dispatcher) dueGroups(booker Booker, tasks []Task, todo []int) map[string]group {
 	now := d.now()
 	groups := map[string][]int{}
 	routes := map[string]Route{}
 	for _, i := range todo {
-		j := jobs[i]
-		route, err := d.Routes.Route(j)
-		if err != nil || len(route.Also) > 0 || route.ItemWeight > 0 || route.Horizon > 0 {
+		route := tasks[i].Route
+		if tasks[i].Err != nil || len(route.Also) > 0 || route.ItemWeight > 0 || route.Horizon > 0 {
 			continue // unroutable, several buckets, items or a horizon: reserved one job at a time
 		}
-		if !d.needsSlot(j, route, now) {
+		if !d.needsSlot(tasks[i], now) {
 			continue
 		}
 		groups[route.Bucket.Key] = append(groups[route.Bucket.Key], i)
@@ -133,10 +133,10 @@ func (d *Dispatcher) dueGroups(booker Booker, jobs []job.Job, todo []int) map[st
 	out := map[string]group{}
 	for key, idx := range groups {
 		if routes[key].Sharded != nil {
-			maps.Copy(out, d.shardGroups(booker, routes[key], jobs, idx))
+			maps.Copy(out, d.shardGroups(booker, routes[key], tasks, idx))
 			continue
 		}
-		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookDue(ctx, booker, routes[key], jobs, idx) }}
+		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookDue(ctx, booker, routes[key], tasks, idx) }}
 	}
 	return out
 }
@@ -148,7 +148,7 @@ func (d *Dispatcher) dueGroups(booker Booker, jobs []job.Job, todo []int) map[st
 // one shard for all would take k times as long. Pushes paced locally in an
 // outage book with the jobs' own reservations (reserve adds them), so then
 // none is grouped.
-func (d *Dispatcher) shardGroups(booker Booker, route Route, jobs []job.Job, idx []int) map[string]group {
+func (d *Dispatcher) shardGroups(booker Booker, route Route, tasks []Task, idx []int) map[string]group {
 	shards, err := route.Sharded.Buckets()
 	if err != nil || d.pendingLocal(route) > 0 {
 		return nil
@@ -161,14 +161,14 @@ func (d *Dispatcher) shardGroups(booker Booker, route Route, jobs []job.Job, idx
 		for n := s; n < len(idx); n += k {
 			dealt = append(dealt, idx[n])
 		}
-		out[shard.Key] = group{jobs: dealt, book: func(ctx context.Context) { d.bookShard(ctx, booker, shard, jobs, dealt) }}
+		out[shard.Key] = group{jobs: dealt, book: func(ctx context.Context) { d.bookShard(ctx, booker, shard, tasks, dealt) }}
 	}
 	return out
 }
 
 // bookShard books the slots of the due jobs idx in one shard; a job it
 // grants no slot reserves on its own.
-func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter.Bucket, jobs []job.Job, idx []int) {
+func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter.Bucket, tasks []Task, idx []int) {
 	now := d.now()
 	batch, err := booker.ReserveBatch(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
 	if err != nil {
@@ -176,12 +176,12 @@ func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter
 		return
 	}
 	for n, slot := range batch.Slots {
-		jobs[idx[n]].Hold = newHold(slot, shard.Key, 0, nil, slot.Sub(now))
+		tasks[idx[n]].Job.Hold = newHold(slot, shard.Key, 0, nil, slot.Sub(now))
 	}
 }
 
 // bookDue books the slots of the due jobs idx of route's bucket.
-func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, jobs []job.Job, idx []int) {
+func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, tasks []Task, idx []int) {
 	now := d.now()
 	// The first booking after an outage also books the pushes this
 	// process paced locally meanwhile, as a single reservation does
@@ -202,16 +202,17 @@ func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, jo
 	d.drainLocal(route, now)
 	stamp := granted(batch.Stamp())
 	for n, slot := range batch.Slots[local:] {
-		jobs[idx[n]].Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
+		tasks[idx[n]].Job.Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
 	}
 }
 
-// needsSlot reports whether HandleJob would reserve a slot for j with
+// needsSlot reports whether Do would reserve a slot for t's job with
 // MaxReserve as its bound: jobs bounded by a deadline or their max age
 // reserve on their own, so that they are shed or expired rather than
 // booked past it.
-func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
-	if (!j.NotBefore.IsZero() && now.Before(j.NotBefore)) || d.rechecks(j) {
+func (d *Dispatcher) needsSlot(t Task, now time.Time) bool {
+	j, route := t.Job, t.Route
+	if (!j.NotBefore.IsZero() && now.Before(j.NotBefore)) || t.Recheck {
 		return false // not due, or books only once its work is its own
 	}
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= d.Policy.MaxReserve {
@@ -231,17 +232,17 @@ func (d *Dispatcher) needsSlot(j job.Job, route Route, now time.Time) bool {
 // others linger on without asking again (their bucket does not fill up
 // before their linger ends, or the store failed: their reservation after
 // the linger deals with it).
-func (d *Dispatcher) lingerGroups(booker Booker, jobs []job.Job, todo []int) map[string]group {
+func (d *Dispatcher) lingerGroups(booker Booker, tasks []Task, todo []int) map[string]group {
 	now := d.now()
 	groups := map[string][]int{}
 	routes := map[string]Route{}
 	reach := map[string]time.Duration{}
 	for _, i := range todo {
-		route, err := d.Routes.Route(jobs[i])
-		if err != nil {
+		route := tasks[i].Route
+		if tasks[i].Err != nil {
 			continue
 		}
-		r, ok := d.lingerReach(jobs[i], route, now)
+		r, ok := d.lingerReach(tasks[i].Job, route, now)
 		if !ok {
 			continue
 		}
@@ -254,14 +255,14 @@ func (d *Dispatcher) lingerGroups(booker Booker, jobs []job.Job, todo []int) map
 	}
 	out := map[string]group{}
 	for key, idx := range groups {
-		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookLingering(ctx, booker, routes[key], reach[key], jobs, idx) }}
+		out[key] = group{jobs: idx, book: func(ctx context.Context) { d.bookLingering(ctx, booker, routes[key], reach[key], tasks, idx) }}
 	}
 	return out
 }
 
 // bookLingering books the early slots of the lingering jobs idx of
 // route's bucket, within reach.
-func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Route, reach time.Duration, jobs []job.Job, idx []int) {
+func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Route, reach time.Duration, tasks []Task, idx []int) {
 	now := d.now()
 	// The local pushes of an outage first, as in bookDue.
 	local := d.pendingLocal(route)
@@ -274,8 +275,8 @@ func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Rou
 	}
 	for n, i := range idx {
 		if n < len(batch.Slots) {
-			jobs[i].Hold, jobs[i].NotBefore = newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(now)), time.Time{}
+			tasks[i].Job.Hold, tasks[i].Job.NotBefore = newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(now)), time.Time{}
 		}
-		jobs[i].Linger = false // asked; lingerSlot does not ask again
+		tasks[i].Job.Linger = false // asked; lingerSlot does not ask again
 	}
 }

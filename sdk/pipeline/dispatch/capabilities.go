@@ -8,7 +8,7 @@ import (
 
 // Capabilities are what a Dispatcher can do beyond Reserve, each of which
 // some routes need. They are fields, set once when the dispatcher is built
-// (CapabilitiesOf reads them off its Limiter, Work and Router), never
+// (CapabilitiesOf reads them off its Limiter and Routes), never
 // looked up while a job runs; Validate refuses a dispatcher whose routes
 // need one it lacks (Needs), rather than let a route do without in
 // silence: a limiter without Confirm, say, would spend slots a throttle
@@ -18,7 +18,7 @@ type Capabilities struct {
 	Shards ShardReserver
 	// Multi books a route's Also buckets with its Bucket.
 	Multi MultiReserver
-	// Batch books a batch's slots with one write per bucket (HandleJobs),
+	// Batch books a batch's slots with one write per bucket (Run),
 	// and a push's further items on an endpoint metered by items.
 	Batch Booker
 	// Confirm confirms a slot an adaptive bucket granted ahead before it
@@ -34,19 +34,14 @@ type Capabilities struct {
 	// Quota takes a route's tokens and its calendar quota in one
 	// transaction.
 	Quota QuotaTaker
-	// Recheck, Abandon, Shrink and Isolate are what the Work may also do
-	// (see each interface); Refresh is what the Router may.
-	Recheck Rechecker
-	Abandon Abandoner
-	Shrink  Shrinker
-	Isolate Isolator
+	// Refresh is what Routes may also do, for the payload jobs it
+	// resolves (Resolve); a Task carries its own (Task.Refresh).
 	Refresh CredentialRefresher
 }
 
-// CapabilitiesOf is what limiter, work and routes can do, read once.
-// *limiter.Limiter has every limiter capability, and sdk/pipeline/syncer's
-// Syncer every capability of a Work and a Router.
-func CapabilitiesOf(limiter Reserver, work Work, routes Router) Capabilities {
+// CapabilitiesOf is what limiter and routes can do, read once.
+// *limiter.Limiter has every limiter capability; routes may be nil.
+func CapabilitiesOf(limiter Reserver, routes Router) Capabilities {
 	var c Capabilities
 	c.Shards, _ = limiter.(ShardReserver)
 	c.Multi, _ = limiter.(MultiReserver)
@@ -55,10 +50,6 @@ func CapabilitiesOf(limiter Reserver, work Work, routes Router) Capabilities {
 	c.Penalize, _ = limiter.(Penalizer)
 	c.Silence, _ = limiter.(Silencer)
 	c.Quota, _ = limiter.(QuotaTaker)
-	c.Recheck, _ = work.(Rechecker)
-	c.Abandon, _ = work.(Abandoner)
-	c.Shrink, _ = work.(Shrinker)
-	c.Isolate, _ = work.(Isolator)
 	c.Refresh, _ = routes.(CredentialRefresher)
 	return c
 }
@@ -103,7 +94,6 @@ func (d *Dispatcher) missing() error {
 	add(n.Sharded, c.Shards != nil, fmt.Sprintf("a route is sharded, and the limiter (%T) cannot reserve in shards (ReserveSharded)", d.Limiter))
 	add(n.Multi, c.Multi != nil, fmt.Sprintf("a route draws on several buckets (limits, property_share), and the limiter (%T) cannot reserve them together (ReserveMulti)", d.Limiter))
 	add(n.Items, c.Batch != nil, fmt.Sprintf("a route is metered by items, and the limiter (%T) cannot book a push's further items (ReserveBatch)", d.Limiter))
-	add(n.Items && d.Work != nil, c.Shrink != nil, fmt.Sprintf("a route is metered by items, and the work (%T) cannot make a push carry fewer (Shrink)", d.Work))
 	add(n.Adaptive, c.Confirm != nil, fmt.Sprintf("a route's bucket is adaptive, and the limiter (%T) cannot confirm a slot granted ahead (Confirm): its pushes would spend slots a throttle revoked", d.Limiter))
 	add(n.LocalShare, d.LocalShare != nil, "a route pushes within a local share while the store is down (on_store_unavailable: local-share), and Dispatcher.LocalShare is nil: set it (fallback.New)")
 	add(n.Quota, c.Quota != nil, fmt.Sprintf("a route has a calendar quota, and the limiter (%T) cannot take one with its tokens (TakeWithQuota)", d.Limiter))
@@ -111,5 +101,5 @@ func (d *Dispatcher) missing() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return errors.New("dispatch: missing capabilities: use *limiter.Limiter (and sdk/pipeline/syncer's Syncer as Work), or set Dispatcher.Can:\n  " + strings.Join(errs, "\n  "))
+	return errors.New("dispatch: missing capabilities: use *limiter.Limiter, or set Dispatcher.Can:\n  " + strings.Join(errs, "\n  "))
 }

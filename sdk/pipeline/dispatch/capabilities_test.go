@@ -8,7 +8,6 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // A dispatcher whose routes need a capability its limiter or work lacks is
@@ -26,7 +25,7 @@ func TestValidateRefusesAMissingCapability(t *testing.T) {
 		{"adaptive bucket, no Confirm", Needs{Adaptive: true}, "cannot confirm a slot granted ahead (Confirm)"},
 		{"sharded route, no ReserveSharded", Needs{Sharded: true}, "cannot reserve in shards (ReserveSharded)"},
 		{"several buckets, no ReserveMulti", Needs{Multi: true}, "cannot reserve them together (ReserveMulti)"},
-		{"items, no ReserveBatch nor Shrink", Needs{Items: true}, "further items (ReserveBatch)"},
+		{"items, no ReserveBatch", Needs{Items: true}, "further items (ReserveBatch)"},
 		{"local share, no pacer", Needs{LocalShare: true}, "Dispatcher.LocalShare is nil"},
 	}
 	for _, tt := range tests {
@@ -48,7 +47,7 @@ func TestValidateRefusesAMissingCapability(t *testing.T) {
 	t.Run("every capability there", func(t *testing.T) {
 		r := newRig(t)
 		r.d.Needs = Needs{Sharded: true, Multi: true, Items: true, Adaptive: true, LocalShare: true}
-		r.d.Can = Capabilities{Shards: capable{}, Multi: capable{}, Batch: capable{}, Confirm: capable{}, Shrink: capable{}}
+		r.d.Can = Capabilities{Shards: capable{}, Multi: capable{}, Batch: capable{}, Confirm: capable{}}
 		r.d.LocalShare = fallback.New(1)
 		if err := r.d.Validate(); err != nil {
 			t.Fatalf("Validate = %v, want nil", err)
@@ -71,4 +70,3 @@ func (capable) ReserveBatch(context.Context, limiter.Bucket, limiter.BatchReques
 func (capable) Confirm(context.Context, limiter.Bucket, limiter.Stamp) (bool, error) {
 	panic("not called")
 }
-func (capable) Shrink(context.Context, job.Job, Payload, int) (Payload, error) { panic("not called") }

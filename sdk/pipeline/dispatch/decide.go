@@ -35,7 +35,7 @@ const (
 	// Shed) with decision.Reason.
 	actDeadLetter
 	// actRecheck: begin the job, which holds no slot, to find out whether
-	// its work is its own before booking one (Rechecker).
+	// its work is its own before booking one (Task.Recheck).
 	actRecheck
 	// actReserve: book a slot, dropping an expired hold first if
 	// decision.DropHold (a wasted slot).
@@ -49,11 +49,16 @@ const (
 	// actCoalesce: the job has nothing to send (a duplicate, or work
 	// another job carries); it ends here.
 	actCoalesce
+	// actRevoke: a throttle since the slot was booked revoked it (or the
+	// store could not confirm it): the hold goes, with a lease taken
+	// first, and the job starts over as if it came in without one.
+	actRevoke
 )
 
 func (a action) String() string {
 	return map[action]string{actBookLinger: "book-linger", actSleep: "sleep", actDefer: "defer", actDeadLetter: "dead-letter",
-		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce", actLocalShare: "local-share"}[a]
+		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce", actLocalShare: "local-share",
+		actRevoke: "revoke"}[a]
 }
 
 // situation is everything decide reads.
@@ -72,7 +77,7 @@ type situation struct {
 	// (lingerReach); zero: it may not.
 	LingerReach time.Duration
 	// Rechecks: the job only comes back to see whether its work is its own
-	// (Rechecker.Rechecks).
+	// (Task.Recheck).
 	Rechecks bool
 	// Shadow: the route pushes at once and records what enforcement would do.
 	Shadow bool
@@ -89,6 +94,9 @@ type situation struct {
 	// Early is how long before a stamped slot it is confirmed
 	// (limiter.ConfirmAfter).
 	Early time.Duration
+	// Revoked: confirming the slot the job holds said it may not be spent
+	// (probe.go: a throttle since, or the store could not say).
+	Revoked bool
 }
 
 // decision is what decide says.
@@ -102,6 +110,13 @@ type decision struct {
 	DropHold bool
 	// Confirm: the slot carries a stamp, confirmed before it is spent.
 	Confirm bool
+	// Shadow: push at once, with no in-flight lease and no confirmation
+	// (a shadow route records what enforcement would do instead).
+	Shadow bool
+	// FreeLease: the slot is further off than its grace, so an in-flight
+	// lease taken before the token goes back: the vendor's concurrency
+	// would idle under it meanwhile, and the push takes one at its slot.
+	FreeLease bool
 	// Wasted: the slot the job held goes unused.
 	Wasted bool
 	// CountFailure: the job failed once more (job.Failures); Pause: its
@@ -117,17 +132,31 @@ type decision struct {
 	ShadowWouldDefer bool
 }
 
-// decide says what to do with a job next. The policy, in order: handed
-// back by a push of the call past its hold (defer, unbooked); not due
-// yet (book its early slot if its bucket fills first; sleep a short wait,
-// defer a long one); past its max age or its deadline (dead-letter); a job
+// decide says what to do with a job next. The policy, in order: past its
+// max age or its deadline (dead-letter); handed back by a push of the call
+// past its hold (defer, unbooked); not due yet (book its early slot if its
+// bucket fills first; sleep a short wait, defer a long one); a job
 // that only rechecks its work (begin it first); a hold expired past its
 // grace, or none (reserve); a shadow route (push now); a slot beyond
 // blocking distance or the call's hold (defer, to come back early by the
 // lead); otherwise sleep to the slot and push.
 func decide(s situation) decision {
 	j, now := s.Job, s.Now
+	if s.Revoked {
+		// Booked again rather than earn a 429: the rate is lower than the
+		// one the slot was granted at, or silence was asked past it.
+		return decision{Act: actRevoke}
+	}
 	if !s.Owned && !s.Booked {
+		// A job past its max age or its deadline ends first, whatever it
+		// waits for: deferred or slept, it would only come back to end.
+		if !now.Before(j.FirstSeen.Add(s.MaxAge)) {
+			return decision{Act: actDeadLetter, Outcome: Expired,
+				Reason: fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), s.MaxAge)}
+		}
+		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+			return decision{Act: actDeadLetter, Outcome: Shed, Reason: fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339))}
+		}
 		if s.Next && s.Sleep.over(now) {
 			// The call's hold bounds its chain of pushes, not only its
 			// sleeps: a shadow route never sleeps for a slot, nor does a
@@ -147,13 +176,6 @@ func decide(s situation) decision {
 			}
 			return decision{Act: actSleep, Wait: wait}
 		}
-		if !now.Before(j.FirstSeen.Add(s.MaxAge)) {
-			return decision{Act: actDeadLetter, Outcome: Expired,
-				Reason: fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), s.MaxAge)}
-		}
-		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
-			return decision{Act: actDeadLetter, Outcome: Shed, Reason: fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339))}
-		}
 		if !j.Hold.Held() && s.Rechecks {
 			return decision{Act: actRecheck}
 		}
@@ -169,7 +191,7 @@ func decide(s situation) decision {
 		// Enforcement would sleep or defer here; shadow mode records which
 		// and pushes now. The booked slot stays in the bucket, so the
 		// bucket shows the pace enforcement would keep.
-		d := decision{Act: actPush}
+		d := decision{Act: actPush, Shadow: true}
 		if wait > 0 {
 			d.ShadowWait, d.ShadowWouldDefer = wait, wait > s.Lead.lead(wait) || !s.Sleep.can(now, wait)
 		}
@@ -187,7 +209,7 @@ func decide(s situation) decision {
 	// A stamped slot is confirmed Early before it comes, so that the read's
 	// latency does not delay the push past its slot: late pushes bunch at
 	// the vendor.
-	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil}
+	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil, FreeLease: wait > s.Grace}
 	early := time.Duration(0)
 	if d.Confirm {
 		early = s.Early
@@ -199,7 +221,8 @@ func decide(s situation) decision {
 }
 
 // sleepBound is how long a call may keep a job in process: until Hold
-// (the call's MaxHold, or a shorter WithHold), and Margin before Deadline
+// (the call's MaxHold, or the shorter hold its caller gave), and Margin
+// before Deadline
 // (the invocation's end). Zero times bound nothing.
 type sleepBound struct {
 	Hold, Deadline time.Time
@@ -311,7 +334,7 @@ func decideFailure(f failure) (d decision, ok bool) {
 	case perm != nil:
 		// Refused for good: the same push cannot succeed. The job goes to
 		// the dead-letter queue with the reason. State-backed work is not
-		// settled but given up (Abandoner): what the push carried stays
+		// settled but given up (Work.Abandon): what the push carried stays
 		// pending, to be pushed again by the work's next job, and the job
 		// in the dead letter names its work, so that a redrive pushes it
 		// again once the cause is fixed.
@@ -373,16 +396,42 @@ type refusal struct {
 	LocalShare bool
 	Cooldown   time.Duration // Policy.StoreCooldown
 	CtxErr     error         // the call's context ended
+	// Horizon: the route books only so far ahead (Route.Horizon). Spread
+	// is a random point of its emission interval, drawn for a horizon's
+	// denial (horizonDenial), Sleep what the call may sleep from Now.
+	Horizon bool
+	Spread  time.Duration
+	Now     time.Time
+	Sleep   sleepBound
+}
+
+// horizonDenial reports whether r is a horizon's short denial: a wait for
+// the route's next free token, with no bound of the job's below it.
+func (r refusal) horizonDenial() bool {
+	wait, denied := limiter.RetryAfter(r.Err)
+	return denied && wait > 0 && r.Horizon && r.Bound == noBound
 }
 
 // decideRefusal says what becomes of a job the limiter gave no slot (a
-// shadow route's job, or a horizon's short denial slept for, are the
-// caller's): no slot before its bound ends it with no token spent; a
+// shadow route's job is the caller's): a horizon's short denial within the
+// call's hold is slept for, and the job asks again; no slot before its
+// bound ends it with no token spent; a
 // bucket booked to the horizon, or contended, defers it; an invalid limit
 // dead-letters it; a store down defers it for the cooldown (fail closed)
 // unless the route has a local share. ok is false when the call's context
 // ended, which the caller returns.
 func decideRefusal(r refusal) (d decision, ok bool) {
+	if wait, _ := limiter.RetryAfter(r.Err); r.horizonDenial() && r.Sleep.can(r.Now, wait+r.Spread) {
+		// A horizon's denial is short (the next free token): wait for it
+		// here, within the call's hold, rather than a trip through the
+		// queue; the retry contends afresh, and urgent pushes go first.
+		// Jobs denied together are told the same wait, and would all
+		// retry at once for one token, each retry a write: each wakes at
+		// a random point of the interval after it instead (Spread). That
+		// costs no quota: the bucket is then short of its share, not
+		// full, and keeps what it accrues until a retry takes it.
+		return decision{Act: actSleep, Wait: wait + r.Spread, Reason: "a horizon's next token"}, true
+	}
 	if wait, denied := limiter.RetryAfter(r.Err); denied {
 		if r.Bound != noBound {
 			return unbookable(r.Bound, r.Deadline, r.MaxAge, r.End), true

@@ -54,10 +54,18 @@ func TestDecide(t *testing.T) {
 		{"hold expired past grace: drop it (wasted) and reserve", func(s *situation) { s.Job.Hold = held(-3 * time.Second) },
 			decision{Act: actReserve, DropHold: true}},
 		{"hold late within grace: push", func(s *situation) { s.Job.Hold = held(-time.Second) }, decision{Act: actPush}},
+		{"slot within blocking distance but further off than its grace: a lease taken first goes back", func(s *situation) {
+			s.Job.Hold, s.Grace = held(800*time.Millisecond), 500*time.Millisecond
+		}, decision{Act: actPush, Wait: 800 * time.Millisecond, FreeLease: true}},
+		{"slot revoked by a throttle: drop it and start over", func(s *situation) { s.Job.Hold, s.Revoked = held(0), true },
+			decision{Act: actRevoke}},
+		{"past the deadline while not due yet: shed now, not deferred to be shed", func(s *situation) {
+			s.Job.NotBefore, s.Job.Deadline = t0.Add(30*time.Second), t0.Add(-time.Second)
+		}, decision{Act: actDeadLetter, Outcome: Shed, Reason: "deadline 2026-12-01T11:59:59Z passed before the push"}},
 		{"hold booked in this call is not checked for grace", func(s *situation) { s.Job.Hold, s.Booked = held(-3*time.Second), true },
 			decision{Act: actPush}},
 		{"shadow: push now, and record that enforcement would defer", func(s *situation) { s.Shadow, s.Job.Hold = true, held(30*time.Second) },
-			decision{Act: actPush, ShadowWait: 30 * time.Second, ShadowWouldDefer: true}},
+			decision{Act: actPush, Shadow: true, ShadowWait: 30 * time.Second, ShadowWouldDefer: true}},
 		{"handed back past the call's hold: defer before booking a slot", func(s *situation) {
 			s.Next, s.Sleep.Hold = true, t0.Add(-time.Millisecond)
 		}, decision{Act: actDefer, Reason: handedBackLate}},
@@ -80,7 +88,7 @@ func TestDecide(t *testing.T) {
 			s.Next, s.Booked, s.Sleep.Hold, s.Job.Hold = true, true, t0.Add(-time.Millisecond), held(0)
 		}, decision{Act: actPush}},
 		{"shadow, short wait: push now, would have slept", func(s *situation) { s.Shadow, s.Job.Hold = true, held(300*time.Millisecond) },
-			decision{Act: actPush, ShadowWait: 300 * time.Millisecond}},
+			decision{Act: actPush, Shadow: true, ShadowWait: 300 * time.Millisecond}},
 		{"not due, short wait: sleep", func(s *situation) { s.Job.NotBefore = t0.Add(500 * time.Millisecond) },
 			decision{Act: actSleep, Wait: 500 * time.Millisecond}},
 		{"not due, long wait: defer the rest", func(s *situation) { s.Job.NotBefore = t0.Add(time.Minute) },
@@ -234,6 +242,18 @@ func TestDecideRefusal(t *testing.T) {
 			decision{Act: actDeadLetter, Outcome: Expired, Reason: "expired: no slot before its max_age 24h0m0s ends at 2026-12-01T12:01:00Z; no token spent"}, true},
 		{"booked beyond the horizon: back when it is not", func(r *refusal) { r.Err = booked },
 			decision{Act: actDefer, Wait: 3 * time.Minute, Reason: "bucket booked beyond the booking horizon"}, true},
+		{"a horizon's denial within the call's hold: sleep to the next token, spread, and ask again", func(r *refusal) {
+			r.Err, r.Bound, r.Horizon, r.Spread = &limiter.ExhaustedError{RetryAfter: 200 * time.Millisecond}, noBound, true, 30*time.Millisecond
+			r.Now, r.Sleep = t0, sleepBound{Hold: t0.Add(500 * time.Millisecond)}
+		}, decision{Act: actSleep, Wait: 230 * time.Millisecond, Reason: "a horizon's next token"}, true},
+		{"a horizon's denial past the call's hold: deferred", func(r *refusal) {
+			r.Err, r.Bound, r.Horizon = &limiter.ExhaustedError{RetryAfter: 2 * time.Second}, noBound, true
+			r.Now, r.Sleep = t0, sleepBound{Hold: t0.Add(500 * time.Millisecond)}
+		}, decision{Act: actDefer, Wait: 2 * time.Second, Reason: "bucket booked beyond the booking horizon"}, true},
+		{"a horizon's denial bounded by the deadline: shed, not slept", func(r *refusal) {
+			r.Err, r.Bound, r.Horizon = &limiter.ExhaustedError{RetryAfter: 200 * time.Millisecond}, deadlineBound, true
+			r.Now, r.Sleep = t0, sleepBound{Hold: t0.Add(500 * time.Millisecond)}
+		}, decision{Act: actDeadLetter, Outcome: Shed, Reason: "no slot before the deadline 2026-12-01T12:01:00Z; no token spent"}, true},
 		{"contended: back at once", func(r *refusal) { r.Err = limiter.ErrContended }, decision{Act: actDefer, Reason: "bucket contended; retrying"}, true},
 		{"an invalid limit: dead-lettered", func(r *refusal) { r.Err = invalid },
 			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "route has an invalid limit: " + invalid.Error()}, true},

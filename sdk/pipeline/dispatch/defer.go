@@ -9,23 +9,23 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// deferJob sends j back to the deferred queue, to return after wait. Work
-// first extends its hold on what j carries to cover the wait; work that is
-// no longer j's to push ends here instead.
-func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait time.Duration, reason string) (Result, error) {
-	maxAge, maxDeferrals := d.lifetime(route)
+// deferJob sends j back to the deferred queue, to return after wait. t's
+// work first extends its hold on what j carries to cover the wait; work
+// that is no longer j's to push ends here instead.
+func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, t *task, wait time.Duration, reason string) (Result, error) {
+	maxAge, maxDeferrals := d.lifetime(t.Route)
 	switch back := d.now().Add(wait); {
 	case j.Deferrals >= maxDeferrals:
-		return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: %d deferrals, max_deferrals %d (was to be deferred: %s)", j.Deferrals, maxDeferrals, reason))
+		return d.deadLetter(ctx, j, t, Expired, fmt.Sprintf("expired: %d deferrals, max_deferrals %d (was to be deferred: %s)", j.Deferrals, maxDeferrals, reason))
 	case !back.Before(j.FirstSeen.Add(maxAge)):
 		// It would come back expired: end it now, rather than hold its
 		// work (and, for a lane, keep new changes from waking it) until
 		// then.
-		return d.deadLetter(ctx, j, Expired, fmt.Sprintf("expired: would be back at %s, past its max_age %s from %s (was to be deferred: %s)",
+		return d.deadLetter(ctx, j, t, Expired, fmt.Sprintf("expired: would be back at %s, past its max_age %s from %s (was to be deferred: %s)",
 			back.Format(time.RFC3339), maxAge, j.FirstSeen.Format(time.RFC3339), reason))
 	}
-	if d.Work != nil {
-		err := d.Work.Hold(ctx, j, d.now().Add(wait))
+	if t.work != nil {
+		err := t.work.Hold(ctx, j, d.now().Add(wait))
 		if errors.Is(err, ErrNothingToPush) {
 			return Result{JobID: j.ID, Outcome: Coalesced, Reason: "not deferred: " + err.Error(), Slot: j.Hold.At}, nil
 		}
@@ -42,15 +42,15 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, route Route, wait 
 	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Hold.At}, nil
 }
 
-// deadLetter sends j to the dead-letter queue with the reason. Work that
-// can give up what j carries (Abandoner) does so first, so that the next
-// job to take the work up finds it pending, rather than waiting for j's
-// hold to lapse. A job whose work is no longer its own (a duplicate
+// deadLetter sends j to the dead-letter queue with the reason. t's work
+// gives up what j carries first (Work.Abandon), so that the next job to
+// take the work up finds it pending, rather than waiting for j's hold to
+// lapse. A job whose work is no longer its own (a duplicate
 // delivery) ends there, as a duplicate does everywhere else.
-func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, o Outcome, reason string) (Result, error) {
+func (d *Dispatcher) deadLetter(ctx context.Context, j job.Job, t *task, o Outcome, reason string) (Result, error) {
 	storeErr := false
-	if d.Can.Abandon != nil {
-		err := d.Can.Abandon.Abandon(ctx, j, o)
+	if t.work != nil {
+		err := t.work.Abandon(ctx, j, o)
 		switch {
 		case errors.Is(err, ErrNothingToPush):
 			return Result{JobID: j.ID, Outcome: Coalesced, Reason: fmt.Sprintf("not %s (%s): %v", o, reason, err)}, nil

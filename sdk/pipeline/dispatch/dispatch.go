@@ -6,12 +6,12 @@
 //   - older than its route's max age (first seen + MaxAge), or about to
 //     be deferred past its MaxDeferrals-th trip or its max age: expire it
 //     to the dead-letter queue with the reason, so no job loops forever;
-//   - due later (a chained wait past SQS's 15 minutes): defer the rest;
 //   - deadline passed, or the earliest slot lands after it: shed to the
 //     dead-letter queue with the reason, spending no token (the reservation
 //     is bounded by the deadline, so it is refused rather than booked);
+//   - due later (a chained wait past SQS's 15 minutes): defer the rest;
 //   - a job that only comes back to see whether its work is its own
-//     (Rechecker): ask the work first, and book a slot only once it is;
+//     (Task.Recheck): ask the work first, and book a slot only once it is;
 //   - holding a slot within grace: use it, with no second acquire;
 //   - otherwise reserve a slot up to MaxReserve ahead (never past the
 //     job's max age: with no slot before it, the job expires, spending no
@@ -34,13 +34,23 @@
 //     have done (Result.ShadowWouldDefer, ShadowWouldShed, ShadowWait),
 //     but pushes at once.
 //
-// What to do with a job is decided by a function of values, with no I/O
-// (decide.go); the dispatcher carries it out (serve.go), and reserve.go,
+// A caller hands the dispatcher Tasks (task.go): a job, the route its
+// caller resolved once, and the work it carries (Work; nil for a payload
+// job). Run handles a batch of them under one hold, Do one; each hands
+// back Results. The dispatcher calls nothing of its caller but the task's
+// Work, which is that job's own; a context carries only cancellation and
+// deadlines.
+//
+// What to do with a job is decided by functions of values, with no I/O
+// (decide.go: decide, and decideRefusal, decideBegin and decideFailure for
+// a refused booking, a work with nothing to push and a failed push),
+// grace, revocation, the horizon's short denials and shadow mode
+// included; the dispatcher carries it out (serve.go), and reserve.go,
 // push.go, failure.go and defer.go are the I/O it does: booking a slot,
 // sending the push, handling its failure, deferring or dead-lettering.
 //
 // State-backed work that a dead-lettered job carried is given up
-// (Abandoner), so the next job to take it up finds it pending: that
+// (Work.Abandon), so the next job to take it up finds it pending: that
 // includes a push the vendor refused or that gave up after MaxFailures,
 // whose work is never settled as if delivered. A credential the vendor
 // refuses (401/403) with no new token to try pauses its bucket for the
@@ -162,18 +172,21 @@ type Queue interface {
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
-// except Work, Fence, LocalShare, Now, Sleep, Jitter, Log, Can and Needs.
-// Build it with sdk/pipeline.New, or call Validate before its first job.
+// except Routes, Fence, LocalShare, Leases, Now, Sleep, Jitter, Log, Can and
+// Needs. Build it with sdk/pipeline.New, or call Validate before its first
+// job.
+//
+// A caller that resolves its jobs itself (sdk/pipeline/syncer) hands them
+// over as Tasks (Run, Do); Handle, HandleJob and HandleJobs resolve
+// payload jobs through Routes first.
 type Dispatcher struct {
+	// Routes resolves the jobs of Handle, HandleJob and HandleJobs; Run
+	// and Do take jobs resolved already and do without it.
 	Routes  Router
 	Limiter Reserver
 	Pusher  Pusher
 	Queue   Queue
 	Policy  Policy
-	// Work, if set, supplies what a job pushes at its slot and settles it
-	// after (sdk/pipeline/syncer's lanes, whose claims fence duplicates); without it
-	// a job pushes its payload.
-	Work Work
 	// Fence, if set, makes a payload job push once however many copies of
 	// it the queues deliver (SQS is at-least-once; a send retried after its
 	// answer was lost is a second message): each copy asks before pushing,
@@ -192,9 +205,9 @@ type Dispatcher struct {
 	Jitter func(max time.Duration) time.Duration
 	Log    *slog.Logger
 	// Can is what the dispatcher can do beyond Reserve; zero: what its
-	// Limiter, Work and Routes can (CapabilitiesOf), read once when it is
-	// validated or handles its first job. Needs is what its routes use,
-	// which Validate checks Can against.
+	// Limiter can (CapabilitiesOf), read once when it is validated or
+	// handles its first job. Needs is what its routes use, which Validate
+	// checks Can against.
 	Can   Capabilities
 	Needs Needs
 
@@ -210,15 +223,15 @@ type Dispatcher struct {
 func (d *Dispatcher) init() {
 	d.once.Do(func() {
 		if d.Can == (Capabilities{}) {
-			d.Can = CapabilitiesOf(d.Limiter, d.Work, d.Routes)
+			d.Can = CapabilitiesOf(d.Limiter, d.Routes)
 		}
 	})
 }
 
 // Validate checks the dispatcher is complete, at start-up.
 func (d *Dispatcher) Validate() error {
-	if d.Routes == nil || d.Limiter == nil || d.Pusher == nil || d.Queue == nil {
-		return errors.New("dispatch: Routes, Limiter, Pusher and Queue are all required")
+	if d.Limiter == nil || d.Pusher == nil || d.Queue == nil {
+		return errors.New("dispatch: Limiter, Pusher and Queue are all required")
 	}
 	d.init()
 	if err := d.missing(); err != nil {
@@ -227,9 +240,10 @@ func (d *Dispatcher) Validate() error {
 	return d.Policy.Validate()
 }
 
-// Handle decodes a message body and handles the job in it. A malformed body
-// is dead-lettered with the reason. A non-nil error means the message must
-// stay on its source queue (the queue itself was unreachable, or ctx ended).
+// Handle decodes a message body and handles the payload job in it (see
+// HandleJob). A malformed body is dead-lettered with the reason. A non-nil
+// error means the message must stay on its source queue (the queue itself
+// was unreachable, or ctx ended).
 func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
 	j, err := job.Decode(body)
 	if err != nil {
@@ -238,18 +252,52 @@ func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
 	return d.HandleJob(ctx, j)
 }
 
-// HandleJob applies the policy to one job and, for state-backed work, to
-// the jobs its pushes hand back. The Result is the last job's outcome, with
-// the counters of all of them.
+// HandleJob handles a payload job resolved by Routes, within the policy's
+// MaxHold (see Do).
 func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
-	d.init()
-	route, err := d.Routes.Route(j)
-	var later *RouteUnavailableError
-	if errors.As(err, &later) {
-		return d.routeUnavailable(ctx, j, later)
+	return d.Do(ctx, d.Resolve(j), time.Time{})
+}
+
+// HandleJobs handles a batch of payload jobs resolved by Routes, as Run
+// does.
+func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, []error) {
+	tasks := make([]Task, len(jobs))
+	for i, j := range jobs {
+		tasks[i] = d.Resolve(j)
 	}
-	if err != nil {
-		return d.deadLetter(ctx, j, DeadLettered, "unroutable: "+err.Error())
+	return d.Run(ctx, tasks, time.Time{})
+}
+
+// Resolve is j as a payload job's task: its route by Routes, no work.
+func (d *Dispatcher) Resolve(j job.Job) Task {
+	d.init()
+	if d.Routes == nil {
+		return Task{Job: j, Err: errors.New("the dispatcher has no Routes to resolve payload jobs")}
+	}
+	t := Task{Job: j}
+	t.Route, t.Err = d.Routes.Route(j)
+	if d.Can.Refresh != nil {
+		t.Refresh = func() bool { return d.Can.Refresh.RefreshCredential(j) }
+	}
+	return t
+}
+
+// Do applies the policy to one task and, for state-backed work, to the
+// jobs its pushes hand back. The Result is the last job's outcome, with
+// the counters of all of them. hold, if not zero and sooner than the
+// policy's MaxHold, is when the call's hold ends: a job that would sleep
+// past it is deferred instead (a worker that must get back to its queue
+// quickly, the changes queue's, whose messages wake idle lanes).
+func (d *Dispatcher) Do(ctx context.Context, t Task, hold time.Time) (Result, error) {
+	d.init()
+	j := t.Job
+	var later *RouteUnavailableError
+	if errors.As(t.Err, &later) {
+		t.Route = later.Route
+		return d.routeUnavailable(ctx, j, newTask(t, time.Time{}), later)
+	}
+	if t.Err != nil {
+		return d.deadLetter(ctx, j, newTask(t, time.Time{}), DeadLettered, "unroutable: "+t.Err.Error())
 	}
 	now := d.now()
 	var first Result
@@ -257,12 +305,15 @@ func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
 		first.Lateness, first.Delayed = now.Sub(j.Due), j.Due.Sub(j.DeferredAt)
 		d.late.observe(first.Lateness, first.Delayed)
 	}
-	ctx = withHold(ctx, now.Add(d.Policy.MaxHold))
+	if until := now.Add(d.Policy.MaxHold); hold.IsZero() || until.Before(hold) {
+		hold = until
+	}
+	tk := newTask(t, hold)
 	acc := first
 	for handedBack := false; ; handedBack = true {
-		res, next, err := d.serve(ctx, j, route, now, handedBack)
+		res, next, err := d.serve(ctx, j, tk, now, handedBack)
 		acc = acc.then(res)
-		acc.Bucket, acc.Channel = route.Bucket.Key, j.Channel
+		acc.Bucket, acc.Channel = t.Route.Bucket.Key, j.Channel
 		if err != nil || next == nil {
 			return acc, err
 		}

@@ -13,10 +13,10 @@ import (
 // of the job, and pushFailed does it. Whatever it says, the job's hold is
 // gone: spent on the push, or lost with its retries. ctx is the call's,
 // not the push's under its lease, which may have ended with the push.
-func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p Payload, res Result, err error) (Result, *job.Job, error) {
+func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, t *task, p Payload, res Result, err error) (Result, *job.Job, error) {
 	f := failure{Err: err, Failures: j.Failures, Policy: d.Policy, CallEnded: ctx.Err() != nil}
 	if f.mayRefresh() {
-		f.Refreshed = d.refreshed(j)
+		f.Refreshed = t.refresh != nil && t.refresh()
 	}
 	dec, ok := decideFailure(f)
 	if !ok {
@@ -26,10 +26,10 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, route Route, p P
 		j.Failures++
 	}
 	if dec.Pause {
-		d.pause(ctx, route, d.now().Add(dec.Wait))
+		d.pause(ctx, t.Route, d.now().Add(dec.Wait))
 	}
 	j.Hold = job.Hold{}
-	out, err := d.act(ctx, j, route, dec)
+	out, err := d.act(ctx, j, t, dec)
 	out.Attempts, out.Throttled, out.Isolation = res.Attempts, res.Throttled, res.Isolation
 	out.StoreError = out.StoreError || dec.StoreError
 	out.CredentialRefused, out.HotelRefused = dec.CredentialRefused, dec.HotelRefused
@@ -72,9 +72,4 @@ func (d *Dispatcher) pause(ctx context.Context, route Route, until time.Time) {
 			d.log().Warn("could not pause a bucket whose credential the vendor refuses; other workers find out with their own push", "bucket", b.Key, "err", err)
 		}
 	}
-}
-
-// refreshed asks the router to replace the job's credential token.
-func (d *Dispatcher) refreshed(j job.Job) bool {
-	return d.Can.Refresh != nil && d.Can.Refresh.RefreshCredential(j)
 }

@@ -20,7 +20,7 @@ import (
 // gathered over time, so the bucket's bound (burst + rate·T in any window)
 // is the vendor's item counter's bound.
 
-// Shrinker is Work whose push can carry fewer items: on an endpoint
+// Shrinker is work whose push can carry fewer items: on an endpoint
 // metered by items, a push carries only what its tokens pay for.
 type Shrinker interface {
 	// Shrink renders p again with at most items items, in whole units of
@@ -76,13 +76,13 @@ func attemptTokens(route Route, p Payload) int {
 // it). A push whose first unit of work needs more tokens than it can have
 // now is deferred to book them (its slot is counted wasted); then res is
 // set and the push does not go out.
-func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Route, bucket limiter.Bucket) (Payload, *Result, error) {
-	w := route.ItemWeight
+func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, bucket limiter.Bucket) (Payload, *Result, error) {
+	w := t.ItemWeight
 	held := max(j.Hold.Tokens, 1)
 	if most := largestMessage(p); tokensFor(most, w) > bucket.Limit.Capacity() {
 		var res *Result
 		var err error
-		if p, res, err = d.shrink(ctx, j, p, route, itemsFor(bucket.Limit.Capacity(), w), held, tokensFor(most, w)); res != nil || err != nil {
+		if p, res, err = d.shrink(ctx, j, p, t, itemsFor(bucket.Limit.Capacity(), w), held, tokensFor(most, w)); res != nil || err != nil {
 			return p, res, err
 		}
 	}
@@ -110,16 +110,16 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, route Rou
 	if held >= need {
 		return p, nil, nil
 	}
-	return d.shrink(ctx, j, p, route, itemsFor(held, w), held, need)
+	return d.shrink(ctx, j, p, t, itemsFor(held, w), held, need)
 }
 
 // shrink renders p again with at most items items (held and need, in
 // tokens, say why, for the error of a work that cannot shrink). A push
 // whose first unit of work has more is deferred to book its tokens.
-func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, route Route, items, held, need int) (Payload, *Result, error) {
-	shrinker := d.Can.Shrink
+func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, t *task, items, held, need int) (Payload, *Result, error) {
+	shrinker := t.shrink
 	if shrinker == nil {
-		return p, nil, fmt.Errorf("job %q: its push has %d items (%d tokens) and holds %d tokens, and the work (%T) cannot carry fewer", j.ID, p.Items, need, held, d.Work)
+		return p, nil, fmt.Errorf("job %q: its push has %d items (%d tokens) and holds %d tokens, and the work (%T) cannot carry fewer", j.ID, p.Items, need, held, t.work)
 	}
 	small, err := shrinker.Shrink(ctx, j, p, items)
 	var big *TooBigError
@@ -127,7 +127,7 @@ func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, route Rou
 		return small, nil, err
 	}
 	j.Hold, j.Items = job.Hold{}, big.Items
-	res, err := d.deferJob(ctx, j, route, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
+	res, err := d.deferJob(ctx, j, t, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
 	res.WastedSlots = 1
 	return Payload{}, &res, err
 }

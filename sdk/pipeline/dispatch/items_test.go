@@ -78,8 +78,8 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 			vendor := &itemsVendor{clock: c}
 			// A store that cannot be reached.
 			down := newMemBucket(t, c, itemsRoute.Bucket, 0, limitertest.WithFault(func(string, string) error { return storeDown() }))
-			d := &Dispatcher{Routes: fixedRoute(itemsRoute), Limiter: down, Pusher: vendor, Queue: &fakeQueue{},
-				Policy: DefaultPolicy, Work: itemsWork{items: items}, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}
+			d := &worker{&Dispatcher{Routes: fixedRoute(itemsRoute), Limiter: down, Pusher: vendor, Queue: &fakeQueue{},
+				Policy: DefaultPolicy, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}, itemsWork{items: items}}
 			start := c.Now()
 			for c.Now().Sub(start) < 10*time.Second {
 				// A job back from an earlier slot: it still says the 20
@@ -153,7 +153,9 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 		jobs[i] = testJob(c.Now())
 		jobs[i].ID, idx[i] = fmt.Sprintf("job-%d", i), i
 	}
-	bookAll(t.Context(), d.dueGroups(b, jobs, idx))
+	tasks := (&worker{Dispatcher: d}).tasks(jobs)
+	bookAll(t.Context(), d.dueGroups(b, tasks, idx))
+	jobs = jobsOf(tasks)
 	var at []time.Time
 	for _, dt := range vendor.at {
 		at = append(at, vendor.t0.Add(dt))
@@ -240,8 +242,8 @@ func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	}
 	route := itemsRoute
 	route.URL, route.LocalShare = vendor.URL, false
-	d := &Dispatcher{Routes: fixedRoute(route), Limiter: lim, Pusher: client, Queue: &fakeQueue{}, Policy: DefaultPolicy,
-		Work: monthsWork{first: 10, month: 30, total: 70}, Now: c.Now, Sleep: c.Sleep}
+	d := &worker{&Dispatcher{Routes: fixedRoute(route), Limiter: lim, Pusher: client, Queue: &fakeQueue{}, Policy: DefaultPolicy,
+		Now: c.Now, Sleep: c.Sleep}, monthsWork{first: 10, month: 30, total: 70}}
 	start := c.Now()
 	for c.Now().Sub(start) < 10*time.Second {
 		j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: 70}

@@ -43,7 +43,8 @@ import (
 // token comes first, so that its booking is never inside the lease.
 //
 // A push that finds no free lease waits for one within the call's hold
-// (Policy.MaxHold, WithHold) and the invocation's deadline, as it sleeps
+// (Policy.MaxHold, or the shorter hold the caller gave Do or Run) and the
+// invocation's deadline, as it sleeps
 // for a slot: the gate queues it and wakes it when a push of this process
 // releases one or when the earliest held lease expires, with no polling.
 // A token it took first is spent by its push, only later, within the
@@ -210,15 +211,15 @@ func (d *Dispatcher) sleepForToken(ctx context.Context, wait time.Duration, firs
 // call's hold. ok is false when the push does not go out now: res and err
 // are then what became of j (deferred, or dead-lettered for a route the
 // dispatcher cannot lease for).
-func (d *Dispatcher) acquire(ctx context.Context, j job.Job, route Route) (held *heldLease, ok bool, res Result, err error) {
+func (d *Dispatcher) acquire(ctx context.Context, j job.Job, t *task) (held *heldLease, ok bool, res Result, err error) {
 	if d.Leases == nil {
-		res, err := d.deadLetter(ctx, j, DeadLettered, "route has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
+		res, err := d.deadLetter(ctx, j, t, DeadLettered, "route has max_in_flight, but the dispatcher has no Leases (set Dispatcher.Leases to dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
 		return nil, false, res, err
 	}
-	f := d.Leases.Effective(*route.InFlight)
-	lease, err := d.Leases.Gate.Wait(ctx, f, d.holdLeft(ctx))
+	f := d.Leases.Effective(*t.InFlight)
+	lease, err := d.Leases.Gate.Wait(ctx, f, d.holdLeft(ctx, t))
 	if err != nil {
-		res, err = d.leaseRefused(ctx, j, route, err)
+		res, err = d.leaseRefused(ctx, j, t, err)
 		return nil, false, res, err
 	}
 	release := sync.OnceFunc(func() {
@@ -231,15 +232,15 @@ func (d *Dispatcher) acquire(ctx context.Context, j job.Job, route Route) (held 
 	return &heldLease{lease: lease, timeout: f.Timeout, release: release}, true, Result{}, nil
 }
 
-// lease takes route's in-flight lease for j's push, or uses held, the
-// lease the push took before its token (leaseFirst). ok is false when the
-// push does not go out now: res and err are then what became of j. With
-// ok, the push runs under lctx, which ends at the lease's expiry, and
-// calls release once the answer is in. A route with no InFlight goes out
-// as before: lctx is ctx.
-func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route, held *heldLease) (lctx context.Context, release func(), ok bool, res Result, err error) {
-	if route.InFlight == nil {
-		return ctx, func() {}, true, Result{}, nil
+// lease takes t's in-flight lease for j's push, or uses held, the lease
+// the push took before its token (leaseFirst). ok is false when the push
+// does not go out now: res and err are then what became of j. With ok,
+// the push runs under run.ctx, which ends at the lease's expiry, names
+// run.lease on its requests, and calls run.release once the answer is
+// in. A route with no InFlight goes out under ctx itself, with no lease.
+func (d *Dispatcher) lease(ctx context.Context, j job.Job, t *task, held *heldLease) (run settle, ok bool, res Result, err error) {
+	if t.InFlight == nil {
+		return settle{ctx: ctx, base: ctx, release: func() {}}, true, Result{}, nil
 	}
 	if held != nil && held.lease.Expires.Sub(d.now()) < held.timeout {
 		// Taken before its token, the lease has too little left for the
@@ -249,60 +250,51 @@ func (d *Dispatcher) lease(ctx context.Context, j job.Job, route Route, held *he
 		held = nil
 	}
 	if held == nil {
-		if held, ok, res, err = d.acquire(ctx, j, route); !ok {
-			return nil, nil, false, res, err
+		if held, ok, res, err = d.acquire(ctx, j, t); !ok {
+			return settle{}, false, res, err
 		}
 	}
 	// The budget counts from the request, but never past the lease: a
 	// lease taken before the token has spent the booking already.
-	lctx, cancel := context.WithDeadline(context.WithValue(ctx, leaseKey{}, held.lease), held.lease.Deadline(d.now(), held.timeout))
-	return lctx, func() {
+	lctx, cancel := context.WithDeadline(ctx, held.lease.Deadline(d.now(), held.timeout))
+	lease := held.lease
+	return settle{ctx: lctx, base: ctx, lease: &lease, release: func() {
 		cancel()
 		held.release()
-	}, true, Result{}, nil
+	}}, true, Result{}, nil
 }
 
 // leaseRefused disposes of j, whose push found no lease within the hold
 // (deferred to when the gate says to ask again: LeaseBusyError), or whose gate
 // failed (deferred for the store cooldown, failing closed).
-func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, route Route, err error) (Result, error) {
+func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, t *task, err error) (Result, error) {
 	var busy *limiter.LeaseBusyError
 	switch {
 	case ctx.Err() != nil:
 		return Result{}, ctx.Err()
 	case errors.As(err, &busy):
-		return d.deferJob(ctx, j, route, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
+		return d.deferJob(ctx, j, t, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
 	case errors.Is(err, limiter.ErrInvalidArgument):
-		return d.deadLetter(ctx, j, DeadLettered, "route has an invalid max_in_flight: "+err.Error())
+		return d.deadLetter(ctx, j, t, DeadLettered, "route has an invalid max_in_flight: "+err.Error())
 	}
 	cooldown := d.Policy.StoreCooldown
 	var open *breaker.OpenError
 	if errors.As(err, &open) {
 		cooldown = max(cooldown, open.RetryAfter)
 	}
-	d.log().Warn("in-flight lease unavailable; deferring (fail closed)", "job_id", j.ID, "lease", route.InFlight.Key, "err", err)
-	res, derr := d.deferJob(ctx, j, route, cooldown, "in-flight lease unavailable: "+err.Error())
+	d.log().Warn("in-flight lease unavailable; deferring (fail closed)", "job_id", j.ID, "lease", t.InFlight.Key, "err", err)
+	res, derr := d.deferJob(ctx, j, t, cooldown, "in-flight lease unavailable: "+err.Error())
 	res.StoreError = true
 	return res, derr
 }
 
-type leaseKey struct{}
-
-// LeaseOf is the in-flight lease a push runs under: the dispatcher's
-// Pusher finds it on the context of its Push (for logging, or a vendor
-// request that names it).
-func LeaseOf(ctx context.Context) (limiter.Lease, bool) {
-	l, ok := ctx.Value(leaseKey{}).(limiter.Lease)
-	return l, ok
-}
-
 // holdLeft is how long a push may wait in process now: to the end of the
 // call's hold, and DeadlineMargin before the invocation's deadline.
-func (d *Dispatcher) holdLeft(ctx context.Context) time.Duration {
+func (d *Dispatcher) holdLeft(ctx context.Context, t *task) time.Duration {
 	now := d.now()
 	left := d.Policy.MaxHold
-	if hold, ok := ctx.Value(holdKey{}).(time.Time); ok {
-		left = hold.Sub(now)
+	if !t.hold.IsZero() {
+		left = t.hold.Sub(now)
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		left = min(left, deadline.Add(-d.Policy.DeadlineMargin).Sub(now))

@@ -165,13 +165,13 @@ func TestLeaseWaitsWithinTheHold(t *testing.T) {
 	now := r.clock.Now()
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(4*time.Second))
 	defer cancel()
-	if got := r.d.holdLeft(withHold(ctx, now.Add(10*time.Second))); got != time.Second {
+	if got := r.d.holdLeft(ctx, &task{hold: now.Add(10 * time.Second)}); got != time.Second {
 		t.Fatalf("holdLeft = %v, want 1s (deadline 4s less the 3s margin)", got)
 	}
-	if got := r.d.holdLeft(withHold(context.Background(), now.Add(1500*time.Millisecond))); got != 1500*time.Millisecond {
+	if got := r.d.holdLeft(context.Background(), &task{hold: now.Add(1500 * time.Millisecond)}); got != 1500*time.Millisecond {
 		t.Fatalf("holdLeft = %v, want the hold's 1.5s", got)
 	}
-	if got := r.d.holdLeft(withHold(context.Background(), now.Add(-time.Second))); got != 0 {
+	if got := r.d.holdLeft(context.Background(), &task{hold: now.Add(-time.Second)}); got != 0 {
 		t.Fatalf("holdLeft = %v past the hold, want 0", got)
 	}
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // lingerSlot books a slot for a lingering job (j.Linger) within reach
-// (lingerReach: its bucket would fill up before the linger ends), and
-// reports whether it did.
+// (lingerReach: its bucket would fill up before the linger ends): the hold,
+// and whether it did.
 //
 // A lingering job collects work (the changes that ride in its push); the
 // bucket meanwhile accrues tokens, up to its burst. Once it is full, every
@@ -20,18 +20,17 @@ import (
 // of the bucket taken with burst 1, booked at most until NotBefore:
 // granted iff tat ≤ NotBefore, at slot max(tat, now), the moment the
 // bucket fills. Jobs lingering on one bucket so queue at successive slots
-// until NotBefore (HandleJobs books a batch's with one write), and the
+// until NotBefore (Run books a batch's with one write), and the
 // rest linger on. Denied, or the store failing, the job lingers as
 // before: its reservation after the linger deals with errors.
-func (d *Dispatcher) lingerSlot(ctx context.Context, j *job.Job, route Route, reach time.Duration) bool {
+func (d *Dispatcher) lingerSlot(ctx context.Context, route Route, reach time.Duration) (job.Hold, bool) {
 	now := d.now()
 	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
 	if err != nil {
-		return false
+		return job.Hold{}, false
 	}
 	// lingerReach leaves adaptive buckets out: no stamp.
-	j.Hold, j.NotBefore = newHold(r.Slot, "", 1, nil, r.Slot.Sub(now)), time.Time{}
-	return true
+	return newHold(r.Slot, "", 1, nil, r.Slot.Sub(now)), true
 }
 
 // lingerReach is how far ahead a lingering job may book a slot of route's

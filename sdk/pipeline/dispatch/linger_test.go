@@ -185,7 +185,9 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 				jobs[i].ID = fmt.Sprintf("lane-%d@tok", i)
 				jobs[i].NotBefore, jobs[i].Linger = t0.Add(time.Second), true
 			}
-			bookAll(context.Background(), d.lingerGroups(b, jobs, []int{0, 1, 2, 3, 4}))
+			tasks := (&worker{Dispatcher: d}).tasks(jobs)
+			bookAll(context.Background(), d.lingerGroups(b, tasks, []int{0, 1, 2, 3, 4}))
+			jobs = jobsOf(tasks)
 			var got []string
 			for _, j := range jobs {
 				switch {

@@ -12,24 +12,23 @@ import (
 // sleep for, lets it through with that time as its slot; otherwise it is
 // deferred until the share has one (but not longer than StoreCooldown,
 // when the store may be back).
-func (d *Dispatcher) localShare(ctx context.Context, j *job.Job, route Route, now time.Time, storeErr error) (Result, bool, error) {
+func (d *Dispatcher) localShare(ctx context.Context, j job.Job, t *task, now time.Time, storeErr error) (booking, error) {
 	maxWait := d.Policy.BlockThreshold
-	if !d.canSleep(ctx, maxWait) {
+	if !d.canSleep(ctx, t, maxWait) {
 		maxWait = 0
 	}
 	// A push of items pays for each of them locally too; the tokens a
 	// slot of the shared bucket held before the outage are gone with it.
-	n := d.localTokens(route, *j)
-	delay, ok := d.LocalShare.ReserveN(route.buckets(), n, now, maxWait)
+	n := d.localTokens(t.Route, j)
+	delay, ok := d.LocalShare.ReserveN(t.buckets(), n, now, maxWait)
 	if ok {
-		j.Hold = job.Hold{At: now.Add(delay), Key: firstShard(route), Tokens: n}
-		return Result{StoreError: true, LocalShares: 1}, false, nil
+		return booking{hold: job.Hold{At: now.Add(delay), Key: firstShard(t.Route), Tokens: n}, res: Result{StoreError: true, LocalShares: 1}}, nil
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
-	d.log().Info("limiter store unavailable and the local share is spent; deferring", "job_id", j.ID, "bucket", route.Bucket.Key, "wait", wait, "err", storeErr)
-	res, err := d.deferJob(ctx, *j, route, wait, "limiter store unavailable; local share spent")
+	d.log().Info("limiter store unavailable and the local share is spent; deferring", "job_id", j.ID, "bucket", t.Bucket.Key, "wait", wait, "err", storeErr)
+	res, err := d.deferJob(ctx, j, t, wait, "limiter store unavailable; local share spent")
 	res.StoreError = true
-	return res, true, err
+	return ended(res), err
 }
 
 // localTokens is what a local-share push of j books: its slot's tokens

@@ -35,7 +35,7 @@ type Message struct {
 	Accepted bool
 }
 
-// Isolator is Work that takes a refused message of several changes apart
+// Isolator is work that takes a refused message of several changes apart
 // (format.PlanFor): the vendor refused something in it, and every other
 // change must still reach it.
 type Isolator interface {
@@ -58,23 +58,23 @@ type Letter struct{ Body, Reason string }
 // credential or hotel pauses and pages there, keeping every change). A
 // later message that fails ends the push: what was accepted is settled,
 // and the work's next job carries the rest with a slot of its own.
-func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, route Route, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
-	iso := d.Can.Isolate
+func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
+	ctx, iso := out.ctx, t.isolate
 	settled := false // something was accepted or dead-lettered
 	// On an endpoint metered by items, the slot may hold more tokens than
 	// the first message costs (it booked the items the lane expected):
 	// they pay for the next messages, at the same instant, before any
 	// books its own.
 	spare := 0
-	if route.ItemWeight > 0 {
-		spare = max(j.Hold.Tokens, 1) - attemptTokens(route, Payload{Items: p.Messages[0].Items})
+	if t.ItemWeight > 0 {
+		spare = max(j.Hold.Tokens, 1) - attemptTokens(t.Route, Payload{Items: p.Messages[0].Items})
 	}
 	for i := 0; i < len(p.Messages); i++ {
 		m := p.Messages[i]
 		req := otapush.Request{
-			Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL + m.Path, Header: mergeHeader(route.Header, m.Header),
+			Bucket: bucket, Also: t.Also, Siblings: siblings, URL: t.URL + m.Path, Header: mergeHeader(t.Header, m.Header),
 			JobID: messageID(j.ID, i), Body: m.Body, Method: m.Method, Judge: m.Judge,
-			Tokens: attemptTokens(route, Payload{Items: m.Items}), Reserve: route.Reserve, Horizon: route.Horizon, Quota: route.Quota,
+			Tokens: attemptTokens(t.Route, Payload{Items: m.Items}), Reserve: t.Reserve, Horizon: t.Horizon, Quota: t.Quota, Lease: out.lease,
 		}
 		switch {
 		case i == 0:
@@ -87,7 +87,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			// instant: this answer covers them.
 			var ok bool
 			var err error
-			if res, ok, err = d.silentSlot(ctx, j, route, req, res); !ok {
+			if res, ok, err = d.silentSlot(ctx, j, t, req, res); !ok {
 				return res, nil, err
 			}
 		}
@@ -95,13 +95,13 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 		if late {
 			res.WastedSlots++
 		}
-		if err := d.heldQuota(ctx, req, route, i == 0 && j.Hold.Quota); err != nil {
+		if err := d.heldQuota(ctx, req, t.Route, i == 0 && j.Hold.Quota); err != nil {
 			var ok bool
 			if i == 0 {
-				if res, ok, err = d.slotQuotaRefused(ctx, j, route, res, err); !ok {
+				if res, ok, err = d.slotQuotaRefused(ctx, j, t, res, err); !ok {
 					return res, nil, err
 				}
-			} else if !route.Shadow {
+			} else if !t.Shadow {
 				// As a later message that failed: the lane's next push
 				// carries it, on a slot and a unit of its own.
 				d.log().Info("a later message of the push has no unit of the quota; the lane's next push carries it", "job_id", j.ID, "message", i, "err", err)
@@ -134,7 +134,7 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 			continue
 		case i == 0 || !settled && perm != nil:
 			out.release()
-			return d.pushFailed(out.base, j, route, p, res, err)
+			return d.pushFailed(out.base, j, t, p, res, err)
 		default:
 			d.log().Info("a later message of the push failed; the lane's next push carries it", "job_id", j.ID, "message", i, "err", err)
 		}
@@ -143,10 +143,10 @@ func (d *Dispatcher) pushMessages(ctx context.Context, out settle, j job.Job, ro
 	if !settled {
 		// Nothing went: the job comes back as a push that failed would.
 		out.release()
-		return d.pushFailed(out.base, j, route, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
+		return d.pushFailed(out.base, j, t, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})
 	}
 	res.Outcome = Pushed
-	return d.done(out, j, route, p, res)
+	return d.done(out, j, t, p, res)
 }
 
 // messageID is the X-Job-Id of message i of a push: the vendor's

@@ -34,64 +34,63 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 // for good) the work may hand back the next job. leased is the in-flight
 // lease j took before its token (leaseFirst), if it did: the push frees
 // it once the answer is in, and serve on any way out before that.
-func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *heldLease) (Result, *job.Job, error) {
+func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldLease) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Hold.At}
 	held := j.Hold.Held()
-	j, p, err := d.begin(ctx, j, route)
+	j, p, err := d.begin(ctx, j, t)
 	if err != nil {
-		res, err := d.beginFailed(ctx, j, route, res, held, err)
+		res, err := d.beginFailed(ctx, j, t, res, held, err)
 		return res, nil, err
 	}
 	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
-	bucket, siblings, err := pushBuckets(route, j)
+	bucket, siblings, err := pushBuckets(t.Route, j)
 	if err != nil {
-		return d.workFailed(ctx, j, route, res, err)
+		return d.workFailed(ctx, j, t, res, err)
 	}
-	if route.ItemWeight > 0 {
+	if t.ItemWeight > 0 {
 		var deferred *Result
-		if p, deferred, err = d.charge(ctx, j, p, route, bucket); deferred != nil || err != nil {
+		if p, deferred, err = d.charge(ctx, j, p, t, bucket); deferred != nil || err != nil {
 			if deferred != nil {
 				return *deferred, nil, err
 			}
-			return d.workFailed(ctx, j, route, res, err)
+			return d.workFailed(ctx, j, t, res, err)
 		}
 	}
-	base := ctx
-	ctx, release, ok, lres, err := d.lease(ctx, j, route, leased)
+	out, ok, lres, err := d.lease(ctx, j, t, leased)
 	if !ok {
 		return lres, nil, err
 	}
-	defer release()
-	out := settle{base: base, release: release}
+	defer out.release()
 	if len(p.Messages) > 0 {
-		return d.pushMessages(ctx, out, j, route, bucket, siblings, p, res)
+		return d.pushMessages(out, j, t, bucket, siblings, p, res)
 	}
+	ctx = out.ctx
 	req := otapush.Request{
-		Bucket: bucket, Also: route.Also, Siblings: siblings, URL: route.URL, Header: route.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
-		Tokens: attemptTokens(route, p), Reserve: route.Reserve, Horizon: route.Horizon,
-		Stamp: stampOf(j.Hold), Quota: route.Quota,
+		Bucket: bucket, Also: t.Also, Siblings: siblings, URL: t.URL, Header: t.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
+		Tokens: attemptTokens(t.Route, p), Reserve: t.Reserve, Horizon: t.Horizon,
+		Stamp: stampOf(j.Hold), Quota: t.Quota, Lease: out.lease,
 	}
-	if res, ok, err := d.silentSlot(ctx, j, route, req, res); !ok {
+	if res, ok, err := d.silentSlot(ctx, j, t, req, res); !ok {
 		return res, nil, err
 	}
 	req, late := d.spendable(req)
 	if late {
 		res.WastedSlots++
 	}
-	if err := d.heldQuota(ctx, req, route, j.Hold.Quota); err != nil {
+	if err := d.heldQuota(ctx, req, t.Route, j.Hold.Quota); err != nil {
 		var ok bool
-		if res, ok, err = d.slotQuotaRefused(ctx, j, route, res, err); !ok {
+		if res, ok, err = d.slotQuotaRefused(ctx, j, t, res, err); !ok {
 			return res, nil, err
 		}
 	}
 	resp, err := d.send(ctx, req)
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
-		release()
-		return d.pushFailed(base, j, route, p, res, err)
+		out.release()
+		return d.pushFailed(out.base, j, t, p, res, err)
 	}
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
-	return d.done(out, j, route, p, res)
+	return d.done(out, j, t, p, res)
 }
 
 // begin returns what j pushes. A payload job first takes its fence: the
@@ -100,13 +99,13 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, route Route, leased *h
 // the first copy to ask pushes; every later try of the job (a retry after
 // a failed push) asks under the next number, since the job carries Tries
 // on from here.
-func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job, Payload, error) {
-	if d.Work != nil {
-		return d.Work.Begin(ctx, j)
+func (d *Dispatcher) begin(ctx context.Context, j job.Job, t *task) (job.Job, Payload, error) {
+	if t.work != nil {
+		return t.work.Begin(ctx, j)
 	}
 	if d.Fence != nil {
 		// Copies come as long as the job lives.
-		maxAge, _ := d.lifetime(route)
+		maxAge, _ := d.lifetime(t.Route)
 		first, tag, err := d.Fence.FirstAfter(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FenceTags, j.FirstSeen.Add(maxAge))
 		if err != nil {
 			if tag != "" {
@@ -126,10 +125,10 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job, route Route) (job.Job
 
 // beginFailed handles a Work.Begin that handed back no push. held says
 // whether j held a slot, which then goes unused (a wasted slot).
-func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, res Result, held bool, err error) (Result, error) {
+func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, t *task, res Result, held bool, err error) (Result, error) {
 	dec, ok := decideBegin(err, held, d.now())
 	if !ok {
-		res, _, err = d.workFailed(ctx, j, route, res, err)
+		res, _, err = d.workFailed(ctx, j, t, res, err)
 		return res, err
 	}
 	if dec.Act == actCoalesce {
@@ -139,7 +138,7 @@ func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, re
 		}
 		return res, nil
 	}
-	out, err := d.act(ctx, j, route, dec)
+	out, err := d.act(ctx, j, t, dec)
 	if dec.Act == actDefer {
 		out.WastedSlots = 0
 		if dec.Wasted {
@@ -149,30 +148,26 @@ func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, route Route, re
 	return out, err
 }
 
-// rechecks reports whether j only comes back to find out whether its work
-// is its own (Rechecker).
-func (d *Dispatcher) rechecks(j job.Job) bool {
-	return d.Can.Recheck != nil && d.Can.Recheck.Rechecks(j)
-}
-
 // recheck begins j, which holds no slot yet, to find out whether its work
 // is its own. owned is j as the work's owner when it is; otherwise res is
 // what became of j (deferred to look again, or ended), with no slot spent.
-func (d *Dispatcher) recheck(ctx context.Context, j job.Job, route Route) (owned *job.Job, res Result, err error) {
+func (d *Dispatcher) recheck(ctx context.Context, j job.Job, t *task) (owned *job.Job, res Result, err error) {
 	// What Begin rendered is not pushed: the slot comes later, and the
 	// push begins again at it (one more claim, once per takeover).
-	next, _, err := d.begin(ctx, j, route)
+	next, _, err := d.begin(ctx, j, t)
 	if err == nil {
 		return &next, Result{}, nil
 	}
-	res, err = d.beginFailed(ctx, next, route, Result{JobID: j.ID}, false, err)
+	res, err = d.beginFailed(ctx, next, t, Result{JobID: j.ID}, false, err)
 	return nil, res, err
 }
 
-// settle is how a push steps out of its in-flight lease once the vendor
-// has answered: what done needs.
+// settle is a push under its in-flight lease, and how it steps out of it
+// once the vendor has answered: what done needs.
 type settle struct {
+	ctx     context.Context // the push's: it ends at the lease's expiry
 	base    context.Context // the push's context before the lease
+	lease   *limiter.Lease  // nil: the route has no in-flight cap
 	release func()          // frees the lease; safe to call twice
 }
 
@@ -181,19 +176,19 @@ type settle struct {
 // the lease bounds requests at the vendor, and settling is a store write
 // that may also wait for the lane's siblings (syncer's finish groups),
 // which would otherwise hold the vendor's concurrency idle.
-func (d *Dispatcher) done(out settle, j job.Job, route Route, p Payload, res Result) (Result, *job.Job, error) {
+func (d *Dispatcher) done(out settle, j job.Job, t *task, p Payload, res Result) (Result, *job.Job, error) {
 	out.release()
 	ctx := out.base
-	if d.Work == nil {
+	if t.work == nil {
 		return res, nil, nil
 	}
-	next, err := d.Work.Done(ctx, j, p)
+	next, err := t.work.Done(ctx, j, p)
 	if err != nil {
 		// The push went out; what it carried is still pending and will be
 		// pushed again: the vendor gets the same state twice, never less.
 		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
 		j.Hold = job.Hold{}
-		def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
+		def, derr := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
 		def.StoreError = true
 		return res.then(def), nil, derr
 	}
@@ -202,13 +197,13 @@ func (d *Dispatcher) done(out settle, j job.Job, route Route, p Payload, res Res
 
 // workFailed handles a Work.Begin that could not read its state: the slot
 // is lost, and the job comes back after the store cooldown (fail closed).
-func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, route Route, res Result, err error) (Result, *job.Job, error) {
+func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, t *task, res Result, err error) (Result, *job.Job, error) {
 	if ctx.Err() != nil {
 		return Result{}, nil, ctx.Err()
 	}
 	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
 	j.Hold = job.Hold{}
-	def, derr := d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
+	def, derr := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
 	def.StoreError, def.WastedSlots = true, 1
 	return def, nil, derr
 }
@@ -241,11 +236,11 @@ func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late boo
 // a slow read makes the slot late rather than the request. The slot goes unused and j comes back at the silence's end with
 // its work, neither failed nor dropped; a store that cannot say defers it
 // for the cooldown (fail closed). ok: the request may leave.
-func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, route Route, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
-	if !req.Reserved || route.Shadow {
+func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, t *task, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
+	if !req.Reserved || t.Shadow {
 		return res, true, nil
 	}
-	until, err := d.silenced(ctx, j, route)
+	until, err := d.silenced(ctx, j, t.Route)
 	if err == nil && until.IsZero() {
 		return res, true, nil
 	}
@@ -253,11 +248,11 @@ func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, route Route, req
 	var out Result
 	if err != nil {
 		d.log().Warn("limiter store unavailable for the slot's silence; deferring (fail closed)", "job_id", j.ID, "err", err)
-		out, err = d.deferJob(ctx, j, route, d.Policy.StoreCooldown, "limiter store unavailable")
+		out, err = d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "limiter store unavailable")
 		out.StoreError = true
 	} else {
 		d.log().Info("slot inside a vendor's silence as the push leaves; back at its end", "job_id", j.ID, "slot", req.Slot, "until", until)
-		out, err = d.deferJob(ctx, j, route, until.Sub(d.now()), silenceReason)
+		out, err = d.deferJob(ctx, j, t, until.Sub(d.now()), silenceReason)
 	}
 	out.WastedSlots += res.WastedSlots
 	out.RevokedSlots += res.RevokedSlots + 1

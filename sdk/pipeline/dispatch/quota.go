@@ -49,40 +49,39 @@ type QuotaTaker interface {
 // (done): deferred to the next token or the quota's reset, shed or
 // expired when that is past its deadline or max age. bound is reserve's
 // (a shadow route records it).
-func (d *Dispatcher) takeQuota(ctx context.Context, j *job.Job, route Route, bound int, maxAge time.Duration, first *firstLease) (Result, bool, error) {
+func (d *Dispatcher) takeQuota(ctx context.Context, j job.Job, t *task, bound int, maxAge time.Duration, first *firstLease) (booking, error) {
 	taker := d.Can.Quota
 	if taker == nil {
-		res, err := d.deadLetter(ctx, *j, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
-		return res, true, err
+		res, err := d.deadLetter(ctx, j, t, DeadLettered, fmt.Sprintf("route has a quota, but the limiter (%T) cannot take one", d.Limiter))
+		return ended(res), err
 	}
 	for try := 0; ; try++ {
-		_, err := taker.TakeWithQuota(ctx, route.buckets(), *route.Quota, 1, j.ID)
+		_, err := taker.TakeWithQuota(ctx, t.buckets(), *t.Quota, 1, j.ID)
 		if err == nil {
-			j.Hold = job.Hold{At: d.now(), Tokens: 1, Quota: true}
-			return Result{}, false, nil
+			return booking{hold: job.Hold{At: d.now(), Tokens: 1, Quota: true}}, nil
 		}
 		if ctx.Err() != nil {
-			return Result{}, true, ctx.Err()
+			return ended(Result{}), ctx.Err()
 		}
-		if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
-			return d.shadowRefused(j, route, err, bound != noBound, d.now())
+		if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
+			return d.shadowRefused(j, t.Route, err, bound != noBound, d.now()), nil
 		}
 		wait, denied := limiter.RetryAfter(err)
 		switch {
-		case denied && !quotaSpent(err, route) && d.canSleep(ctx, wait) && d.now().Add(wait).Before(lastMoment(*j, maxAge)):
+		case denied && !quotaSpent(err, t.Route) && d.canSleep(ctx, t, wait) && d.now().Add(wait).Before(lastMoment(j, maxAge)):
 			// The next token is near: wait for it here, as for a slot.
 			if err := d.sleepForToken(ctx, wait, first); err != nil {
-				return Result{}, true, err
+				return ended(Result{}), err
 			}
 			continue
 		case errors.Is(err, limiter.ErrContended) && try < contendedRetries:
 			if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
-				return Result{}, true, err
+				return ended(Result{}), err
 			}
 			continue
 		}
-		res, err := d.quotaRefused(ctx, *j, route, maxAge, err)
-		return res, true, err
+		res, err := d.quotaRefused(ctx, j, t, maxAge, err)
+		return ended(res), err
 	}
 }
 
@@ -100,34 +99,34 @@ func lastMoment(j job.Job, maxAge time.Duration) time.Time {
 // token or the quota's reset, shed or expired when that is past its
 // deadline or max age, dead-lettered for an invalid quota, deferred for
 // the store's cooldown when the store failed (fail closed).
-func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, route Route, maxAge time.Duration, err error) (Result, error) {
+func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, t *task, maxAge time.Duration, err error) (Result, error) {
 	wait, denied := limiter.RetryAfter(err)
 	back := d.now().Add(wait)
 	switch {
 	case denied && !j.Deadline.IsZero() && !back.Before(j.Deadline):
 		// A reset hours away would bring the job back past its
 		// deadline (beyond MaxReserve, which bounds only slots).
-		return d.unbookable(ctx, j, deadlineBound, maxAge, j.Deadline)
+		return d.unbookable(ctx, j, t, deadlineBound, maxAge, j.Deadline)
 	case denied && !back.Before(j.FirstSeen.Add(maxAge)):
-		return d.unbookable(ctx, j, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
+		return d.unbookable(ctx, j, t, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
 	case denied:
 		reason := "no token of the quota route's limits now"
-		if quotaSpent(err, route) {
-			reason = fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", route.Quota.Quota.Count, route.Quota.Quota.Period)
+		if quotaSpent(err, t.Route) {
+			reason = fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", t.Quota.Quota.Count, t.Quota.Quota.Period)
 		}
-		return d.deferJob(ctx, j, route, wait, reason)
+		return d.deferJob(ctx, j, t, wait, reason)
 	case errors.Is(err, limiter.ErrContended):
-		return d.deferJob(ctx, j, route, 0, "bucket contended; retrying")
+		return d.deferJob(ctx, j, t, 0, "bucket contended; retrying")
 	case errors.Is(err, limiter.ErrInvalidArgument):
-		return d.deadLetter(ctx, j, DeadLettered, "route has an invalid limit or quota: "+err.Error())
+		return d.deadLetter(ctx, j, t, DeadLettered, "route has an invalid limit or quota: "+err.Error())
 	}
 	cooldown := d.Policy.StoreCooldown
 	var open *breaker.OpenError
 	if errors.As(err, &open) {
 		cooldown = max(cooldown, open.RetryAfter)
 	}
-	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
-	res, derr := d.deferJob(ctx, j, route, cooldown, "limiter store unavailable")
+	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", t.Bucket.Key, "err", err)
+	res, derr := d.deferJob(ctx, j, t, cooldown, "limiter store unavailable")
 	res.StoreError = true
 	return res, derr
 }
@@ -159,18 +158,18 @@ func (d *Dispatcher) heldQuota(ctx context.Context, req otapush.Request, route R
 // of the quota (heldQuota's err): the slot goes unused, and j is disposed
 // of as a refused take is. A shadow route pushes anyway, recording what
 // enforcement would have done (ok).
-func (d *Dispatcher) slotQuotaRefused(ctx context.Context, j job.Job, route Route, res Result, err error) (_ Result, ok bool, _ error) {
+func (d *Dispatcher) slotQuotaRefused(ctx context.Context, j job.Job, t *task, res Result, err error) (_ Result, ok bool, _ error) {
 	if ctx.Err() != nil {
 		return Result{}, false, ctx.Err()
 	}
-	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
+	if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
 		wait, _ := limiter.RetryAfter(err)
 		res.ShadowWouldDefer, res.ShadowWait = true, max(res.ShadowWait, wait)
 		return res, true, nil
 	}
-	maxAge, _ := d.lifetime(route)
+	maxAge, _ := d.lifetime(t.Route)
 	j.Hold = job.Hold{}
-	out, err := d.quotaRefused(ctx, j, route, maxAge, err)
+	out, err := d.quotaRefused(ctx, j, t, maxAge, err)
 	out.WastedSlots += res.WastedSlots + 1
 	return out, false, err
 }

@@ -20,79 +20,85 @@ const contendedRetries = 3
 // the job was disposed of (shed or deferred) instead. first is the lease
 // j took before its token, if any (nil: none), which a sleep for the token
 // frees.
-func (d *Dispatcher) reserve(ctx context.Context, j *job.Job, route Route, now time.Time, first *firstLease) (Result, bool, error) {
+func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.Time, first *firstLease) (booking, error) {
 	maxDelay, bound := d.Policy.MaxReserve, noBound
-	if route.Horizon > 0 {
-		maxDelay = min(maxDelay, route.Horizon)
+	if t.Horizon > 0 {
+		maxDelay = min(maxDelay, t.Horizon)
 	}
 	if !j.Deadline.IsZero() && j.Deadline.Sub(now) <= maxDelay {
 		maxDelay, bound = j.Deadline.Sub(now), deadlineBound
 	}
-	maxAge, _ := d.lifetime(route)
+	maxAge, _ := d.lifetime(t.Route)
 	if left := j.FirstSeen.Add(maxAge).Sub(now); left < maxDelay {
 		maxDelay, bound = left, maxAgeBound
 	}
 	if maxDelay < 0 {
 		// The bound passed while the job slept for a horizon's next
 		// token: no slot can come before it.
-		res, err := d.unbookable(ctx, *j, bound, maxAge, now.Add(maxDelay))
-		return res, true, err
+		res, err := d.unbookable(ctx, j, t, bound, maxAge, now.Add(maxDelay))
+		return ended(res), err
 	}
-	if route.Quota != nil {
-		return d.takeQuota(ctx, j, route, bound, maxAge, first)
+	if t.Quota != nil {
+		return d.takeQuota(ctx, j, t, bound, maxAge, first)
 	}
-	tokens := slotTokens(route, *j)
-	n := min(tokens+d.pendingLocal(route), max(route.Bucket.Limit.Capacity(), tokens))
-	slot, key, stamp, err := d.reserveRoute(ctx, route, n, maxDelay)
+	tokens := slotTokens(t.Route, j)
+	n := min(tokens+d.pendingLocal(t.Route), max(t.Bucket.Limit.Capacity(), tokens))
+	slot, key, stamp, err := d.reserveRoute(ctx, t.Route, n, maxDelay)
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
-			return Result{}, true, err
+			return ended(Result{}), err
 		}
-		slot, key, stamp, err = d.reserveRoute(ctx, route, n, maxDelay)
+		slot, key, stamp, err = d.reserveRoute(ctx, t.Route, n, maxDelay)
 	}
 	if err == nil {
-		j.Hold = newHold(slot, key, tokens, stamp, slot.Sub(now))
-		d.drainLocal(route, now)
-		return Result{}, false, nil
+		d.drainLocal(t.Route, now)
+		return booking{hold: newHold(slot, key, tokens, stamp, slot.Sub(now))}, nil
 	}
-	if route.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
-		return d.shadowRefused(j, route, err, bound != noBound, now)
+	if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
+		return d.shadowRefused(j, t.Route, err, bound != noBound, now), nil
 	}
-	if wait, denied := limiter.RetryAfter(err); denied && wait > 0 && route.Horizon > 0 && bound == noBound {
-		// A horizon's denial is short (the next free token): wait for it
-		// here, within the call's hold, rather than a trip through the
-		// queue; the retry contends afresh, and urgent pushes go first.
-		// Jobs denied together are told the same wait, and would all
-		// retry at once for one token, each retry a write: each wakes at
-		// a random point of the interval after it instead. That costs no
-		// quota: the bucket is then short of its share, not full, and
-		// keeps what it accrues until a retry takes it.
-		if wait += d.spread(route); d.canSleep(ctx, wait) {
-			if err := d.sleepForToken(ctx, wait, first); err != nil {
-				return Result{}, true, err
-			}
-			return d.reserve(ctx, j, route, d.now(), first)
-		}
+	r := refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
+		LocalShare: t.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err(),
+		Horizon: t.Horizon > 0, Now: d.now(), Sleep: d.sleepBound(ctx, t)}
+	if r.horizonDenial() {
+		r.Spread = d.spread(t.Route)
 	}
-	dec, ok := decideRefusal(refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
-		LocalShare: route.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err()})
+	dec, ok := decideRefusal(r)
 	switch {
 	case !ok:
-		return Result{}, true, ctx.Err()
+		return ended(Result{}), ctx.Err()
+	case dec.Act == actSleep:
+		if err := d.sleepForToken(ctx, dec.Wait, first); err != nil {
+			return ended(Result{}), err
+		}
+		return d.reserve(ctx, j, t, d.now(), first)
 	case dec.Act == actLocalShare:
-		return d.localShare(ctx, j, route, now, err)
+		return d.localShare(ctx, j, t, now, err)
 	case dec.StoreError:
-		d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", route.Bucket.Key, "err", err)
+		d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", t.Bucket.Key, "err", err)
 	}
-	res, derr := d.act(ctx, *j, route, dec)
+	res, derr := d.act(ctx, j, t, dec)
 	res.StoreError = res.StoreError || dec.StoreError
-	return res, true, derr
+	return ended(res), derr
 }
+
+// booking is what a reservation came to: the hold it booked or, with done,
+// the job disposed of otherwise (deferred, shed, expired), res saying how.
+// res also carries what a booking records of a job it lets through (a
+// shadow route's would-be deferral, a local share's push).
+type booking struct {
+	hold job.Hold
+	res  Result
+	done bool
+}
+
+// ended is a booking that disposed of its job as res says.
+func ended(res Result) booking { return booking{res: res, done: true} }
 
 // unbookable ends j, which has no slot before its bound (its deadline, or
 // its max age that ends at end): shed or expired, with no token spent.
-func (d *Dispatcher) unbookable(ctx context.Context, j job.Job, bound int, maxAge time.Duration, end time.Time) (Result, error) {
-	return d.act(ctx, j, Route{}, unbookable(bound, j.Deadline, maxAge, end))
+func (d *Dispatcher) unbookable(ctx context.Context, j job.Job, t *task, bound int, maxAge time.Duration, end time.Time) (Result, error) {
+	return d.act(ctx, j, t, unbookable(bound, j.Deadline, maxAge, end))
 }
 
 // What bounds a reservation below MaxReserve: the job's deadline (past it
@@ -107,7 +113,7 @@ const (
 // failed, recording what enforcement would have done: shed it (no slot
 // before its deadline), defer it (no slot within MaxReserve, contention,
 // or the store unreachable).
-func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded bool, now time.Time) (Result, bool, error) {
+func (d *Dispatcher) shadowRefused(j job.Job, route Route, err error, bounded bool, now time.Time) booking {
 	res := Result{ShadowWouldDefer: true}
 	if wait, denied := limiter.RetryAfter(err); denied {
 		res.ShadowWait = wait
@@ -120,8 +126,7 @@ func (d *Dispatcher) shadowRefused(j *job.Job, route Route, err error, bounded b
 	}
 	// No slot is held: the push goes out now, as the integration did
 	// before fleetbucket.
-	j.Hold = job.Hold{At: now, Key: firstShard(route)}
-	return res, false, nil
+	return booking{hold: job.Hold{At: now, Key: firstShard(route)}, res: res}
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,

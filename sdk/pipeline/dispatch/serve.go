@@ -12,29 +12,30 @@ import (
 // or a shed: it asks decide what to do, does it, and asks again with what
 // changed. handedBack says a push of this call handed j back; next is the
 // job j's push hands back, if any.
-func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time.Time, handedBack bool) (Result, *job.Job, error) {
+func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Time, handedBack bool) (Result, *job.Job, error) {
 	var pre Result // what the call records of a job before its outcome
-	s := d.situation(ctx, route)
+	s := d.situation(ctx, t)
 	s.Next = handedBack
 	// first holds the in-flight lease taken before the token (leaseFirst),
 	// freed on every way out: it bounds requests at the vendor, and none
 	// goes out but the push's.
 	first := &firstLease{}
 	defer func() { first.end() }()
+	var revokeErr error // why the slot's confirmation failed, for the log
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {
-			s.LingerReach, _ = d.lingerReach(j, route, now)
+			s.LingerReach, _ = d.lingerReach(j, t.Route, now)
 		}
-		s.Rechecks = !j.Hold.Held() && d.rechecks(j)
+		s.Rechecks = !j.Hold.Held() && t.recheck
 		s.Lead = d.leadRule()
 		dec := decide(s)
 		switch dec.Act {
 		case actBookLinger:
-			if d.lingerSlot(ctx, &j, route, dec.Wait) {
+			if hold, ok := d.lingerSlot(ctx, t.Route, dec.Wait); ok {
 				// Its bucket fills up before the linger ends: the push takes
 				// the slot it booked rather than let the bucket lose tokens.
-				now = d.now()
+				j.Hold, j.NotBefore, now = hold, time.Time{}, d.now()
 			}
 			s.LingerAsked = true
 			continue
@@ -51,16 +52,17 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 			// push's, not a deferral's: only its wasted and revoked slots
 			// carry over.
 			first.free()
-			res, err := d.act(ctx, j, route, dec)
+			res, err := d.act(ctx, j, t, dec)
 			return Result{WastedSlots: pre.WastedSlots, RevokedSlots: pre.RevokedSlots}.then(res), nil, err
 		case actRecheck:
 			// Find out before booking a slot: a job told to come back again
 			// would leave it unused.
-			owned, res, err := d.recheck(ctx, j, route)
+			owned, res, err := d.recheck(ctx, j, t)
 			if owned == nil {
 				return pre.then(res), nil, err
 			}
-			j, now, s.Owned = *owned, d.now(), true
+			// It owns its work now: it never rechecks again.
+			j, now, s.Owned, t.recheck = *owned, d.now(), true, false
 			continue
 		case actReserve:
 			if dec.DropHold {
@@ -68,36 +70,41 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				j.Hold = job.Hold{}
 				pre.WastedSlots++
 			}
-			if first.held == nil && d.leaseFirst(route, first) {
+			if first.held == nil && d.leaseFirst(t.Route, first) {
 				// The lease set is contended: a token booked now would
 				// likely pass its grace while the push waits for a lease.
 				// The lease first, then a token the push spends at once.
-				held, ok, res, err := d.acquire(ctx, j, route)
+				held, ok, res, err := d.acquire(ctx, j, t)
 				if !ok {
 					return pre.then(res), nil, err
 				}
 				first.held, now = held, d.now()
 			}
-			res, done, err := d.reserve(ctx, &j, route, now, first)
-			pre = pre.then(res)
-			if done || err != nil {
+			b, err := d.reserve(ctx, j, t, now, first)
+			pre = pre.then(b.res)
+			if b.done || err != nil {
 				return pre, nil, err
 			}
-			now, s.Booked = d.now(), true
+			j.Hold, now, s.Booked = b.hold, d.now(), true
+			continue
+		case actRevoke:
+			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", revokeErr)
+			// A lease taken first goes back too: the job may linger or
+			// wait for its new slot, and no request of it is near.
+			first.free()
+			pre.RevokedSlots++
+			j.Hold, now = job.Hold{}, d.now()
+			s.Owned, s.Booked, s.LingerAsked, s.Revoked = false, false, false, false
 			continue
 		}
 		// actPush
 		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
 		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
-		if route.Shadow {
-			res, next, err := d.push(ctx, j, route, nil)
+		if dec.Shadow {
+			res, next, err := d.push(ctx, j, t, nil)
 			return pre.then(res), next, err
 		}
-		if j.Hold.At.Sub(d.now()) > s.Grace {
-			// The token is further off than its grace: the vendor's
-			// concurrency would idle under a lease taken first meanwhile.
-			// It goes back, and the push waits for one at its slot, as a
-			// push that took its token first does.
+		if dec.FreeLease {
 			first.free()
 		}
 		if dec.Wait > 0 {
@@ -105,48 +112,36 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, route Route, now time
 				return Result{}, nil, err
 			}
 		}
-		revoked, err := false, error(nil)
 		if dec.Confirm {
-			revoked, err = d.revoked(ctx, j, route)
-		}
-		if revoked {
-			// A throttle since the slot was booked lowered the rate below
-			// the one it was booked at, or asked for silence past it (or
-			// the store cannot say). Book again rather than earn a 429.
-			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", err)
-			// A lease taken first goes back too: the job may linger or
-			// wait for its new slot, and no request of it is near.
-			first.free()
-			pre.RevokedSlots++
-			j.Hold, now = job.Hold{}, d.now()
-			s.Owned, s.Booked, s.LingerAsked = false, false, false
-			continue
+			if s.Revoked, revokeErr = d.revoked(ctx, j, t.Route); s.Revoked {
+				continue
+			}
 		}
 		if rest := j.Hold.At.Sub(d.now()); rest > 0 {
 			if err := d.sleep(ctx, rest); err != nil {
 				return Result{}, nil, err
 			}
 		}
-		res, next, err := d.push(ctx, j, route, first.held)
+		res, next, err := d.push(ctx, j, t, first.held)
 		return pre.then(res), next, err
 	}
 }
 
 // act carries out a decision that ends the call's hold on j: a deferral
 // or a dead letter.
-func (d *Dispatcher) act(ctx context.Context, j job.Job, route Route, dec decision) (Result, error) {
+func (d *Dispatcher) act(ctx context.Context, j job.Job, t *task, dec decision) (Result, error) {
 	if dec.Act == actDeadLetter {
-		return d.deadLetter(ctx, j, dec.Outcome, dec.Reason)
+		return d.deadLetter(ctx, j, t, dec.Outcome, dec.Reason)
 	}
-	return d.deferJob(ctx, j, route, dec.Wait, dec.Reason)
+	return d.deferJob(ctx, j, t, dec.Wait, dec.Reason)
 }
 
 // situation is what decide reads of the dispatcher and the call: the
 // parts that stay the same while one job is served.
-func (d *Dispatcher) situation(ctx context.Context, route Route) situation {
-	s := situation{Shadow: route.Shadow, Grace: d.grace(route.Bucket.Limit), Early: limiter.ConfirmAfter}
-	s.MaxAge, _ = d.lifetime(route)
-	s.Sleep = d.sleepBound(ctx)
+func (d *Dispatcher) situation(ctx context.Context, t *task) situation {
+	s := situation{Shadow: t.Shadow, Grace: d.grace(t.Bucket.Limit), Early: limiter.ConfirmAfter}
+	s.MaxAge, _ = d.lifetime(t.Route)
+	s.Sleep = d.sleepBound(ctx, t)
 	return s
 }
 
@@ -156,37 +151,16 @@ func (d *Dispatcher) leadRule() leadRule {
 	return leadRule{Floor: d.Policy.BlockThreshold, Ratio: d.late.ratioOver(d.Policy.LateRatio)}
 }
 
-// canSleep reports whether waiting d leaves DeadlineMargin before ctx's
-// deadline (a Lambda invocation's end) and stays within the call's
-// MaxHold.
-func (d *Dispatcher) canSleep(ctx context.Context, wait time.Duration) bool {
-	return d.sleepBound(ctx).can(d.now(), wait)
+// canSleep reports whether waiting wait leaves DeadlineMargin before ctx's
+// deadline (a Lambda invocation's end) and stays within t's hold.
+func (d *Dispatcher) canSleep(ctx context.Context, t *task, wait time.Duration) bool {
+	return d.sleepBound(ctx, t).can(d.now(), wait)
 }
 
-// sleepBound is what ctx lets the call sleep: its hold, and DeadlineMargin
-// before its deadline.
-func (d *Dispatcher) sleepBound(ctx context.Context) sleepBound {
-	b := sleepBound{Margin: d.Policy.DeadlineMargin}
-	b.Hold, _ = ctx.Value(holdKey{}).(time.Time)
+// sleepBound is what the call lets t's job sleep: its hold, and
+// DeadlineMargin before ctx's deadline.
+func (d *Dispatcher) sleepBound(ctx context.Context, t *task) sleepBound {
+	b := sleepBound{Margin: d.Policy.DeadlineMargin, Hold: t.hold}
 	b.Deadline, _ = ctx.Deadline()
 	return b
-}
-
-type holdKey struct{}
-
-// withHold records when the call's hold ends, keeping an earlier end the
-// caller set (WithHold).
-func withHold(ctx context.Context, until time.Time) context.Context {
-	if prev, ok := ctx.Value(holdKey{}).(time.Time); ok && prev.Before(until) {
-		return ctx
-	}
-	return context.WithValue(ctx, holdKey{}, until)
-}
-
-// WithHold bounds how long jobs handled under ctx stay in process, below
-// Policy.MaxHold: a job that would sleep past until is deferred instead.
-// A worker that must get back to its queue quickly (the changes queue,
-// whose messages wake idle lanes) handles its jobs under a short hold.
-func WithHold(ctx context.Context, until time.Time) context.Context {
-	return withHold(ctx, until)
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// RouteUnavailableError is a Router's answer for a job whose route it
+// RouteUnavailableError is a resolver's answer for a job whose route it
 // cannot complete now but will later: its credential's token cannot be
 // read (Secrets Manager unreachable, throttled or slow). That is a store
 // failure, not a job that can never be pushed: the job is deferred for
@@ -25,7 +25,7 @@ func (e *RouteUnavailableError) Unwrap() error { return e.Err }
 
 // routeUnavailable defers j until its route can be completed. A slot it
 // holds is given up: it would pass while the job waits.
-func (d *Dispatcher) routeUnavailable(ctx context.Context, j job.Job, e *RouteUnavailableError) (Result, error) {
+func (d *Dispatcher) routeUnavailable(ctx context.Context, j job.Job, t *task, e *RouteUnavailableError) (Result, error) {
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
 	}
@@ -35,7 +35,7 @@ func (d *Dispatcher) routeUnavailable(ctx context.Context, j job.Job, e *RouteUn
 		wasted = 1
 	}
 	j.Hold = job.Hold{}
-	res, err := d.deferJob(ctx, j, e.Route, d.Policy.StoreCooldown, e.Error())
+	res, err := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, e.Error())
 	res.Bucket, res.StoreError, res.WastedSlots = e.Route.Bucket.Key, true, res.WastedSlots+wasted
 	return res, err
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// Work is the state behind state-backed jobs: what a job pushes is read at
-// its slot, not when the job was made, and what it pushed is settled after.
-// sdk/pipeline/syncer's lanes are the implementation: one job per lane at a time,
-// each push carrying everything the lane has pending.
+// Work is the state behind a state-backed job, handed over with it
+// (Task.Work): what the job pushes is read at its slot, not when the job
+// was made, and what it pushed is settled after. sdk/pipeline/syncer's
+// lanes are the implementation: one job per lane at a time, each push
+// carrying everything the lane has pending. The jobs a push hands back
+// (Done's next) are the same work's.
 type Work interface {
 	// Begin takes j's work for a push and renders it. It returns j as it
 	// now stands (its claim may have moved on), which is what the
@@ -23,7 +25,7 @@ type Work interface {
 	Begin(ctx context.Context, j job.Job) (job.Job, Payload, error)
 	// Done settles a push of p that the vendor accepted. A push refused
 	// or given up is never settled: its job is dead-lettered and its work
-	// given up (Abandoner), so what it carried stays pending. next, if not nil, is the
+	// given up (Abandon), so what it carried stays pending. next, if not nil, is the
 	// job that pushes what is still pending; the dispatcher gives it a slot
 	// and pushes or defers it like any other.
 	Done(ctx context.Context, j job.Job, p Payload) (next *job.Job, err error)
@@ -31,28 +33,14 @@ type Work interface {
 	// before every deferral of j. ErrNothingToPush: the work is no longer
 	// j's, and j is dropped rather than deferred.
 	Hold(ctx context.Context, j job.Job, until time.Time) error
-}
-
-// Rechecker is what a Work may also say: that j only comes back to find
-// out whether its work is its own (a lane job that found another owner
-// holding the lane comes back when that owner's lease ends). The
-// dispatcher then begins j before it books a slot, so a job told to come
-// back again spends no token; one that takes the work over books its slot
-// after, and begins again at it.
-type Rechecker interface {
-	Rechecks(j job.Job) bool
-}
-
-// Abandoner is what a Work may also do: give up j's claim on its work when
-// j is dead-lettered as o (Expired, Shed, DeadLettered), leaving what is
-// pending for the next job that takes the work up. o and j.Failures tell
-// a job that sent nothing (expired or shed behind a backlog) from one
-// whose pushes failed, which the work may back off from. ErrNothingToPush:
-// the work was no longer j's (a duplicate delivery), and j is dropped
-// rather than dead-lettered. Any other error is logged and j is
-// dead-lettered all the same; its claim then lapses by itself
-// (Work.Hold's until).
-type Abandoner interface {
+	// Abandon gives up j's claim on its work when j is dead-lettered as o
+	// (Expired, Shed, DeadLettered), leaving what is pending for the next
+	// job that takes the work up. o and j.Failures tell a job that sent
+	// nothing (expired or shed behind a backlog) from one whose pushes
+	// failed, which the work may back off from. ErrNothingToPush: the work
+	// was no longer j's (a duplicate delivery), and j is dropped rather
+	// than dead-lettered. Any other error is logged and j is dead-lettered
+	// all the same; its claim then lapses by itself (Hold's until).
 	Abandon(ctx context.Context, j job.Job, o Outcome) error
 }
 

@@ -30,16 +30,17 @@ import (
 // still holds the owner token, so its claim succeeds and it pushes at once
 // instead of finding no owner and ending.
 //
-// It is the dispatcher's Abandoner. A job that no longer owns its lane (a
+// A job that no longer owns its lane (a
 // second delivery of the same job, or one whose lane another job took
 // over) gets dispatch.ErrNothingToPush, so one job is dead-lettered once;
 // a recheck job, which owns nothing, has nothing to give up.
-func (s *Syncer) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) error {
-	id, ref, _, err := laneOf(j)
+func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) error {
+	s := w.s
+	id, ref, _, err := w.lane(j)
 	if err != nil || ref.SeenOwner != "" {
 		return nil
 	}
-	invocationOf(ctx).leave(ref.Token)
+	w.inv.leave(ref.Token)
 	failed := j.Failures > 0 || (o != dispatch.Expired && o != dispatch.Shed)
 	err = s.Lanes.EndLease(ctx, id, ref.Token, failed)
 	var other *lane.NotOwnerError
@@ -56,5 +57,3 @@ func (s *Syncer) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) err
 	}
 	return err
 }
-
-var _ dispatch.Abandoner = (*Syncer)(nil)

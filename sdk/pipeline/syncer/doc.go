@@ -11,6 +11,14 @@
 // next slot. A refused change is isolated from those merged with it and
 // dead-lettered alone.
 //
+// Calls go one way: the syncer resolves each job once into a
+// dispatch.Task (task.go: the job, its route, and the lane's work, which
+// holds the lane read from the job's payload and the invocation the job
+// came in) and hands a batch of them to the dispatcher (Dispatcher.Run),
+// which asks the lane's work, and nothing else of the syncer, what it
+// pushes (Begin), settles it (Done), keeps it (Hold) or gives it up
+// (Abandon).
+//
 // Begin with a Syncer (its fields are its dependencies: the config, the ARI
 // and lane stores, a dispatcher) and give it each SQS batch (HandleBatch);
 // functions/sync wires one from its environment.

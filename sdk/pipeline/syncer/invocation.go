@@ -40,8 +40,6 @@ import (
 // finishGroup.leave); a lane's lease is far longer.
 const finishWait = 5 * time.Second
 
-type invocationKey struct{}
-
 // invocation is one HandleBatch's knowledge of the lanes it marked fresh,
 // keyed by their owner token.
 type invocation struct {
@@ -61,15 +59,11 @@ type sharedRead struct {
 	err   error
 }
 
-// withInvocation starts what HandleBatch's jobs share.
-func withInvocation(ctx context.Context) (context.Context, *invocation) {
-	inv := &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}, moved: map[string]string{}, nonce: newNonce()}
-	return context.WithValue(ctx, invocationKey{}, inv), inv
-}
-
-func invocationOf(ctx context.Context) *invocation {
-	inv, _ := ctx.Value(invocationKey{}).(*invocation)
-	return inv
+// newInvocation starts what one HandleBatch's jobs share; each job's lane
+// work holds it (laneWork.inv). A nil *invocation shares nothing: every
+// method is safe on it.
+func newInvocation() *invocation {
+	return &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}, moved: map[string]string{}, nonce: newNonce()}
 }
 
 // marked records the fresh marks of one property and kind: their first

@@ -159,13 +159,13 @@ func (p pushed) cleared() []lane.Element {
 // same job, and renders what is pending. The first push of a lane that
 // this invocation marked fresh needs no claim (invocation.go): it pushes
 // what the mark read, under the mark's token.
-func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Payload, err error) {
+func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Payload, err error) {
+	s, inv := w.s, w.inv
 	start := s.now()
-	id, ref, done, err := laneOf(j)
+	id, ref, done, err := w.lane(j)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
-	inv := invocationOf(ctx)
 	defer func() {
 		if err != nil {
 			inv.leave(ref.Token) // no push: its lane finishes another time
@@ -177,7 +177,7 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 	next, p, err := s.claim(ctx, inv, id, ref, done)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) {
-		return s.notOwner(j, id, ref, other)
+		return w.notOwner(j, id, ref, done, other)
 	}
 	if err != nil {
 		if next != ref.Token {
@@ -186,13 +186,13 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 			// from its deferral, claims from next too.
 			ref.Unanswered = append(ref.Unanswered, next)
 			ref.Unanswered = ref.Unanswered[max(0, len(ref.Unanswered)-lane.MaxUnanswered):]
-			j = s.rebased(j, id, ref)
+			j = w.rebased(j, id, ref, done)
 		}
 		return j, dispatch.Payload{}, err
 	}
 	// The part survives a push that does not go out (deferred to book its
 	// tokens, or failed): the next one resumes it.
-	j = s.rebased(j, id, laneRef{Token: next, Part: ref.Part})
+	j = w.rebased(j, id, laneRef{Token: next, Part: ref.Part}, nil)
 	if len(p.Elements) == 0 {
 		// Another owner's push carried the last of it: ours took the lane
 		// over after its lease ran out. A change that lands before the
@@ -206,7 +206,11 @@ func (s *Syncer) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.Pa
 		}
 	}
 	pending, whole := resume(p.Elements, ref.Part)
-	body, items, els, state, err := s.render(ctx, id, pending, next == ref.Token)
+	var shared *invocation // a fresh lane's first push shares its read
+	if next == ref.Token {
+		shared = inv
+	}
+	body, items, els, state, err := s.render(ctx, shared, id, pending)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
@@ -301,25 +305,17 @@ func resume(pending []lane.Element, part *partRef) ([]lane.Element, map[lane.Ele
 	return pending, nil
 }
 
-// Rechecks reports whether j only comes back to see whether the owner it
-// found holding its lane is still alive (dispatch.Rechecker): it books a
-// slot only once it has taken the lane over.
-func (s *Syncer) Rechecks(j job.Job) bool {
-	_, ref, _, err := laneOf(j)
-	return err == nil && ref.SeenOwner != ""
-}
-
 // notOwner decides what becomes of a job whose lane has another owner. If
 // the lane moved on since the job last looked, the job was a duplicate (or
 // outlived its lease) and ends. Otherwise the owner may have died holding
 // the lane: the job comes back when its lease runs out, to take over then.
-func (s *Syncer) notOwner(j job.Job, id lane.ID, ref laneRef, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
+func (w *laneWork) notOwner(j job.Job, id lane.ID, ref laneRef, done []lane.Element, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
 	owner := other.Pending.Owner
 	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) {
 		return j, dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	ref.SeenOwner = owner
-	j = s.rebased(j, id, ref)
+	j = w.rebased(j, id, ref, done)
 	j.Hold = job.Hold{} // the slot is the owner's to use
 	return j, dispatch.Payload{}, &dispatch.RecheckError{
 		At: other.Pending.LeaseUntil.Add(time.Second), Reason: other.Error(),
@@ -330,7 +326,8 @@ func (s *Syncer) notOwner(j job.Job, id lane.ID, ref laneRef, other *lane.NotOwn
 // all that was pending, and otherwise returns the lane's next job, whose
 // claim clears what this push carried. A push that left elements out
 // (over max_items) knows more is pending and does not try.
-func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.Job, error) {
+func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.Job, error) {
+	s := w.s
 	st, ok := p.State.(pushed)
 	if !ok {
 		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
@@ -344,9 +341,9 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 	}
 	rest := func() []lane.Element { return st.rest }
 	if st.more {
-		invocationOf(ctx).leave(st.owner)
+		w.inv.leave(st.owner)
 	} else {
-		released, seen, err := s.finish(ctx, st)
+		released, seen, err := w.finish(ctx, st)
 		var other *lane.NotOwnerError
 		if errors.As(err, &other) {
 			// Our lease ran out mid-push and another took the lane over:
@@ -359,11 +356,12 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 		}
 		rest = func() []lane.Element { return without(seen.Elements, st.cleared()) }
 	}
-	ref := laneRef{Token: st.owner, Pushed: make([]string, len(st.elements)), Part: st.next()}
-	for i, e := range st.cleared() {
+	cleared := st.cleared()
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Part: st.next()}
+	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
 	}
-	next := s.laneJob(st.lane, ref)
+	next := w.made(s.laneJob(st.lane, ref), st.lane, ref, cleared)
 	next.Items = s.expectedItems(st.lane, rest)
 	// A lane that is still dirty has a backlog: it takes the next slot
 	// the bucket has, collecting for only a quarter of the linger, so that
@@ -375,22 +373,23 @@ func (s *Syncer) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*job.
 // finish clears what st carried and releases the lane if that was all
 // pending: with the other lanes of its item that this invocation marked
 // fresh, in one write, if st's lane is one of them.
-func (s *Syncer) finish(ctx context.Context, st pushed) (bool, lane.Pending, error) {
+func (w *laneWork) finish(ctx context.Context, st pushed) (bool, lane.Pending, error) {
 	d := lane.Done{Lane: st.lane, Owner: st.owner, Elements: st.cleared()}
-	if g := invocationOf(ctx).group(st.owner); g != nil {
-		return g.finish(ctx, s.Lanes, d)
+	if g := w.inv.group(st.owner); g != nil {
+		return g.finish(ctx, w.s.Lanes, d)
 	}
-	return s.Lanes.Finish(ctx, d.Lane, d.Owner, d.Elements)
+	return w.s.Lanes.Finish(ctx, d.Lane, d.Owner, d.Elements)
 }
 
 // Hold renews the job's lease to cover a deferral until until, when the
 // lease it holds would not.
-func (s *Syncer) Hold(ctx context.Context, j job.Job, until time.Time) error {
-	id, ref, _, err := laneOf(j)
+func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
+	s := w.s
+	id, ref, _, err := w.lane(j)
 	if err != nil || ref.SeenOwner != "" {
 		return nil // not an owner: nothing to hold
 	}
-	invocationOf(ctx).leave(ref.Token) // it leaves the invocation
+	w.inv.leave(ref.Token) // it leaves the invocation
 	need := s.Lanes.LeaseFor(until)
 	lease, known := s.owned.lease(ref.Token)
 	switch {
@@ -447,9 +446,3 @@ func (o *ownership) lease(token string) (time.Time, bool) {
 	t, ok := o.leases[token]
 	return t, ok
 }
-
-var (
-	_ dispatch.Work      = (*Syncer)(nil)
-	_ dispatch.Shrinker  = (*Syncer)(nil)
-	_ dispatch.Rechecker = (*Syncer)(nil)
-)

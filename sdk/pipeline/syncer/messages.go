@@ -255,11 +255,8 @@ func (s *Syncer) refusedLetter(id lane.ID, e lane.Element, reason string) dispat
 
 // remark marks the lane a redriven refused change names (refusedLetter)
 // with it again, and returns the push job of the lane if it was idle.
-func (s *Syncer) remark(ctx context.Context, j job.Job, ref laneRef) ([]job.Job, error) {
-	id, _, _, err := laneOf(j)
-	if err != nil {
-		return nil, err
-	}
+func (s *Syncer) remark(ctx context.Context, inv *invocation, j job.Job, id lane.ID, ref laneRef) ([]dispatch.Task, error) {
+	var err error
 	els := make([]lane.Element, len(ref.Refused))
 	for i, e := range ref.Refused {
 		if els[i], err = lane.ParseElement(e); err != nil {
@@ -271,16 +268,17 @@ func (s *Syncer) remark(ctx context.Context, j job.Job, ref laneRef) ([]job.Job,
 	if err != nil {
 		return nil, err
 	}
-	var jobs []job.Job
+	var tasks []dispatch.Task
 	for _, m := range marks {
 		if m.Claimed {
 			s.owned.leased(token, m.Pending.LeaseUntil)
-			nj := s.laneJob(m.Lane, laneRef{Token: token})
+			ref := laneRef{Token: token}
+			nj := s.laneJob(m.Lane, ref)
 			nj.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
-			jobs = append(jobs, nj)
+			tasks = append(tasks, s.laneTask(inv, nj, m.Lane, ref))
 		}
 	}
-	return jobs, nil
+	return tasks, nil
 }
 
 // accepted is what the push's messages settled: the elements whose every

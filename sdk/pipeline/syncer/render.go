@@ -101,8 +101,9 @@ func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
 // endpoint's max_items, in one call, and encodes them (see fitBytes). It
 // returns the body, its item count, the elements it carries and the state
 // it read. A fresh lane's first push shares the read with the other lanes
-// of its item (invocation.read).
-func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element, fresh bool) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
+// of its item in inv, the invocation that marked it (invocation.read); nil:
+// it reads alone.
+func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
 	maxItems, maxBytes := s.requestLimits(id)
 	els := fitItems(pending, maxItems)
 	ranges := make([]ari.Range, len(els))
@@ -110,10 +111,6 @@ func (s *Syncer) render(ctx context.Context, id lane.ID, pending []lane.Element,
 		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
 	}
 	read := func() (map[string][]ari.Day, error) { return s.State.Read(ctx, ranges) }
-	var inv *invocation
-	if fresh {
-		inv = invocationOf(ctx)
-	}
 	state, err := inv.read(ctx, ranges, read)
 	if err != nil {
 		return nil, 0, nil, nil, err

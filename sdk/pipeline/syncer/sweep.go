@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
@@ -48,22 +47,23 @@ type SweepReport struct {
 func (s *Syncer) Sweep(ctx context.Context) (SweepReport, error) {
 	items, err := s.Lanes.Due(ctx, maxSweptItems)
 	rep := SweepReport{Items: len(items)}
-	var jobs []job.Job
+	var tasks []dispatch.Task
 	for _, it := range items {
 		marks, serr := s.Lanes.Sweep(ctx, it, func(lane.ID) string { return newToken() })
 		err = errors.Join(err, serr)
 		for _, m := range marks {
 			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
-			j := s.laneJob(m.Lane, laneRef{Token: m.Pending.Owner})
+			ref := laneRef{Token: m.Pending.Owner}
+			j := s.laneJob(m.Lane, ref)
 			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
-			jobs = append(jobs, j)
+			tasks = append(tasks, s.laneTask(nil, j, m.Lane, ref))
 		}
 	}
-	rep.Lanes = len(jobs)
-	if len(jobs) == 0 {
+	rep.Lanes = len(tasks)
+	if len(tasks) == 0 {
 		return rep, err
 	}
-	results, errs := s.Dispatcher.HandleJobs(dispatch.WithHold(ctx, s.now()), jobs)
+	results, errs := s.Dispatcher.Run(ctx, tasks, s.now())
 	rep.Results = results
 	return rep, errors.Join(append([]error{err}, errs...)...)
 }

@@ -4,26 +4,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
-// Syncer handles both of the sync function's queues. It is the
-// dispatcher's Router and Work.
+// Syncer handles both of the sync function's queues: it resolves each job
+// once into a dispatch.Task (its route and its lane's work, task.go) and
+// hands the batch's tasks to Dispatcher, which hands back their results.
 type Syncer struct {
 	Config     *config.Config
 	State      *ari.Store
@@ -56,8 +52,8 @@ type Syncer struct {
 	// that lingers pushes early, at the moment its bucket would fill up,
 	// rather than let the bucket lose the tokens it accrues while changes
 	// wait (dispatch: job.Linger). Normal lanes on a meter with an urgent
-	// reserve always do: the target for a backlog behind urgent
-	// pushes is the whole quota. Elsewhere, by default, a linger runs its
+	// reserve always do: a backlog behind urgent pushes is to use the
+	// whole quota. Elsewhere, by default, a linger runs its
 	// course: its merging saves requests and store calls per change while
 	// the quota has room.
 	FillQuota bool
@@ -181,11 +177,11 @@ const prepareConcurrency = 10
 // HandleBatch processes a Lambda batch from either queue. Changes are
 // applied to state and fanned out, deferred jobs decoded; then all the
 // jobs are dispatched together, so the jobs of one bucket are booked with
-// one write (dispatch.HandleJobs).
+// one write (dispatch.Dispatcher.Run).
 func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
 	out := make([]MessageResult, len(msgs))
-	ctx, inv := withInvocation(ctx)
-	jobsOf := make([][]job.Job, len(msgs))
+	inv := newInvocation()
+	jobsOf := make([][]dispatch.Task, len(msgs))
 	changes := make([]*ari.Change, len(msgs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, prepareConcurrency)
@@ -194,26 +190,27 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			jobsOf[i], changes[i], out[i].Change, out[i].Err = s.prepare(ctx, m)
+			jobsOf[i], changes[i], out[i].Change, out[i].Err = s.prepare(ctx, inv, m)
 		})
 	}
 	wg.Wait()
-	marked, held := s.markAll(ctx, msgs, changes, jobsOf, out)
-	var all []job.Job
+	marked, held := s.markAll(ctx, inv, msgs, changes, jobsOf, out)
+	var all []dispatch.Task
 	var owner []int
-	for i, js := range jobsOf {
-		for _, j := range js {
-			all, owner = append(all, j), append(owner, i)
+	for i, ts := range jobsOf {
+		for _, t := range ts {
+			all, owner = append(all, t), append(owner, i)
 		}
 	}
+	var hold time.Time // the dispatcher's MaxHold
 	if len(msgs) > 0 && !msgs[0].Deferred {
 		// A change batch only wakes lanes: a push whose slot is more than
 		// ChangesHold away goes to the deferred queue, so that this worker
 		// is back for the next changes soon rather than busy with one
 		// lane's backlog.
-		ctx = dispatch.WithHold(ctx, s.now().Add(ChangesHold))
+		hold = s.now().Add(ChangesHold)
 	}
-	results, errs := s.Dispatcher.HandleJobs(ctx, all)
+	results, errs := s.Dispatcher.Run(ctx, all, hold)
 	for n, res := range results {
 		i := owner[n]
 		if errs[n] != nil {
@@ -233,22 +230,23 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 	return out
 }
 
-// prepare turns a message into the jobs to dispatch, or, for a change, the
-// change to mark once applied; it dead-letters what can never be
+// prepare turns a message into the tasks to dispatch, or, for a change,
+// the change to mark once applied; it dead-letters what can never be
 // processed.
-func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change, ChangeReport, error) {
+func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dispatch.Task, *ari.Change, ChangeReport, error) {
 	if m.Deferred {
 		j, err := job.Decode(m.Body)
 		if err != nil {
 			rep, err := s.reject(ctx, "", m.Body, err.Error())
 			return nil, nil, rep, err
 		}
-		if _, ref, _, err := laneOf(j); err == nil && len(ref.Refused) > 0 {
+		w := &laneWork{s: s, inv: inv}
+		if id, ref, _, err := w.lane(j); err == nil && len(ref.Refused) > 0 {
 			// A refused change redriven from the dead-letter queue.
-			jobs, err := s.remark(ctx, j, ref)
-			return jobs, nil, ChangeReport{}, err
+			tasks, err := s.remark(ctx, inv, j, id, ref)
+			return tasks, nil, ChangeReport{}, err
 		}
-		return []job.Job{j}, nil, ChangeReport{}, nil
+		return []dispatch.Task{s.taskOf(w, j)}, nil, ChangeReport{}, nil
 	}
 	c, err := ari.Parse(m.Body, s.Config.MaxRangeDays)
 	if err != nil {
@@ -286,7 +284,7 @@ func (s *Syncer) prepare(ctx context.Context, m Message) ([]job.Job, *ari.Change
 // marked[i] says message i's lanes were marked (or the mark's write may
 // have landed), and held[i] are the owner tokens of the lanes its mark
 // holds.
-func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Change, jobsOf [][]job.Job, out []MessageResult) (marked []bool, held [][]string) {
+func (s *Syncer) markAll(ctx context.Context, inv *invocation, msgs []Message, changes []*ari.Change, jobsOf [][]dispatch.Task, out []MessageResult) (marked []bool, held [][]string) {
 	marked, held = make([]bool, len(msgs)), make([][]string, len(msgs))
 	groups := map[[2]string][]int{}
 	var order [][2]string
@@ -311,7 +309,7 @@ func (s *Syncer) markAll(ctx context.Context, msgs []Message, changes []*ari.Cha
 				cs[n], redelivered = *changes[i], redelivered || msgs[i].Redelivered
 				offered.add(msgs[i].Owners)
 			}
-			jobs, lanes, scheduled, tokens, err := s.mark(ctx, cs, redelivered, offered)
+			jobs, lanes, scheduled, tokens, err := s.mark(ctx, inv, cs, redelivered, offered)
 			if errors.Is(err, lane.ErrRejected) {
 				s.rejectMarks(ctx, msgs, changes, idx, out, err)
 				return
@@ -375,7 +373,7 @@ func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 // message. A lane that offered holds (what a failed delivery of these
 // changes held, Message.Owners) is this delivery's: its job claims it at
 // once. held are the owner tokens of the lanes this delivery holds.
-func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool, offered offers) (jobs []job.Job, lanes, scheduled int, held []string, err error) {
+func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, redelivered bool, offered offers) (jobs []dispatch.Task, lanes, scheduled int, held []string, err error) {
 	targets, _ := s.Config.Targets(cs[0].PropertyID, cs[0].Kind)
 	if len(targets) == 0 {
 		return nil, 0, 0, nil, nil
@@ -401,7 +399,7 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool, of
 	// tail derives from the invocation's nonce, which a copy of a failed
 	// delivery is given (owners.go).
 	nonce := newNonce()
-	if inv := invocationOf(ctx); inv != nil {
+	if inv != nil {
 		nonce = inv.nonce
 	}
 	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
@@ -422,18 +420,20 @@ func (s *Syncer) mark(ctx context.Context, cs []ari.Change, redelivered bool, of
 		switch {
 		case m.Claimed:
 			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
-			j := s.laneJob(m.Lane, laneRef{Token: m.Pending.Owner})
+			ref := laneRef{Token: m.Pending.Owner}
+			j := s.laneJob(m.Lane, ref)
 			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
 			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
-			jobs, scheduled = append(jobs, j), scheduled+1
+			jobs, scheduled = append(jobs, s.laneTask(inv, j, m.Lane, ref)), scheduled+1
 			held = append(held, m.Pending.Owner)
 		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane)) || s.leaseRunsOut(m.Pending)):
-			j := s.laneJob(m.Lane, laneRef{Token: newToken(), SeenOwner: m.Pending.Owner})
+			ref := laneRef{Token: newToken(), SeenOwner: m.Pending.Owner}
+			j := s.laneJob(m.Lane, ref)
 			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
-			jobs = append(jobs, j)
+			jobs = append(jobs, s.laneTask(inv, j, m.Lane, ref))
 		}
 	}
-	invocationOf(ctx).marked(marks)
+	inv.marked(marks)
 	return jobs, len(marks), scheduled, held, nil
 }
 
@@ -460,157 +460,6 @@ func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeRep
 		return ChangeReport{}, err
 	}
 	return ChangeReport{EventID: id, Invalid: reason}, nil
-}
-
-// Needs is what the routes of s's config ask of a dispatcher (see
-// Route): the dispatcher built for s checks it has each capability they
-// use before its first job (dispatch.Dispatcher.Validate).
-func (s *Syncer) Needs() dispatch.Needs {
-	var n dispatch.Needs
-	for channel, ch := range s.Config.Channels {
-		for name, ep := range ch.Endpoints {
-			limits, err := s.Config.Limits(channel, name)
-			if err != nil {
-				continue // Route refuses it, job by job
-			}
-			n = n.Or(dispatch.Needs{Sharded: limits.Shards > 1, Multi: len(limits.Extra) > 0 || limits.PropertyShare != nil,
-				Items: ep.ItemCost() > 0, Adaptive: limits.Adaptive != nil, LocalShare: ep.LocalShare(),
-				Quota: ep.Quota != nil, InFlight: ep.MaxInFlight != nil})
-		}
-	}
-	return n
-}
-
-// Route resolves a job against the connections config; it is the
-// dispatcher's Router.
-func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
-	url, _, err := s.Config.Endpoint(j.Channel, j.Endpoint)
-	if err != nil {
-		return dispatch.Route{}, err
-	}
-	limits, err := s.Config.Limits(j.Channel, j.Endpoint)
-	if err != nil {
-		return dispatch.Route{}, err
-	}
-	var ref laneRef
-	if limits.PropertyShare != nil {
-		if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" {
-			return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
-		}
-	}
-	key := s.Config.BucketKey(j.Channel, j.Credential, j.Endpoint)
-	buckets := limits.Buckets(key, ref.PropertyID)
-	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
-	if !ok {
-		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
-	}
-	var sharded *limiter.ShardedBucket
-	if limits.Shards > 1 {
-		// The config refuses shards together with extra windows or shares.
-		s := limits.Sharded(key)
-		sharded = &s
-	}
-	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
-	maxAge, maxDeferrals := ep.Lifetime()
-	var horizon time.Duration
-	reserve := 0
-	if r := ep.UrgentReserve; r > 0 && !ep.Urgent() {
-		// Normal pushes take only tokens free now, from all but r of the
-		// burst, their retries too: the bucket's tat never runs ahead of
-		// now by more than burst − r tokens, so r urgent pushes find a
-		// token at once however long the normal backlog. The config
-		// allows a reserve only on a single bucket.
-		buckets[0].Limit.Burst -= r
-		horizon, reserve = time.Millisecond, r
-	}
-	if limits.PropertyShare != nil {
-		// A reservation charges every bucket at its common slot (the
-		// vendor counts the credential's window at arrival): a property
-		// past its share booking ahead would charge the credential there,
-		// and hold every other property back until then. It takes only
-		// tokens free now, and is deferred without a slot until its share
-		// has one.
-		horizon = time.Millisecond
-	}
-	route := dispatch.Route{
-		Bucket:     buckets[0],
-		Also:       buckets[1:],
-		Sharded:    sharded,
-		URL:        url,
-		Shadow:     ep.Shadow(),
-		LocalShare: ep.LocalShare(),
-		ItemWeight: ep.ItemCost(),
-		Horizon:    horizon,
-		Reserve:    reserve,
-		// Zero where the file sets none: the dispatcher's defaults.
-		MaxAge:       maxAge,
-		MaxDeferrals: maxDeferrals,
-		InFlight:     ep.InFlight(key, s.Config.PushTimeout()),
-	}
-	if route.Quota, err = ep.CalendarQuota(key); err != nil {
-		return dispatch.Route{}, err
-	}
-	// The token is read last, so that a job whose token cannot be read
-	// now is deferred under its route's lifetime bounds.
-	token, err := s.credential(cred.Ref())
-	var unreadable *dispatch.RouteUnavailableError
-	if errors.As(err, &unreadable) {
-		unreadable.Route, unreadable.Err = route, fmt.Errorf("credential %q: %w", j.Credential, unreadable.Err)
-		return route, unreadable
-	}
-	if err != nil {
-		return dispatch.Route{}, fmt.Errorf("credential %q: %w", j.Credential, err)
-	}
-	if f, err := s.Config.Channels[j.Channel].MessageFormat(); err == nil && f.Traits().Credential == format.CredentialToken {
-		route.Header = http.Header{"Authorization": {"Bearer " + token}}
-	}
-	return route, nil
-}
-
-// RefreshCredential drops the job's cached credential token and reports
-// whether the push should go out again: a new token replaced it (a
-// rotation), or the token cannot be read now, in which case the job's
-// route defers it until it can (Route). It is the dispatcher's
-// CredentialRefresher, so a push refused with 401/403 is retried rather
-// than dead-lettered with what it carried.
-func (s *Syncer) RefreshCredential(j job.Job) bool {
-	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
-	if !ok || s.Invalidate == nil {
-		return false
-	}
-	ref := cred.Ref()
-	before, _ := s.credential(ref)
-	s.Invalidate(ref)
-	after, err := s.credential(ref)
-	var unreadable *dispatch.RouteUnavailableError
-	if errors.As(err, &unreadable) {
-		return true
-	}
-	return err == nil && after != before
-}
-
-// credential reads the token ref names. A *dispatch.RouteUnavailableError
-// (without its route) is a token that cannot be read now; any other error
-// one that is not set.
-func (s *Syncer) credential(ref string) (string, error) {
-	if s.Credential != nil {
-		tok, err := s.Credential(ref)
-		if err == nil && tok == "" {
-			err = fmt.Errorf("%s holds an empty token", ref)
-		}
-		if err != nil {
-			return "", &dispatch.RouteUnavailableError{Err: err}
-		}
-		return tok, nil
-	}
-	tok := os.Getenv(ref)
-	if s.Token != nil {
-		tok = s.Token(ref)
-	}
-	if tok == "" {
-		return "", fmt.Errorf("%s is not set", ref)
-	}
-	return tok, nil
 }
 
 func (s *Syncer) now() time.Time {

@@ -1,0 +1,228 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// TestDecideProperties drives decide through random sequences of
+// situations, as serve would meet them one after the other, and checks
+// after every decision what must hold whatever the sequence:
+//   - never a push without a token: a push holds a slot;
+//   - never a slot used later than its grace: a slot carried in is pushed
+//     no later than its grace after it (one booked in the call is checked
+//     at the request instead: spendable);
+//   - never a deferral past a deadline: a job is never deferred to come
+//     back past its deadline or its max age while it could still be
+//     served before them (a job that cannot is dead-lettered, not
+//     deferred);
+//   - never a lane's changes dropped: decide never ends a job that holds
+//     work as coalesced (only the work itself says it has nothing to send:
+//     decideBegin), and a job it ends goes to the dead-letter queue as
+//     expired or shed, with its reason, so that its work is given up
+//     (Work.Abandon) and stays pending;
+//   - the sequence ends: every job is pushed, deferred or dead-lettered
+//     within a bounded number of decisions.
+//
+// The oracle is the list above, written against the situation's values;
+// it shares no code with decide. The seeds are fixed: a failure prints the
+// seed and the sequence, which replay.
+func TestDecideProperties(t *testing.T) {
+	const seeds, maxSteps = 3000, 40
+	for seed := uint64(1); seed <= seeds; seed++ {
+		if trail, err := decideSequence(seed, maxSteps); err != nil {
+			t.Fatalf("seed %d: %v\n%s", seed, err, strings.Join(trail, "\n"))
+		}
+	}
+}
+
+// decideSequence plays one random sequence: a job drawn from seed, its
+// situation changed after each decision as serve would change it, with
+// random lateness, grants and refusals in between.
+func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	t0 := time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
+	dur := func(max time.Duration) time.Duration { return time.Duration(r.Int64N(int64(max) + 1)) }
+	maybe := func(p float64) bool { return r.Float64() < p }
+
+	s := situation{
+		Now:    t0,
+		MaxAge: []time.Duration{time.Minute, 10 * time.Minute, 24 * time.Hour}[r.IntN(3)],
+		Grace:  100*time.Millisecond + dur(2*time.Second),
+		Early:  100 * time.Millisecond,
+		Lead:   leadRule{Floor: time.Second, Ratio: 0.1 * r.Float64()},
+		Shadow: maybe(0.15),
+	}
+	s.Job = job.Job{ID: fmt.Sprintf("job-%d", seed), FirstSeen: t0.Add(-dur(s.MaxAge))}
+	if maybe(0.3) {
+		s.Job.Deadline = t0.Add(dur(2*time.Minute) - 10*time.Second)
+	}
+	if maybe(0.4) {
+		s.Job.NotBefore = t0.Add(dur(5 * time.Second))
+		s.Job.Linger = maybe(0.5)
+		if s.Job.Linger {
+			// As lingerReach bounds it: within the linger, the deadline
+			// and the max age.
+			reach := dur(s.Job.NotBefore.Sub(t0))
+			if !s.Job.Deadline.IsZero() {
+				reach = min(reach, s.Job.Deadline.Sub(t0))
+			}
+			s.LingerReach = max(min(reach, s.Job.FirstSeen.Add(s.MaxAge).Sub(t0)), 0)
+		}
+	}
+	if maybe(0.4) {
+		// A job holding a slot is due at it: booking clears NotBefore.
+		s.Job.NotBefore, s.Job.Linger, s.LingerReach = time.Time{}, false, 0
+		s.Job.Hold = job.Hold{At: t0.Add(dur(40*time.Second) - 5*time.Second), Tokens: 1}
+		if maybe(0.2) {
+			s.Job.Hold.Grant = job.Grant{Version: 1, Interval: 100_000}
+		}
+	}
+	s.Rechecks = !s.Job.Hold.Held() && maybe(0.2)
+	s.Next = maybe(0.1)
+	if maybe(0.5) {
+		s.Sleep.Hold = t0.Add(dur(10 * time.Second))
+	}
+	if maybe(0.3) {
+		s.Sleep.Deadline, s.Sleep.Margin = t0.Add(dur(30*time.Second)), 3*time.Second
+	}
+	// carried is the hold the job came in with, checked for grace; nil
+	// once the call books its own.
+	carried := s.Job.Hold.Held()
+
+	for step := 0; step < maxSteps; step++ {
+		d := decide(s)
+		trail = append(trail, fmt.Sprintf("  %2d now+%v hold=%v notBefore=%v owned=%v booked=%v lingerAsked=%v: %s wait=%v %s",
+			step, s.Now.Sub(t0), holdAt(s.Job.Hold, t0), at(s.Job.NotBefore, t0), s.Owned, s.Booked, s.LingerAsked, d.Act, d.Wait, d.Reason))
+		if err := checkDecision(s, d, carried); err != nil {
+			return trail, err
+		}
+		switch d.Act {
+		case actPush, actDefer, actDeadLetter:
+			return trail, nil // the call's hold on the job ends
+		case actBookLinger:
+			s.LingerAsked = true
+			if maybe(0.5) { // granted: the job pushes at the early slot
+				s.Job.Hold, s.Job.NotBefore = job.Hold{At: s.Now.Add(dur(d.Wait)), Tokens: 1}, time.Time{}
+				s.Now = s.Now.Add(dur(5 * time.Millisecond))
+				carried = false
+				s.Booked = true
+			}
+		case actSleep:
+			s.Now = s.Now.Add(d.Wait + dur(3*time.Millisecond))
+			s.Job.NotBefore = time.Time{}
+		case actRecheck:
+			if maybe(0.5) {
+				return trail, nil // told to come back: decideBegin's, not decide's
+			}
+			s.Owned, s.Rechecks = true, false
+			s.Now = s.Now.Add(dur(50 * time.Millisecond))
+		case actReserve:
+			if d.DropHold {
+				s.Job.Hold = job.Hold{}
+			}
+			if maybe(0.2) {
+				return trail, nil // refused: decideRefusal's
+			}
+			// Booked at or after the clock's reading, within the bounds
+			// reserve gives it (its deadline and max age).
+			end := s.Now.Add(15 * time.Minute)
+			if !s.Job.Deadline.IsZero() && s.Job.Deadline.Before(end) {
+				end = s.Job.Deadline
+			}
+			if lastAge := s.Job.FirstSeen.Add(s.MaxAge); lastAge.Before(end) {
+				end = lastAge
+			}
+			if !end.After(s.Now) {
+				return trail, nil // no slot before the bound: unbookable
+			}
+			s.Job.Hold = job.Hold{At: s.Now.Add(dur(min(end.Sub(s.Now), time.Minute))), Tokens: 1}
+			s.Now = s.Now.Add(dur(300 * time.Millisecond)) // the write's latency, a lease awaited
+			s.Booked, carried = true, false
+		default:
+			return trail, fmt.Errorf("decide said %s, which serve does not carry out", d.Act)
+		}
+	}
+	return trail, errors.New("no push, deferral or dead letter within the steps")
+}
+
+// checkDecision is the oracle: what d may never do in s.
+func checkDecision(s situation, d decision, carried bool) error {
+	j := s.Job
+	over := !s.Now.Before(j.FirstSeen.Add(s.MaxAge)) || (!j.Deadline.IsZero() && !s.Now.Before(j.Deadline))
+	if over && !s.Owned && !s.Booked && d.Act != actDeadLetter {
+		// Checked once per call, before the job's work or a slot is
+		// taken: past them, nothing more is spent on it.
+		return fmt.Errorf("%s at %v, past its deadline %v or its max age (from %v): it must be dead-lettered", d.Act, s.Now, j.Deadline, j.FirstSeen)
+	}
+	switch d.Act {
+	case actPush:
+		if !j.Hold.Held() {
+			return errors.New("a push without a token")
+		}
+		if pushAt := maxTime(s.Now.Add(d.Wait), j.Hold.At); carried && !s.Shadow && pushAt.After(j.Hold.At.Add(s.Grace)) {
+			return fmt.Errorf("the slot %v is used at %v, past its grace %v", j.Hold.At, pushAt, s.Grace)
+		}
+		if d.Wait < 0 {
+			return fmt.Errorf("a push after a negative wait %v", d.Wait)
+		}
+	case actDefer:
+		back := s.Now.Add(d.Wait)
+		if d.Wait < 0 {
+			return fmt.Errorf("a deferral of a negative wait %v", d.Wait)
+		}
+		if !j.Deadline.IsZero() && !s.Now.Before(j.Deadline) {
+			return fmt.Errorf("deferred at %v, past its deadline %v: it must be shed", s.Now, j.Deadline)
+		}
+		if !s.Now.Before(j.FirstSeen.Add(s.MaxAge)) {
+			return fmt.Errorf("deferred at %v, past its max age: it must expire", s.Now)
+		}
+		if j.Hold.Held() && back.After(j.Hold.At) {
+			// Its slot would pass on the queue, and with a deadline the
+			// job would come back past what it had booked before it.
+			return fmt.Errorf("deferred with its slot %v to come back at %v, after the slot", j.Hold.At, back)
+		}
+	case actDeadLetter:
+		if d.Outcome != Expired && d.Outcome != Shed {
+			return fmt.Errorf("dead-lettered as %q: decide ends a job only expired or shed", d.Outcome)
+		}
+		if d.Reason == "" {
+			return errors.New("dead-lettered with no reason")
+		}
+		expired := !s.Now.Before(j.FirstSeen.Add(s.MaxAge))
+		shed := !j.Deadline.IsZero() && !s.Now.Before(j.Deadline)
+		if !expired && !shed {
+			return fmt.Errorf("dead-lettered as %s at %v before its deadline and its max age", d.Outcome, s.Now)
+		}
+	case actCoalesce:
+		return errors.New("decide dropped the job (coalesced): only its work may say it has nothing to send")
+	}
+	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func holdAt(h job.Hold, t0 time.Time) string {
+	if !h.Held() {
+		return "-"
+	}
+	return h.At.Sub(t0).String()
+}
+
+func at(t, t0 time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Sub(t0).String()
+}

@@ -1,0 +1,104 @@
+package syncer
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// The syncer resolves each job once into a dispatch.Task: the job, its
+// route, and its lane's work (laneWork), bound to the invocation the job
+// came in. The dispatcher calls nothing of the Syncer: what it needs of
+// the lane (begin, done, hold, abandon, and shrink and take apart a push)
+// it asks of the task's work, which is this job's alone.
+
+// laneWork is one lane job's work: the lane its payload names, read once
+// (laneOf) and kept up to date as the job moves on to other owner tokens
+// (rebased, Done's next), and the invocation it came in (nil outside a
+// change batch).
+type laneWork struct {
+	s   *Syncer
+	inv *invocation
+
+	// payload is the job payload id, ref and done (or err) were read from.
+	payload []byte
+	id      lane.ID
+	ref     laneRef
+	done    []lane.Element
+	err     error
+}
+
+// resolve is j's task: its route, computed once, and its lane's work.
+func (s *Syncer) resolve(inv *invocation, j job.Job) dispatch.Task {
+	w := &laneWork{s: s, inv: inv}
+	w.lane(j)
+	return s.taskOf(w, j)
+}
+
+// taskOf is j's task, whose lane w has read.
+func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
+	t := dispatch.Task{Job: j, Work: w, Shrink: w, Isolate: w,
+		Recheck: w.err == nil && w.ref.SeenOwner != "",
+		Refresh: func() bool { return s.RefreshCredential(j) }}
+	if w.err == nil {
+		t.Route, t.Err = s.route(j, w.ref.PropertyID)
+	} else {
+		t.Route, t.Err = s.Route(j)
+	}
+	return t
+}
+
+// Task is j resolved as the syncer hands it to its dispatcher outside a
+// change batch (a deferred job's): its route and its lane's work.
+func (s *Syncer) Task(j job.Job) dispatch.Task { return s.resolve(nil, j) }
+
+// laneTask is the task of j, which the syncer made for lane id under ref
+// (laneJob): its payload is not read back.
+func (s *Syncer) laneTask(inv *invocation, j job.Job, id lane.ID, ref laneRef) dispatch.Task {
+	w := &laneWork{s: s, inv: inv}
+	w.made(j, id, ref, nil)
+	return s.taskOf(w, j)
+}
+
+// lane is the lane j names: read from its payload unless it is the one w
+// read or made last.
+func (w *laneWork) lane(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
+	if w.payload == nil || !bytes.Equal(j.Payload, w.payload) {
+		w.payload = j.Payload
+		w.id, w.ref, w.done, w.err = laneOf(j)
+	}
+	return w.id, w.ref, w.done, w.err
+}
+
+// made records the payload of j, which the syncer made for lane id under
+// ref (done: ref.Pushed, parsed), so that w need not read it back.
+func (w *laneWork) made(j job.Job, id lane.ID, ref laneRef, done []lane.Element) job.Job {
+	ref.PropertyID, ref.HotelRef = id.Property, id.HotelRef
+	w.payload, w.id, w.ref, w.done, w.err = j.Payload, id, ref, done, nil
+	return j
+}
+
+// rebased is j under ref (see Syncer.rebased), its lane known.
+func (w *laneWork) rebased(j job.Job, id lane.ID, ref laneRef, done []lane.Element) job.Job {
+	return w.made(w.s.rebased(j, id, ref), id, ref, done)
+}
+
+// Shrink and Refused: see Syncer.Shrink, Syncer.Refused.
+func (w *laneWork) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, items int) (dispatch.Payload, error) {
+	return w.s.Shrink(ctx, j, p, items)
+}
+
+func (w *laneWork) Refused(ctx context.Context, j job.Job, p *dispatch.Payload, i int, perm *otapush.PermanentError) ([]dispatch.Message, []dispatch.Letter, error) {
+	return w.s.Refused(ctx, j, p, i, perm)
+}
+
+var (
+	_ dispatch.Work     = (*laneWork)(nil)
+	_ dispatch.Shrinker = (*laneWork)(nil)
+	_ dispatch.Isolator = (*laneWork)(nil)
+	_ dispatch.Router   = (*Syncer)(nil)
+)
