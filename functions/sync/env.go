@@ -20,14 +20,19 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // settings is the function's environment, checked in full at init.
 type settings struct {
-	table, stateTable       string
-	deferredURL, deadURL    string
-	connectionsPath         string
+	table, stateTable    string
+	deferredURL, deadURL string
+	connectionsPath      string
+	// connectionsTable, if set, is where properties' connections are
+	// read (through a cache), instead of the file's properties.
+	connectionsTable        string
 	namespace               string
 	storeFailures, cooldown int
 	// maxConcurrency is the event sources' cap when the stack overrode the
@@ -37,14 +42,15 @@ type settings struct {
 
 func readSettings(getenv func(string) string) (settings, error) {
 	s := settings{
-		table:           getenv(contract.EnvLimiterTable),
-		stateTable:      getenv(contract.EnvStateTable),
-		deferredURL:     getenv(contract.EnvDeferredQueueURL),
-		deadURL:         getenv(contract.EnvDLQURL),
-		connectionsPath: getenv(contract.EnvConnections),
-		namespace:       getenv(contract.EnvMetricsNamespace),
-		storeFailures:   3,
-		cooldown:        10,
+		table:            getenv(contract.EnvLimiterTable),
+		stateTable:       getenv(contract.EnvStateTable),
+		deferredURL:      getenv(contract.EnvDeferredQueueURL),
+		deadURL:          getenv(contract.EnvDLQURL),
+		connectionsPath:  getenv(contract.EnvConnections),
+		connectionsTable: getenv(contract.EnvConnectionsTable),
+		namespace:        getenv(contract.EnvMetricsNamespace),
+		storeFailures:    3,
+		cooldown:         10,
 	}
 	var missing []string
 	for name, v := range map[string]string{
@@ -105,15 +111,24 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
-	p, err := pipeline.New(cfg,
-		// The pushes' HTTP client is the pipeline's: it times out at the
-		// config's push_timeout, the one figure a push runs under.
-		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg)},
-		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+	db := dynamodb.NewFromConfig(awsCfg)
+	opts := []pipeline.Option{
 		pipeline.WithLogger(log),
 		pipeline.WithLimiterOptions(limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second)),
 		pipeline.WithCredentialOptions(credentials.WithGetenv(getenv)),
-		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)))
+		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)),
+	}
+	if s.connectionsTable != "" {
+		store := &connections.Store{DB: db, Table: s.connectionsTable, Config: cfg}
+		cache := &connections.Cache{Source: store, Config: cfg}
+		opts = append(opts, pipeline.WithSyncer(func(sy *syncer.Syncer) { sy.Connections = cache }))
+	}
+	p, err := pipeline.New(cfg,
+		// The pushes' HTTP client is the pipeline's: it times out at the
+		// config's push_timeout, the one figure a push runs under.
+		pipeline.Clients{DynamoDB: db, SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg)},
+		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+		opts...)
 	if err != nil {
 		return nil, err
 	}
