@@ -166,7 +166,7 @@ func (s *Store) Put(ctx context.Context, c Connection) (Connection, error) {
 // what its lanes hold pending is dropped at their next push, within the
 // cache's bound.
 func (s *Store) SetDisabled(ctx context.Context, propertyID, channel string, disabled bool) (Connection, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		c, err := s.Connection(ctx, propertyID, channel)
 		if err != nil {
 			return Connection{}, err
@@ -177,8 +177,8 @@ func (s *Store) SetDisabled(ctx context.Context, propertyID, channel string, dis
 		c.Disabled = disabled
 		out, err := s.Put(ctx, c)
 		var moved *VersionError
-		if errors.As(err, &moved) {
-			continue // written meanwhile: read it again
+		if errors.As(err, &moved) && attempt < 5 {
+			continue // written meanwhile, or an eventually consistent read behind: read it again
 		}
 		return out, err
 	}

@@ -151,8 +151,19 @@ func (s *Syncer) deadLetterUnmappedIn(ctx context.Context, id lane.ID, live []la
 // or gone: what the lane holds is dropped (counted, logged), not pushed
 // and not dead-lettered, and the lane is released.
 func (s *Syncer) dropDisconnected(ctx context.Context, id lane.ID, owner string, p lane.Pending) error {
-	if _, _, err := s.Lanes.Finish(ctx, id, owner, p.Elements); err != nil {
-		return err
+	dropped := 0
+	// Changes that landed meanwhile (a worker whose cache predates the
+	// disable) go too: Finish hands back what it found pending.
+	for range 3 {
+		released, seen, err := s.Lanes.Finish(ctx, id, owner, p.Elements)
+		if err != nil {
+			return err
+		}
+		if released {
+			dropped += len(p.Elements)
+			break
+		}
+		p = seen
 	}
 	if err := s.Lanes.EndLease(ctx, id, owner, false); err != nil {
 		var other *lane.NotOwnerError
@@ -160,9 +171,9 @@ func (s *Syncer) dropDisconnected(ctx context.Context, id lane.ID, owner string,
 			return err
 		}
 	}
-	s.dropped.Add(int64(len(p.Elements)))
-	slog.Info("connection disabled: pending changes dropped", "lane", id.String(), "dropped", len(p.Elements))
-	return fmt.Errorf("%w: connection %s/%s disabled or removed: %d pending changes dropped", dispatch.ErrIdle, id.Property, id.Channel, len(p.Elements))
+	s.dropped.Add(int64(dropped))
+	slog.Info("connection disabled: pending changes dropped", "lane", id.String(), "dropped", dropped)
+	return fmt.Errorf("%w: connection %s/%s disabled or removed: %d pending changes dropped", dispatch.ErrIdle, id.Property, id.Channel, dropped)
 }
 
 // Dropped counts the pending changes dropped from lanes whose connection
