@@ -27,31 +27,31 @@ import (
 
 // settings is the function's environment, checked in full at init.
 type settings struct {
-	table, stateTable    string
-	deferredURL, deadURL string
-	connectionsPath      string
-	// connectionsTable, if set, is where properties' connections are
-	// read (through a cache), instead of the file's properties.
-	connectionsTable        string
+	table, stateTable       string
+	deferredURL, deadURL    string
+	connectionsPath         string
 	namespace               string
 	storeFailures, cooldown int
 	// maxConcurrency is the event sources' cap when the stack overrode the
 	// config's (FLEETBUCKET_MAX_CONCURRENCY); 0: the config's.
 	maxConcurrency int
+	// connectionsTable, if set, is where properties' connections are
+	// read (through a cache), instead of the file's properties.
+	connectionsTable string
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
 	s := settings{
-		table:            getenv(contract.EnvLimiterTable),
-		stateTable:       getenv(contract.EnvStateTable),
-		deferredURL:      getenv(contract.EnvDeferredQueueURL),
-		deadURL:          getenv(contract.EnvDLQURL),
-		connectionsPath:  getenv(contract.EnvConnections),
-		connectionsTable: getenv(contract.EnvConnectionsTable),
-		namespace:        getenv(contract.EnvMetricsNamespace),
-		storeFailures:    3,
-		cooldown:         10,
+		table:           getenv(contract.EnvLimiterTable),
+		stateTable:      getenv(contract.EnvStateTable),
+		deferredURL:     getenv(contract.EnvDeferredQueueURL),
+		deadURL:         getenv(contract.EnvDLQURL),
+		connectionsPath: getenv(contract.EnvConnections),
+		namespace:       getenv(contract.EnvMetricsNamespace),
+		storeFailures:   3,
+		cooldown:        10,
 	}
+	s.connectionsTable = getenv(contract.EnvConnectionsTable)
 	var missing []string
 	for name, v := range map[string]string{
 		contract.EnvLimiterTable: s.table, contract.EnvStateTable: s.stateTable,
