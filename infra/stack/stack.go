@@ -172,20 +172,20 @@ type Props struct {
 type SyncStack struct {
 	awscdk.Stack
 
-	LimiterTable awsdynamodb.Table
-	StateTable   awsdynamodb.Table
+	LimiterTable    awsdynamodb.Table
+	StateTable      awsdynamodb.Table
+	Bus             awsevents.EventBus
+	Rule            awsevents.Rule
+	SweepRule       awsevents.Rule // {"action": "sweep"} to the function every syncer.SweepInterval
+	ChangesQueue    awssqs.Queue
+	DeferredQueue   awssqs.Queue
+	DeadLetterQueue awssqs.Queue
+	Function        awslambda.Function
+	LogGroup        awslogs.LogGroup
+	Role            awsiam.Role
 	// ConnectionsTable holds the properties' connections and code
 	// mappings (sdk/pipeline/connections), written by the CLI.
 	ConnectionsTable awsdynamodb.Table
-	Bus              awsevents.EventBus
-	Rule             awsevents.Rule
-	SweepRule        awsevents.Rule // {"action": "sweep"} to the function every syncer.SweepInterval
-	ChangesQueue     awssqs.Queue
-	DeferredQueue    awssqs.Queue
-	DeadLetterQueue  awssqs.Queue
-	Function         awslambda.Function
-	LogGroup         awslogs.LogGroup
-	Role             awsiam.Role
 	// ReservedConcurrency is the function's reserved concurrency, 0 when
 	// it has none.
 	ReservedConcurrency int

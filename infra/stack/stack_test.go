@@ -403,11 +403,12 @@ func TestIAMLeastPrivilege(t *testing.T) {
 	consume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
 	// action -> the set of resources (logical IDs of GetAtt Arn) it may apply to
 	want := map[string][]string{
-		"dynamodb:GetItem":      {lim, st},                                // st: the sweep reads the lane items its index lists
-		"dynamodb:Query":        {st + "/index/" + lane.SweepIndex, conn}, // conn: a property's connections
-		"dynamodb:BatchGetItem": {st},                                     // a push's render; the limiter never batch-reads
-		"dynamodb:UpdateItem":   {lim, st, conn},                          // conn: the counter of a code met unmapped
-		"sqs:SendMessage":       {chg, def, dlq},                          // chg: a failed change sent again after a backoff (syncer.Retry)
+		// conn: a property's connections (Query), the counter of a code met unmapped (UpdateItem)
+		"dynamodb:GetItem":      {lim, st}, // st: the sweep reads the lane items its index lists
+		"dynamodb:Query":        {st + "/index/" + lane.SweepIndex, conn},
+		"dynamodb:BatchGetItem": {st}, // a push's render; the limiter never batch-reads
+		"dynamodb:UpdateItem":   {lim, st, conn},
+		"sqs:SendMessage":       {chg, def, dlq}, // chg: a failed change sent again after a backoff (syncer.Retry)
 		"logs:CreateLogStream":  {id(t, s, s.LogGroup)},
 		"logs:PutLogEvents":     {id(t, s, s.LogGroup)},
 	}
@@ -894,19 +895,21 @@ func TestOutputs(t *testing.T) {
 	f := getFixture(t)
 	s, tm := f.stack, f.template
 	for name, value := range map[string]interface{}{
-		"EventBusName":         ref(id(t, s, s.Bus)),
-		"ChangesQueueUrl":      ref(id(t, s, s.ChangesQueue)),
-		"DeferredQueueUrl":     ref(id(t, s, s.DeferredQueue)),
-		"DeadLetterQueueUrl":   ref(id(t, s, s.DeadLetterQueue)),
-		"LimiterTableName":     ref(id(t, s, s.LimiterTable)),
-		"StateTableName":       ref(id(t, s, s.StateTable)),
-		"ConnectionsTableName": ref(id(t, s, s.ConnectionsTable)),
-		"SyncFunctionName":     ref(id(t, s, s.Function)),
-		"AlarmTopicArn":        ref(id(t, s, s.AlarmTopic)),
-		"DashboardName":        ref(id(t, s, s.Dashboard)),
+		"EventBusName":       ref(id(t, s, s.Bus)),
+		"ChangesQueueUrl":    ref(id(t, s, s.ChangesQueue)),
+		"DeferredQueueUrl":   ref(id(t, s, s.DeferredQueue)),
+		"DeadLetterQueueUrl": ref(id(t, s, s.DeadLetterQueue)),
+		"LimiterTableName":   ref(id(t, s, s.LimiterTable)),
+		"StateTableName":     ref(id(t, s, s.StateTable)),
+		"SyncFunctionName":   ref(id(t, s, s.Function)),
+		"AlarmTopicArn":      ref(id(t, s, s.AlarmTopic)),
+		"DashboardName":      ref(id(t, s, s.Dashboard)),
 	} {
 		check(t, "output "+name, func() { tm.HasOutput(jsii.String(name), obj{"Value": value}) })
 	}
+	check(t, "output ConnectionsTableName", func() {
+		tm.HasOutput(jsii.String("ConnectionsTableName"), obj{"Value": ref(id(t, s, s.ConnectionsTable))})
+	})
 }
 
 // TestCdkNag: the AwsSolutions pack finds nothing, it did run, and every
