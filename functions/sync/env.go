@@ -20,7 +20,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // settings is the function's environment, checked in full at init.
@@ -33,6 +35,9 @@ type settings struct {
 	// maxConcurrency is the event sources' cap when the stack overrode the
 	// config's (FLEETBUCKET_MAX_CONCURRENCY); 0: the config's.
 	maxConcurrency int
+	// connectionsTable, if set, is where properties' connections are
+	// read (through a cache), instead of the file's properties.
+	connectionsTable string
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
@@ -46,6 +51,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 		storeFailures:   3,
 		cooldown:        10,
 	}
+	s.connectionsTable = getenv(contract.EnvConnectionsTable)
 	var missing []string
 	for name, v := range map[string]string{
 		contract.EnvLimiterTable: s.table, contract.EnvStateTable: s.stateTable,
@@ -105,15 +111,24 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
-	p, err := pipeline.New(cfg,
-		// The pushes' HTTP client is the pipeline's: it times out at the
-		// config's push_timeout, the one figure a push runs under.
-		pipeline.Clients{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg)},
-		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+	db := dynamodb.NewFromConfig(awsCfg)
+	opts := []pipeline.Option{
 		pipeline.WithLogger(log),
 		pipeline.WithLimiterOptions(limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second)),
 		pipeline.WithCredentialOptions(credentials.WithGetenv(getenv)),
-		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)))
+		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)),
+	}
+	if s.connectionsTable != "" {
+		store := &connections.Store{DB: db, Table: s.connectionsTable, Config: cfg}
+		cache := &connections.Cache{Source: store, Config: cfg}
+		opts = append(opts, pipeline.WithSyncer(func(sy *syncer.Syncer) { sy.Connections = cache }))
+	}
+	p, err := pipeline.New(cfg,
+		// The pushes' HTTP client is the pipeline's: it times out at the
+		// config's push_timeout, the one figure a push runs under.
+		pipeline.Clients{DynamoDB: db, SQS: sqsClient, Secrets: secretsmanager.NewFromConfig(awsCfg)},
+		pipeline.Names{LimiterTable: s.table, StateTable: s.stateTable, DeferredURL: s.deferredURL, DeadURL: s.deadURL},
+		opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
@@ -50,6 +51,7 @@ const (
 	EnvDeferredQueueURL = contract.EnvDeferredQueueURL
 	EnvDLQURL           = contract.EnvDLQURL
 	EnvConnections      = contract.EnvConnections
+	EnvConnectionsTable = contract.EnvConnectionsTable
 	EnvMetricsNamespace = contract.EnvMetricsNamespace
 
 	// BootstrapFile is the function binary inside the asset directory
@@ -181,6 +183,9 @@ type SyncStack struct {
 	Function        awslambda.Function
 	LogGroup        awslogs.LogGroup
 	Role            awsiam.Role
+	// ConnectionsTable holds the properties' connections and code
+	// mappings (sdk/pipeline/connections), written by the CLI.
+	ConnectionsTable awsdynamodb.Table
 	// ReservedConcurrency is the function's reserved concurrency, 0 when
 	// it has none.
 	ReservedConcurrency int
@@ -359,6 +364,21 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 	p.StateCapacity.indexCapacity(sweepIndex)
 	s.StateTable.AddGlobalSecondaryIndex(sweepIndex)
 	p.StateCapacity.autoScale(s.StateTable, lane.SweepIndex)
+	// A table of its own, not a key space of the state table: connections
+	// are configuration an operator writes, lists and exports (a Scan
+	// would otherwise read every ARI cell and lane), small and read about
+	// once a minute per property per instance (the cache), so on-demand
+	// whatever the state table's capacity; and a bad import is undone by
+	// a point-in-time restore of this table alone.
+	s.ConnectionsTable = awsdynamodb.NewTable(stack, jsii.String("ConnectionsTable"), &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(connections.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:      &awsdynamodb.Attribute{Name: jsii.String(connections.SortKey), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
 
 	// ---------------------------------------------------------- queues ----
 
@@ -421,6 +441,7 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 	env := map[string]*string{
 		EnvLimiterTable:     s.LimiterTable.TableName(),
 		EnvStateTable:       s.StateTable.TableName(),
+		EnvConnectionsTable: s.ConnectionsTable.TableName(),
 		EnvDeferredQueueURL: s.DeferredQueue.QueueUrl(),
 		EnvDLQURL:           s.DeadLetterQueue.QueueUrl(),
 		EnvConnections:      jsii.String(ConnectionsFile),
@@ -468,7 +489,14 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("Tables"),
 		Actions:   jsii.Strings("dynamodb:UpdateItem"),
-		Resources: &[]*string{s.LimiterTable.TableArn(), s.StateTable.TableArn()},
+		Resources: &[]*string{s.LimiterTable.TableArn(), s.StateTable.TableArn(), s.ConnectionsTable.TableArn()},
+	}))
+	// A property's connections: one query (the cache's read); the
+	// UpdateItem above counts a code met unmapped.
+	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ConnectionsRead"),
+		Actions:   jsii.Strings("dynamodb:Query"),
+		Resources: &[]*string{s.ConnectionsTable.TableArn()},
 	}))
 	s.Function.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("LimiterRead"),
@@ -566,6 +594,7 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		{"DeadLetterQueueUrl", "SQS dead-letter queue (" + EnvDLQURL + ")", s.DeadLetterQueue.QueueUrl()},
 		{"LimiterTableName", "DynamoDB limiter table (" + EnvLimiterTable + ")", s.LimiterTable.TableName()},
 		{"StateTableName", "DynamoDB ARI state table (" + EnvStateTable + ")", s.StateTable.TableName()},
+		{"ConnectionsTableName", "DynamoDB connections table (" + EnvConnectionsTable + "; fleetbucket connections --table)", s.ConnectionsTable.TableName()},
 		{"SyncFunctionName", "Lambda sync function", s.Function.FunctionName()},
 		{"AlarmTopicArn", "SNS topic the alarms notify (subscribe your pager to it)", s.AlarmTopic.TopicArn()},
 		{"DashboardName", "CloudWatch dashboard", s.Dashboard.DashboardName()},

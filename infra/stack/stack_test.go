@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/infra/stack"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
@@ -176,7 +177,21 @@ func ref(logicalID string) obj          { return obj{"Ref": logicalID} }
 func TestTables(t *testing.T) {
 	f := getFixture(t)
 	tm := f.template
-	check(t, "two tables", func() { tm.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(2)) })
+	check(t, "three tables", func() { tm.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(3)) })
+	check(t, "connections table", func() {
+		tm.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), obj{
+			"KeySchema": arr{
+				obj{"AttributeName": connections.PartitionKey, "KeyType": "HASH"},
+				obj{"AttributeName": connections.SortKey, "KeyType": "RANGE"},
+			},
+			"AttributeDefinitions": arr{
+				obj{"AttributeName": connections.PartitionKey, "AttributeType": "S"},
+				obj{"AttributeName": connections.SortKey, "AttributeType": "S"},
+			},
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
+		})
+	})
 	check(t, "limiter table", func() {
 		tm.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), obj{
 			"KeySchema":                        arr{obj{"AttributeName": limiter.KeyAttribute, "KeyType": "HASH"}},
@@ -330,6 +345,7 @@ func TestFunction(t *testing.T) {
 			"Environment": obj{"Variables": assertions.Match_ObjectEquals(&obj{
 				"FLEETBUCKET_TABLE":              ref(id(t, s, s.LimiterTable)),
 				"FLEETBUCKET_STATE_TABLE":        ref(id(t, s, s.StateTable)),
+				"FLEETBUCKET_CONNECTIONS_TABLE":  ref(id(t, s, s.ConnectionsTable)),
 				"FLEETBUCKET_DEFERRED_QUEUE_URL": ref(id(t, s, s.DeferredQueue)),
 				"FLEETBUCKET_DLQ_URL":            ref(id(t, s, s.DeadLetterQueue)),
 				"FLEETBUCKET_CONNECTIONS":        "connections.json",
@@ -382,15 +398,16 @@ func TestEventSourceMappings(t *testing.T) {
 func TestIAMLeastPrivilege(t *testing.T) {
 	f := getFixture(t)
 	s := f.stack
-	lim, st := id(t, s, s.LimiterTable), id(t, s, s.StateTable)
+	lim, st, conn := id(t, s, s.LimiterTable), id(t, s, s.StateTable), id(t, s, s.ConnectionsTable)
 	chg, def, dlq := id(t, s, s.ChangesQueue), id(t, s, s.DeferredQueue), id(t, s, s.DeadLetterQueue)
 	consume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
 	// action -> the set of resources (logical IDs of GetAtt Arn) it may apply to
 	want := map[string][]string{
+		// conn: a property's connections (Query), the counter of a code met unmapped (UpdateItem)
 		"dynamodb:GetItem":      {lim, st}, // st: the sweep reads the lane items its index lists
-		"dynamodb:Query":        {st + "/index/" + lane.SweepIndex},
+		"dynamodb:Query":        {st + "/index/" + lane.SweepIndex, conn},
 		"dynamodb:BatchGetItem": {st}, // a push's render; the limiter never batch-reads
-		"dynamodb:UpdateItem":   {lim, st},
+		"dynamodb:UpdateItem":   {lim, st, conn},
 		"sqs:SendMessage":       {chg, def, dlq}, // chg: a failed change sent again after a backoff (syncer.Retry)
 		"logs:CreateLogStream":  {id(t, s, s.LogGroup)},
 		"logs:PutLogEvents":     {id(t, s, s.LogGroup)},
@@ -890,6 +907,9 @@ func TestOutputs(t *testing.T) {
 	} {
 		check(t, "output "+name, func() { tm.HasOutput(jsii.String(name), obj{"Value": value}) })
 	}
+	check(t, "output ConnectionsTableName", func() {
+		tm.HasOutput(jsii.String("ConnectionsTableName"), obj{"Value": ref(id(t, s, s.ConnectionsTable))})
+	})
 }
 
 // TestCdkNag: the AwsSolutions pack finds nothing, it did run, and every
@@ -1064,7 +1084,7 @@ func cfnLint(t *testing.T, j obj) {
 	}
 }
 
-// On provisioned capacity both tables start at their minima, and auto
+// On provisioned capacity the limiter and state tables start at their minima, and auto
 // scaling keeps each table's reads and writes, and the sweep index's, on
 // the target utilization within their ranges; cdk-nag and cfn-lint accept
 // the template.
@@ -1080,6 +1100,9 @@ func TestProvisionedCapacity(t *testing.T) {
 	throughput := map[string]string{}
 	for _, r := range f.resources("AWS::DynamoDB::Table") {
 		p := r["Properties"].(obj)
+		if len(asList(p["KeySchema"])) == 2 && p["GlobalSecondaryIndexes"] == nil {
+			continue // the connections table: on demand whatever the capacity
+		}
 		if _, ok := p["BillingMode"]; ok && p["BillingMode"] != "PROVISIONED" {
 			t.Errorf("a table's BillingMode is %v, want provisioned", p["BillingMode"])
 		}

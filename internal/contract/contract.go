@@ -18,6 +18,10 @@ const (
 	// EnvMaxConcurrency overrides the event sources' maximum concurrency the
 	// config implies (local-share sizes its shares by it); optional.
 	EnvMaxConcurrency = "FLEETBUCKET_MAX_CONCURRENCY"
+	// EnvConnectionsTable names the connections table
+	// (sdk/pipeline/connections); unset, the connections file's
+	// properties say where changes go.
+	EnvConnectionsTable = "FLEETBUCKET_CONNECTIONS_TABLE"
 )
 
 // RequiredEnv are the variables the function refuses to start without.
@@ -25,7 +29,7 @@ var RequiredEnv = []string{EnvLimiterTable, EnvStateTable, EnvDeferredQueueURL, 
 
 // FunctionEnv is every variable the function reads (LAMBDA_TASK_ROOT and
 // the AWS SDK's own aside).
-var FunctionEnv = append(append([]string{}, RequiredEnv...), EnvConnections, EnvMetricsNamespace, EnvMaxConcurrency)
+var FunctionEnv = append(append([]string{}, RequiredEnv...), EnvConnections, EnvMetricsNamespace, EnvMaxConcurrency, EnvConnectionsTable)
 
 // The function's asset directory.
 const (

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 )
 
 // Config returns an AWS config for the local stack, or for the endpoint the
@@ -87,6 +88,13 @@ func NewTable(tb testing.TB, db *dynamodb.Client) string {
 func NewStateTable(tb testing.TB, db *dynamodb.Client) string {
 	tb.Helper()
 	return newTable(tb, db, "state-"+tb.Name(), func(ctx context.Context, name string) error { return ari.CreateTable(ctx, db, name) })
+}
+
+// NewConnectionsTable creates a connections table
+// (sdk/pipeline/connections), as NewTable does a limiter table.
+func NewConnectionsTable(tb testing.TB, db *dynamodb.Client) string {
+	tb.Helper()
+	return newTable(tb, db, "conn-"+tb.Name(), func(ctx context.Context, name string) error { return connections.CreateTable(ctx, db, name) })
 }
 
 func newTable(tb testing.TB, db *dynamodb.Client, base string, create func(context.Context, string) error) string {

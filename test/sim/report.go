@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	connstore "github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 )
 
@@ -183,6 +184,17 @@ type Cost struct{ DynamoDB, SQS, Lambda, EventBridge, DynamoDBProvisioned float6
 // Total is DynamoDB + SQS + Lambda (EventBridge apart).
 func (c Cost) Total() float64 { return c.DynamoDB + c.SQS + c.Lambda }
 
+// ConnectionReads are the Queries of the connections table and the read
+// units they were billed (included in the DynamoDB cost).
+func (r *Report) ConnectionReads() (reads int, rcu float64) {
+	for where, site := range r.DB.Sites {
+		if strings.HasPrefix(where, connectionsTable+" Query ") {
+			reads, rcu = reads+site.Calls, rcu+site.RCU
+		}
+	}
+	return reads, rcu
+}
+
 // Cost prices the run per million changes.
 func (r *Report) Cost() Cost {
 	ch := float64(r.Stats.Changes)
@@ -230,6 +242,11 @@ func (r *Report) Write(w io.Writer) {
 	}
 	sort.Strings(ops)
 	fmt.Fprintf(w, "    per change by table and call: %s\n", strings.Join(ops, ", "))
+	if r.Scenario.StoredConnections {
+		reads, rcu := r.ConnectionReads()
+		fmt.Fprintf(w, "    connections read from the store (each environment's cache, %v): %d Queries, %.4f per change, %.0f RCU, $%.4f per million changes\n",
+			connstore.DefaultMaxAge, reads, per(float64(reads), ch), rcu, 1e6*per(rcu*Prices.RRU, ch))
+	}
 	if len(r.DB.FirstErrors) > 0 {
 		fmt.Fprintf(w, "    first other errors: %s\n", strings.Join(r.DB.FirstErrors, " | "))
 	}

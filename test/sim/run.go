@@ -205,6 +205,11 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	if err := ari.CreateTable(ctx, s.db, "state"); err != nil {
 		return nil, err
 	}
+	if sc.StoredConnections {
+		if err := s.loadConnections(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	s.scheduleFaults()
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -346,6 +351,10 @@ func (s *sim) newInstance() (*instance, error) {
 		limOpts = append(limOpts, limiter.WithClock(func() time.Time { return time.Now().Add(off) }))
 	}
 	_, configLinger := s.sc.Top["linger"]
+	stored := func(*syncer.Syncer) {}
+	if s.sc.StoredConnections {
+		stored = s.withStoredConnections(connReader{s.db})
+	}
 	p, err := pipeline.New(s.cfg, pipeline.Clients{DynamoDB: db, SQS: s.sqs, HTTP: hc},
 		pipeline.Names{LimiterTable: "limits", StateTable: "state", DeferredURL: "deferred", DeadURL: "dlq"},
 		pipeline.WithLogger(slog.New(slog.DiscardHandler)), pipeline.WithLimiterOptions(limOpts...),
@@ -355,7 +364,7 @@ func (s *sim) newInstance() (*instance, error) {
 			if !configLinger {
 				sy.Linger = s.linger()
 			}
-		}))
+		}), pipeline.WithSyncer(stored))
 	if err != nil {
 		return nil, err
 	}

@@ -222,6 +222,11 @@ type Scenario struct {
 	HotProperty float64
 	// FinalSweep runs a sweep after the drain: it must find nothing.
 	FinalSweep bool
+	// StoredConnections keeps the properties' connections in the
+	// connections table, imported before the run, and has every execution
+	// environment read them through its cache, as the deployed function
+	// does; otherwise they are the config's properties.
+	StoredConnections bool
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
@@ -331,7 +336,9 @@ func steady(size Size) Scenario {
 	if d, err := time.ParseDuration(os.Getenv("FLEETBUCKET_SIM_DURATION")); err == nil && d > 0 {
 		dur = d
 	}
-	return steadyOf("steady", props, dur)
+	s := steadyOf("steady", props, dur)
+	s.StoredConnections = true
+	return s
 }
 
 func steadyOf(name string, props int, dur time.Duration) Scenario {

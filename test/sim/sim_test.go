@@ -53,8 +53,10 @@ func runScenario(t *testing.T, name string, size Size, seed uint64, progress io.
 }
 
 func TestSimCalibrate(t *testing.T) { runScenario(t, "calibrate", Small, testSeed(t), nil) }
-func TestSimSteady(t *testing.T)    { runScenario(t, "steady", Small, testSeed(t), nil) }
-func TestSimStorm(t *testing.T)     { runScenario(t, "storm", Small, testSeed(t), nil) }
+func TestSimSteady(t *testing.T) {
+	storedConnectionsRead(t, runScenario(t, "steady", Small, testSeed(t), nil))
+}
+func TestSimStorm(t *testing.T) { runScenario(t, "storm", Small, testSeed(t), nil) }
 func TestSimSingleCredential(t *testing.T) {
 	runScenario(t, "single-credential", Small, testSeed(t), nil)
 }

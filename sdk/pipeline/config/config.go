@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/fleetbucket/fleetbucket/sdk/internal/strictjson"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 )
 
 // Kinds of ARI change, each pushed to the endpoint of the same name.
@@ -275,12 +277,36 @@ func (c Credential) Ref() string {
 	return c.TokenEnv
 }
 
-// Property is one connection of a property to a channel.
+// Property is one connection of a property to a channel. The same record
+// is a connection in the connections store (sdk/pipeline/connections),
+// held to the same rules (ValidateConnections).
 type Property struct {
 	Channel    string `json:"channel"`
 	Credential string `json:"credential"`
 	// HotelRef is the property's id at the OTA.
 	HotelRef string `json:"hotel_ref"`
+	// Disabled stops the connection: its changes are not pushed, and what
+	// its lanes had pending is dropped (uncounted as pushes or dead
+	// letters) at its next push.
+	Disabled bool `json:"disabled,omitempty"`
+	// Kinds lists the kinds of change the connection receives; empty: every
+	// kind the channel has an endpoint for.
+	Kinds []string `json:"kinds,omitempty"`
+	// RoomTypes and RatePlans map the PMS's codes to the OTA's ids (see
+	// format.Codes): unset, codes go as they are; set, a code missing from
+	// it is dead-lettered before any request.
+	RoomTypes map[string]string `json:"room_types,omitempty"`
+	RatePlans map[string]string `json:"rate_plans,omitempty"`
+}
+
+// Codes is the connection's code mapping.
+func (p Property) Codes() format.Codes {
+	return format.Codes{RoomTypes: p.RoomTypes, RatePlans: p.RatePlans}
+}
+
+// Receives reports whether the connection takes changes of kind.
+func (p Property) Receives(kind string) bool {
+	return !p.Disabled && (len(p.Kinds) == 0 || slices.Contains(p.Kinds, kind))
 }
 
 // Load reads and validates a connections file.
@@ -317,29 +343,79 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
+// ValidateConnections checks a property's connections against the config's
+// channels, each problem naming its place as in the file
+// (properties.<pid>[i].field). The connections store holds what it writes
+// to the same rules.
+func (c *Config) ValidateConnections(pid string, conns []Property) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	at := "properties." + pid
+	if pid == "" || strings.Contains(pid, "#") {
+		add("%s: property ids may not be empty or contain '#'", at)
+	}
+	if len(conns) == 0 {
+		add("%s: no connections", at)
+	}
+	for i, p := range conns {
+		ch, ok := c.Channels[p.Channel]
+		switch {
+		case !ok:
+			add("%s[%d].channel: unknown channel %q", at, i, p.Channel)
+		case !hasKey(ch.Credentials, p.Credential):
+			add("%s[%d].credential: channel %q has no credential %q", at, i, p.Channel, p.Credential)
+		}
+		if p.HotelRef == "" {
+			add("%s[%d].hotel_ref: empty", at, i)
+		}
+		for _, k := range p.Kinds {
+			if _, has := ch.Endpoints[k]; ok && !has {
+				add("%s[%d].kinds: channel %q has no endpoint %q, want some of %s", at, i, p.Channel, k, strings.Join(sortedKeys(ch.Endpoints), ", "))
+			}
+		}
+		for field, m := range map[string]map[string]string{"room_types": p.RoomTypes, "rate_plans": p.RatePlans} {
+			for _, code := range sortedKeys(m) {
+				if code == "" || m[code] == "" {
+					add("%s[%d].%s: %q → %q, want a PMS code and the OTA's id, neither empty", at, i, field, code, m[code])
+				}
+			}
+		}
+	}
+	return errs
+}
+
 // Target is one push destination of a property's change.
 type Target struct {
 	Channel    string
 	Credential string
 	Endpoint   string
 	HotelRef   string
+	// Codes maps the property's codes to the channel's ids.
+	Codes format.Codes
 }
 
 // Targets lists where a change of the given kind to a property is pushed:
-// every connected channel that has an endpoint for that kind. It returns
-// false for an unknown property.
+// every enabled connection that receives the kind, on a channel with an
+// endpoint for it (TargetsOf). It returns false for an unknown property.
 func (c *Config) Targets(propertyID, kind string) ([]Target, bool) {
 	conns, ok := c.Properties[propertyID]
 	if !ok {
 		return nil, false
 	}
+	return TargetsOf(c, conns, kind), true
+}
+
+// TargetsOf lists where a change of kind goes among a property's
+// connections: those enabled that receive kind, on a channel with an
+// endpoint for it.
+func TargetsOf(c *Config, conns []Property, kind string) []Target {
 	var ts []Target
 	for _, p := range conns {
-		if _, ok := c.Channels[p.Channel].Endpoints[kind]; ok {
-			ts = append(ts, Target{Channel: p.Channel, Credential: p.Credential, Endpoint: kind, HotelRef: p.HotelRef})
+		if _, ok := c.Channels[p.Channel].Endpoints[kind]; ok && p.Receives(kind) {
+			ts = append(ts, Target{Channel: p.Channel, Credential: p.Credential, Endpoint: kind, HotelRef: p.HotelRef, Codes: p.Codes()})
 		}
 	}
-	return ts, true
+	return ts
 }
 
 // Endpoint returns the URL and limit of a channel's endpoint.

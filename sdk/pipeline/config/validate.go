@@ -93,25 +93,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, pid := range sortedKeys(c.Properties) {
-		at := "properties." + pid
-		if pid == "" || strings.Contains(pid, "#") {
-			add("%s: property ids may not be empty or contain '#'", at)
-		}
-		if len(c.Properties[pid]) == 0 {
-			add("%s: no connections", at)
-		}
-		for i, p := range c.Properties[pid] {
-			ch, ok := c.Channels[p.Channel]
-			switch {
-			case !ok:
-				add("%s[%d].channel: unknown channel %q", at, i, p.Channel)
-			case !hasKey(ch.Credentials, p.Credential):
-				add("%s[%d].credential: channel %q has no credential %q", at, i, p.Channel, p.Credential)
-			}
-			if p.HotelRef == "" {
-				add("%s[%d].hotel_ref: empty", at, i)
-			}
-		}
+		errs = append(errs, c.ValidateConnections(pid, c.Properties[pid])...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid connections config:\n  %w", errors.Join(errs...))

@@ -63,6 +63,10 @@ type Work struct {
 	// Secret is the credential's secret, which the format places where the
 	// vendor wants it (a header or the body).
 	Secret Secret
+	// Codes maps the cells' PMS codes to the OTA's ids: Encode (the
+	// package function) sends the mapped ids, while the Work of each
+	// Request it returns keeps the PMS codes the lane holds.
+	Codes Codes
 }
 
 // Cell is the pending dates of one room type and rate plan.

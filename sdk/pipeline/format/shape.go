@@ -1,6 +1,7 @@
 package format
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -70,7 +71,7 @@ func Encode(f Format, w Work, s Shape) ([]Request, error) {
 // carries more than one item (one item always goes: a body the vendor still
 // refuses is dead-lettered with its reason).
 func encodeFit(f Format, w Work, maxBytes int) ([]Request, error) {
-	r, err := f.Encode(w)
+	r, err := encodeMapped(f, w)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +88,27 @@ func encodeFit(f Format, w Work, maxBytes int) ([]Request, error) {
 		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// encodeMapped encodes w with the OTA's ids of its codes (Work.Codes); the
+// request's Work, and any cell an error names, keep the PMS codes.
+func encodeMapped(f Format, w Work) (Request, error) {
+	mapped, back, err := mapCodes(w)
+	if err != nil {
+		return Request{}, err
+	}
+	r, err := f.Encode(mapped)
+	var bad *UnexpressibleError
+	if errors.As(err, &bad) && back != nil {
+		if pms, ok := back[[2]string{bad.RoomType, bad.RatePlan}]; ok {
+			bad.RoomType, bad.RatePlan = pms[0], pms[1]
+		}
+	}
+	if err != nil {
+		return Request{}, err
+	}
+	r.Work = w
+	return r, nil
 }
 
 // splitKinds groups w's cells by kind, n kinds per group, kinds in the

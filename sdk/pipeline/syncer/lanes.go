@@ -193,6 +193,11 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	// The part survives a push that does not go out (deferred to book its
 	// tokens, or failed): the next one resumes it.
 	j = w.rebased(j, id, laneRef{Token: next, Part: ref.Part}, nil)
+	if _, connected, err := s.targetOf(ctx, id); err != nil {
+		return j, dispatch.Payload{}, err
+	} else if !connected {
+		return j, dispatch.Payload{}, s.dropDisconnected(ctx, id, next, p)
+	}
 	if len(p.Elements) == 0 {
 		// Another owner's push carried the last of it: ours took the lane
 		// over after its lease ran out. A change that lands before the

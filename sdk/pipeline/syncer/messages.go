@@ -94,6 +94,10 @@ func (s *Syncer) messages(ctx context.Context, id lane.ID, els []lane.Element, s
 	}
 	// A token format's credential rides in the route's header too
 	// (Route), which read it before the push began.
+	t, _, err := s.targetOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		live := make([]lane.Element, 0, len(els))
 		for _, e := range els {
@@ -104,10 +108,19 @@ func (s *Syncer) messages(ctx context.Context, id lane.ID, els []lane.Element, s
 		if len(live) == 0 {
 			return nil, nil
 		}
-		reqs, err := format.Encode(f, workOf(id, live, st.state, secret), shape)
+		w := workOf(id, live, st.state, secret)
+		w.Codes = t.Codes
+		reqs, err := format.Encode(f, w, shape)
 		var bad *format.UnexpressibleError
 		if errors.As(err, &bad) {
 			if err := s.deadLetterUnexpressible(ctx, id, live, st, bad); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var unmapped *format.UnmappedError
+		if errors.As(err, &unmapped) {
+			if err := s.deadLetterUnmappedIn(ctx, id, live, st, unmapped); err != nil {
 				return nil, err
 			}
 			continue

@@ -5,9 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -57,8 +57,12 @@ type Syncer struct {
 	// course: its merging saves requests and store calls per change while
 	// the quota has room.
 	FillQuota bool
+	// Connections says where a property's changes go; nil: the Config's
+	// properties (the connections file).
+	Connections Connections
 
-	owned ownership
+	owned   ownership
+	dropped atomic.Int64
 }
 
 // DefaultLinger is the default Syncer.Linger: a second of latency saves a
@@ -253,8 +257,10 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 		rep, err := s.reject(ctx, "", m.Body, err.Error())
 		return nil, nil, rep, err
 	}
-	if _, ok := s.Config.Targets(c.PropertyID, c.Kind); !ok {
-		rep, err := s.reject(ctx, c.EventID, m.Body, fmt.Sprintf("unknown property %q: not in the connections config", c.PropertyID))
+	if _, ok, err := s.connections().Targets(ctx, c.PropertyID, c.Kind); err != nil {
+		return nil, nil, ChangeReport{}, err
+	} else if !ok {
+		rep, err := s.reject(ctx, c.EventID, m.Body, unknownProperty(c.PropertyID))
 		return nil, nil, rep, err
 	}
 	applied, err := s.State.Apply(ctx, c)
@@ -374,9 +380,9 @@ func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 // changes held, Message.Owners) is this delivery's: its job claims it at
 // once. held are the owner tokens of the lanes this delivery holds.
 func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, redelivered bool, offered offers) (jobs []dispatch.Task, lanes, scheduled int, held []string, err error) {
-	targets, _ := s.Config.Targets(cs[0].PropertyID, cs[0].Kind)
-	if len(targets) == 0 {
-		return nil, 0, 0, nil, nil
+	targets, _, err := s.connections().Targets(ctx, cs[0].PropertyID, cs[0].Kind)
+	if err != nil || len(targets) == 0 {
+		return nil, 0, 0, nil, err
 	}
 	ids := make([]lane.ID, len(targets))
 	for i, t := range targets {
@@ -403,7 +409,7 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, red
 		nonce = inv.nonce
 	}
 	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
-	marks, err := s.Lanes.Mark(ctx, ids, els, func(id lane.ID) string { return kin(id) + markTail(nonce, id) })
+	marks, err := s.markMapped(ctx, ids, targets, cs, els, func(id lane.ID) string { return kin(id) + markTail(nonce, id) })
 	if err != nil {
 		return nil, 0, 0, nil, err
 	}
