@@ -117,6 +117,12 @@ type VendorSpec struct {
 	// Unchecked exempts the channel from the window, in-flight and quota
 	// invariants: a channel in shadow mode pushes at once by design.
 	Unchecked bool
+	// Wire, if set, is an XML format the vendor speaks and what it
+	// refuses in it (ota_formats.go).
+	Wire *WireSpec
+	// HangSpan is a span of the run during which the vendor answers no
+	// request (past every timeout).
+	HangSpan [2]time.Duration
 }
 
 // VendorQuota is a calendar quota: Count requests a Period ("hour" or
@@ -177,6 +183,9 @@ type Faults struct {
 	// ClockSkew is the most an execution environment's clock is off, in
 	// either direction (the limiter's documented δ).
 	ClockSkew time.Duration
+	// SecretsOutage is a span during which Secrets Manager fails; the
+	// credentials are then secrets (secret_id), not environment variables.
+	SecretsOutage [2]time.Duration
 }
 
 // Scenario is a named, seeded run.

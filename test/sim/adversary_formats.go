@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+)
+
+// The adversary's parts about the OTAs' own formats (ota_formats.go), a
+// Secrets Manager outage and a vendor that hangs past the lease. They
+// follow the catalogue's own parts, so a case draws those as before.
+func init() { catalogue = append(catalogue, formatParts...) }
+
+var xmlFormats = []string{"expedia-ar", "opentravel"}
+
+// wired is a channel that speaks an XML format, for a part about one: an
+// XML channel the case has, else one the part gives a format (drawn from
+// its own stream). The spec is copied, so that the case before the part
+// keeps its own.
+func wired(b *build, r *rand.Rand) (*ChannelSpec, *WireSpec) {
+	var xml []int
+	for i, c := range b.sc.Channels {
+		if c.Vendor.Wire.speaks() {
+			xml = append(xml, i)
+		}
+	}
+	ch := r.IntN(len(b.sc.Channels))
+	format := oneOf(r, xmlFormats...)
+	if len(xml) > 0 {
+		ch = xml[r.IntN(len(xml))]
+	}
+	c := &b.sc.Channels[ch]
+	w := WireSpec{Format: format}
+	if c.Vendor.Wire != nil {
+		w = *c.Vendor.Wire
+	}
+	c.Vendor.Wire = &w
+	return c, &w
+}
+
+// valid is a part's skip reason when the case's config is invalid with it.
+func valid(b *build) string {
+	if _, err := config.Parse([]byte(connections(b.sc))); err != nil {
+		return firstLine(err.Error())
+	}
+	return ""
+}
+
+// span is a stretch of the load: from a drawn second of it, one of lens.
+func span(b *build, r *rand.Rand, lens ...time.Duration) [2]time.Duration {
+	from := time.Duration(r.IntN(int(b.sc.Load.Duration/time.Second))) * time.Second
+	return [2]time.Duration{from, from + oneOf(r, lens...)}
+}
+
+var formatParts = []part{
+	{"format", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		// Each channel draws its format; at least one speaks XML.
+		var facets []string
+		any := false
+		for i := range b.sc.Channels {
+			c := &b.sc.Channels[i]
+			f := oneOf(r, "json", "expedia-ar", "opentravel")
+			if i == len(b.sc.Channels)-1 && !any && f == "json" {
+				f = oneOf(r, xmlFormats...)
+			}
+			facets = append(facets, "format="+f)
+			if f == "json" {
+				continue
+			}
+			any = true
+			c.Vendor.Wire = &WireSpec{Format: f}
+		}
+		return facets, valid(b)
+	}},
+	{"refuse-item", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		_, w := wired(b, r)
+		w.Unmapped = &[2]int32{int32(r.IntN(b.sc.Properties)), int32(r.IntN(b.sc.Load.Rooms))}
+		scope := "message"
+		if w.Format == "opentravel" {
+			if w.UnnamedParts = oneOf(r, false, true); !w.UnnamedParts {
+				scope = "item"
+			}
+		}
+		return []string{"format=" + w.Format, "vendor.refuse=" + scope}, valid(b)
+	}},
+	{"refuse-credential", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		_, w := wired(b, r)
+		w.BadLogin = span(b, r, 10*time.Second, time.Minute, 3*time.Minute)
+		return []string{"format=" + w.Format, "vendor.refuse=credential"}, valid(b)
+	}},
+	{"refuse-hotel", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		_, w := wired(b, r)
+		w.HotelDenied, w.HotelProp = span(b, r, 10*time.Second, time.Minute, 3*time.Minute), int32(r.IntN(b.sc.Properties))
+		how := "403"
+		if w.Format == "opentravel" {
+			if w.HotelCode392 = oneOf(r, false, true); w.HotelCode392 {
+				how = "200-392"
+			} else {
+				how = "200-497"
+			}
+		}
+		return []string{"format=" + w.Format, "vendor.refuse=hotel", "vendor.refuse_hotel=" + how}, valid(b)
+	}},
+	{"malformed-xml", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		_, w := wired(b, r)
+		w.Malformed = oneOf(r, 0.02, 0.1)
+		return []string{"format=" + w.Format, fmt.Sprintf("vendor.malformed_xml=%g", w.Malformed)}, valid(b)
+	}},
+	{"hang-lease", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		// A vendor that answers nothing for a while on an endpoint whose
+		// requests hold a lease: each push runs out of its time.
+		c := b.channel(r)
+		n := 1 + r.IntN(3)
+		hold := oneOf(r, "25s", "60s")
+		setKey(c, "max_in_flight", fmt.Sprint(n))
+		setKey(c, "lease_hold", fmt.Sprintf("%q", hold))
+		c.Vendor.MaxInFlight = n
+		c.Vendor.HangSpan = span(b, r, 30*time.Second, 2*time.Minute)
+		return []string{fmt.Sprintf("max_in_flight=%d", n), "lease_hold=" + hold, "vendor.hang_span"}, valid(b)
+	}},
+	{"secrets-outage", "fault", func(b *build, r *rand.Rand) ([]string, string) {
+		b.sc.Faults.SecretsOutage = span(b, r, 30*time.Second, 2*time.Minute, 10*time.Minute)
+		return []string{"fault.secrets_outage"}, valid(b)
+	}},
+}
