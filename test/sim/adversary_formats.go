@@ -20,14 +20,26 @@ var xmlFormats = []string{"expedia-ar", "opentravel"}
 // its own stream). The spec is copied, so that the case before the part
 // keeps its own.
 func wired(b *build, r *rand.Rand) (*ChannelSpec, *WireSpec) {
-	var xml []int
-	for i, c := range b.sc.Channels {
-		if c.Vendor.Wire.speaks() {
-			xml = append(xml, i)
+	c, w, _ := wiredIf(b, r, func(*ChannelSpec) bool { return true })
+	return c, w
+}
+
+// wiredIf is wired among the channels ok accepts; false if there is none.
+func wiredIf(b *build, r *rand.Rand, ok func(*ChannelSpec) bool) (*ChannelSpec, *WireSpec, bool) {
+	var xml, all []int
+	for i := range b.sc.Channels {
+		if c := &b.sc.Channels[i]; ok(c) {
+			all = append(all, i)
+			if c.Vendor.Wire.speaks() {
+				xml = append(xml, i)
+			}
 		}
 	}
-	ch := r.IntN(len(b.sc.Channels))
 	format := oneOf(r, xmlFormats...)
+	if len(all) == 0 {
+		return nil, nil, false
+	}
+	ch := all[r.IntN(len(all))]
 	if len(xml) > 0 {
 		ch = xml[r.IntN(len(xml))]
 	}
@@ -37,7 +49,7 @@ func wired(b *build, r *rand.Rand) (*ChannelSpec, *WireSpec) {
 		w = *c.Vendor.Wire
 	}
 	c.Vendor.Wire = &w
-	return c, &w
+	return c, &w, true
 }
 
 // valid is a part's skip reason when the case's config is invalid with it.
@@ -75,7 +87,13 @@ var formatParts = []part{
 		return facets, valid(b)
 	}},
 	{"refuse-item", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
-		_, w := wired(b, r)
+		// Isolating each refused change costs up to 2·⌈log₂ n⌉ requests:
+		// a calendar quota sized for the load (the quota part) cannot pay
+		// for that within the drain, which would prove nothing lost.
+		_, w, ok := wiredIf(b, r, func(c *ChannelSpec) bool { return c.Vendor.Quota == nil })
+		if !ok {
+			return nil, "every channel has a calendar quota, sized for the load, not for isolating refused changes"
+		}
 		w.Unmapped = &[2]int32{int32(r.IntN(b.sc.Properties)), int32(r.IntN(b.sc.Load.Rooms))}
 		scope := "message"
 		if w.Format == "opentravel" {
@@ -117,7 +135,9 @@ var formatParts = []part{
 		setKey(c, "max_in_flight", fmt.Sprint(n))
 		setKey(c, "lease_hold", fmt.Sprintf("%q", hold))
 		c.Vendor.MaxInFlight = n
-		c.Vendor.HangSpan = span(b, r, 30*time.Second, 2*time.Minute)
+		// Half an hour outlasts a change sent again maxResends times
+		// (syncer.Retry's backoff: 10 s, 20 s, 40 s, then a minute each).
+		c.Vendor.HangSpan = span(b, r, 30*time.Second, 2*time.Minute, 30*time.Minute)
 		return []string{fmt.Sprintf("max_in_flight=%d", n), "lease_hold=" + hold, "vendor.hang_span"}, valid(b)
 	}},
 	{"secrets-outage", "fault", func(b *build, r *rand.Rand) ([]string, string) {

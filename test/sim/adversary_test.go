@@ -91,6 +91,10 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
+	// Seen in 3 runs of 4 (smallest cases vary: quota,slow,lambda-deaths,refuse-item;
+	// adaptive,quota,slow,lambda-deaths,refuse-item): without lambda-deaths it passes, and
+	// the stale days are of mapped rooms, on the unmapped room's hotel or another.
+	7:  "refuse-item on a slow OpenTravel vendor naming no part, with Lambda deaths: invocations run into the function timeout, their messages redrive after 5 receives, days of mapped rooms stale (not traced)",
 	8:  "flaky (1 run in 2): a vendor window at 101% of burst + rate·(W + λ) with shards, adaptive, a DynamoDB outage, lost answers and 64 connections; not traced",
 	10: "stale days with lost answers beside 64 connections, shadow and a storm (shrinks poorly; not traced yet)",
 	// A slot booked before a 429 is spent inside the silence its

@@ -245,6 +245,9 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.Refused++
 		return ans(http.StatusUnauthorized)
 	}
+	if within(v.spec.HangSpan, v.start, now) {
+		return ans(http.StatusOK) // never answered, nothing applied
+	}
 	if status, body, refused := v.refuseWire(rd, now); refused {
 		a := ans(status)
 		a.body = body
