@@ -44,9 +44,10 @@ func wiredIf(b *build, r *rand.Rand, ok func(*ChannelSpec) bool) (*ChannelSpec, 
 		ch = xml[r.IntN(len(xml))]
 	}
 	c := &b.sc.Channels[ch]
-	w := WireSpec{Format: format}
+	w := WireSpec{Format: format, drew: true}
 	if c.Vendor.Wire != nil {
 		w = *c.Vendor.Wire
+		w.drew = false
 	}
 	c.Vendor.Wire = &w
 	return c, &w, true
@@ -101,12 +102,12 @@ var formatParts = []part{
 				scope = "item"
 			}
 		}
-		return []string{"format=" + w.Format, "vendor.refuse=" + scope}, valid(b)
+		return nonEmpty(w.facet(), "vendor.refuse="+scope), valid(b)
 	}},
 	{"refuse-credential", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
 		_, w := wired(b, r)
 		w.BadLogin = span(b, r, 10*time.Second, time.Minute, 3*time.Minute)
-		return []string{"format=" + w.Format, "vendor.refuse=credential"}, valid(b)
+		return nonEmpty(w.facet(), "vendor.refuse=credential"), valid(b)
 	}},
 	{"refuse-hotel", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
 		_, w := wired(b, r)
@@ -119,12 +120,12 @@ var formatParts = []part{
 				how = "200-497"
 			}
 		}
-		return []string{"format=" + w.Format, "vendor.refuse=hotel", "vendor.refuse_hotel=" + how}, valid(b)
+		return nonEmpty(w.facet(), "vendor.refuse=hotel", "vendor.refuse_hotel="+how), valid(b)
 	}},
 	{"malformed-xml", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
 		_, w := wired(b, r)
 		w.Malformed = oneOf(r, 0.02, 0.1)
-		return []string{"format=" + w.Format, fmt.Sprintf("vendor.malformed_xml=%g", w.Malformed)}, valid(b)
+		return nonEmpty(w.facet(), fmt.Sprintf("vendor.malformed_xml=%g", w.Malformed)), valid(b)
 	}},
 	{"hang-lease", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
 		// A vendor that answers nothing for a while on an endpoint whose
@@ -150,4 +151,23 @@ var formatParts = []part{
 		b.sc.Faults.SecretsOutage = span(b, r, 30*time.Second, 2*time.Minute, 10*time.Minute)
 		return []string{"fault.secrets_outage"}, valid(b)
 	}},
+}
+
+// facet is the format a part drew for its channel ("" if the channel
+// already spoke one), for the coverage table.
+func (w *WireSpec) facet() string {
+	if !w.drew {
+		return ""
+	}
+	return "format=" + w.Format
+}
+
+func nonEmpty(fs ...string) []string {
+	out := fs[:0]
+	for _, f := range fs {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

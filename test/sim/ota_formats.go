@@ -51,6 +51,8 @@ type WireSpec struct {
 	// Malformed is the share of accepted pushes answered with XML cut
 	// short (the vendor applied them).
 	Malformed float64
+	// drew: the part that built the spec drew its format.
+	drew bool
 }
 
 func (w *WireSpec) speaks() bool { return w != nil && w.Format != "" }
