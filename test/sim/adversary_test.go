@@ -91,6 +91,10 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
+	// Seen in 3 runs of 4 (smallest cases vary: quota,slow,lambda-deaths,refuse-item;
+	// adaptive,quota,slow,lambda-deaths,refuse-item): without lambda-deaths it passes, and
+	// the stale days are of mapped rooms, on the unmapped room's hotel or another.
+	7: "refuse-item on a slow OpenTravel vendor naming no part, with Lambda deaths: invocations run into the function timeout, their messages redrive after 5 receives, days of mapped rooms stale (not traced)",
 	// The silence is kept now (seed 15 pinned), and seed 20 fails
 	// otherwise: expedia's vendor takes the configured 5/s with burst 1
 	// and still answers about 30 429s in the run (why is not traced; at

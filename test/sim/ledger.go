@@ -84,6 +84,11 @@ type Ledger struct {
 	WentBackExample string
 	// slow, if set, keeps the slowest days of each minute (lanetrace.go).
 	slow *slowest
+	// wire, if set, keeps each day's published history (ota_formats.go);
+	// exempt, if set, names days Stale leaves out (a change the vendor
+	// refused, dead-lettered with its reason).
+	wire   wireLedger
+	exempt func(copyOf int, k rowKey) bool
 }
 
 // NewLedger is an empty ledger for the channels, in order.
@@ -119,6 +124,9 @@ func (l *Ledger) Publish(k rowKey, from, n int, seq, v int32) {
 			}
 		}
 		t.seq[d], t.val[d], t.pubAt[d] = seq, v, now
+		if l.wire != nil {
+			l.wire.publish(bk, d, seq, v)
+		}
 	}
 }
 
@@ -250,7 +258,7 @@ func (l *Ledger) Stale(max int) (int, []string) {
 	for _, k := range keys {
 		t := l.truth[k]
 		for ch := range l.channels {
-			if !l.carries[ch][k.kind] {
+			if !l.carries[ch][k.kind] || l.exempt != nil && l.exempt(ch, k) {
 				continue
 			}
 			h := l.held[ch][k]

@@ -85,6 +85,8 @@ type Vendor struct {
 	quiet      map[string][2]time.Time
 	Early      int
 	FirstEarly string
+	// wireStats: what a vendor of an XML format refused (ota_formats.go).
+	wireStats
 }
 
 // retryAfterCap is the most the fleet is documented to wait for one
@@ -108,6 +110,7 @@ type answer struct {
 	lat    time.Duration
 	key    string // the bucket, for done
 	big    bool   // a body over 64 KB
+	body   []byte // the body in the vendor's format (XML), if not json's
 }
 
 // done ends a request of bucket key: answered, or given up by the client.
@@ -155,9 +158,9 @@ type sent struct {
 func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	h := http.Header{}
 	endpoint := strings.TrimPrefix(r.URL.Path, "/v1/")
-	cred := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	rd := v.read(r, body)
+	cred, p, perr := rd.cred, rd.push, rd.perr
 	key := v.bucketOf(cred, endpoint)
-	p, perr := decodePush(body)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// In whole microseconds, as test/mockota records arrivals: the
@@ -165,9 +168,15 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	// against a nanosecond clock.
 	now := time.UnixMicro(time.Now().UnixMicro())
 	lat := v.latency.draw(v.rng)
-	if v.spec.Hang > 0 && v.rng.Float64() < v.spec.Hang {
+	if v.spec.Hang > 0 && v.rng.Float64() < v.spec.Hang || within(v.spec.HangSpan, v.start, now) {
 		v.Hung++
 		lat = 24 * time.Hour // past every timeout: the client gives up
+	}
+	if !rd.credOK && !v.spec.Unchecked {
+		v.NoCredential++
+		if v.FirstNoCredential == "" {
+			v.FirstNoCredential = fmt.Sprintf("%s %s at %v: %s", v.Name, endpoint, now.Format(time.StampMicro), r.Header.Get("X-Job-Id"))
+		}
 	}
 	ans := func(status int) answer { return answer{status: status, header: h, lat: lat, key: key} }
 	v.Sent++
@@ -236,6 +245,14 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.Refused++
 		return ans(http.StatusUnauthorized)
 	}
+	if within(v.spec.HangSpan, v.start, now) {
+		return ans(http.StatusOK) // never answered, nothing applied
+	}
+	if status, body, refused := v.refuseWire(rd, now); refused {
+		a := ans(status)
+		a.body = body
+		return a
+	}
 	if v.spec.RateLimitHeaders == "reduced" && v.rng.Float64() < 0.02 {
 		v.Failed++
 		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, max(v.published.Burst/2, 1), windowSeconds(v.published)))
@@ -269,7 +286,11 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 			if err != nil || idx < 0 || idx >= horizon || day.Values.Value == nil {
 				continue
 			}
-			v.ledger.Accept(copyOf, k, idx, int32(day.Sequence), *day.Values.Value)
+			seq := int32(day.Sequence)
+			if v.spec.Wire.speaks() {
+				seq = v.ledger.SeqOf(k, idx, *day.Values.Value)
+			}
+			v.ledger.Accept(copyOf, k, idx, seq, *day.Values.Value)
 		}
 	}
 	v.rateLimitFields(h, 1, 0)
@@ -277,6 +298,9 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	if v.spec.BigAnswers > 0 && v.rng.Float64() < v.spec.BigAnswers {
 		v.Big++
 		a.big = true
+	}
+	if v.spec.Wire.speaks() {
+		a.body = v.success(p.Kind, a.big)
 	}
 	return a
 }
@@ -469,6 +493,10 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	msg := fmt.Sprintf(`{"ok":%v}`, status < 300)
 	if a.big {
 		msg = fmt.Sprintf(`{"ok":true,"echo":%q}`, strings.Repeat("x", 80<<10))
+	}
+	if a.body != nil {
+		msg = string(a.body)
+		h.Set("Content-Type", "application/xml")
 	}
 	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), Header: h,
 		Body: io.NopCloser(bytes.NewReader([]byte(msg))), ContentLength: int64(len(msg)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil

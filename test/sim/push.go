@@ -24,6 +24,11 @@ type pushDay struct {
 	Sequence int64  `json:"sequence"`
 	Values   struct {
 		Value *int32 `json:"value"`
+		// The XML formats' vocabulary, when a scenario speaks it
+		// (ota_formats.go): its one number is the day's value.
+		Available *int32 `json:"available"`
+		Amount    *int32 `json:"amount"`
+		MinLOS    *int32 `json:"min_los"`
 	} `json:"values"`
 }
 
@@ -40,6 +45,16 @@ func decodePush(body []byte) (pushBody, error) {
 	}
 	var p pushBody
 	err := json.Unmarshal(body, &p)
+	for _, it := range p.Items {
+		for i := range it.Days {
+			v := &it.Days[i].Values
+			for _, x := range []*int32{v.Available, v.Amount, v.MinLOS} {
+				if v.Value == nil && x != nil {
+					v.Value = x
+				}
+			}
+		}
+	}
 	return p, err
 }
 
@@ -104,7 +119,12 @@ func (s *pushScanner) day(d *pushDay) bool {
 			return ok
 		case "values":
 			return s.object(func(key []byte) bool {
-				if string(key) != "value" {
+				switch string(key) {
+				case "currency":
+					var c string
+					return s.str(&c)
+				case "value", "available", "amount", "min_los":
+				default:
 					return false
 				}
 				n, ok := s.integer(math.MinInt32, math.MaxInt32)

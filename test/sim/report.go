@@ -111,7 +111,7 @@ func (s *sim) report() *Report {
 			}
 		}
 		r.PerChannel = append(r.PerChannel, fmt.Sprintf("%s: %d sent, %d accepted, %d 429, %d 5xx, %d wasted slots, %d revoked slots, busiest bucket %s %d (%.1f/s)",
-			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, s.stats.WastedByChannel[v.Name], s.stats.RevokedByChannel[v.Name], bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds()))
+			v.Name, v.Sent, v.Accepted, v.Throttled, v.Failed, s.stats.WastedByChannel[v.Name], s.stats.RevokedByChannel[v.Name], bk, busiest, float64(busiest)/s.stats.EndedAt.Seconds())+v.wireLine())
 		v.mu.Unlock()
 	}
 	s.ledger.mu.Lock()
@@ -137,6 +137,7 @@ func (s *sim) report() *Report {
 	if b := s.sc.Burst; b != nil {
 		r.Storm = s.stormDrain(*b, r.Samples)
 	}
+	s.wireCheck(r)
 	r.Stale, r.StaleExamples = s.ledger.Stale(5)
 	if r.Stale > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("stale: %d OTA days differ from the newest PMS value, e.g. %s", r.Stale, strings.Join(r.StaleExamples, "; ")))

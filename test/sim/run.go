@@ -71,6 +71,10 @@ type sim struct {
 	trace *pushTrace
 	// lanes, if set, records what became of each lane (lanetrace.go).
 	lanes *laneTrace
+	// retries counts the changes Retry sends again; secrets is Secrets
+	// Manager (ota_formats.go).
+	retries *retries
+	secrets *secrets
 }
 
 // instance is one Lambda execution environment: its own limiter, caches and
@@ -150,9 +154,14 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		}
 	}
 	s.ledger = NewLedger(s.start, names, carries)
+	if sc.xmlScenario() {
+		s.ledger.wire = wireLedger{}
+	}
+	s.retries, s.secrets = &retries{count: map[string]int{}}, &secrets{s: s}
 	s.db = NewDB(child(), sc.DBLatency)
 	s.db.checkItems = sc.CheckItems
 	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
+	s.retries.SQS = s.sqs
 	// Drawn apart from the streams above, so that a run without these
 	// faults draws what it always drew.
 	faults := rand.New(rand.NewPCG(sc.Seed, 0xfa17))
@@ -295,10 +304,14 @@ func connections(sc Scenario) string {
 		}
 		var creds []string
 		for i := range c.Creds {
-			creds = append(creds, fmt.Sprintf(`"c%d": {"token_env": "TOKEN_%s_%d"}`, i, strings.ToUpper(c.Name), i))
+			creds = append(creds, fmt.Sprintf(`"c%d": %s`, i, sc.credentialOf(fmt.Sprintf("TOKEN_%s_%d", strings.ToUpper(c.Name), i))))
 		}
-		chs = append(chs, fmt.Sprintf(`%q: {"base_url": "https://%s.sim", "endpoints": {%s}, "credentials": {%s}}`,
-			c.Name, c.Name, strings.Join(eps, ","), strings.Join(creds, ",")))
+		format := ""
+		if c.Vendor.Wire.speaks() {
+			format = fmt.Sprintf(`"format": %q, `, c.Vendor.Wire.Format)
+		}
+		chs = append(chs, fmt.Sprintf(`%q: {%s"base_url": "https://%s.sim", "endpoints": {%s}, "credentials": {%s}}`,
+			c.Name, format, c.Name, strings.Join(eps, ","), strings.Join(creds, ",")))
 	}
 	for p := range sc.Properties {
 		var conns []string
@@ -355,10 +368,14 @@ func (s *sim) newInstance() (*instance, error) {
 	if s.sc.StoredConnections {
 		stored = s.withStoredConnections(connReader{s.db})
 	}
-	p, err := pipeline.New(s.cfg, pipeline.Clients{DynamoDB: db, SQS: s.sqs, HTTP: hc},
+	clients, token := pipeline.Clients{DynamoDB: db, SQS: s.sqs, HTTP: hc}, pipeline.WithToken(s.sc.tokenOf)
+	if f := s.sc.Faults.SecretsOutage; f[1] > f[0] {
+		clients.Secrets, token = s.secrets, pipeline.WithLimiterOptions() // tokens from Secrets Manager
+	}
+	p, err := pipeline.New(s.cfg, clients,
 		pipeline.Names{LimiterTable: "limits", StateTable: "state", DeferredURL: "deferred", DeadURL: "dlq"},
 		pipeline.WithLogger(slog.New(slog.DiscardHandler)), pipeline.WithLimiterOptions(limOpts...),
-		pipeline.WithToken(func(env string) string { return "token-" + env }), pipeline.WithLocalShare(s.maxInstances),
+		token, pipeline.WithLocalShare(s.maxInstances),
 		pipeline.WithSyncer(func(sy *syncer.Syncer) {
 			sy.FillQuota = s.lingerYields()
 			if !configLinger {
@@ -502,7 +519,7 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	// As functions/sync does: a failed change goes again after a backoff.
 	var retried map[string]bool
 	if !deferred && (die < 0 || time.Since(start) < die) {
-		retried = syncer.Retry(ictx, s.sqs, q.Name, batch, results)
+		retried = syncer.Retry(ictx, s.retries, q.Name, batch, results)
 	}
 	took := time.Since(start)
 	died := die >= 0 && took >= die
@@ -791,9 +808,10 @@ func (s *sim) send(c change) {
 	n := s.stats.Changes
 	s.mu.Unlock()
 	from := day0.AddDate(0, 0, c.from)
+	values := s.changeValues(&c)
 	ch := ari.Change{EventID: fmt.Sprintf("ev-%d", n), PropertyID: propID(int(c.prop)), Sequence: seq, Kind: kindNames[c.kind],
-		RoomType: roomNames[c.room], RatePlan: planNames[c.plan], From: from.Format(ari.DateLayout),
-		To: from.AddDate(0, 0, c.days-1).Format(ari.DateLayout), Values: map[string]any{"value": c.value}}
+		RoomType: roomNames[c.room], RatePlan: planName(c.plan), From: from.Format(ari.DateLayout),
+		To: from.AddDate(0, 0, c.days-1).Format(ari.DateLayout), Values: values}
 	detail, _ := json.Marshal(ch)
 	body := fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"ARI change","source":"pms","time":%q,"detail":%s}`,
 		ch.EventID, time.Now().UTC().Format(time.RFC3339), detail)
@@ -803,6 +821,6 @@ func (s *sim) send(c change) {
 	if s.lanes != nil {
 		s.lanes.add(laneName(propID(int(c.prop)), kindNames[c.kind]), "C seq %d %s %s/%s %s+%d", seq, ch.EventID, ch.RoomType, ch.RatePlan, ch.From, c.days)
 	}
-	s.ledger.Publish(rowKey{prop: c.prop, kind: uint8(c.kind), room: uint8(c.room), plan: uint8(c.plan)}, c.from, c.days, int32(seq), c.value)
+	s.ledger.Publish(rowKey{prop: c.prop, kind: uint8(c.kind), room: uint8(c.room), plan: uint8(max(c.plan, 0))}, c.from, c.days, int32(seq), c.value)
 	s.sqs.Put(s.changes, body)
 }

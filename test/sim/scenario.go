@@ -27,12 +27,17 @@
 // (Retry-After forms, the IETF RateLimit fields, a concurrency cap, a
 // calendar quota in its own zone, items metering, extra windows, shared
 // meters, slow answers, hangs past every timeout, answers over 64 KB, 5xx
-// bursts, a 401 span, a halving limit), faults (store outages, lost write
-// answers, Lambda deaths, duplicate and late deliveries, clock skew) and
-// loads (a storm, a hot property, 64 connections a property). Beside the
+// bursts, a 401 span, a halving limit, the expedia-ar and opentravel
+// formats with refusals inside a 200 at each scope and malformed answers,
+// a vendor silent past the lease: adversary_formats.go, ota_formats.go),
+// faults (store outages, lost write answers, Lambda deaths, duplicate and
+// late deliveries, clock skew, Secrets Manager outages) and loads (a
+// storm, a hot property, 64 connections a property). Beside the
 // invariants above it checks, at the vendor, requests in flight against
-// max_in_flight and each quota period's count against the quota, and it
-// runs a last sweep after the drain that must find nothing. A failing
+// max_in_flight, each quota period's count against the quota and that
+// every request carries its credential; that no change is sent again more
+// than 10 times, that no dead letter is over a refused credential or
+// hotel, and it runs a last sweep after the drain that must find nothing. A failing
 // case prints the line that replays it and is shrunk: its parts are
 // dropped one at a time while the same invariant still fails.
 //
@@ -117,6 +122,12 @@ type VendorSpec struct {
 	// Unchecked exempts the channel from the window, in-flight and quota
 	// invariants: a channel in shadow mode pushes at once by design.
 	Unchecked bool
+	// Wire, if set, is an XML format the vendor speaks and what it
+	// refuses in it (ota_formats.go).
+	Wire *WireSpec
+	// HangSpan is a span of the run during which the vendor answers no
+	// request (past every timeout).
+	HangSpan [2]time.Duration
 }
 
 // VendorQuota is a calendar quota: Count requests a Period ("hour" or
@@ -181,6 +192,9 @@ type Faults struct {
 	// ClockSkew is the most an execution environment's clock is off, in
 	// either direction (the limiter's documented δ).
 	ClockSkew time.Duration
+	// SecretsOutage is a span during which Secrets Manager fails; the
+	// credentials are then secrets (secret_id), not environment variables.
+	SecretsOutage [2]time.Duration
 }
 
 // Scenario is a named, seeded run.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	secrets "github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	smcache "github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
@@ -87,7 +87,7 @@ func TestSecretsOutageDefersAndLosesNothing(t *testing.T) {
 			sm.allow.Store(tt.allow)
 			m := newMemLanes(t, mockota.Config{Limit: lim, Credentials: []string{tt.accepted}}, secretConfig(lim, secret),
 				func(d *dispatch.Dispatcher) { d.Policy.StoreCooldown = 2 * time.Second })
-			cache := secrets.New(sm, secrets.WithClock(m.clock.Now))
+			cache := smcache.New(sm, smcache.WithClock(m.clock.Now))
 			m.sy.Credential, m.sy.Invalidate = cache.Lookup(5*time.Second, nil), cache.Invalidate
 			src := newPMSOracle("hotel-aurora")
 			for i := range 3 {
