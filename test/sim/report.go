@@ -143,6 +143,9 @@ func (s *sim) report() *Report {
 	if r.WentBack = s.ledger.WentBack; r.WentBack > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("an older state overwrote a newer one on an OTA: %d days, first %s", r.WentBack, s.ledger.WentBackExample))
 	}
+	if n := s.db.LaneWentBack; n > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("an older state over a newer one in a lane: %d writes replaced a lane's pending set with an older change for a date it still holds; first %s", n, s.db.FirstLaneWentBack))
+	}
 	r.PendingAtEnd = s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)
 	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
 	if r.PendingAtEnd > 0 {

@@ -117,6 +117,14 @@ type VendorSpec struct {
 	// Unchecked exempts the channel from the window, in-flight and quota
 	// invariants: a channel in shadow mode pushes at once by design.
 	Unchecked bool
+	// Overload is the share of requests the vendor answers 429 whatever
+	// the bucket holds (its own overload), asking each time for Penalty
+	// (at least a second) in RetryAfter's form.
+	Overload float64
+	Penalty  time.Duration
+	// Down is a span of the run (from its start) during which this vendor
+	// answers 503 to every request it counts.
+	Down [2]time.Duration
 }
 
 // VendorQuota is a calendar quota: Count requests a Period ("hour" or
@@ -177,6 +185,12 @@ type Faults struct {
 	// ClockSkew is the most an execution environment's clock is off, in
 	// either direction (the limiter's documented δ).
 	ClockSkew time.Duration
+	// SlowStore is a span during which DynamoDB answers with SlowLatency
+	// (a throttled table, a store under load) instead of DBLatency;
+	// SlowLatency's draws never pass SlowCap.
+	SlowStore   [2]time.Duration
+	SlowLatency Latency
+	SlowCap     time.Duration
 }
 
 // Scenario is a named, seeded run.
@@ -218,6 +232,10 @@ type Scenario struct {
 	HotProperty float64
 	// FinalSweep runs a sweep after the drain: it must find nothing.
 	FinalSweep bool
+	// Bulks are one-off uploads of many single-day changes to one lane;
+	// Reprice, if set, a wave over every property's every cell.
+	Bulks   []Bulk
+	Reprice *Reprice
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
