@@ -99,6 +99,7 @@ var knownOpen = map[uint64]string{
 	// (traced: a retry's slot booked 8 s ahead, sent 19 ms before the
 	// silence ended). A fix needs the silence on the bucket item and a
 	// read before spending a slot booked ahead: a design decision.
+	14: "penalty 429s under a slow store: slots booked before a 429 are spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store)",
 	15: "halving: slots booked before a 429 are spent inside its Retry-After",
 	20: "limits + a Retry-After of a day: a slot booked before the 429 spent inside its silence (as seed 15, not traced)",
 	24: "halving: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
