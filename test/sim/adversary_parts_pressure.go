@@ -29,21 +29,23 @@ var pressureParts = []part{
 		return []string{fmt.Sprintf("vendor.overload=%g", c.Vendor.Overload), "vendor.penalty=" + c.Vendor.Penalty.String()}, ""
 	}},
 	{"slow-store", "config", func(b *build, r *rand.Rand) ([]string, string) {
-		// DynamoDB answering as the emulator does under a burst (p50
-		// 278 ms, p99 480 ms), for a stretch in which every property
-		// reprices, all of them behind one credential of a channel whose
-		// limit the wave fills: grants come back later than their slots
-		// while the bucket has more to send than its rate.
+		// DynamoDB answering a share of calls as the emulator does under
+		// a burst (p50 278 ms, p99 480 ms: a throttled partition, a
+		// retried write, a GC pause) for a stretch in which every
+		// property reprices behind one credential of a channel the wave
+		// fills: a grant answered late would leave beside grants made
+		// since and answered fast.
 		from := time.Duration(r.IntN(int(b.sc.Load.Duration/time.Second)/2+1)) * time.Second
 		span := oneOf(r, 30*time.Second, time.Minute, 3*time.Minute)
 		c := b.channel(r)
-		c.Creds, c.Rate, c.Burst = 1, 3.0, oneOf(r, 6, 8)
+		c.Creds, c.Rate, c.Burst = 1, oneOf(r, 5.0, 10.0), oneOf(r, 10, 20)
 		f := &b.sc.Faults
-		f.SlowStore = [2]time.Duration{from, from + span}
+		f.SlowStore, f.SlowShare = [2]time.Duration{from, from + span}, oneOf(r, 0.05, 0.2, 1)
 		f.SlowLatency = Latency{P50: 278 * time.Millisecond, P99: 480 * time.Millisecond}
 		f.SlowCap = 1500 * time.Millisecond
 		b.sc.Reprice = &Reprice{At: from, Over: min(span, time.Minute) / 2, Ranges: oneOf(r, 1, 2)}
-		return []string{"fault.slow_store=" + span.String(), fmt.Sprintf("slow_store.limit=%g/%d", c.Rate, c.Burst)}, ""
+		return []string{"fault.slow_store=" + span.String(), fmt.Sprintf("slow_store.share=%g", f.SlowShare),
+			fmt.Sprintf("slow_store.limit=%g/%d", c.Rate, c.Burst)}, ""
 	}},
 	{"quota-5xx", "config", func(b *build, r *rand.Rand) ([]string, string) {
 		// A calendar quota the load uses up, on a vendor down for a

@@ -78,9 +78,10 @@ type DB struct {
 	ttl     map[string]string
 	// down reports whether the store is out at a time.
 	down func(time.Time) bool
-	// slow reports whether the store answers with slowLatency (at most
-	// slowCap) at a time (Faults.SlowStore).
+	// slow reports whether a share slowShare of the store's answers take
+	// slowLatency (at most slowCap) at a time (Faults.SlowStore).
 	slow        func(time.Time) bool
+	slowShare   float64
 	slowLatency Latency
 	slowCap     time.Duration
 	// keys are each table's key attribute names.
@@ -194,7 +195,7 @@ func (d *DB) Hottest() (key string, writes, wcu, total int) {
 func (d *DB) call(ctx context.Context, table, op string, step func() error) error {
 	where := table + " " + op + " " + callSite()
 	d.mu.Lock()
-	l, slow := d.latency, d.slow != nil && d.slow(time.Now())
+	l, slow := d.latency, d.slow != nil && d.slow(time.Now()) && d.rng.Float64() < d.slowShare
 	if slow {
 		l = d.slowLatency
 	}

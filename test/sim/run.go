@@ -673,7 +673,7 @@ func (s *sim) scheduleFaults() {
 	}
 	if f.SlowStore[1] > f.SlowStore[0] {
 		from, to := s.start.Add(f.SlowStore[0]), s.start.Add(f.SlowStore[1])
-		s.db.slow, s.db.slowLatency, s.db.slowCap = func(t time.Time) bool { return !t.Before(from) && t.Before(to) }, f.SlowLatency, f.SlowCap
+		s.db.slow, s.db.slowShare, s.db.slowLatency, s.db.slowCap = func(t time.Time) bool { return !t.Before(from) && t.Before(to) }, f.SlowShare, f.SlowLatency, f.SlowCap
 	}
 	if f.HalveAt > 0 {
 		c := s.sc.Channels[f.HalveChannel]

@@ -27,12 +27,18 @@
 // (Retry-After forms, the IETF RateLimit fields, a concurrency cap, a
 // calendar quota in its own zone, items metering, extra windows, shared
 // meters, slow answers, hangs past every timeout, answers over 64 KB, 5xx
-// bursts, a 401 span, a halving limit), faults (store outages, lost write
-// answers, Lambda deaths, duplicate and late deliveries, clock skew) and
-// loads (a storm, a hot property, 64 connections a property). Beside the
-// invariants above it checks, at the vendor, requests in flight against
-// max_in_flight and each quota period's count against the quota, and it
-// runs a last sweep after the drain that must find nothing. A failing
+// bursts, a 401 span, a halving limit, 429s of the vendor's own overload
+// asking for a penalty of seconds to minutes, a quota beside a vendor
+// down for a stretch), faults (store outages, lost write answers, a store
+// as slow as the emulator under a repricing wave, Lambda deaths, duplicate
+// and late deliveries, clock skew) and loads (a storm, a hot property, 64
+// connections a property, hundreds of single-day changes to one lane).
+// Beside the invariants above it checks, at the vendor, requests in flight
+// against max_in_flight and each quota period's count against the quota;
+// in the store, that no write replacing a lane's pending set (a
+// compaction) names an older change for a date the set keeps
+// (lanecheck.go); and it runs a last sweep after the drain that must find
+// nothing. A failing
 // case prints the line that replays it and is shrunk: its parts are
 // dropped one at a time while the same invariant still fails.
 //
@@ -185,10 +191,12 @@ type Faults struct {
 	// ClockSkew is the most an execution environment's clock is off, in
 	// either direction (the limiter's documented δ).
 	ClockSkew time.Duration
-	// SlowStore is a span during which DynamoDB answers with SlowLatency
-	// (a throttled table, a store under load) instead of DBLatency;
-	// SlowLatency's draws never pass SlowCap.
+	// SlowStore is a span during which a share SlowShare of DynamoDB's
+	// answers take SlowLatency (a throttled partition, a retried write, a
+	// GC pause) instead of DBLatency; SlowLatency's draws never pass
+	// SlowCap.
 	SlowStore   [2]time.Duration
+	SlowShare   float64
 	SlowLatency Latency
 	SlowCap     time.Duration
 }
