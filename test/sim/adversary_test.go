@@ -101,6 +101,7 @@ var knownOpen = map[uint64]string{
 	// read before spending a slot booked ahead: a design decision.
 	14: "penalty 429s under a slow store: slots booked before a 429 are spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store)",
 	15: "halving: slots booked before a 429 are spent inside its Retry-After",
+	18: "halving and penalty 429s: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
 	20: "limits + a Retry-After of a day: a slot booked before the 429 spent inside its silence (as seed 15, not traced)",
 	24: "halving: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
 }
