@@ -21,8 +21,8 @@ var pressureParts = []part{
 		// asking for a silence of seconds to minutes (a penalty box),
 		// whatever the bucket holds: the fleet must keep the silence.
 		c := b.channel(r)
-		c.Vendor.Overload = oneOf(r, 0.02, 0.05)
-		c.Vendor.Penalty = oneOf(r, 5*time.Second, 30*time.Second, 2*time.Minute)
+		c.Vendor.Overload = oneOf(r, 0.05, 0.1)
+		c.Vendor.Penalty = oneOf(r, 10*time.Second, 30*time.Second, 2*time.Minute)
 		if c.Vendor.RetryAfter == "" {
 			c.Vendor.RetryAfter = oneOf(r, "", "date")
 		}
@@ -35,6 +35,13 @@ var pressureParts = []part{
 		// property reprices behind one credential of a channel the wave
 		// fills: a grant answered late would leave beside grants made
 		// since and answered fast.
+		for _, c := range b.sc.Channels {
+			if c.Connections > 1 {
+				// As for a storm: the wave's fan-out would ask more than
+				// the channel sends in the drain.
+				return nil, "a repricing wave over many connections a property asks more than the drain sends"
+			}
+		}
 		from := time.Duration(r.IntN(int(b.sc.Load.Duration/time.Second)/2+1)) * time.Second
 		span := oneOf(r, 30*time.Second, time.Minute, 3*time.Minute)
 		c := b.channel(r)
