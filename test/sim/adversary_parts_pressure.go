@@ -81,6 +81,11 @@ var pressureParts = []part{
 		// A PMS uploading a room-rate's year day by day: hundreds of
 		// single-day changes to one lane within seconds, most of which
 		// land while the lane's push is in flight.
+		for _, c := range b.sc.Channels {
+			if c.Connections > 1 {
+				return nil, "a bulk upload fanned out to many connections a property asks more than the drain sends"
+			}
+		}
 		c := b.channel(r)
 		kind := indexOf(kindNames, oneOf(r, c.Kinds...))
 		bk := Bulk{At: time.Duration(r.IntN(int(b.sc.Load.Duration/time.Second))) * time.Second, Over: oneOf(r, time.Second, 3*time.Second),
