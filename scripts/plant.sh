@@ -11,6 +11,10 @@
 #   compact     a compaction keeps the oldest sequence of what it merges
 #   retryafter  a throttle waits the policy's default, not the vendor's Retry-After
 #
+# FLEETBUCKET_ADVERSARY_FIRST starts the search at another seed, and
+# FLEETBUCKET_ADVERSARY_PARTS runs that one seed with exactly those parts
+# (as scripts/sim.sh adversary -seed S -parts a,b does).
+#
 # The copy lives in a temporary directory, so the tree is never changed
 # and several plants may run at once. The adversary's log goes to
 # $FLEETBUCKET_SIM_OUT/plant-<bug>.log (default /tmp); the script prints the
@@ -21,7 +25,7 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(cd "$SCRIPT_DIR/.." && pwd -P)
 
-[[ $# -ge 1 && $# -le 2 ]] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[[ $# -ge 1 && $# -le 2 ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
 bug=$1 seeds=${2:-200}
 [[ $seeds =~ ^[0-9]+$ ]] || { echo "plant.sh: seeds: want an unsigned integer" >&2; exit 2; }
 
