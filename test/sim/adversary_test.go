@@ -101,6 +101,7 @@ var knownOpen = map[uint64]string{
 	// read before spending a slot booked ahead: a design decision.
 	14: "flaky: penalty 429s under a slow store, slots booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store; failed in two runs, passed in a third)",
 	15: "halving: slots booked before a 429 are spent inside its Retry-After",
+	17: "flaky (1 run in 2): halving and penalty 429s, a slot booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts margin,adaptive,max_in_flight,ratelimit-fields,halving,late-deliveries,penalty)",
 	18: "halving and penalty 429s: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
 	20: "limits + a Retry-After of a day: a slot booked before the 429 spent inside its silence (as seed 15, not traced)",
 	24: "halving: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
