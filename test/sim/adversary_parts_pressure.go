@@ -21,8 +21,8 @@ var pressureParts = []part{
 		// asking for a silence of seconds to minutes (a penalty box),
 		// whatever the bucket holds: the fleet must keep the silence.
 		c := b.channel(r)
-		c.Vendor.Overload = oneOf(r, 0.05, 0.1)
-		c.Vendor.Penalty = oneOf(r, 10*time.Second, 30*time.Second, 2*time.Minute)
+		c.Vendor.Overload = oneOf(r, 0.02, 0.05)
+		c.Vendor.Penalty = oneOf(r, 5*time.Second, 30*time.Second, 2*time.Minute)
 		if c.Vendor.RetryAfter == "" {
 			c.Vendor.RetryAfter = oneOf(r, "", "date")
 		}

@@ -99,13 +99,12 @@ var knownOpen = map[uint64]string{
 	// (traced: a retry's slot booked 8 s ahead, sent 19 ms before the
 	// silence ended). A fix needs the silence on the bucket item and a
 	// read before spending a slot booked ahead: a design decision.
-	14: "flaky: penalty 429s under a slow store, slots booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store; failed in two runs, passed in a third)",
+	14: "flaky: penalty 429s under a slow store, slots booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store; failed in two runs, passed in two)",
 	15: "halving: slots booked before a 429 are spent inside its Retry-After",
-	17: "flaky (1 run in 2): halving and penalty 429s, a slot booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts margin,adaptive,max_in_flight,ratelimit-fields,halving,late-deliveries,penalty)",
 	18: "halving and penalty 429s: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
 	20: "limits + a Retry-After of a day: a slot booked before the 429 spent inside its silence (as seed 15, not traced)",
 	24: "halving: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
-	50: "penalty 429s beside a storm: a slot booked before a 429 spent 0.4 s into its silence (as seed 15)",
+	50: "penalty 429s: slots booked before a 429 spent inside its silence (as seed 15; smallest -parts penalty)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS
