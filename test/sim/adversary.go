@@ -471,6 +471,11 @@ func cloneScenario(sc Scenario) Scenario {
 		out.Channels[i] = c
 	}
 	out.Top = cloneMap(sc.Top)
+	out.Bulks = slices.Clone(sc.Bulks)
+	if sc.Reprice != nil {
+		w := *sc.Reprice
+		out.Reprice = &w
+	}
 	if sc.Burst != nil {
 		b := *sc.Burst
 		out.Burst = &b

@@ -113,6 +113,9 @@ var knownOpen = map[uint64]string{
 	// an element recorded (or the unsent message sent first): a design
 	// decision.
 	41: "split_by month, 64 connections: a push's first message is re-sent on every slot and its second never goes (livelock)",
+	14: "flaky: penalty 429s under a slow store, slots booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store; failed in two runs, passed in two)",
+	18: "halving and penalty 429s: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
+	50: "penalty 429s: slots booked before a 429 spent inside its silence (as seed 15; smallest -parts penalty)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS

@@ -84,6 +84,12 @@ type DB struct {
 	// set, limits the outage to that table.
 	down      func(time.Time) bool
 	downTable string
+	// slow reports whether a share slowShare of the store's answers take
+	// slowLatency (at most slowCap) at a time (Faults.SlowStore).
+	slow        func(time.Time) bool
+	slowShare   float64
+	slowLatency Latency
+	slowCap     time.Duration
 	// keys are each table's key attribute names.
 	keys map[string][]string
 	// indexes are each table's global secondary indexes by name (index.go).
@@ -106,6 +112,10 @@ type DB struct {
 	loseRNG *rand.Rand
 	// Lost counts the answers lost.
 	Lost int
+	// LaneWentBack counts writes that replaced a lane's pending set with
+	// one naming an older change for a date it still holds (lanecheck.go).
+	LaneWentBack      int
+	FirstLaneWentBack string
 }
 
 // DBStats are the store's counters for the report.
@@ -199,7 +209,14 @@ func (d *DB) Hottest() (key string, writes, wcu, total int) {
 func (d *DB) call(ctx context.Context, table, op string, step func() error) error {
 	where := table + " " + op + " " + callSite()
 	d.mu.Lock()
-	lat := d.latency.draw(d.rng)
+	l, slow := d.latency, d.slow != nil && d.slow(time.Now()) && d.rng.Float64() < d.slowShare
+	if slow {
+		l = d.slowLatency
+	}
+	lat := l.draw(d.rng)
+	if slow {
+		lat = min(lat, d.slowCap)
+	}
 	d.mu.Unlock()
 	if err := sleep(ctx, lat/2); err != nil {
 		return err
@@ -331,6 +348,19 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 				panic(fmt.Sprintf("sim: %s is %d bytes, its size was kept as %d: a write bypassed DB.sizes", sk, n, beforeSize))
 			}
 		}
+		var replaced []string
+		var sets [][]string
+		if table == "state" {
+			if replaced = laneSetsReplaced(in); len(replaced) > 0 {
+				was := before
+				if !peeked {
+					was = d.peek(table, in.Key)
+				}
+				for _, a := range replaced {
+					sets = append(sets, stringSet(was, a))
+				}
+			}
+		}
 		cp := *in
 		cp.UpdateExpression = aws.String(orderSets(aws.ToString(in.UpdateExpression)))
 		cp.ConditionExpression = d.fixBeginsWith(in.ConditionExpression, in.ExpressionAttributeNames, before)
@@ -390,6 +420,14 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 		}
 		d.sizes[sk] = afterSize
 		d.keep(sk, after)
+		for i, a := range replaced {
+			if why := laneWentBack(sets[i], stringSet(after, a)); why != "" {
+				d.LaneWentBack++
+				if d.FirstLaneWentBack == "" {
+					d.FirstLaneWentBack = fmt.Sprintf("%s %s %s", sk, a, why)
+				}
+			}
+		}
 		if d.laneTrace != nil && table == "state" {
 			d.laneTrace.laneWrite(in.Key, d.stats.where, "ok", after)
 		}

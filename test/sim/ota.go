@@ -212,6 +212,12 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.retryAfter(h, key, now, lat, time.Second)
 		return ans(http.StatusTooManyRequests)
 	}
+	if v.spec.Overload > 0 && v.rng.Float64() < v.spec.Overload {
+		v.Throttled++
+		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
+		v.retryAfter(h, key, now, lat, max(v.spec.Penalty, time.Second))
+		return ans(http.StatusTooManyRequests)
+	}
 	if ok, wait := v.enforce(key, now, v.weight(p)); !ok {
 		v.Throttled++
 		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
@@ -237,7 +243,7 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 			return ans(http.StatusTooManyRequests)
 		}
 	}
-	if v.fail5xx != nil && v.fail5xx(now) {
+	if down := v.spec.Down; (v.fail5xx != nil && v.fail5xx(now)) || down[1] > down[0] && !now.Before(v.start.Add(down[0])) && now.Before(v.start.Add(down[1])) {
 		v.Failed++
 		return ans(http.StatusServiceUnavailable)
 	}

@@ -198,6 +198,9 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		}
 		v := NewVendor(c.Name, firstCopy[i], s.ledger, child(), lat, window.Limit{Rate: c.Rate, Burst: c.Burst}, props)
 		v.allowance = int(math.Ceil(c.Rate * (2*sc.DBLatency.P99.Seconds() + sc.Faults.ClockSkew.Seconds())))
+		if f := sc.Faults; f.SlowStore[1] > f.SlowStore[0] && !keepsMargin(c) {
+			v.allowance = max(v.allowance, noMarginAllowance(c, f))
+		}
 		v.refuse = sc.Faults.Refusals
 		v.spec, v.maxInFlight = c.Vendor, c.Vendor.MaxInFlight
 		if c.Vendor.Unchecked {
@@ -698,6 +701,10 @@ func (s *sim) scheduleFaults() {
 		from, to := s.start.Add(f.Vendor5xx[0]), s.start.Add(f.Vendor5xx[1])
 		s.vendors[f.Vendor5xxChannel].Set5xx(func(t time.Time) bool { return !t.Before(from) && t.Before(to) })
 	}
+	if f.SlowStore[1] > f.SlowStore[0] {
+		from, to := s.start.Add(f.SlowStore[0]), s.start.Add(f.SlowStore[1])
+		s.db.slow, s.db.slowShare, s.db.slowLatency, s.db.slowCap = func(t time.Time) bool { return !t.Before(from) && t.Before(to) }, f.SlowShare, f.SlowLatency, f.SlowCap
+	}
 	if f.HalveAt > 0 {
 		c := s.sc.Channels[f.HalveChannel]
 		v := s.vendors[f.HalveChannel]
@@ -721,6 +728,15 @@ func (s *sim) produce(ctx context.Context) {
 	if b := s.sc.Burst; b != nil {
 		br := rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
 		wg.Go(func() { s.wave(ctx, *b, br) })
+	}
+	for i, bk := range s.sc.Bulks {
+		// Drawn apart from the load's stream, which stays as it was.
+		br := rand.New(rand.NewPCG(s.sc.Seed, 0xb01c+uint64(i)))
+		wg.Go(func() { s.bulk(ctx, bk, br) })
+	}
+	if w := s.sc.Reprice; w != nil {
+		br := rand.New(rand.NewPCG(s.sc.Seed, 0x5e11))
+		wg.Go(func() { s.reprice(ctx, *w, br) })
 	}
 	l := s.sc.Load
 	for ctx.Err() == nil {

@@ -27,17 +27,23 @@
 // (Retry-After forms, the IETF RateLimit fields, a concurrency cap, a
 // calendar quota in its own zone, items metering, extra windows, shared
 // meters, slow answers, hangs past every timeout, answers over 64 KB, 5xx
-// bursts, a 401 span, a halving limit, the expedia-ar and opentravel
-// formats with refusals inside a 200 at each scope and malformed answers,
-// a vendor silent past the lease: adversary_formats.go, ota_formats.go),
-// faults (store outages, lost write answers, Lambda deaths, duplicate and
-// late deliveries, clock skew, Secrets Manager outages) and loads (a
-// storm, a hot property, 64 connections a property). Beside the
-// invariants above it checks, at the vendor, requests in flight against
-// max_in_flight, each quota period's count against the quota and that
-// every request carries its credential; that no change is sent again more
-// than 10 times, that no dead letter is over a refused credential or
-// hotel, and it runs a last sweep after the drain that must find nothing. A failing
+// bursts, a 401 span, a halving limit, 429s of the vendor's own overload
+// asking for a penalty of seconds to minutes, a quota beside a vendor
+// down for a stretch, the expedia-ar and opentravel formats with refusals
+// inside a 200 at each scope and malformed answers, a vendor silent past
+// the lease: adversary_formats.go, ota_formats.go), faults (store
+// outages, lost write answers, a store as slow as the emulator under a
+// repricing wave, Lambda deaths, duplicate and late deliveries, clock
+// skew, Secrets Manager outages) and loads (a storm, a hot property, 64
+// connections a property, hundreds of single-day changes to one lane).
+// Beside the invariants above it checks, at the vendor, requests in
+// flight against max_in_flight, each quota period's count against the
+// quota and that every request carries its credential; that no change is
+// sent again more than 10 times, that no dead letter is over a refused
+// credential or hotel; in the store, that no write replacing a lane's
+// pending set (a compaction) names an older change for a date the set
+// keeps (lanecheck.go); and it runs a last sweep after the drain that
+// must find nothing. A failing
 // case prints the line that replays it and is shrunk: its parts are
 // dropped one at a time while the same invariant still fails.
 //
@@ -128,6 +134,14 @@ type VendorSpec struct {
 	// HangSpan is a span of the run during which the vendor answers no
 	// request (past every timeout).
 	HangSpan [2]time.Duration
+	// Overload is the share of requests the vendor answers 429 whatever
+	// the bucket holds (its own overload), asking each time for Penalty
+	// (at least a second) in RetryAfter's form.
+	Overload float64
+	Penalty  time.Duration
+	// Down is a span of the run (from its start) during which this vendor
+	// answers 503 to every request it counts.
+	Down [2]time.Duration
 }
 
 // VendorQuota is a calendar quota: Count requests a Period ("hour" or
@@ -195,6 +209,14 @@ type Faults struct {
 	// SecretsOutage is a span during which Secrets Manager fails; the
 	// credentials are then secrets (secret_id), not environment variables.
 	SecretsOutage [2]time.Duration
+	// SlowStore is a span during which a share SlowShare of DynamoDB's
+	// answers take SlowLatency (a throttled partition, a retried write, a
+	// GC pause) instead of DBLatency; SlowLatency's draws never pass
+	// SlowCap.
+	SlowStore   [2]time.Duration
+	SlowShare   float64
+	SlowLatency Latency
+	SlowCap     time.Duration
 }
 
 // Scenario is a named, seeded run.
@@ -241,6 +263,10 @@ type Scenario struct {
 	// environment read them through its cache, as the deployed function
 	// does; otherwise they are the config's properties.
 	StoredConnections bool
+	// Bulks are one-off uploads of many single-day changes to one lane;
+	// Reprice, if set, a wave over every property's every cell.
+	Bulks   []Bulk
+	Reprice *Reprice
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }

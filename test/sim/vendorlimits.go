@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"maps"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
@@ -74,4 +77,46 @@ func quotaPeriod(q *VendorQuota, now time.Time) (from, to time.Time) {
 	}
 	from = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
 	return from, from.AddDate(0, 0, 1)
+}
+
+// keepsMargin reports whether every endpoint of c keeps a margin, read
+// from docs/configuration.md rather than the config package: its "margin"
+// where set, else 100 ms cut to what the burst can spare, which is
+// nothing where the burst holds no more than one push's tokens (an item's
+// weight where cost is items) and the urgent reserve a normal push leaves.
+func keepsMargin(c ChannelSpec) bool {
+	for _, k := range c.Kinds {
+		keys := map[string]string{}
+		maps.Copy(keys, c.Keys)
+		maps.Copy(keys, c.KindKeys[k])
+		if m, ok := keys["margin"]; ok {
+			d, err := time.ParseDuration(strings.Trim(m, `"`))
+			if err != nil || d <= 0 {
+				return false
+			}
+			continue
+		}
+		need := 1.0
+		if keys["cost"] == `"items"` {
+			w, _ := strconv.ParseFloat(keys["item_weight"], 64)
+			need = max(math.Ceil(w), 1)
+		}
+		if res, ok := keys["urgent_reserve"]; ok && keys["priority"] != `"urgent"` {
+			n, _ := strconv.Atoi(res)
+			need += float64(n)
+		}
+		if float64(c.Burst) <= need {
+			return false
+		}
+	}
+	return true
+}
+
+// noMarginAllowance is what a channel whose buckets keep no margin may
+// send over burst + rate·W while the store is slow: docs/design.md's
+// b + r·(W + d_max), d_max a grant's two writes at the slow store's
+// longest, the clock skew, and the dispatcher's grace where there is no
+// margin (half the burst's refill).
+func noMarginAllowance(c ChannelSpec, f Faults) int {
+	return int(math.Ceil(c.Rate*(2*f.SlowCap.Seconds()+f.ClockSkew.Seconds()) + float64(c.Burst)/2))
 }
