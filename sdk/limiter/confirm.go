@@ -83,7 +83,7 @@ func stands(b Bucket, st AdaptState, s Stamp, now int64) bool {
 	return now >= st.Since && b.Adaptive.Interval(st, b.Limit, now) <= s.Interval
 }
 
-// confirmed is Wait's check of a grant once its slot came: whether to
+// confirmed is Wait's check of a grant SilenceAfter before its slot: whether to
 // spend it. A slot granted less than ConfirmAfter (SilenceAfter) ahead is
 // spent without a read. One granted further ahead is not spent inside a
 // silence a vendor asked for since (Silence: free when this process heard

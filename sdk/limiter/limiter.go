@@ -277,11 +277,18 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 		if err != nil {
 			return Reservation{}, err
 		}
-		if err := l.sleepUntil(ctx, g.Slot); err != nil {
+		// The check reads the store when its last answer is older than
+		// SilenceAfter: made that long before the slot, its latency
+		// delays the check, not the send (read at the slot, every such
+		// grant came late by a read and was booked again).
+		if err := l.sleepUntil(ctx, g.Slot.Add(-SilenceAfter)); err != nil {
 			return Reservation{}, err
 		}
 		ok, err := l.confirmed(ctx, b, g)
 		if err != nil {
+			return Reservation{}, err
+		}
+		if err := l.sleepUntil(ctx, g.Slot); err != nil {
 			return Reservation{}, err
 		}
 		if ok {

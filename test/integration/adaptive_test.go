@@ -297,10 +297,12 @@ func TestWaitBooksAgainWhenAThrottleRevokesItsProbingSlot(t *testing.T) {
 		t.Fatalf("Wait returned %+v (probing %v); want a slot at 10/s after the penalty ending %v",
 			got.r, got.r.Probing(), throttledAt.Add(2*time.Second))
 	}
-	// The confirmation of its probing slot, and the silence check of the
-	// slot it booked again, 2 s ahead: a 429 could land in between.
-	if reads := counter.Calls() - counter.Updates(); reads != 2 {
-		t.Fatalf("Wait read the bucket %d times, want 2 (the confirmation of its probing slot, the silence of the slot booked again)", reads)
+	// The confirmation of its probing slot, SilenceAfter before it, and
+	// the silence check of the slot it booked again if that lies
+	// SilenceAfter or more ahead (a 429 could land in between); booked
+	// after the penalty has ended, it is spent at once, unread.
+	if reads := counter.Calls() - counter.Updates(); reads < 1 || reads > 2 {
+		t.Fatalf("Wait read the bucket %d times, want 1 or 2 (the confirmation of its probing slot, the silence of a slot booked again ahead)", reads)
 	}
 }
 
