@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -193,7 +195,7 @@ func (a *App) connGetCmd(f *connFlags) *cobra.Command {
 						name  string
 						codes map[string]string
 					}{{"room type", c.RoomTypes}, {"rate plan", c.RatePlans}} {
-						for _, k := range sortedKeys(m.codes) {
+						for _, k := range slices.Sorted(maps.Keys(m.codes)) {
 							fmt.Fprintf(w, "    %s %s → %s\n", m.name, k, m.codes[k])
 						}
 					}
@@ -285,7 +287,7 @@ overwrites what the table holds for the same property and channel.`,
 				return err
 			}
 			var conns []connections.Connection
-			for _, pid := range sortedKeys(in.Properties) {
+			for _, pid := range slices.Sorted(maps.Keys(in.Properties)) {
 				for _, p := range in.Properties[pid] {
 					conns = append(conns, connections.Connection{PropertyID: pid, Property: p})
 				}
@@ -388,13 +390,4 @@ func (a *App) connUnmappedCmd(f *connFlags) *cobra.Command {
 			})
 		},
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -111,12 +111,3 @@ func (c *Cache) now() time.Time {
 	}
 	return time.Now()
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

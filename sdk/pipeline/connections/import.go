@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,7 +123,7 @@ func (s *Store) writeBatch(ctx context.Context, b []types.WriteRequest) (calls, 
 // "properties", for Import.
 func FromConfig(c *config.Config) []Connection {
 	var out []Connection
-	for _, pid := range sortedKeys(c.Properties) {
+	for _, pid := range slices.Sorted(maps.Keys(c.Properties)) {
 		for _, p := range c.Properties[pid] {
 			out = append(out, Connection{PropertyID: pid, Property: p})
 		}
