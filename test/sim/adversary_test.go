@@ -103,16 +103,6 @@ var knownOpen = map[uint64]string{
 	// hour (smallest: -parts retry-after; before the fix it drained in
 	// 59m40s, spending slots inside the silences).
 	20: "retry-after: ~30 429s from a burst-1 vendor, each a 15 min silence; honouring them, the drain outlasts the hour (stale days, jobs queued); not traced",
-	// Traced: with split_by month, a change whose dates cross a month
-	// renders as two messages; the first goes on the job's slot, the
-	// second books a token past the push's budget, so the job defers it.
-	// A lane element is finished only when every message of it was
-	// accepted (syncer pushed.accepted), so the next job renders both
-	// again and sends the first again: 109,405 accepted requests for 23
-	// changes, 1,737 days never sent. A fix needs the accepted part of
-	// an element recorded (or the unsent message sent first): a design
-	// decision.
-	41: "split_by month, 64 connections: a push's first message is re-sent on every slot and its second never goes (livelock)",
 	14: "flaky: penalty 429s under a slow store, slots booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store; failed in two runs, passed in two)",
 	18: "halving and penalty 429s: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
 	50: "penalty 429s: slots booked before a 429 spent inside its silence (as seed 15; smallest -parts penalty)",

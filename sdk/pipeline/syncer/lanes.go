@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,10 +30,14 @@ type laneRef struct {
 	// Pushed are the elements the owner's previous push carried, which
 	// its next claim clears.
 	Pushed []string `json:"pushed,omitempty"`
-	// Part says that the oldest pending change was too large for one push
-	// on an endpoint metered by items, and that its dates before From
-	// went out already: the lane's pushes carry the rest, then clear it.
-	Part *partRef `json:"part,omitempty"`
+	// Part and Parts name pending changes whose dates before From went
+	// out already: the lane's pushes carry the rest, then clear them. A
+	// change too large for one push on an endpoint metered by items goes
+	// so, and so does one whose first messages (a month each, split_by)
+	// were accepted and whose later ones had to wait. The first part is
+	// Part, which the previous release also reads; Parts holds the others.
+	Part  *partRef  `json:"part,omitempty"`
+	Parts []partRef `json:"parts,omitempty"`
 	// Refused is set on the dead letter of a change the vendor refused
 	// (refusedLetter): the job, redriven, marks the lane with it again.
 	Refused []string `json:"refused,omitempty"`
@@ -41,6 +46,24 @@ type laneRef struct {
 	// one that landed made its token the lane's owner, which is the job's
 	// own (lane.Store.ClaimAfter).
 	Unanswered []string `json:"unanswered,omitempty"`
+}
+
+// parts is every part ref names.
+func (ref laneRef) parts() []partRef {
+	if ref.Part == nil {
+		return ref.Parts
+	}
+	return append([]partRef{*ref.Part}, ref.Parts...)
+}
+
+// withParts is ref naming parts (Part the first, Parts the rest).
+func (ref laneRef) withParts(parts []partRef) laneRef {
+	ref.Part, ref.Parts = nil, nil
+	if len(parts) > 0 {
+		first := parts[0]
+		ref.Part, ref.Parts = &first, parts[1:]
+	}
+	return ref
 }
 
 // ours reports whether owner is one of the tokens ref's unanswered
@@ -80,7 +103,7 @@ func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
 	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
 		return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q is not a lane job (payload %s)", job.ErrMalformed, j.ID, j.Payload)
 	}
-	if p := ref.Part; p != nil {
+	for _, p := range ref.parts() {
 		if _, err := lane.ParseElement(p.Element); err != nil {
 			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part: %v", job.ErrMalformed, j.ID, err)
 		}
@@ -119,6 +142,9 @@ type pushed struct {
 	// part is set when the push carries only the first dates of its
 	// oldest element, which stays pending with the rest.
 	part *partRef
+	// sent are the parts of elements whose first messages the vendor
+	// accepted while later ones did not go (Done).
+	sent []partRef
 	// settled is what the vendor refused of the push's messages.
 	settled *settlement
 }
@@ -131,18 +157,22 @@ func (p pushed) held(e lane.Element) lane.Element {
 	return e
 }
 
-// next is the part the lane's next push resumes: the one this push made,
-// or the one it resumed and did not finish (Shrink left it out).
-func (p pushed) next() *partRef {
+// next are the parts the lane's next push resumes: the one this push
+// made, those it resumed and did not finish (Shrink left them out), and
+// those of which it sent the first messages only.
+func (p pushed) next() []partRef {
+	var out []partRef
 	if p.part != nil {
-		return p.part
+		out = append(out, *p.part)
 	}
 	for cut, whole := range p.whole {
 		if !slices.Contains(p.elements, cut) {
-			return &partRef{Element: whole.String(), From: cut.From}
+			out = append(out, partRef{Element: whole.String(), From: cut.From})
 		}
 	}
-	return nil
+	out = append(out, p.sent...)
+	slices.SortFunc(out, func(a, b partRef) int { return strings.Compare(a.Element, b.Element) })
+	return out
 }
 
 // cleared is what the push carried in full, as the lane holds it.
@@ -192,7 +222,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	}
 	// The part survives a push that does not go out (deferred to book its
 	// tokens, or failed): the next one resumes it.
-	j = w.rebased(j, id, laneRef{Token: next, Part: ref.Part}, nil)
+	j = w.rebased(j, id, laneRef{Token: next}.withParts(ref.parts()), nil)
 	if _, connected, err := s.targetOf(ctx, id); err != nil {
 		return j, dispatch.Payload{}, err
 	} else if !connected {
@@ -210,7 +240,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 			return j, dispatch.Payload{}, dispatch.ErrIdle
 		}
 	}
-	pending, whole := resume(p.Elements, ref.Part)
+	pending, whole := resume(p.Elements, ref.parts())
 	var shared *invocation // a fresh lane's first push shares its read
 	if next == ref.Token {
 		shared = inv
@@ -252,7 +282,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 // otherwise than on its condition returns the token it offered all the
 // same, which the lane may now hold.
 func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref laneRef, done []lane.Element) (string, lane.Pending, error) {
-	if len(done) == 0 && ref.Part == nil && ref.SeenOwner == "" {
+	if len(done) == 0 && len(ref.parts()) == 0 && ref.SeenOwner == "" {
 		p, fresh := inv.unclaimed(ref.Token)
 		if fresh && p.LeaseUntil.Sub(s.now()) > s.Lanes.LeaseLength()/2 {
 			return ref.Token, p, nil
@@ -291,23 +321,33 @@ func (s *Syncer) payload(ctx context.Context, st pushed, body []byte, items int)
 	return p, nil
 }
 
-// resume is pending with the element part names (if still pending) cut to
-// its dates from part.From on, and the map from the cut element to the
-// lane's.
-func resume(pending []lane.Element, part *partRef) ([]lane.Element, map[lane.Element]lane.Element) {
-	if part == nil {
+// resume is pending with each element parts name (if still pending) cut
+// to its dates from the part's From on, and the map from each cut element
+// to the lane's.
+func resume(pending []lane.Element, parts []partRef) ([]lane.Element, map[lane.Element]lane.Element) {
+	if len(parts) == 0 {
 		return pending, nil
 	}
-	for i, e := range pending {
-		if e.String() != part.Element || part.From <= e.From || part.From > e.To {
+	from := make(map[string]string, len(parts))
+	for _, p := range parts {
+		from[p.Element] = p.From
+	}
+	out := append([]lane.Element(nil), pending...)
+	var whole map[lane.Element]lane.Element
+	for i, e := range out {
+		f, ok := from[e.String()]
+		if !ok || f <= e.From || f > e.To {
 			continue
 		}
 		cut := e
-		cut.From = part.From
-		out := append(append(append([]lane.Element(nil), pending[:i]...), cut), pending[i+1:]...)
-		return out, map[lane.Element]lane.Element{cut: e}
+		cut.From = f
+		out[i] = cut
+		if whole == nil {
+			whole = map[lane.Element]lane.Element{}
+		}
+		whole[cut] = e
 	}
-	return pending, nil
+	return out, whole
 }
 
 // notOwner decides what becomes of a job whose lane has another owner. If
@@ -341,6 +381,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 		// Some of its messages did not go (a later one failed): the
 		// lane's next push carries them with a slot of its own.
 		left := without(st.elements, acc)
+		st.sent = st.sentParts(p.Messages, left)
 		st.rest = append(append([]lane.Element(nil), left...), st.rest...)
 		st.elements, st.more = acc, true
 	}
@@ -362,7 +403,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 		rest = func() []lane.Element { return without(seen.Elements, st.cleared()) }
 	}
 	cleared := st.cleared()
-	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Part: st.next()}
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared))}.withParts(st.next())
 	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
 	}

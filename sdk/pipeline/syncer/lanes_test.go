@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -254,20 +255,89 @@ func TestLingerYields(t *testing.T) {
 func TestChangeInPartsResumes(t *testing.T) {
 	big := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-03-01", To: "2027-03-30", Sequence: 1}
 	small := lane.Element{RoomType: "TWN", RatePlan: "BAR", From: "2027-03-01", To: "2027-03-02", Sequence: 2}
-	part := &partRef{Element: big.String(), From: "2027-03-21"}
-	pending, whole := resume([]lane.Element{big, small}, part)
+	part := partRef{Element: big.String(), From: "2027-03-21"}
+	pending, whole := resume([]lane.Element{big, small}, []partRef{part})
 	if pending[0].From != "2027-03-21" || pending[0].To != big.To || countItems(pending[:1]) != 10 || whole[pending[0]] != big {
 		t.Fatalf("resumed %v (%v), want the big change from 2027-03-21 (10 items), mapped to the lane's", pending, whole)
 	}
-	if got, _ := resume([]lane.Element{small}, part); len(got) != 1 || got[0] != small {
+	if got, _ := resume([]lane.Element{small}, []partRef{part}); len(got) != 1 || got[0] != small {
 		t.Fatalf("a part of a change no longer pending: %v, want the pending elements as they are", got)
 	}
 	done := pushed{elements: pending, whole: whole}
-	if got := done.cleared(); got[0] != big || done.next() != nil {
+	if got := done.cleared(); got[0] != big || len(done.next()) != 0 {
 		t.Fatalf("a push carrying the rest clears %v, part %+v; want the big change as the lane holds it, no part", got, done.next())
 	}
 	left := pushed{elements: pending[1:], rest: pending[:1], whole: whole}
-	if n := left.next(); n == nil || *n != *part {
-		t.Fatalf("a push that left the rest out carries part %+v, want %+v", n, part)
+	if n := left.next(); len(n) != 1 || n[0] != part {
+		t.Fatalf("a push that left the rest out carries parts %+v, want %+v", n, part)
+	}
+}
+
+// A change crossing a month goes in a message a month (split_by month).
+// When the first went and the second had to wait for a token of its own,
+// the lane's next push resumes at the second month: sending the first
+// again would spend every slot on it, and the second would never go.
+func TestAcceptedMonthsOfAChangeAreNotSentAgain(t *testing.T) {
+	cross := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-25", To: "2027-02-05", Sequence: 1}
+	jan := lane.Element{RoomType: "TWN", RatePlan: "BAR", From: "2027-01-10", To: "2027-01-12", Sequence: 2}
+	month := func(accepted bool, spans map[lane.Element]span) dispatch.Message {
+		c := carriage{spans: spans}
+		for _, e := range []lane.Element{cross, jan} {
+			if _, ok := spans[e]; ok {
+				c.elements = append(c.elements, e)
+			}
+		}
+		return dispatch.Message{State: c, Accepted: accepted}
+	}
+	tests := []struct {
+		name string
+		msgs []dispatch.Message
+		want []partRef
+	}{
+		{"January went, February waits", []dispatch.Message{
+			month(true, map[lane.Element]span{cross: {"2027-01-25", "2027-01-31"}, jan: {"2027-01-10", "2027-01-12"}}),
+			month(false, map[lane.Element]span{cross: {"2027-02-01", "2027-02-05"}}),
+		}, []partRef{{Element: cross.String(), From: "2027-02-01"}}},
+		{"nothing went", []dispatch.Message{
+			month(false, map[lane.Element]span{cross: {"2027-01-25", "2027-01-31"}, jan: {"2027-01-10", "2027-01-12"}}),
+			month(false, map[lane.Element]span{cross: {"2027-02-01", "2027-02-05"}}),
+		}, nil},
+		{"a later month went before an earlier one", []dispatch.Message{
+			month(false, map[lane.Element]span{cross: {"2027-01-25", "2027-01-31"}, jan: {"2027-01-10", "2027-01-12"}}),
+			month(true, map[lane.Element]span{cross: {"2027-02-01", "2027-02-05"}}),
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := pushed{elements: []lane.Element{cross, jan}, settled: newSettlement()}
+			left := without(st.elements, st.accepted(tt.msgs))
+			if !slices.Contains(left, cross) {
+				t.Fatalf("the change crossing the month settled (left %v): a month of it did not go", left)
+			}
+			st.sent = st.sentParts(tt.msgs, left)
+			ref := laneRef{Token: "t"}.withParts(st.next())
+			body, err := json.Marshal(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back laneRef
+			if err := json.Unmarshal(body, &back); err != nil {
+				t.Fatal(err)
+			}
+			if got := back.parts(); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("the next push resumes %+v, want %+v", got, tt.want)
+			}
+			pending, whole := resume([]lane.Element{cross, jan}, back.parts())
+			wantFrom := cross.From
+			if len(tt.want) > 0 {
+				wantFrom = tt.want[0].From
+			}
+			if pending[0].From != wantFrom || pending[0].To != cross.To || pending[1] != jan {
+				t.Fatalf("the next push carries %v, want the crossing change from %s and the other whole", pending, wantFrom)
+			}
+			if len(tt.want) > 0 && whole[pending[0]] != cross {
+				t.Fatalf("the resumed part maps to %v, want the change as the lane holds it", whole[pending[0]])
+			}
+		})
 	}
 }

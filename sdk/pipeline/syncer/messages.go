@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -156,8 +158,19 @@ func (s *Syncer) deadLetterUnexpressible(ctx context.Context, id lane.ID, live [
 	return nil
 }
 
+// carriage is what one message carries: the elements with a date in it,
+// and of each the first and last of those dates. A message of one month
+// (split_by) carries a part of a change that crosses the month.
+type carriage struct {
+	elements []lane.Element
+	spans    map[lane.Element]span
+}
+
+// span is a first and a last date.
+type span struct{ from, to string }
+
 // carried is the elements of els with a date in w.
-func carried(els []lane.Element, w format.Work) []lane.Element {
+func carried(els []lane.Element, w format.Work) carriage {
 	dates := map[[2]string]map[string]bool{}
 	for _, c := range w.Cells {
 		k := [2]string{c.RoomType, c.RatePlan}
@@ -168,24 +181,32 @@ func carried(els []lane.Element, w format.Work) []lane.Element {
 			dates[k][d.Date] = true
 		}
 	}
-	var out []lane.Element
+	out := carriage{spans: map[lane.Element]span{}}
 	for _, e := range els {
 		in := dates[[2]string{e.RoomType, e.RatePlan}]
+		var sp span
 		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
-			if in[d] {
-				out = append(out, e)
-				break
+			if !in[d] {
+				continue
 			}
+			if sp.from == "" {
+				sp.from = d
+			}
+			sp.to = d
+		}
+		if sp.from != "" {
+			out.elements = append(out.elements, e)
+			out.spans[e] = sp
 		}
 	}
 	return out
 }
 
 // messageOf is r as the dispatcher sends it, read back by f.
-func messageOf(f format.Format, r format.Request, els []lane.Element) dispatch.Message {
+func messageOf(f format.Format, r format.Request, c carriage) dispatch.Message {
 	return dispatch.Message{
 		Method: r.Method, Path: r.Path, Header: r.Header, Body: r.Body, Items: r.Work.Items(),
-		Judge: judge(f, r), State: els,
+		Judge: judge(f, r), State: c,
 	}
 }
 
@@ -214,7 +235,8 @@ func (s *Syncer) Refused(ctx context.Context, j job.Job, p *dispatch.Payload, i 
 	if !ok || st.settled == nil {
 		return nil, nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
 	}
-	els, _ := p.Messages[i].State.([]lane.Element)
+	c, _ := p.Messages[i].State.(carriage)
+	els := c.elements
 	outcome, _ := perm.Detail.(format.Outcome)
 	reason := perm.Summary
 	if reason == "" {
@@ -309,8 +331,8 @@ func (p pushed) accepted(msgs []dispatch.Message) []lane.Element {
 		if m.Accepted || p.settled.handled[i] {
 			continue
 		}
-		els, _ := m.State.([]lane.Element)
-		for _, e := range els {
+		c, _ := m.State.(carriage)
+		for _, e := range c.elements {
 			ok[e] = false
 		}
 	}
@@ -318,6 +340,39 @@ func (p pushed) accepted(msgs []dispatch.Message) []lane.Element {
 	for _, e := range p.elements {
 		if ok[e] || p.settled.dead[e] {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sentParts are the parts of left, elements the push did not settle,
+// that its accepted messages sent the first dates of: each resumes after
+// them, so that a change crossing a month whose first month went and
+// whose second had to wait for a token does not send the first month
+// again on every slot and the second never. An element whose accepted
+// dates do not all come before the rest's is sent whole again.
+func (p pushed) sentParts(msgs []dispatch.Message, left []lane.Element) []partRef {
+	var out []partRef
+	for _, e := range left {
+		var sent, unsent []span
+		for i, m := range msgs {
+			c, _ := m.State.(carriage)
+			sp, ok := c.spans[e]
+			switch {
+			case !ok || p.settled != nil && p.settled.handled[i]:
+			case m.Accepted:
+				sent = append(sent, sp)
+			default:
+				unsent = append(unsent, sp)
+			}
+		}
+		if len(sent) == 0 || len(unsent) == 0 {
+			continue
+		}
+		last := slices.MaxFunc(sent, func(a, b span) int { return strings.Compare(a.to, b.to) }).to
+		first := slices.MinFunc(unsent, func(a, b span) int { return strings.Compare(a.from, b.from) }).from
+		if last < first {
+			out = append(out, partRef{Element: p.held(e).String(), From: first})
 		}
 	}
 	return out
