@@ -13,6 +13,12 @@
 // that every other change still reaches the vendor; a refusal of the
 // credential or the hotel is about no change, and is never taken apart.
 //
+// A format may also be a Reader, which reads back what the OTA holds of a
+// hotel (ReaderOf): "expedia-ar" reads with Expedia's Products,
+// Availability and Rates Retrieval (ProductAvailRateRetrievalRQ); the
+// others cannot read. sdk/pipeline/parity compares what it reads with the
+// stored state.
+//
 // Built in: "json" (fleetbucket's own body), "opentravel"
 // (OTA_HotelAvailNotifRQ / OTA_HotelRateAmountNotifRQ, as Booking.com's
 // B.XML) and "expedia-ar" (Expedia's AvailRateUpdateRQ). A program adds its
