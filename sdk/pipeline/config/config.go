@@ -49,6 +49,9 @@ type Channel struct {
 	Endpoints map[string]Endpoint `json:"endpoints"`
 	// Credentials maps a credential id to where its secret comes from.
 	Credentials map[string]Credential `json:"credentials"`
+	// Read, if set, is where a parity check reads back what the OTA
+	// holds (see ReadEndpoint).
+	Read *ReadEndpoint `json:"read,omitempty"`
 }
 
 // Endpoint is one metered API endpoint.

@@ -71,6 +71,7 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, validateMeters(at, ch)...)
 		errs = append(errs, validateFormat(at, ch)...)
+		errs = append(errs, validateRead(at, ch)...)
 		if len(ch.Credentials) == 0 {
 			add("%s.credentials: none configured", at)
 		}
