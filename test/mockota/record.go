@@ -31,14 +31,17 @@ type Request struct {
 	// Config.Wire format's 200 with Errors): not applied, whatever the
 	// status.
 	Refused bool
-	Body    []byte
+	// Read says the request read back what the vendor holds (a parity
+	// check's ProductAvailRateRetrievalRQ): metered, never applied.
+	Read bool
+	Body []byte
 }
 
 func accepted(status int) bool { return status >= 200 && status < 300 }
 
-// applied reports whether the vendor applied r: a 2xx that carried no
-// error in its body.
-func (r Request) applied() bool { return accepted(r.Status) && !r.Refused }
+// applied reports whether the vendor applied r: a 2xx push that carried
+// no error in its body.
+func (r Request) applied() bool { return accepted(r.Status) && !r.Refused && !r.Read }
 
 // Requests returns every request received, in the order the limiter decided
 // them (arrival order), including malformed and refused ones.

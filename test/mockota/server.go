@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
+	"github.com/fleetbucket/fleetbucket/test/otaformat"
 )
 
 // maxBody bounds what one request may send; ARI updates are small, and an
@@ -41,6 +42,8 @@ type Server struct {
 	// running counts the requests of each bucket in their handler, and
 	// peak the most at once (concurrent.go).
 	running, peak map[bucketKey]int
+	// held is what a Wire vendor holds (holding.go).
+	held map[heldKey]map[string]any
 }
 
 // Start listens on 127.0.0.1 (never all interfaces: a mock that grants
@@ -97,6 +100,10 @@ func (s *Server) Close() {
 // under one lock with the clock read inside it, so that arrival order,
 // arrival times and the limiter's order are the same sequence.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
+		s.admin(w, r)
+		return
+	}
 	rec := Request{JobID: r.Header.Get("X-Job-Id")}
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	rec.Body = body
@@ -147,6 +154,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Status = status
 	s.log = append(s.log, rec)
+	// The copy changes and is read in arrival order, under the lock that
+	// orders the requests.
+	var readAnswer []byte
+	switch {
+	case wire == nil || !accepted(status) || rec.Refused:
+	case wire.read != nil:
+		q := wire.read
+		readAnswer = otaformat.AnswerExpediaPARR(nil, q.From, q.To, s.holdingOf(q.Hotel, q.From, q.To))
+	default:
+		s.hold(wire.push)
+	}
 	s.mu.Unlock()
 
 	if d := s.cfg.Latency; d > 0 {
@@ -184,6 +202,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if wire != nil {
 		h.Set("Content-Type", "text/xml")
 		w.WriteHeader(status)
+		if readAnswer != nil {
+			_, _ = w.Write(readAnswer)
+			return
+		}
 		_, _ = w.Write(wire.answer(status, msg))
 		return
 	}

@@ -87,6 +87,10 @@ type wireRequest struct {
 	refusal *otaformat.Refusal
 	// early: the refusal answered before the limiter (status 400).
 	early *otaformat.Refusal
+	// push is what a push asks the vendor to apply; read is set instead on
+	// a read of what the vendor holds.
+	push otaformat.Message
+	read *otaformat.Read
 }
 
 // checkWire is check for a Config.Wire format.
@@ -129,7 +133,14 @@ func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr e
 			badLogin = nil
 		}
 	case WireExpediaAR:
-		m, err = otaformat.DecodeExpediaAR(body, ep, s.cfg.Wire.rules())
+		if otaformat.IsExpediaPARR(body) {
+			var q otaformat.Read
+			q, err = otaformat.DecodeExpediaPARR(body)
+			wr.read, rec.Read = &q, true
+			m = otaformat.Message{User: q.User, Hotel: q.Hotel}
+		} else {
+			m, err = otaformat.DecodeExpediaAR(body, ep, s.cfg.Wire.rules())
+		}
 		if m.User == "" {
 			return fail(http.StatusUnauthorized, "missing Authentication username")
 		}
@@ -149,6 +160,7 @@ func (s *Server) checkWire(r *http.Request, rec *Request, body []byte, readErr e
 		}
 		return wr
 	}
+	wr.push = m
 	var refusal *otaformat.Refusal
 	if errors.As(err, &refusal) {
 		if refusal.Status != http.StatusOK {
@@ -173,6 +185,9 @@ func (wr *wireRequest) answer(status int, msg string) []byte {
 		refusal = nil
 	case refusal == nil:
 		refusal = &otaformat.Refusal{Status: status, Code: strconv.Itoa(status), Text: msg}
+	}
+	if wr.read != nil {
+		return otaformat.AnswerExpediaPARR(refusal, "", "", nil)
 	}
 	if wr.format == WireExpediaAR {
 		return otaformat.AnswerExpediaAR(refusal)
