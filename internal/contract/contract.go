@@ -22,6 +22,9 @@ const (
 	// (sdk/pipeline/connections); unset, the connections file's
 	// properties say where changes go.
 	EnvConnectionsTable = "FLEETBUCKET_CONNECTIONS_TABLE"
+	// EnvChangesQueueURL is the changes queue, where a parity check sends
+	// its repairs (and the CLI's dlq redrive sends changes back).
+	EnvChangesQueueURL = "FLEETBUCKET_CHANGES_QUEUE_URL"
 )
 
 // RequiredEnv are the variables the function refuses to start without.

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 )
 
@@ -380,4 +381,54 @@ func windows(from, to string, n int) [][2]string {
 		out = append(out, [2]string{d.Format(ari.DateLayout), end.Format(ari.DateLayout)})
 	}
 	return out
+}
+
+// DefaultDays is the window a check covers when it names no last date: a
+// year, the horizon channel managers keep an OTA's calendar over.
+const DefaultDays = 365
+
+// Window is the check's window from flags: from (default: now's date,
+// UTC) to to (default: from + days − 1).
+func Window(now time.Time, from, to string, days int) (string, string, error) {
+	if from == "" {
+		from = now.UTC().Format(ari.DateLayout)
+	}
+	a, err := time.Parse(ari.DateLayout, from)
+	if err != nil {
+		return "", "", fmt.Errorf("--from %q: want a date, YYYY-MM-DD", from)
+	}
+	if to == "" {
+		if days < 1 {
+			return "", "", fmt.Errorf("--days %d: want at least 1", days)
+		}
+		to = a.AddDate(0, 0, days-1).Format(ari.DateLayout)
+	}
+	b, err := time.Parse(ari.DateLayout, to)
+	if err != nil || b.Before(a) {
+		return "", "", fmt.Errorf("--to %q: want a date, YYYY-MM-DD, not before --from %s", to, from)
+	}
+	return from, to, nil
+}
+
+// ConnectionsAPI is the part of *connections.Store ConnectionOf reads.
+type ConnectionsAPI interface {
+	Connection(ctx context.Context, propertyID, channel string) (connections.Connection, error)
+}
+
+// ConnectionOf is the property's connection to channel: from the
+// connections store when one is given, else from the file's properties.
+func ConnectionOf(ctx context.Context, cfg *config.Config, store ConnectionsAPI, propertyID, channel string) (config.Property, error) {
+	if store != nil {
+		c, err := store.Connection(ctx, propertyID, channel)
+		if err != nil {
+			return config.Property{}, err
+		}
+		return c.Property, nil
+	}
+	for _, p := range cfg.Properties[propertyID] {
+		if p.Channel == channel {
+			return p, nil
+		}
+	}
+	return config.Property{}, fmt.Errorf("property %q has no connection to channel %q in the connections file (pass the connections table to read it there)", propertyID, channel)
 }
