@@ -22,6 +22,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/parity"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
@@ -118,8 +119,10 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		pipeline.WithCredentialOptions(credentials.WithGetenv(getenv)),
 		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)),
 	}
+	var conns parity.ConnectionsAPI
 	if s.connectionsTable != "" {
 		store := &connections.Store{DB: db, Table: s.connectionsTable, Config: cfg}
+		conns = store
 		cache := &connections.Cache{Source: store, Config: cfg}
 		opts = append(opts, pipeline.WithSyncer(func(sy *syncer.Syncer) { sy.Connections = cache }))
 	}
@@ -133,8 +136,10 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		return nil, err
 	}
 	sy, secrets := p.Syncer, p.Credentials
+	checker := &parity.Checker{Config: cfg, State: sy.State, Limiter: p.Limiter, Secret: secrets.Token,
+		Repair: syncerRepairer{sy}, Metrics: os.Stdout, Namespace: s.namespace}
 	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
-		namespace: s.namespace, out: os.Stdout, queues: newChangeQueues(sqsClient)}, nil
+		namespace: s.namespace, out: os.Stdout, queues: newChangeQueues(sqsClient), parity: checker, conns: conns}, nil
 }
 
 // maxInstances bounds how many processes of the function run at once, the

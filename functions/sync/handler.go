@@ -17,6 +17,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/credentials"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/parity"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
@@ -46,16 +47,24 @@ type handler struct {
 	// queues sends failed changes again (syncer.Retry) to the queue they
 	// came from; nil leaves them to the visibility timeout.
 	queues *changeQueues
+	// parity runs parity events (parity.go); conns reads their
+	// connections (nil: the file's properties).
+	parity *parity.Checker
+	conns  parity.ConnectionsAPI
 }
 
 // Invoke routes an invocation: an SQS batch from the function's event
-// sources (Handle), or the stack's schedule asking for a sweep (Sweep).
+// sources (Handle), or the stack's schedules asking for a sweep (Sweep) or
+// a parity check (Parity).
 func (h *handler) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
 	var in struct {
 		Action string `json:"action"`
 	}
 	if json.Unmarshal(raw, &in) == nil && in.Action == syncer.SweepAction {
 		return h.Sweep(ctx)
+	}
+	if in.Action == parity.Action {
+		return h.Parity(ctx, raw)
 	}
 	var ev events.SQSEvent
 	if err := json.Unmarshal(raw, &ev); err != nil || ev.Records == nil {

@@ -42,3 +42,14 @@ func TestHotelRefusalIsCounted(t *testing.T) {
 		t.Errorf("HotelRefusals = %v, CredentialRefusals = %v; want 1 and 0", got["HotelRefusals"], got["CredentialRefusals"])
 	}
 }
+
+// A parity event names the connection it checks; one that does not is
+// refused with the shape it needs, before any read.
+func TestInvokeRoutesAParityEvent(t *testing.T) {
+	h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: &emf.Counters{}}
+	for _, raw := range []string{`{"action":"parity"}`, `{"action":"parity","property":"p"}`} {
+		if _, err := h.Invoke(context.Background(), json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), `want {"action": "parity", "property": …, "channel": …}`) {
+			t.Errorf("Invoke(%s) = %v, want it refused naming the event's shape", raw, err)
+		}
+	}
+}

@@ -432,3 +432,19 @@ func ConnectionOf(ctx context.Context, cfg *config.Config, store ConnectionsAPI,
 	}
 	return config.Property{}, fmt.Errorf("property %q has no connection to channel %q in the connections file (pass the connections table to read it there)", propertyID, channel)
 }
+
+// Action is the "action" of the event that asks the sync function for a
+// parity check (the stack's parity schedules send it).
+const Action = "parity"
+
+// Event asks the sync function to check one connection: {"action":
+// "parity", "property": …, "channel": …} and the window as the CLI's
+// flags give it (from, to, days; default the next DefaultDays days).
+type Event struct {
+	Action   string `json:"action"`
+	Property string `json:"property"`
+	Channel  string `json:"channel"`
+	From     string `json:"from,omitempty"`
+	To       string `json:"to,omitempty"`
+	Days     int    `json:"days,omitempty"`
+}

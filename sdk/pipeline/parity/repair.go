@@ -88,15 +88,11 @@ func (q QueueRepairer) Repair(ctx context.Context, changes []ari.Change) error {
 	for start := 0; start < len(changes); start += 10 {
 		var entries []sqstypes.SendMessageBatchRequestEntry
 		for i, c := range changes[start:min(start+10, len(changes))] {
-			detail, err := json.Marshal(c)
+			body, err := Envelope(c, now())
 			if err != nil {
 				return err
 			}
-			body, err := json.Marshal(ari.Envelope{ID: c.EventID, Source: source, DetailType: "ARI change", Time: now().UTC(), Detail: detail})
-			if err != nil {
-				return err
-			}
-			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(body)})
 		}
 		out, err := q.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &q.QueueURL, Entries: entries})
 		if err != nil {
@@ -108,4 +104,15 @@ func (q QueueRepairer) Repair(ctx context.Context, changes []ari.Change) error {
 		}
 	}
 	return nil
+}
+
+// Envelope is the changes-queue body that carries a repair change: a PMS
+// change event, as ari.Parse takes it.
+func Envelope(c ari.Change, now time.Time) (string, error) {
+	detail, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(ari.Envelope{ID: c.EventID, Source: source, DetailType: "ARI change", Time: now.UTC(), Detail: detail})
+	return string(body), err
 }
