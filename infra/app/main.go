@@ -38,6 +38,10 @@
 //	                   units a second; target utilization in percent,
 //	                   default 70); default: on demand. See stack.Capacity
 //	                   for when it pays.
+//	parityChecks       parity checks on a schedule, a JSON array of
+//	                   {"property", "channel", "every": "24h", "days": 365};
+//	                   each channel needs a "read" endpoint (see
+//	                   docs/operations.md, parity)
 package main
 
 import (
@@ -142,6 +146,15 @@ func run() error {
 	}
 	defer asset.Cleanup()
 
+	deployed, err := config.Parse(asset.Config)
+	if err != nil {
+		return err
+	}
+	parityChecks, err := paritySetting(app.Node().TryGetContext(jsii.String(contextParity)), deployed)
+	if err != nil {
+		return err
+	}
+
 	stackName := defaultStackName
 	if v, ok := ctx(contextStackName); ok {
 		stackName = v
@@ -157,6 +170,7 @@ func run() error {
 		Quotas:              asset.Quotas,
 		LimiterCapacity:     limiterCap,
 		StateCapacity:       stateCap,
+		ParityChecks:        parityChecks,
 	})
 	if err != nil {
 		return err

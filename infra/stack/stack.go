@@ -166,6 +166,10 @@ type Props struct {
 	// these. A name is granted as arn:…:secret:<name>-?????? (Secrets
 	// Manager appends six random characters to a secret's ARN).
 	TokenSecretIDs []string
+
+	// ParityChecks are parity checks run on a schedule (ParityCheck);
+	// none by default. The channel must have a "read" endpoint.
+	ParityChecks []ParityCheck
 }
 
 // SyncStack is the stack and the resources other code may want to refer to.
@@ -176,7 +180,8 @@ type SyncStack struct {
 	StateTable      awsdynamodb.Table
 	Bus             awsevents.EventBus
 	Rule            awsevents.Rule
-	SweepRule       awsevents.Rule // {"action": "sweep"} to the function every syncer.SweepInterval
+	SweepRule       awsevents.Rule   // {"action": "sweep"} to the function every syncer.SweepInterval
+	ParityRules     []awsevents.Rule // one per Props.ParityChecks
 	ChangesQueue    awssqs.Queue
 	DeferredQueue   awssqs.Queue
 	DeadLetterQueue awssqs.Queue
@@ -230,6 +235,9 @@ func (p *Props) validate() error {
 			r, EventSources, p.MaxConcurrency, EventSources*p.MaxConcurrency)
 	}
 	if err := p.Alarms.validate(); err != nil {
+		return err
+	}
+	if err := validateParity(p.ParityChecks); err != nil {
 		return err
 	}
 	if err := p.LimiterCapacity.validate("LimiterCapacity"); err != nil {
@@ -576,6 +584,8 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 			}),
 		},
 	})
+
+	s.addParitySchedules(stack, p.ParityChecks)
 
 	// ------------------------------------------------ alarms, dashboard ----
 

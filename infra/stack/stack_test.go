@@ -1191,6 +1191,8 @@ func TestPropsValidation(t *testing.T) {
 		{"state capacity max below min", &stack.Props{AssetDir: good, MaxConcurrency: 5, StateCapacity: &stack.Capacity{Read: stack.Range{Min: 5, Max: 5}, Write: stack.Range{Min: 10, Max: 5}}}, "StateCapacity.Write"},
 		{"capacity above the table quota", &stack.Props{AssetDir: good, MaxConcurrency: 5, StateCapacity: &stack.Capacity{Read: stack.Range{Min: 5, Max: 50000}, Write: stack.Range{Min: 1, Max: 5}}}, "≤ 40000"},
 		{"target utilization 95", &stack.Props{AssetDir: good, MaxConcurrency: 5, LimiterCapacity: &stack.Capacity{Read: stack.Range{Min: 1, Max: 5}, Write: stack.Range{Min: 1, Max: 5}, TargetUtilization: 95}}, "TargetUtilization 95"},
+		{"parity check every 30 minutes", &stack.Props{AssetDir: good, MaxConcurrency: 5, ParityChecks: []stack.ParityCheck{{Property: "p", Channel: "c", Every: 30 * time.Minute}}}, "at least 1h"},
+		{"parity check without a channel", &stack.Props{AssetDir: good, MaxConcurrency: 5, ParityChecks: []stack.ParityCheck{{Property: "p", Every: time.Hour}}}, "property and channel are required"},
 		{"token secret not a secret ARN", &stack.Props{AssetDir: good, MaxConcurrency: 5, TokenSecretIDs: []string{"arn:aws:ssm:eu-west-1:1:parameter/x"}}, "not a Secrets Manager ARN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
