@@ -43,7 +43,9 @@ type ReadQuery struct {
 // HeldCell names a cell as the OTA holds it: a kind, and the OTA's own
 // room and rate plan ids ("" for a room type's own availability).
 type HeldCell struct {
-	Kind, RoomType, RatePlan string
+	Kind     string `json:"kind,omitempty"`
+	RoomType string `json:"room_type"`
+	RatePlan string `json:"rate_plan,omitempty"`
 }
 
 // Holding is what an OTA holds: per cell, the values of each date it

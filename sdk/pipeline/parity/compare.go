@@ -11,22 +11,24 @@ import (
 
 // Cell names a stored cell: a kind and the PMS's room type and rate plan.
 type Cell struct {
-	Kind, RoomType, RatePlan string
+	Kind     string `json:"kind"`
+	RoomType string `json:"room_type"`
+	RatePlan string `json:"rate_plan,omitempty"`
 }
 
 // Drift is one date of a cell where the OTA does not hold what is stored.
 type Drift struct {
 	Cell
-	Date string
+	Date string `json:"date"`
 	// Sequence and Stored are the stored state of the date: what a repair
 	// sends.
-	Sequence int64
-	Stored   json.RawMessage
+	Sequence int64           `json:"sequence"`
+	Stored   json.RawMessage `json:"stored"`
 	// Held is what the OTA holds of the date; nil when it holds nothing.
-	Held *format.Values
+	Held *format.Values `json:"held"`
 	// Fields are the stored fields the OTA holds otherwise (or not at
 	// all), in the vocabulary of format.Values.
-	Fields []string
+	Fields []string `json:"fields"`
 }
 
 // Skipped is a stored date the check could not compare, and why: a code
@@ -34,7 +36,8 @@ type Drift struct {
 // carry (the push path dead-letters those).
 type Skipped struct {
 	Cell
-	Date, Reason string
+	Date   string `json:"date"`
+	Reason string `json:"reason"`
 }
 
 // Comparison is what Compare found.

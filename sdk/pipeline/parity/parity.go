@@ -65,21 +65,25 @@ type Check struct {
 
 // Report is what a check found and did.
 type Report struct {
-	PropertyID, Channel, HotelRef string
-	From, To                      string
+	PropertyID string `json:"property_id"`
+	Channel    string `json:"channel"`
+	HotelRef   string `json:"hotel_ref"`
+	From       string `json:"from"`
+	To         string `json:"to"`
 	// Reads counts the read requests the OTA answered; Throttled those
 	// it answered with a throttle first.
-	Reads, Throttled int
+	Reads     int `json:"reads"`
+	Throttled int `json:"throttled"`
 	// Days counts the stored dates compared.
-	Days    int
-	Drifted []Drift
-	Skipped []Skipped
+	Days    int       `json:"days"`
+	Drifted []Drift   `json:"drifted"`
+	Skipped []Skipped `json:"skipped,omitempty"`
 	// Unstored are the OTA's products (room type, rate plan, in its ids)
 	// that hold values over the window where the store holds nothing of
 	// the product: reported, never repaired.
-	Unstored []format.HeldCell
+	Unstored []format.HeldCell `json:"unstored,omitempty"`
 	// Repairs counts the changes sent to repair the drift.
-	Repairs int
+	Repairs int `json:"repairs"`
 }
 
 // maxReadAttempts bounds the requests one read window takes: a throttle or
