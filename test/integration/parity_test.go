@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
@@ -161,4 +162,52 @@ func emfValue(t *testing.T, line, name string) float64 {
 		t.Fatalf("EMF line without %s: %s", name, line)
 	}
 	return v
+}
+
+// A vendor that meters reads tighter than the config says answers the
+// second read 429: the check penalizes its read bucket for the vendor's
+// Retry-After, reads that window again once it has passed, and is
+// accepted. The push meter is not touched.
+func TestParityReadThrottledWaitsOutTheVendor(t *testing.T) {
+	lim := limiter.PerSecond(50, 20)
+	p := newPipeline(t, lim, mockota.Config{Limit: lim, Limits: map[string]gcra.Limit{"read": {Rate: 0.5, Burst: 1}},
+		Wire: &mockota.Wire{Format: mockota.WireExpediaAR}})
+	cfg, err := config.Parse(fmt.Appendf(nil, `{
+  "channels": {"ota": {
+    "base_url": %q, "allow_http": true, "format": "expedia-ar",
+    "endpoints": {"availability": {"path": "/v1/availability", "limit": {"rate": 50, "burst": 20}}},
+    "read": {"path": "/v1/read", "limit": {"rate": 5, "burst": 2}},
+    "credentials": {"cred-1": {"token_env": "TEST_OTA_LOGIN"}}
+  }},
+  "properties": {"hotel-aurora": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-1001"}]}
+}`, p.ota.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := emulator.DynamoDB(t)
+	lm, err := limiter.New(db, limiter.WithTable(p.table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker := &parity.Checker{Config: cfg, State: &ari.Store{DB: db, Table: emulator.NewStateTable(t, db)}, Limiter: lm,
+		Secret: func(context.Context, string) (string, error) { return "fleet-user:s3cret-pw", nil }}
+	rep, err := checker.Run(context.Background(), parity.Check{PropertyID: "hotel-aurora", Connection: cfg.Properties["hotel-aurora"][0],
+		From: "2027-01-01", To: "2027-02-15"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []int
+	for _, r := range p.ota.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if rep.Reads != 2 || rep.Throttled != 1 || !reflect.DeepEqual(statuses, []int{200, 429, 200}) {
+		t.Errorf("%d reads, %d throttled; the vendor answered %v; want 2 reads, 1 throttled, answered 200, 429, 200", rep.Reads, rep.Throttled, statuses)
+	}
+	st, err := lm.State(context.Background(), limiter.Bucket{Key: config.BucketKey("ota", "cred-1", "availability"), Limit: limiter.PerSecond(50, 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.TAT.IsZero() {
+		t.Errorf("the push meter's bucket was written (%+v): a read's throttle is the read bucket's", st)
+	}
 }
