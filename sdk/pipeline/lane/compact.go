@@ -21,6 +21,9 @@ const dateLayout = "2006-01-02"
 // stays covered, and a merged element never spans more than blockDays, so
 // it fits wherever one change does. The result is sorted as Pending's
 // elements are. An element whose dates do not parse is kept as it is.
+// Bulk elements merge only with bulk ones: a live change merged into a
+// resync's block would go out at the bulk class, and a resync's dates in
+// a change's at the live one.
 func Coalesce(els []Element, blockDays int) []Element {
 	if blockDays < 1 {
 		blockDays = 1
@@ -28,6 +31,7 @@ func Coalesce(els []Element, blockDays int) []Element {
 	type key struct {
 		room, plan string
 		block      int64
+		bulk       bool
 	}
 	merged := map[key]*Element{}
 	var kept []Element
@@ -41,7 +45,7 @@ func Coalesce(els []Element, blockDays int) []Element {
 		for first, last := day(from), day(to); first <= last; {
 			block := floorDiv(first, int64(blockDays))
 			end := min(last, (block+1)*int64(blockDays)-1)
-			k := key{e.RoomType, e.RatePlan, block}
+			k := key{e.RoomType, e.RatePlan, block, e.Bulk()}
 			m := merged[k]
 			if m == nil {
 				m = &Element{RoomType: e.RoomType, RatePlan: e.RatePlan, From: date(first), To: date(end), Sequence: e.Sequence}

@@ -27,6 +27,8 @@ func TestCoalesce(t *testing.T) {
 			[]Element{e("DBL", "2026-01-05", "2026-01-06", 3), e("DBL", "2026-01-07", "2026-01-08", 3)}},
 		{"repeats collapse", []Element{e("DBL", "2026-01-10", "2026-01-10", 1), e("DBL", "2026-01-10", "2026-01-10", 1)},
 			[]Element{e("DBL", "2026-01-10", "2026-01-10", 1)}},
+		{"a resync's block stays apart from a change's", []Element{e("DBL", "2026-01-10", "2026-01-20", BulkSequence), e("DBL", "2026-01-12", "2026-01-12", 4)},
+			[]Element{e("DBL", "2026-01-10", "2026-01-20", BulkSequence), e("DBL", "2026-01-12", "2026-01-12", 4)}},
 		{"unparsable dates are kept", []Element{e("DBL", "x", "2026-01-10", 1)}, []Element{e("DBL", "x", "2026-01-10", 1)}},
 	}
 	for _, tt := range tests {

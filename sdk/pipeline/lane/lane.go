@@ -34,8 +34,18 @@ func (id ID) String() string { return id.Property + "#" + id.Kind + "#" + id.suf
 type Element struct {
 	RoomType, RatePlan string
 	From, To           string
-	Sequence           int64
+	// Sequence is the change's; BulkSequence for a resync's element, which
+	// names no change: its push sends the stored state of its dates.
+	Sequence int64
 }
+
+// BulkSequence is the sequence of a resync's elements (Element.Bulk).
+// Changes start at 1, so no change's element is ever taken for one.
+const BulkSequence = 0
+
+// Bulk reports whether e is a resync's: pushed at the bulk class, in
+// tokens live pushes leave (docs/design.md, "Resync: the bulk class").
+func (e Element) Bulk() bool { return e.Sequence == BulkSequence }
 
 func (e Element) String() string {
 	return e.RoomType + "#" + e.RatePlan + "#" + e.From + "#" + e.To + "#" + strconv.FormatInt(e.Sequence, 10)

@@ -1,0 +1,152 @@
+// Package resync pushes a property's stored ARI state again, below live
+// changes: the bulk class (docs/design.md, "Resync: the bulk class").
+//
+// A resync carries no values. It reads which cells and dates the state
+// table holds for its window and makes the lanes pending with them as bulk
+// elements (lane.Element.Bulk); every push reads the state at push time,
+// so the newest state goes out whichever class carries a date. Cells the
+// store holds nothing for are reported, never invented.
+//
+// Begin with Request: it is what `fleetbucket resync`, a connection
+// enabled or remapped, and parity's repair send to the changes queue (an
+// ari.Resync event), which the sync function's syncer plans (Plan) and
+// marks (syncer.Syncer.Resync). Progress reads how much of it is still
+// pending.
+package resync
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// StateReader reads stored state (ari.Store.Read).
+type StateReader interface {
+	Read(ctx context.Context, ranges []ari.Range) (map[string][]ari.Day, error)
+}
+
+// Cells are the cells a resync covers on one connection: the ones it names,
+// or every (room type, rate plan) pair the connection's mapping names (each
+// room type alone where it maps no rate plan). A connection that maps no
+// codes names no cells: the resync must name them.
+func Cells(r ari.Resync, t config.Target) ([]ari.ResyncCell, error) {
+	if len(r.Cells) > 0 {
+		return r.Cells, nil
+	}
+	rooms := sortedKeys(t.Codes.RoomTypes)
+	if len(rooms) == 0 {
+		return nil, fmt.Errorf("resync %q: the connection of %s to %s maps no room types: name the cells (--cells)", r.ResyncID, r.PropertyID, t.Channel)
+	}
+	plans := sortedKeys(t.Codes.RatePlans)
+	if len(plans) == 0 {
+		plans = []string{""}
+	}
+	var out []ari.ResyncCell
+	for _, room := range rooms {
+		for _, plan := range plans {
+			out = append(out, ari.ResyncCell{RoomType: room, RatePlan: plan})
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Plan is what a resync makes pending on the lanes of one property and
+// kind.
+type Plan struct {
+	Kind string
+	// Elements are the stored dates, one bulk element per run of
+	// consecutive dates of a cell.
+	Elements []lane.Element
+	// Cells and Dates count the cells with some state and their dates.
+	Cells, Dates int
+	// Missing are the cells of the window the store holds no date of, and
+	// MissingDates every date of the window without state, whatever its
+	// cell.
+	Missing      []ari.ResyncCell
+	MissingDates int
+}
+
+// PlanKind reads the stored state of cells over the resync's window (each
+// cell's own dates where it names them), in one read, and returns the bulk
+// elements that push it.
+func PlanKind(ctx context.Context, st StateReader, r ari.Resync, kind string, cells []ari.ResyncCell) (Plan, error) {
+	out := Plan{Kind: kind}
+	ranges := make([]ari.Range, 0, len(cells))
+	for _, c := range cells {
+		from, to := windowOf(r, c)
+		ranges = append(ranges, ari.Range{Cell: cellKey(r.PropertyID, kind, c), From: from, To: to})
+	}
+	state, err := st.Read(ctx, ranges)
+	if err != nil {
+		return Plan{}, fmt.Errorf("resync %q: read the state of %s %s: %w", r.ResyncID, r.PropertyID, kind, err)
+	}
+	for i, c := range cells {
+		want := (ari.Change{From: ranges[i].From, To: ranges[i].To}).Dates()
+		days := state[ranges[i].Cell]
+		if len(days) == 0 {
+			out.Missing = append(out.Missing, c)
+			out.MissingDates += len(want)
+			continue
+		}
+		out.Cells++
+		out.Dates += len(days)
+		out.MissingDates += len(want) - len(days)
+		out.Elements = append(out.Elements, runs(c, days)...)
+	}
+	return out, nil
+}
+
+// runs are the bulk elements of a cell's stored days (in date order): one
+// per run of consecutive dates.
+func runs(c ari.ResyncCell, days []ari.Day) []lane.Element {
+	var out []lane.Element
+	var prev time.Time
+	for _, d := range days {
+		t, err := time.Parse(ari.DateLayout, d.Date)
+		if err != nil {
+			continue
+		}
+		if n := len(out); n > 0 && t.Sub(prev) == 24*time.Hour {
+			out[n-1].To = d.Date
+		} else {
+			out = append(out, lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: d.Date, To: d.Date, Sequence: lane.BulkSequence})
+		}
+		prev = t
+	}
+	return out
+}
+
+func windowOf(r ari.Resync, c ari.ResyncCell) (string, string) {
+	if c.From != "" {
+		return c.From, c.To
+	}
+	return r.From, r.To
+}
+
+func cellKey(property, kind string, c ari.ResyncCell) string {
+	return ari.Change{PropertyID: property, Kind: kind, RoomType: c.RoomType, RatePlan: c.RatePlan}.Cell()
+}
+
+// Kinds are the kinds a resync covers on a channel: those it names, or
+// every kind.
+func Kinds(r ari.Resync) []string {
+	if len(r.Kinds) > 0 {
+		return r.Kinds
+	}
+	return slices.Clone(ari.Kinds)
+}
