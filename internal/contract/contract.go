@@ -23,7 +23,8 @@ const (
 	// properties say where changes go.
 	EnvConnectionsTable = "FLEETBUCKET_CONNECTIONS_TABLE"
 	// EnvChangesQueueURL is the changes queue, where a parity check sends
-	// its repairs (and the CLI's dlq redrive sends changes back).
+	// its repairs, the CLI's resync and connection writes their resync
+	// events (and its dlq redrive sends changes back).
 	EnvChangesQueueURL = "FLEETBUCKET_CHANGES_QUEUE_URL"
 )
 

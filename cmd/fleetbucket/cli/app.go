@@ -72,7 +72,7 @@ AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS for a local stack:
 	root.SetErr(a.Stderr)
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "machine output: JSON instead of text")
 	root.AddCommand(a.stateCmd(), a.penalizeCmd(), a.resetCmd(), a.watchCmd(), a.leasesCmd(),
-		a.configCmd(), a.dlqCmd(), a.cellCmd(), a.connectionsCmd(), a.parityCmd())
+		a.configCmd(), a.dlqCmd(), a.cellCmd(), a.connectionsCmd(), a.parityCmd(), a.resyncCmd())
 	return root
 }
 

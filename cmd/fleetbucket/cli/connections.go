@@ -21,6 +21,9 @@ import (
 // connFlags are the flags every connections command shares.
 type connFlags struct {
 	table, config string
+	// changesURL is where put, enable and import send the resync the
+	// write calls for (resync.Trigger).
+	changesURL string
 }
 
 func (a *App) connectionsCmd() *cobra.Command {
@@ -43,6 +46,7 @@ Writes are checked with the connections file's rules, against its channels
 		def = contract.ConnectionsFile
 	}
 	cmd.PersistentFlags().StringVar(&f.config, "config", def, fmt.Sprintf("connections file holding the channels (env %s)", contract.EnvConnections))
+	a.envPersistent(cmd, &f.changesURL, "changes-url", contract.EnvChangesQueueURL, "changes queue URL: put, enable and import send the resync a write calls for there")
 	cmd.AddCommand(a.connPutCmd(f), a.connGetCmd(f), a.connListCmd(f), a.connExportCmd(f), a.connImportCmd(f),
 		a.connEnableCmd(f, false), a.connEnableCmd(f, true), a.connUnmappedCmd(f), a.connCreateTableCmd(f))
 	return cmd
@@ -132,15 +136,23 @@ codes go as they are). It writes over the version it reads, or over
 				return err
 			}
 			c := connections.Connection{PropertyID: args[0], Property: p, Version: version}
+			// The connection before the write says what the write makes
+			// new, to resync (read even with --version: the write is
+			// conditional on it, so a connection changed in between is
+			// refused).
+			var was *config.Property
+			cur, err := s.Connection(cmd.Context(), args[0], args[1])
+			var missing *connections.NotFoundError
+			switch {
+			case errors.As(err, &missing):
+			case err != nil:
+				return err
+			default:
+				was = &cur.Property
+			}
 			if version < 0 {
-				cur, err := s.Connection(cmd.Context(), args[0], args[1])
-				var missing *connections.NotFoundError
-				switch {
-				case errors.As(err, &missing):
-					c.Version = 0
-				case err != nil:
-					return err
-				default:
+				c.Version = 0
+				if was != nil {
 					c.Version = cur.Version
 				}
 			}
@@ -148,7 +160,10 @@ codes go as they are). It writes over the version it reads, or over
 			if err != nil {
 				return err
 			}
-			return a.emit(toJSON(out), func(w io.Writer) { printConn(w, out) })
+			if err := a.emit(toJSON(out), func(w io.Writer) { printConn(w, out) }); err != nil {
+				return err
+			}
+			return a.triggerResync(cmd, f.changesURL, was, out)
 		},
 	}
 	cmd.Flags().StringVar(&p.Credential, "credential", "", "the channel's credential id (in the connections file)")
@@ -265,6 +280,7 @@ type importResult struct {
 
 func (a *App) connImportCmd(f *connFlags) *cobra.Command {
 	var workers int
+	var resyncAll bool
 	cmd := &cobra.Command{
 		Use:   "import <file>",
 		Short: "Load the connections of a file's \"properties\" (an export, or a connections file) in batches of 25",
@@ -299,13 +315,22 @@ overwrites what the table holds for the same property and channel.`,
 				return fmt.Errorf("%w (%d of %d written)", err, rep.Connections, len(conns))
 			}
 			out := importResult{File: args[0], Connections: rep.Connections, Calls: rep.Calls, Retried: rep.Retried, Seconds: took.Seconds()}
-			return a.emit(out, func(w io.Writer) {
+			if err := a.emit(out, func(w io.Writer) {
 				fmt.Fprintf(w, "imported %d connections in %v: %d BatchWriteItem calls, %d items retried\n",
 					out.Connections, took.Round(time.Millisecond), out.Calls, out.Retried)
-			})
+			}); err != nil || !resyncAll {
+				return err
+			}
+			for _, c := range conns {
+				if err := a.triggerResync(cmd, f.changesURL, nil, c); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().IntVar(&workers, "workers", 4, "batch writes in flight at once")
+	cmd.Flags().BoolVar(&resyncAll, "resync", false, "resync every enabled connection imported (onboarding; not when moving a table)")
 	return cmd
 }
 
@@ -323,11 +348,18 @@ func (a *App) connEnableCmd(f *connFlags, disable bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cur, err := s.Connection(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
 			out, err := s.SetDisabled(cmd.Context(), args[0], args[1], disable)
 			if err != nil {
 				return err
 			}
-			return a.emit(toJSON(out), func(w io.Writer) { printConn(w, out) })
+			if err := a.emit(toJSON(out), func(w io.Writer) { printConn(w, out) }); err != nil {
+				return err
+			}
+			return a.triggerResync(cmd, f.changesURL, &cur.Property, out)
 		},
 	}
 }

@@ -150,3 +150,60 @@ func Kinds(r ari.Resync) []string {
 	}
 	return slices.Clone(ari.Kinds)
 }
+
+// Trigger is the resync a connection's write calls for, from was (nil: the
+// connection is new) to now:
+//   - a connection that starts receiving (new, enabled again, or pointed
+//     at another hotel ref or credential) is resynced whole (all true);
+//   - a mapping changed resyncs the cells whose OTA ids were added or
+//     changed: each such room type with every rate plan mapped, each such
+//     rate plan with every room type mapped;
+//   - anything else (a mapping removed, kinds narrowed, a disable) needs
+//     no push.
+func Trigger(was *config.Property, now config.Property) (cells []ari.ResyncCell, all, any bool) {
+	if now.Disabled {
+		return nil, false, false
+	}
+	if was == nil || was.Disabled || was.HotelRef != now.HotelRef || was.Credential != now.Credential || was.Channel != now.Channel {
+		return nil, true, true
+	}
+	rooms := changed(was.RoomTypes, now.RoomTypes)
+	plans := changed(was.RatePlans, now.RatePlans)
+	if len(rooms) == 0 && len(plans) == 0 {
+		return nil, false, false
+	}
+	allPlans := sortedKeys(now.RatePlans)
+	if len(allPlans) == 0 {
+		allPlans = []string{""}
+	}
+	seen := map[ari.ResyncCell]bool{}
+	add := func(room, plan string) {
+		c := ari.ResyncCell{RoomType: room, RatePlan: plan}
+		if !seen[c] {
+			seen[c] = true
+			cells = append(cells, c)
+		}
+	}
+	for _, room := range rooms {
+		for _, plan := range allPlans {
+			add(room, plan)
+		}
+	}
+	for _, plan := range plans {
+		for _, room := range sortedKeys(now.RoomTypes) {
+			add(room, plan)
+		}
+	}
+	return cells, false, len(cells) > 0
+}
+
+// changed are the codes now maps to an id was did not map them to.
+func changed(was, now map[string]string) []string {
+	var out []string
+	for _, code := range sortedKeys(now) {
+		if id, ok := was[code]; !ok || id != now[code] {
+			out = append(out, code)
+		}
+	}
+	return out
+}

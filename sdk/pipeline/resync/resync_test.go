@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -53,5 +54,38 @@ func TestPlanPushesStoredRunsAndReportsCellsWithoutState(t *testing.T) {
 	}
 	if _, err := Cells(r, config.Target{Channel: "ota"}); err == nil {
 		t.Error("a connection that maps nothing gave cells; want an error asking for them")
+	}
+}
+
+func TestTriggerResyncsWhatAConnectionWriteMakesNew(t *testing.T) {
+	base := config.Property{Channel: "ota", Credential: "c", HotelRef: "H", RoomTypes: map[string]string{"DBL": "1", "SUI": "2"}, RatePlans: map[string]string{"BAR": "9", "NRF": "8"}}
+	with := func(f func(p *config.Property)) config.Property {
+		p := base
+		p.RoomTypes, p.RatePlans = maps.Clone(base.RoomTypes), maps.Clone(base.RatePlans)
+		f(&p)
+		return p
+	}
+	disabled := with(func(p *config.Property) { p.Disabled = true })
+	tests := []struct {
+		name      string
+		was       *config.Property
+		now       config.Property
+		cells     string
+		all, some bool
+	}{
+		{"a new connection, whole", nil, base, "[]", true, true},
+		{"enabled again, whole", &disabled, base, "[]", true, true},
+		{"disabled: nothing", &base, disabled, "[]", false, false},
+		{"another hotel ref, whole", &base, with(func(p *config.Property) { p.HotelRef = "H2" }), "[]", true, true},
+		{"nothing changed", &base, base, "[]", false, false},
+		{"a room remapped: its cells", &base, with(func(p *config.Property) { p.RoomTypes["DBL"] = "7" }), "[{DBL BAR  } {DBL NRF  }]", false, true},
+		{"a rate plan added: its cells", &base, with(func(p *config.Property) { p.RatePlans["FLX"] = "5" }), "[{DBL FLX  } {SUI FLX  }]", false, true},
+		{"a room removed: nothing to push", &base, with(func(p *config.Property) { delete(p.RoomTypes, "SUI") }), "[]", false, false},
+	}
+	for _, tt := range tests {
+		cells, all, some := Trigger(tt.was, tt.now)
+		if got := fmt.Sprint(cells); got != tt.cells && !(tt.cells == "[]" && cells == nil) || all != tt.all || some != tt.some {
+			t.Errorf("%s: Trigger = %v, all %v, any %v; want %s, %v, %v", tt.name, cells, all, some, tt.cells, tt.all, tt.some)
+		}
 	}
 }

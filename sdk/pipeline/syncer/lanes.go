@@ -46,6 +46,9 @@ type laneRef struct {
 	// one that landed made its token the lane's owner, which is the job's
 	// own (lane.Store.ClaimAfter).
 	Unanswered []string `json:"unanswered,omitempty"`
+	// Bulk: the job pushes at the bulk class (bulk.go), under bulk owner
+	// tokens.
+	Bulk bool `json:"bulk,omitempty"`
 }
 
 // parts is every part ref names.
@@ -222,7 +225,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	}
 	// The part survives a push that does not go out (deferred to book its
 	// tokens, or failed): the next one resumes it.
-	j = w.rebased(j, id, laneRef{Token: next}.withParts(ref.parts()), nil)
+	j = w.rebased(j, id, laneRef{Token: next, Bulk: ref.Bulk}.withParts(ref.parts()), nil)
 	if _, connected, err := s.targetOf(ctx, id); err != nil {
 		return j, dispatch.Payload{}, err
 	} else if !connected {
@@ -241,6 +244,15 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		}
 	}
 	pending, whole := resume(p.Elements, ref.parts())
+	pending, handOff := forClass(pending, ref.Bulk)
+	if handOff {
+		// A live job's slot, and only a resync's elements pending: they go
+		// at the bulk class. The slot goes unused.
+		if _, err := s.handToBulk(ctx, inv, id, next, nil, j.FirstSeen); err != nil {
+			return j, dispatch.Payload{}, err
+		}
+		return j, dispatch.Payload{}, fmt.Errorf("%w: lane %s holds only bulk elements, handed to its bulk push", dispatch.ErrIdle, id)
+	}
 	var shared *invocation // a fresh lane's first push shares its read
 	if next == ref.Token {
 		shared = inv
@@ -290,6 +302,9 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 	}
 	inv.leave(ref.Token)
 	next := newToken()
+	if ref.Bulk {
+		next = newBulkToken()
+	}
 	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.Unanswered, next, done)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) && other.Pending.Owner == next {
@@ -403,7 +418,14 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 		rest = func() []lane.Element { return without(seen.Elements, st.cleared()) }
 	}
 	cleared := st.cleared()
-	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared))}.withParts(st.next())
+	bulk := isBulkToken(st.owner)
+	if !bulk && !hasLive(rest()) {
+		// The live changes are out; what is left is a resync's, for the
+		// bulk class.
+		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen)
+		return nil, err
+	}
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Bulk: bulk}.withParts(st.next())
 	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
 	}
@@ -413,6 +435,9 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	// the bucket has, collecting for only a quarter of the linger, so that
 	// the quota is used in full while there is work.
 	next.NotBefore, next.Linger = st.at.Add(s.lingerOf(st.lane)/4), s.lingerYields(st.lane)
+	if bulk {
+		next.NotBefore, next.Linger = time.Time{}, false // a bulk slot is a free token: take it at once
+	}
 	return &next, nil
 }
 

@@ -128,6 +128,8 @@ type ChangeReport struct {
 	Lanes, Scheduled int
 	Results          []dispatch.Result
 	Invalid          string // set when the event was dead-lettered
+	// Resync is set for a resync event: what it made pending.
+	Resync *ResyncReport
 }
 
 // HandleChange processes one changes-queue message. Malformed events and
@@ -251,6 +253,10 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 			return tasks, nil, ChangeReport{}, err
 		}
 		return []dispatch.Task{s.taskOf(w, j)}, nil, ChangeReport{}, nil
+	}
+	if ari.IsResync(m.Body) {
+		tasks, rep, err := s.prepareResync(ctx, inv, m)
+		return tasks, nil, rep, err
 	}
 	c, err := ari.Parse(m.Body, s.Config.MaxRangeDays)
 	if err != nil {
@@ -409,13 +415,21 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, red
 		nonce = inv.nonce
 	}
 	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
-	marks, err := s.markMapped(ctx, ids, targets, cs, els, func(id lane.ID) string { return kin(id) + markTail(nonce, id) })
+	tokenOf := func(id lane.ID) string { return kin(id) + markTail(nonce, id) }
+	marks, err := s.markMapped(ctx, ids, targets, cs, els, tokenOf)
 	if err != nil {
 		return nil, 0, 0, nil, err
 	}
 	for i, m := range marks {
 		if s.compact(ctx, m) {
 			marks[i].Fresh = false
+		}
+		if !m.Claimed && isBulkToken(m.Pending.Owner) {
+			// A bulk job holds the lane: the change takes it, to be pushed
+			// at the live class (bulk.go).
+			if m.Pending, m.Claimed, err = s.takeFromBulk(ctx, m.Lane, m.Pending, tokenOf(m.Lane)); err != nil {
+				return nil, 0, 0, nil, err
+			}
 		}
 		if !m.Claimed && offered.holds(m.Pending.Owner, m.Lane) {
 			// Our failed delivery's: not fresh, so its push claims, and

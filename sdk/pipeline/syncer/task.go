@@ -46,6 +46,9 @@ func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
 		Refresh: func() bool { return s.RefreshCredential(j) }}
 	if w.err == nil {
 		t.Route, t.Err = s.route(j, w.ref.PropertyID)
+		if w.ref.Bulk {
+			t.Route = bulkRoute(t.Route)
+		}
 	} else {
 		t.Route, t.Err = s.Route(j)
 	}

@@ -1,0 +1,136 @@
+// The bulk class: a resync's elements (lane.Element.Bulk) share their
+// lanes with live changes, so a lane's pushes stay one at a time and the
+// newest state is the last to arrive, but they are pushed only by jobs of
+// the bulk class, which book a slot only when the bucket's tat ≤ now
+// (bulkRoute). Which class holds a lane shows in its owner token
+// (bulkTokenPrefix): a live change that finds a bulk owner takes the lane
+// over (takeFromBulk), and a live chain whose live elements are all out
+// hands the lane to a bulk job (handToBulk). See docs/design.md, "Resync:
+// the bulk class".
+
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// bulkTokenPrefix starts the owner tokens of bulk jobs (newToken's start
+// with "t-", mark tokens with a hash's hex): a change's mark reads from
+// the token alone that the lane waits for a bulk slot.
+const bulkTokenPrefix = "b-"
+
+func newBulkToken() string { return bulkTokenPrefix + strings.TrimPrefix(newToken(), "t-") }
+
+func isBulkToken(t string) bool { return strings.HasPrefix(t, bulkTokenPrefix) }
+
+// bulkRoute is r for a bulk push: it books only a token free at once from
+// a burst of 1, that is only when the bucket's tat ≤ now. Live pushes book
+// ahead of tat as before, so a bulk grant puts at most one interval T in
+// front of any live push, and a bulk push never books a slot ahead of
+// one. On an endpoint metered by items a push's tokens cannot come from a
+// burst of 1: the bulk push takes only tokens free at once, from the
+// normal share of the burst.
+func bulkRoute(r dispatch.Route) dispatch.Route {
+	if r.ItemWeight == 0 {
+		r.Reserve += r.Bucket.Limit.Burst - 1 // a drain empties the whole burst
+		r.Bucket.Limit.Burst = 1
+	}
+	r.Horizon = time.Millisecond
+	return r
+}
+
+// forClass is what a push of its class carries of pending: a bulk push
+// the live elements first, then the bulk ones; a live push only the live
+// ones (the bulk ones are left to the lane's bulk push). handOff: a live
+// job found only bulk elements pending.
+func forClass(pending []lane.Element, bulk bool) (out []lane.Element, handOff bool) {
+	live := make([]lane.Element, 0, len(pending))
+	var rest []lane.Element
+	for _, e := range pending {
+		if e.Bulk() {
+			rest = append(rest, e)
+		} else {
+			live = append(live, e)
+		}
+	}
+	if !bulk {
+		return live, len(live) == 0 && len(rest) > 0
+	}
+	return append(live, rest...), false
+}
+
+// hasLive reports whether any of els is a live change's.
+func hasLive(els []lane.Element) bool {
+	for _, e := range els {
+		if !e.Bulk() {
+			return true
+		}
+	}
+	return false
+}
+
+// handToBulk moves lane id from owner (a live job's) to a bulk token,
+// clearing done (what owner's push delivered), and sends the lane's bulk
+// job to the deferred queue: its route is resolved afresh there, at the
+// bulk class. It reports whether the lane was handed over; a lane owner
+// lost meanwhile is another's to push.
+func (s *Syncer) handToBulk(ctx context.Context, inv *invocation, id lane.ID, owner string, done []lane.Element, at time.Time) (bool, error) {
+	next := newBulkToken()
+	p, err := s.Lanes.ClaimAfter(ctx, id, owner, nil, next, done)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	inv.claimed(owner, next)
+	s.owned.leased(next, p.LeaseUntil)
+	j := s.laneJob(id, laneRef{Token: next, Bulk: true})
+	j.FirstSeen = at
+	if err := s.Dispatcher.Queue.Defer(ctx, j, 0); err != nil {
+		// The lane is the bulk token's until its lease runs out; then the
+		// next change or the sweep takes it up.
+		return true, fmt.Errorf("hand lane %s to its bulk push: %w", id, err)
+	}
+	return true, nil
+}
+
+// takeFromBulk makes a live change's token the owner of a lane a bulk job
+// holds, so that the change is pushed at the live class rather than at the
+// bulk job's next slot. The bulk job's push, if one is in flight, keeps
+// what it carried pending (its finish finds the lane another's), so its
+// cells go out again after the live push, with the state then. ok: the
+// lane is token's now.
+func (s *Syncer) takeFromBulk(ctx context.Context, id lane.ID, p lane.Pending, token string) (lane.Pending, bool, error) {
+	for range 3 { // the bulk chain moves to a fresh token at each claim
+		got, err := s.Lanes.ClaimAfter(ctx, id, p.Owner, nil, token, nil)
+		var other *lane.NotOwnerError
+		if err == nil {
+			s.owned.leased(token, got.LeaseUntil)
+			return got, true, nil
+		}
+		if !errors.As(err, &other) {
+			return p, false, err
+		}
+		if p = other.Pending; !isBulkToken(p.Owner) {
+			return p, false, nil
+		}
+	}
+	slog.Info("a bulk job kept moving its lane; the live change waits for it", "lane", id.String())
+	return p, false, nil
+}
+
+// bulkJob is the job of a lane a resync marked: it lingers for nothing.
+func (s *Syncer) bulkJob(id lane.ID, token string) job.Job {
+	return s.laneJob(id, laneRef{Token: token, Bulk: true})
+}

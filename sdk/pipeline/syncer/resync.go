@@ -1,0 +1,133 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/resync"
+)
+
+// ResyncReport is what a resync event made pending.
+type ResyncReport struct {
+	ResyncID string
+	// Lanes counts the lanes marked, Scheduled those the resync found idle
+	// and gave a bulk job.
+	Lanes, Scheduled int
+	// Cells and Dates count the (lane, cell) pairs and (lane, cell, date)
+	// items marked.
+	Cells, Dates int
+	// Missing names the cells the store holds no state for in the window
+	// ("channel kind room/plan"), and MissingDates counts every date
+	// without state: reported, never invented.
+	Missing      []string
+	MissingDates int
+	// Skipped names the connections the resync could not cover, with why
+	// (a connection that maps no codes and a resync that names no cells, a
+	// cell whose codes it does not map).
+	Skipped []string
+}
+
+// Resync marks the lanes of r's property at the bulk class with every
+// cell and date of r's window that the store holds, and returns the bulk
+// pushes of the lanes it found idle, for the caller to run
+// (Dispatcher.Run); HandleBatch does so for a resync event on the changes
+// queue. It is idempotent: the lanes hold elements as a set, and a second
+// delivery finds the lanes owned.
+func (s *Syncer) Resync(ctx context.Context, r ari.Resync, redelivered bool) ([]dispatch.Task, ResyncReport, error) {
+	return s.resync(ctx, nil, r, redelivered)
+}
+
+func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, redelivered bool) ([]dispatch.Task, ResyncReport, error) {
+	rep := ResyncReport{ResyncID: r.ResyncID}
+	var tasks []dispatch.Task
+	for _, kind := range resync.Kinds(r) {
+		targets, _, err := s.connections().Targets(ctx, r.PropertyID, kind)
+		if err != nil {
+			return nil, rep, err
+		}
+		for _, t := range targets {
+			if r.Channel != "" && t.Channel != r.Channel {
+				continue
+			}
+			id := lane.ID{Property: r.PropertyID, Kind: kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
+			cells, err := resync.Cells(r, t)
+			if err != nil {
+				rep.Skipped = append(rep.Skipped, err.Error())
+				continue
+			}
+			mapped := cells[:0:0]
+			for _, c := range cells {
+				if _, _, err := t.Codes.Map(c.RoomType, c.RatePlan); err != nil {
+					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s %s %s/%s: %v", t.Channel, kind, c.RoomType, c.RatePlan, err))
+					continue
+				}
+				mapped = append(mapped, c)
+			}
+			plan, err := resync.PlanKind(ctx, s.State, r, kind, mapped)
+			if err != nil {
+				return nil, rep, err
+			}
+			for _, c := range plan.Missing {
+				rep.Missing = append(rep.Missing, fmt.Sprintf("%s %s %s/%s", t.Channel, kind, c.RoomType, c.RatePlan))
+			}
+			rep.MissingDates += plan.MissingDates
+			if len(plan.Elements) == 0 {
+				continue
+			}
+			marks, err := s.Lanes.Mark(ctx, []lane.ID{id}, plan.Elements, func(lane.ID) string { return newBulkToken() })
+			if err != nil {
+				return nil, rep, err
+			}
+			rep.Lanes, rep.Cells, rep.Dates = rep.Lanes+1, rep.Cells+plan.Cells, rep.Dates+plan.Dates
+			for _, m := range marks {
+				switch {
+				case m.Claimed:
+					s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
+					j := s.bulkJob(m.Lane, m.Pending.Owner)
+					tasks, rep.Scheduled = append(tasks, s.laneTask(inv, j, m.Lane, laneRef{Token: m.Pending.Owner, Bulk: true})), rep.Scheduled+1
+				case m.Pending.Owner != "" && (redelivered || s.leaseRunsOut(m.Pending)):
+					// The owner may be the delivery of this resync that
+					// died: come back when its lease runs out.
+					ref := laneRef{Token: newBulkToken(), SeenOwner: m.Pending.Owner, Bulk: true}
+					j := s.laneJob(m.Lane, ref)
+					j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
+					tasks = append(tasks, s.laneTask(inv, j, m.Lane, ref))
+				}
+			}
+		}
+	}
+	if len(rep.Missing) > 0 || len(rep.Skipped) > 0 {
+		slog.Warn("resync: cells not covered", "resync_id", r.ResyncID, "property", r.PropertyID,
+			"missing", rep.Missing, "missing_dates", rep.MissingDates, "skipped", rep.Skipped)
+	}
+	return tasks, rep, nil
+}
+
+// prepareResync handles a resync event from the changes queue.
+func (s *Syncer) prepareResync(ctx context.Context, inv *invocation, m Message) ([]dispatch.Task, ChangeReport, error) {
+	r, err := ari.ParseResync(m.Body)
+	if err != nil {
+		return s.rejectResync(ctx, "", m.Body, err.Error())
+	}
+	if _, ok, err := s.connections().Targets(ctx, r.PropertyID, resync.Kinds(r)[0]); err != nil {
+		return nil, ChangeReport{}, err
+	} else if !ok {
+		return s.rejectResync(ctx, r.ResyncID, m.Body, unknownProperty(r.PropertyID))
+	}
+	tasks, rep, err := s.resync(ctx, inv, r, m.Redelivered)
+	if errors.Is(err, lane.ErrRejected) {
+		return s.rejectResync(ctx, r.ResyncID, m.Body, "marking its lanes failed: "+err.Error())
+	}
+	return tasks, ChangeReport{EventID: r.ResyncID, Lanes: rep.Lanes, Scheduled: rep.Scheduled, Resync: &rep}, err
+}
+
+func (s *Syncer) rejectResync(ctx context.Context, id, body, reason string) ([]dispatch.Task, ChangeReport, error) {
+	rep, err := s.reject(ctx, id, body, reason)
+	return nil, rep, err
+}
