@@ -3,7 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +15,18 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/fleetbucket/fleetbucket/cmd/fleetbucket/cli"
 	"github.com/fleetbucket/fleetbucket/internal/contract"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -103,4 +113,249 @@ func TestMappingFixResyncsTheAffectedCells(t *testing.T) {
 	if !ok || !strings.Contains(held.Values, "4") {
 		t.Fatalf("the OTA holds %+v (found %v) for DBL/BAR on %s, want the stored availability 4", held, ok, day)
 	}
+}
+
+// bulkRig is a pipeline on the emulators whose every clock is the test's
+// (the syncer's, the lanes', the limiter's, the queue's): slots are
+// exact, and a job whose slot is not now is deferred (MaxHold 1 ms), never
+// slept for. Properties hotel-0..hotel-(n-1) and hotel-live connect to one
+// channel whose availability bucket they share; the mock OTA's own limit
+// is far above the bucket's, so it never throttles.
+type bulkRig struct {
+	p     *pipeline
+	sy    *syncer.Syncer
+	clock *manualClock
+	limit limiter.Limit
+	seq   int64
+}
+
+func newBulkRig(t *testing.T, hotels int, limit limiter.Limit) *bulkRig {
+	t.Helper()
+	clock := newManualClock()
+	p := newPipeline(t, limit, mockota.Config{Limit: limiter.PerSecond(1000, 1000), Now: clock.Now,
+		Wire: &mockota.Wire{Format: mockota.WireOpenTravel, MappedRooms: []string{"DBL", "SUI"}}})
+	props := []string{fmt.Sprintf(`"hotel-live": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-LIVE"}]`)}
+	for i := range hotels {
+		props = append(props, fmt.Sprintf(`"hotel-%d": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-%d"}]`, i, i))
+	}
+	cfg, err := config.Parse(fmt.Appendf(nil, `{
+  "max_range_days": 62,
+  "channels": {"ota": {
+    "base_url": %q, "allow_http": true, "format": "opentravel",
+    "endpoints": {"availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}}},
+    "credentials": {"cred-1": {"token_env": "TEST_OTA_LOGIN"}}
+  }},
+  "properties": {%s}
+}`, p.ota.URL(), limit.Rate, limit.Burst, strings.Join(props, ",\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := emulator.DynamoDB(t)
+	stateTable := emulator.NewStateTable(t, db)
+	sy := &syncer.Syncer{Config: cfg, State: &ari.Store{DB: db, Table: stateTable}, Lanes: &lane.Store{DB: db, Table: stateTable, Now: clock.Now},
+		Token: func(string) string { return "fleet-user:s3cret-pw" }, Linger: -1, Now: clock.Now}
+	policy := dispatch.DefaultPolicy
+	policy.MaxHold = time.Millisecond
+	// Time passes only when a worker waits: a push's later message that
+	// waits for a free token moves the test's clock on.
+	sleep := func(ctx context.Context, d time.Duration) error {
+		clock.mu.Lock()
+		clock.now = clock.now.Add(d)
+		clock.mu.Unlock()
+		return ctx.Err()
+	}
+	lim, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(p.table), limiter.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(clock.Now), otapush.WithSleep(sleep), otapush.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dispatch.Dispatcher{Routes: p, Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Sleep: sleep, Log: quiet, Fence: lim,
+		Queue: &queue.Queue{SQS: emulator.SQS(t), DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: clock.Now}}
+	if err := handTo(sy, d); err != nil {
+		t.Fatal(err)
+	}
+	return &bulkRig{p: p, sy: sy, clock: clock, limit: limit}
+}
+
+func (r *bulkRig) change(hotel, room, from, to string, n int) ari.Change {
+	r.seq++
+	return ari.Change{EventID: fmt.Sprintf("ev-%d", r.seq), PropertyID: hotel, Sequence: r.seq, Kind: "availability",
+		RoomType: room, RatePlan: "BAR", From: from, To: to, Values: map[string]any{"available": n}}
+}
+
+func changeBody(c ari.Change) string {
+	detail, _ := json.Marshal(c)
+	return fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"ARI change","source":"pms","time":"2026-11-30T12:00:00Z","detail":%s}`, c.EventID, detail)
+}
+
+// store writes c's state without marking a lane: what the PMS sent before.
+func (r *bulkRig) store(t *testing.T, c ari.Change) {
+	t.Helper()
+	if _, err := r.sy.State.Apply(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *bulkRig) resyncBody(t *testing.T, hotel, from, to string) string {
+	t.Helper()
+	body, err := ari.Resync{ResyncID: "rs-" + hotel, PropertyID: hotel, From: from, To: to,
+		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}, {RoomType: "SUI", RatePlan: "BAR"}}}.Event(r.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+func (r *bulkRig) handle(t *testing.T, msgs ...syncer.Message) []syncer.MessageResult {
+	t.Helper()
+	out := r.sy.HandleBatch(context.Background(), msgs)
+	for _, m := range out {
+		if m.Err != nil || m.Change.Invalid != "" {
+			t.Fatalf("message %s: %v %s", m.ID, m.Err, m.Change.Invalid)
+		}
+	}
+	return out
+}
+
+// drainDeferred hands back the deferred jobs on the queue, once each; a
+// deferral is delayed in real time by what it waits on the test's clock
+// (a tenth of a second, a few for a lease's recheck), so it waits up to
+// 1.5 s for those.
+func (r *bulkRig) drainDeferred(t *testing.T) int {
+	t.Helper()
+	n := 0
+	until := time.Now().Add(1500 * time.Millisecond)
+	for {
+		out, err := r.p.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &r.p.deferredURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			if r.p.depth(r.p.deferredURL) == 0 || time.Now().After(until) {
+				return n
+			}
+			time.Sleep(50 * time.Millisecond) // a deferral's real delay: the test's clock does not run
+			continue
+		}
+		msgs := make([]syncer.Message, len(out.Messages))
+		for i, m := range out.Messages {
+			msgs[i] = syncer.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Deferred: true}
+			if _, err := r.p.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &r.p.deferredURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.handle(t, msgs...)
+		n += len(msgs)
+	}
+}
+
+// Hotels resyncing while live changes arrive on the same bucket: every
+// live push gets a slot at most one interval after its change, however
+// many bulk pushes wait (a bulk push books only a token free at once, so
+// at most one is ever booked ahead of a live one), and the bulk still
+// drains, every stored cell and date reaching the OTA. The clock is the
+// test's, so a slot is exact; the oracle is the interval of the config's
+// limit and, for the drain, the OTA's copy rebuilt from what it accepted.
+func TestResyncNeverDelaysALivePushByMoreThanOnePush(t *testing.T) {
+	const hotels = 6
+	lim := limiter.PerSecond(10, 2) // T = 100 ms
+	r := newBulkRig(t, hotels, lim)
+	T := time.Duration(float64(time.Second) / lim.Rate)
+	for i := range hotels {
+		h := fmt.Sprintf("hotel-%d", i)
+		r.store(t, r.change(h, "DBL", "2027-01-01", "2027-01-20", 3))
+		r.store(t, r.change(h, "SUI", "2027-01-10", "2027-02-05", 1))
+	}
+	var msgs []syncer.Message
+	for i := range hotels {
+		msgs = append(msgs, syncer.Message{ID: fmt.Sprint(i), Body: r.resyncBody(t, fmt.Sprintf("hotel-%d", i), "2027-01-01", "2027-03-31")})
+	}
+	r.handle(t, msgs...)
+
+	rng := rand.New(rand.NewPCG(29, 3))
+	var worst time.Duration
+	for round := range 25 {
+		now := r.clock.Now()
+		c := r.change("hotel-live", "DBL", "2027-01-05", "2027-01-05", round)
+		out := r.handle(t, syncer.Message{ID: "live", Body: changeBody(c)})
+		if len(out[0].Jobs) != 1 {
+			t.Fatalf("round %d: the live change made %d jobs, want its lane's push", round, len(out[0].Jobs))
+		}
+		res := out[0].Jobs[0]
+		wait := res.Slot.Sub(now)
+		worst = max(worst, wait)
+		if res.Slot.IsZero() || wait > T {
+			reqs := r.p.ota.Requests()
+			for _, q := range reqs[max(0, len(reqs)-8):] {
+				t.Logf("OTA got %s at %v", q.JobID, q.At.Sub(now))
+			}
+			t.Fatalf("round %d: the live push's slot is %v after its change (outcome %s, %s), want at most one interval (%v): it waited behind more than one bulk push",
+				round, wait, res.Outcome, res.Reason, T)
+		}
+		if res.Outcome == dispatch.Deferred {
+			r.clock.Set(res.Slot) // the live push comes back at its slot
+			r.drainDeferred(t)
+		}
+		// Live changes come at most one per two intervals: alone, each
+		// would find a token free at once.
+		r.clock.Set(now.Add(2*T + time.Duration(rng.IntN(3))*T/2))
+		r.drainDeferred(t)
+	}
+	for range 200 { // let the bulk finish
+		r.clock.Set(r.clock.Now().Add(T))
+		if r.drainDeferred(t) == 0 {
+			break
+		}
+	}
+	copy, err := otacopy.BuildWire(r.p.ota.Accepted(), mockota.WireOpenTravel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for i := range hotels {
+		for _, cell := range []struct{ room, from, to string }{{"DBL", "2027-01-01", "2027-01-20"}, {"SUI", "2027-01-10", "2027-02-05"}} {
+			for _, d := range (ari.Change{From: cell.from, To: cell.to}).Dates() {
+				if _, ok := copy.Held(otacopy.Day{HotelRef: fmt.Sprintf("H-%d", i), Kind: "availability", RoomType: cell.room, RatePlan: "BAR", Date: d}); !ok {
+					missing++
+				}
+			}
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d stored dates of the resynced hotels never reached the OTA", missing)
+	}
+	// The vendor's window, on its own arrival log: no second holds more
+	// than the limit's rate and burst.
+	acc := r.p.ota.Accepted()
+	var first, lastBulk time.Time
+	bulk, live := 0, 0
+	for i, q := range acc {
+		in := 0
+		for _, o := range acc[i:] {
+			if o.At.Sub(q.At) < time.Second {
+				in++
+			}
+		}
+		if in > int(lim.Rate)+lim.Burst {
+			t.Fatalf("the OTA took %d requests in the second from %v, more than %g/s with burst %d", in, q.At, lim.Rate, lim.Burst)
+		}
+		if first.IsZero() {
+			first = q.At
+		}
+		if strings.Contains(q.JobID, "@b-") {
+			bulk, lastBulk = bulk+1, q.At
+		}
+	}
+	for _, q := range acc {
+		if !strings.Contains(q.JobID, "@b-") && !q.At.After(lastBulk) {
+			live++
+		}
+	}
+	left := float64(lastBulk.Sub(first))/float64(T) + 1 - float64(live)
+	t.Logf("worst live wait %v (interval %v); bulk: %d requests in %v beside %d live ones, %.0f%% of the %.0f tokens live left",
+		worst, T, bulk, lastBulk.Sub(first), live, 100*float64(bulk)/left, left)
 }
