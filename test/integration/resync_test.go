@@ -359,3 +359,66 @@ func TestResyncNeverDelaysALivePushByMoreThanOnePush(t *testing.T) {
 	t.Logf("worst live wait %v (interval %v); bulk: %d requests in %v beside %d live ones, %.0f%% of the %.0f tokens live left",
 		worst, T, bulk, lastBulk.Sub(first), live, 100*float64(bulk)/left, left)
 }
+
+// A worker that marked a resync's lanes and died before any push (its
+// message then comes back from the changes queue) loses nothing: the
+// redelivery finds the lanes owned by the dead worker's token and comes
+// back when that lease runs out, takes them over and pushes every stored
+// date once; none twice, as nothing had gone out.
+func TestResyncSurvivesAWorkerDeath(t *testing.T) {
+	lim := limiter.PerSecond(10, 2)
+	r := newBulkRig(t, 1, lim)
+	const lease = 3 * time.Second // the real delay of the recheck's deferral
+	r.sy.Lanes.Lease = lease
+	r.store(t, r.change("hotel-0", "DBL", "2027-01-01", "2027-01-31", 3))
+	r.store(t, r.change("hotel-0", "SUI", "2027-01-20", "2027-02-10", 1))
+	body := r.resyncBody(t, "hotel-0", "2027-01-01", "2027-03-31")
+	rs, err := ari.ParseResync(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first delivery marks and dies: its bulk jobs never run.
+	tasks, rep, err := r.sy.Resync(context.Background(), rs, false)
+	if err != nil || len(tasks) != 1 || rep.Dates != 31+22 {
+		t.Fatalf("the first delivery: %d tasks, report %+v, err %v; want one lane's push of 53 dates", len(tasks), rep, err)
+	}
+	// The queue hands the message out again after its visibility timeout.
+	out := r.handle(t, syncer.Message{ID: "again", Body: body, Redelivered: true})
+	if n := len(r.p.ota.Requests()); n != 0 {
+		t.Fatalf("the redelivery pushed %d requests while the dead worker's lease held the lane, want 0 (results %+v)", n, out[0].Jobs)
+	}
+	r.clock.Set(r.clock.Now().Add(lease + 2*time.Second))
+	deadline := time.Now().Add(20 * time.Second)
+	for len(r.p.ota.Accepted()) < 2 && time.Now().Before(deadline) {
+		r.drainDeferred(t)
+		r.clock.Set(r.clock.Now().Add(time.Second))
+	}
+	copy, err := otacopy.BuildWire(r.p.ota.Accepted(), mockota.WireOpenTravel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[otacopy.Day]int{}
+	for _, q := range r.p.ota.Accepted() {
+		one, err := otacopy.BuildWire([]mockota.Request{q}, mockota.WireOpenTravel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cell := range []struct{ room, from, to string }{{"DBL", "2027-01-01", "2027-01-31"}, {"SUI", "2027-01-20", "2027-02-10"}} {
+			for _, d := range (ari.Change{From: cell.from, To: cell.to}).Dates() {
+				if _, ok := one.Held(otacopy.Day{HotelRef: "H-0", Kind: "availability", RoomType: cell.room, RatePlan: "BAR", Date: d}); ok {
+					seen[otacopy.Day{RoomType: cell.room, Date: d}]++
+				}
+			}
+		}
+	}
+	for _, cell := range []struct{ room, from, to string }{{"DBL", "2027-01-01", "2027-01-31"}, {"SUI", "2027-01-20", "2027-02-10"}} {
+		for _, d := range (ari.Change{From: cell.from, To: cell.to}).Dates() {
+			if _, ok := copy.Held(otacopy.Day{HotelRef: "H-0", Kind: "availability", RoomType: cell.room, RatePlan: "BAR", Date: d}); !ok {
+				t.Fatalf("%s on %s never reached the OTA after the worker died (%d requests accepted)", cell.room, d, len(r.p.ota.Accepted()))
+			}
+			if n := seen[otacopy.Day{RoomType: cell.room, Date: d}]; n != 1 {
+				t.Fatalf("%s on %s reached the OTA %d times, want once: nothing had gone out before the death", cell.room, d, n)
+			}
+		}
+	}
+}
