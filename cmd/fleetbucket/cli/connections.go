@@ -46,7 +46,7 @@ Writes are checked with the connections file's rules, against its channels
 		def = contract.ConnectionsFile
 	}
 	cmd.PersistentFlags().StringVar(&f.config, "config", def, fmt.Sprintf("connections file holding the channels (env %s)", contract.EnvConnections))
-	a.envPersistent(cmd, &f.changesURL, "changes-url", contract.EnvChangesQueueURL, "changes queue URL: put, enable and import send the resync a write calls for there")
+	a.envPersistent(cmd, &f.changesURL, "changes-queue-url", contract.EnvChangesQueueURL, "changes queue URL: put, enable and import send the resync a write calls for there")
 	cmd.AddCommand(a.connPutCmd(f), a.connGetCmd(f), a.connListCmd(f), a.connExportCmd(f), a.connImportCmd(f),
 		a.connEnableCmd(f, false), a.connEnableCmd(f, true), a.connUnmappedCmd(f), a.connCreateTableCmd(f))
 	return cmd

@@ -86,7 +86,7 @@ func (a *App) resyncFlagsOn(cmd *cobra.Command, f *resyncFlags) {
 	a.envFlag(cmd, &f.conn.table, "table", contract.EnvConnectionsTable, "", "connections table (unset: the --config file's properties)")
 	a.envFlag(cmd, &f.conn.config, "config", contract.EnvConnections, contract.ConnectionsFile, "connections file holding the channels")
 	a.envFlag(cmd, &f.state, "state-table", contract.EnvStateTable, "", "ARI state table (the stack's StateTableName output)")
-	a.envFlag(cmd, &f.changesURL, "changes-url", contract.EnvChangesQueueURL, "", "changes queue URL (the stack's ChangesQueueUrl output)")
+	a.envFlag(cmd, &f.changesURL, "changes-queue-url", contract.EnvChangesQueueURL, "", "changes queue URL (the stack's ChangesQueueUrl output)")
 }
 
 // resyncTarget is one lane a resync covers and the plan for it.
@@ -105,7 +105,7 @@ type resyncTarget struct {
 func (a *App) runResync(cmd *cobra.Command, f *resyncFlags, r ari.Resync) error {
 	ctx := cmd.Context()
 	if f.changesURL == "" {
-		return errors.New("no changes queue: pass --changes-url or set " + contract.EnvChangesQueueURL + " (the stack's ChangesQueueUrl output)")
+		return errors.New("no changes queue: pass --changes-queue-url or set " + contract.EnvChangesQueueURL + " (the stack's ChangesQueueUrl output)")
 	}
 	if f.state == "" {
 		return errors.New("no state table: pass --state-table or set " + contract.EnvStateTable)
@@ -156,6 +156,17 @@ func (a *App) runResync(cmd *cobra.Command, f *resyncFlags, r ari.Resync) error 
 			}
 			targets = append(targets, rt)
 		}
+	}
+	var skipped []string
+	for _, t := range targets {
+		if t.Skipped == "" {
+			skipped = nil
+			break
+		}
+		skipped = append(skipped, t.Skipped)
+	}
+	if len(targets) == 0 || len(skipped) > 0 {
+		return fmt.Errorf("nothing to resync (no connection receives what was asked): %s", strings.Join(skipped, "; "))
 	}
 	q, err := a.sqs(ctx)
 	if err != nil {
@@ -259,7 +270,7 @@ func (a *App) triggerResync(cmd *cobra.Command, changesURL string, was *config.P
 		what = strings.Join(parts, ", ")
 	}
 	if changesURL == "" {
-		fmt.Fprintf(a.Stderr, "resync not started (no --changes-url or %s): run fleetbucket resync %s --channel %s to push %s\n",
+		fmt.Fprintf(a.Stderr, "resync not started (no --changes-queue-url or %s): run fleetbucket resync %s --channel %s to push %s\n",
 			contract.EnvChangesQueueURL, now.PropertyID, now.Channel, what)
 		return nil
 	}

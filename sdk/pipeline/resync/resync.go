@@ -8,7 +8,7 @@
 // store holds nothing for are reported, never invented.
 //
 // Begin with Request: it is what `fleetbucket resync`, a connection
-// enabled or remapped, and parity's repair send to the changes queue (an
+// enabled or remapped, and a repair that can wait send to the changes queue (an
 // ari.Resync event), which the sync function's syncer plans (Plan) and
 // marks (syncer.Syncer.Resync). Progress reads how much of it is still
 // pending.

@@ -17,7 +17,7 @@ type SQSAPI interface {
 
 // Send validates r and sends it to the changes queue as a resync event,
 // where the sync function marks its lanes at the bulk class. It is how
-// the CLI, a connection enabled or remapped, and parity's repair (its
+// the CLI, a connection enabled or remapped, and a repair that can wait (its
 // drifted cells in r.Cells, each with its dates) start one. The event is
 // the same on the changes bus (source "pms", detail-type "resync").
 func Send(ctx context.Context, q SQSAPI, changesURL string, r ari.Resync, now time.Time) error {

@@ -419,7 +419,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	}
 	cleared := st.cleared()
 	bulk := isBulkToken(st.owner)
-	if !bulk && !hasLive(rest()) {
+	if left := rest(); !bulk && len(left) > 0 && !hasLive(left) {
 		// The live changes are out; what is left is a resync's, for the
 		// bulk class.
 		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen)
