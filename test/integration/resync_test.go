@@ -134,7 +134,7 @@ func newBulkRig(t *testing.T, hotels int, limit limiter.Limit) *bulkRig {
 	clock := newManualClock()
 	p := newPipeline(t, limit, mockota.Config{Limit: limiter.PerSecond(1000, 1000), Now: clock.Now,
 		Wire: &mockota.Wire{Format: mockota.WireOpenTravel, MappedRooms: []string{"DBL", "SUI"}}})
-	props := []string{fmt.Sprintf(`"hotel-live": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-LIVE"}]`)}
+	props := []string{`"hotel-live": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-LIVE"}]`}
 	for i := range hotels {
 		props = append(props, fmt.Sprintf(`"hotel-%d": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-%d"}]`, i, i))
 	}
