@@ -7,10 +7,10 @@
 // so the newest state goes out whichever class carries a date. Cells the
 // store holds nothing for are reported, never invented.
 //
-// Begin with Request: it is what `fleetbucket resync`, a connection
-// enabled or remapped, and a repair that can wait send to the changes queue (an
-// ari.Resync event), which the sync function's syncer plans (Plan) and
-// marks (syncer.Syncer.Resync). Progress reads how much of it is still
+// Begin with Send: it is how `fleetbucket resync`, a connection
+// enabled or remapped, and a repair that can wait reach the changes queue (an
+// ari.Resync event), which the sync function's syncer plans (PlanKind) and
+// marks (syncer.Syncer.Resync). ProgressOf reads how much of it is still
 // pending.
 package resync
 
