@@ -1,0 +1,51 @@
+package syncer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+func TestForClass(t *testing.T) {
+	live := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-02", To: "2027-01-02", Sequence: 7}
+	bulk := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-12-31", Sequence: lane.BulkSequence}
+	tests := []struct {
+		name    string
+		pending []lane.Element
+		bulk    bool
+		want    string
+		handOff bool
+	}{
+		{"a live push carries the live elements alone", []lane.Element{bulk, live}, false, "[DBL#BAR#2027-01-02#2027-01-02#7]", false},
+		{"a live push with only bulk pending hands off", []lane.Element{bulk}, false, "[]", true},
+		{"a bulk push carries live first, then bulk", []lane.Element{bulk, live}, true, "[DBL#BAR#2027-01-02#2027-01-02#7 DBL#BAR#2027-01-01#2027-12-31#0]", false},
+		{"nothing pending: no hand-off", nil, false, "[]", false},
+	}
+	for _, tt := range tests {
+		got, handOff := forClass(tt.pending, tt.bulk)
+		if fmt.Sprint(got) != tt.want || handOff != tt.handOff {
+			t.Errorf("%s: forClass = %v, %v; want %s, %v", tt.name, got, handOff, tt.want, tt.handOff)
+		}
+	}
+}
+
+// A bulk route books one token from a burst of 1, only free at once; on
+// an endpoint metered by items only the horizon changes.
+func TestBulkRoute(t *testing.T) {
+	r := dispatch.Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(10, 8)}, Reserve: 2}
+	b := bulkRoute(r)
+	if b.Bucket.Limit.Burst != 1 || b.Horizon != time.Millisecond || b.Reserve != 9 || b.Bucket.Limit.Rate != 10 {
+		t.Errorf("bulk route %+v: want burst 1, horizon 1ms, reserve 9 (the drain empties the whole burst), rate unchanged", b)
+	}
+	r.ItemWeight = 1
+	if b := bulkRoute(r); b.Bucket.Limit.Burst != 8 || b.Horizon != time.Millisecond {
+		t.Errorf("bulk route on items %+v: want the burst kept and a 1 ms horizon", b)
+	}
+	if !isBulkToken(newBulkToken()) || isBulkToken(newToken()) || len(newBulkToken()) != len(newToken()) {
+		t.Error("bulk tokens must be told from others by their prefix alone, and be as long")
+	}
+}
