@@ -24,6 +24,11 @@ type BatchRequest struct {
 	// (N·T > MaxDelay + burst·T) is refused, and one that does not fit now
 	// is denied with the wait until it would.
 	Partial bool
+	// Ahead has the write claim the time Ahead from now (at most MaxDelay,
+	// of which it takes its share), as ReserveAhead does: every slot lies
+	// at least that far ahead, so that a caller with work to do before its
+	// first slot (a store call, a render) reaches it in time.
+	Ahead time.Duration
 }
 
 // Batch is a group of slots booked together.
@@ -63,7 +68,8 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	if err := b.Validate(); err != nil {
 		return Batch{}, err
 	}
-	delay := req.MaxDelay.Microseconds()
+	ahead := min(max(req.Ahead, 0), max(req.MaxDelay, 0))
+	delay := (req.MaxDelay - ahead).Microseconds()
 	switch {
 	case req.N < 1:
 		return Batch{}, &ArgumentError{Field: "n", Reason: fmt.Sprintf("%d, want ≥ 1", req.N)}
@@ -89,7 +95,7 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 			return max(gcra.Fit(tat, now, lim, req.N, delay), 1)
 		}
 	}
-	g, err := l.book(ctx, b, size, req.MaxDelay)
+	g, err := l.bookAhead(ctx, b, size, req.MaxDelay, ahead)
 	if err != nil {
 		return Batch{}, err
 	}

@@ -230,6 +230,25 @@ func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 	return l.reserve(ctx, b, n, maxDelay)
 }
 
+// ReserveAhead is Reserve with its writes claiming the time ahead from now
+// (at most maxDelay, of which it takes its share), so that the slot it
+// grants lies at least that far ahead. A caller that knows how long the
+// store takes to answer passes that: the answer then comes before the
+// slot, and the request leaves at the slot rather than a write's latency
+// after it, which past the bucket's margin would make the grant late
+// (Late). A write claiming a later now only forgoes the refill until then
+// (see Wait): the bucket's bound on slots holds whatever now it claims.
+func (l *Limiter) ReserveAhead(ctx context.Context, b Bucket, n int, maxDelay, ahead time.Duration) (Reservation, error) {
+	if err := b.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
+		return Reservation{}, err
+	}
+	g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay, ahead)
+	return g.Reservation, err
+}
+
 // Wait reserves n tokens and sleeps until their slot. It fails at once,
 // without sleeping, with an *ExhaustedError when the slot lies past maxWait
 // or past ctx's deadline (also when n tokens could fit within maxWait but
