@@ -90,6 +90,20 @@ func (l tracedLimiter) Reserve(ctx context.Context, b limiter.Bucket, n int, max
 	return r, err
 }
 
+func (l tracedLimiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
+	start := time.Now()
+	r, err := l.Limiter.ReserveAhead(ctx, b, n, maxDelay, ahead)
+	took := time.Since(start).Milliseconds()
+	if wait, denied := limiter.RetryAfter(err); denied {
+		l.t.event("denied", b.Key, "burst=%d horizon=%v ahead=%d wait=%d took=%d", b.Limit.Burst, maxDelay, ahead.Milliseconds(), wait.Milliseconds(), took)
+	} else if err != nil {
+		l.t.event("reserve-error", b.Key, "err=%v took=%d", err, took)
+	} else {
+		l.t.event("granted", b.Key, "burst=%d horizon=%v ahead=%d slot=%d took=%d", b.Limit.Burst, maxDelay, ahead.Milliseconds(), l.t.since(r.Slot), took)
+	}
+	return r, err
+}
+
 type tracedPusher struct {
 	dispatch.Pusher
 	t *tracer

@@ -170,14 +170,38 @@ func (d *Dispatcher) shardGroups(booker Booker, route Route, tasks []Task, idx [
 // grants no slot reserves on its own.
 func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter.Bucket, tasks []Task, idx []int) {
 	now := d.now()
-	batch, err := booker.ReserveBatch(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+	batch, err := booker.ReserveBatch(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil {
 		d.log().Info("shard booking failed; its jobs reserve on their own", "bucket", shard.Key, "jobs", len(idx), "err", err)
 		return
 	}
+	now = latest(now, d.now())
 	for n, slot := range batch.Slots {
 		tasks[idx[n]].Job.Hold = newHold(slot, shard.Key, 0, nil, slot.Sub(now))
 	}
+}
+
+// bookingLead is how far ahead a batch books the slots of the due jobs
+// idx: as long as its write takes to be answered, and the jobs' work to
+// begin (prep.go), so that the first job reaches its slot prepared. The
+// batch's later slots are further off already.
+func (d *Dispatcher) bookingLead(tasks []Task, idx []int) time.Duration {
+	m := tasks[idx[0]].Route.Bucket.Limit.Margin
+	lead := d.granting.lead(d.Policy.MaxHold, m)
+	for _, i := range idx {
+		if tasks[i].Work != nil {
+			return min(lead+d.prep.lead(d.Policy.MaxHold, m), d.Policy.MaxHold)
+		}
+	}
+	return lead
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // bookDue books the slots of the due jobs idx of route's bucket.
@@ -188,7 +212,7 @@ func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, ta
 	// (see pendingLocal): its first slots are theirs, spent already,
 	// so that the bucket, full again, grants no burst on top of them.
 	local := d.pendingLocal(route)
-	batch, err := booker.ReserveBatch(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true})
+	batch, err := booker.ReserveBatch(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil {
 		d.log().Info("batch booking failed; jobs reserve on their own", "bucket", route.Bucket.Key, "jobs", len(idx), "err", err)
 		return
@@ -201,6 +225,7 @@ func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, ta
 	}
 	d.drainLocal(route, now)
 	stamp := granted(batch.Stamp())
+	now = latest(now, d.now()) // how far ahead of its answer each slot lies, as in reserve
 	for n, slot := range batch.Slots[local:] {
 		tasks[idx[n]].Job.Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
 	}

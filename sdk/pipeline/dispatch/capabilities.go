@@ -34,6 +34,10 @@ type Capabilities struct {
 	// Quota takes a route's tokens and its calendar quota in one
 	// transaction.
 	Quota QuotaTaker
+	// Ahead books a slot with its write claiming a later now, so that a
+	// slow store's answer comes before the slot; without it a slot due at
+	// once is late by the grant's latency.
+	Ahead AheadReserver
 	// Refresh is what Routes may also do, for the payload jobs it
 	// resolves (Resolve); a Task carries its own (Task.Refresh).
 	Refresh CredentialRefresher
@@ -50,6 +54,7 @@ func CapabilitiesOf(limiter Reserver, routes Router) Capabilities {
 	c.Penalize, _ = limiter.(Penalizer)
 	c.Silence, _ = limiter.(Silencer)
 	c.Quota, _ = limiter.(QuotaTaker)
+	c.Ahead, _ = limiter.(AheadReserver)
 	c.Refresh, _ = routes.(CredentialRefresher)
 	return c
 }

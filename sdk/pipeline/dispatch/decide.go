@@ -53,12 +53,18 @@ const (
 	// store could not confirm it): the hold goes, with a lease taken
 	// first, and the job starts over as if it came in without one.
 	actRevoke
+	// actPrepare: after sleeping decision.Wait, begin the job's work
+	// (claim and render) before its slot, or before booking one, so that
+	// only the send waits for the slot (situation.Prepares); drop an
+	// expired hold first if decision.DropHold, and give back a lease taken
+	// first if decision.FreeLease.
+	actPrepare
 )
 
 func (a action) String() string {
 	return map[action]string{actBookLinger: "book-linger", actSleep: "sleep", actDefer: "defer", actDeadLetter: "dead-letter",
 		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce", actLocalShare: "local-share",
-		actRevoke: "revoke"}[a]
+		actRevoke: "revoke", actPrepare: "prepare"}[a]
 }
 
 // situation is everything decide reads.
@@ -97,6 +103,17 @@ type situation struct {
 	// Revoked: confirming the slot the job holds said it may not be spent
 	// (probe.go: a throttle since, or the store could not say).
 	Revoked bool
+	// Prepares: the job's work is begun (claimed and rendered) before its
+	// slot, PrepLead ahead of it, or before its slot is booked; Prepared:
+	// it was. What comes between a slot and its send is lateness, which
+	// past the grace wastes the slot: on a slow store the claim and the
+	// render alone took longer than the margin.
+	Prepares, Prepared bool
+	PrepLead           time.Duration
+	// Silence is how long before a slot booked ahead (job.Hold.Ahead) its
+	// silence is asked (limiter.SilenceAfter): the read's latency then
+	// delays the check rather than the send.
+	Silence time.Duration
 }
 
 // decision is what decide says.
@@ -180,10 +197,19 @@ func decide(s situation) decision {
 			return decision{Act: actRecheck}
 		}
 	}
+	// A job with work to begin begins it before booking: a slot booked
+	// first and due at once would wait for the claim and the render.
+	prepare := s.Prepares && !s.Prepared && !s.Shadow
 	if !s.Booked && j.Hold.Held() && now.After(j.Hold.At.Add(s.Grace)) {
+		if prepare {
+			return decision{Act: actPrepare, DropHold: true}
+		}
 		return decision{Act: actReserve, DropHold: true}
 	}
 	if !j.Hold.Held() {
+		if prepare {
+			return decision{Act: actPrepare}
+		}
 		return decision{Act: actReserve}
 	}
 	wait := j.Hold.At.Sub(now)
@@ -197,7 +223,11 @@ func decide(s situation) decision {
 		}
 		return d
 	}
-	if lead := s.Lead.lead(wait); wait > lead || !s.Sleep.can(now, wait) {
+	prepLead := time.Duration(0)
+	if prepare {
+		prepLead = s.PrepLead
+	}
+	if lead := s.Lead.lead(wait) + prepLead; wait > lead || !s.Sleep.can(now, wait) {
 		// Come back once the slot is within blocking distance, and sleep
 		// the rest. SQS delays are whole seconds and deliveries run late
 		// (in proportion to the delay on the emulator, by seconds under a
@@ -206,13 +236,20 @@ func decide(s situation) decision {
 		// lateness alone could eat is slept here instead.
 		return decision{Act: actDefer, Wait: max(wait-lead, 0), Reason: "waiting for its reserved slot"}
 	}
-	// A stamped slot is confirmed Early before it comes, so that the read's
-	// latency does not delay the push past its slot: late pushes bunch at
-	// the vendor.
+	if prepare {
+		return decision{Act: actPrepare, Wait: max(wait-prepLead, 0), FreeLease: wait > s.Grace}
+	}
+	// A stamped slot is confirmed Early before it comes, and a silence
+	// asked Silence before it, so that the reads' latency does not delay
+	// the push past its slot: late pushes bunch at the vendor, and past
+	// the grace waste their slots. The push sleeps the rest.
 	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil, FreeLease: wait > s.Grace}
 	early := time.Duration(0)
 	if d.Confirm {
 		early = s.Early
+	}
+	if j.Hold.Ahead {
+		early = max(early, s.Silence)
 	}
 	if wait > early {
 		d.Wait = wait - early

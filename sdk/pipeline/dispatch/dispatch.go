@@ -217,6 +217,10 @@ type Dispatcher struct {
 	Leases *Leases
 
 	late lateness
+	// prep learns how long beginning a job's work takes (decide's
+	// PrepLead), granting how long a reservation takes to be answered
+	// (reserveRoute's ahead): prep.go.
+	prep, granting slowest
 }
 
 // init reads the dispatcher's capabilities, once, unless set.

@@ -205,11 +205,11 @@ func TestHandleJob(t *testing.T) {
 				t.Fatalf("result %+v; want coalesced, no push, no wasted slot", res)
 			}
 		}},
-		{"work found idle leaves its slot unused", func(r *rig) {
+		{"work found idle before booking spends no slot", func(r *rig) {
 			r.work.beginErr = ErrIdle
 		}, func(t *testing.T, r *rig, res Result) {
-			if res.Outcome != Coalesced || res.WastedSlots != 1 {
-				t.Fatalf("result %+v; want coalesced with one wasted slot", res)
+			if res.Outcome != Coalesced || res.WastedSlots != 0 || r.lim.calls != 0 {
+				t.Fatalf("result %+v after %d reservations; want coalesced, none booked, no wasted slot", res, r.lim.calls)
 			}
 		}},
 		{"a vendor refusal dead-letters the job and never settles the work", func(r *rig) {

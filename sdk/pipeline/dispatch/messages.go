@@ -90,6 +90,9 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 			if res, ok, err = d.silentSlot(ctx, j, t, req, res); !ok {
 				return res, nil, err
 			}
+			if err := d.untilSlot(ctx, t, req.Slot); err != nil {
+				return Result{}, nil, err
+			}
 		}
 		req, late := d.spendable(req)
 		if late {

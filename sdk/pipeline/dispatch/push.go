@@ -29,18 +29,28 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 	return limiter.Bucket{}, nil, fmt.Errorf("job %q holds a slot in %q, not a shard of %q (shards changed?)", j.ID, j.Hold.Key, route.Sharded.Key)
 }
 
-// push sends j at its slot. With Work, the body is what the work has
-// pending now, and after the vendor settles the push (accepted, or refused
+// push sends j at its slot, which it may reach before it: it sleeps the
+// rest once the silence is asked (untilSlot). With Work, the body is what
+// the work has pending, begun here or ahead of the slot (prep, as serve
+// began it), and after the vendor settles the push (accepted, or refused
 // for good) the work may hand back the next job. leased is the in-flight
 // lease j took before its token (leaseFirst), if it did: the push frees
 // it once the answer is in, and serve on any way out before that.
-func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldLease) (Result, *job.Job, error) {
+func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldLease, prep *Payload) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Hold.At}
 	held := j.Hold.Held()
-	j, p, err := d.begin(ctx, j, t)
-	if err != nil {
-		res, err := d.beginFailed(ctx, j, t, res, held, err)
-		return res, nil, err
+	var p Payload
+	if prep != nil {
+		p = *prep
+	} else {
+		if err := d.untilSlot(ctx, t, j.Hold.At); err != nil {
+			return Result{}, nil, err
+		}
+		var err error
+		if j, p, err = d.begin(ctx, j, t); err != nil {
+			res, err := d.beginFailed(ctx, j, t, res, held, err)
+			return res, nil, err
+		}
 	}
 	res.JobID = j.ID // as the vendor sees it: Begin may have moved the job on
 	bucket, siblings, err := pushBuckets(t.Route, j)
@@ -48,6 +58,11 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 		return d.workFailed(ctx, j, t, res, err)
 	}
 	if t.ItemWeight > 0 {
+		// The further items are booked from the slots free now, which must
+		// not be before the slot they leave at.
+		if err := d.untilSlot(ctx, t, j.Hold.At); err != nil {
+			return Result{}, nil, err
+		}
 		var deferred *Result
 		if p, deferred, err = d.charge(ctx, j, p, t, bucket); deferred != nil || err != nil {
 			if deferred != nil {
@@ -72,6 +87,9 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	}
 	if res, ok, err := d.silentSlot(ctx, j, t, req, res); !ok {
 		return res, nil, err
+	}
+	if err := d.untilSlot(ctx, t, req.Slot); err != nil {
+		return Result{}, nil, err
 	}
 	req, late := d.spendable(req)
 	if late {
@@ -101,7 +119,12 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 // on from here.
 func (d *Dispatcher) begin(ctx context.Context, j job.Job, t *task) (job.Job, Payload, error) {
 	if t.work != nil {
-		return t.work.Begin(ctx, j)
+		start := d.now()
+		j, p, err := t.work.Begin(ctx, j)
+		if err == nil {
+			d.prep.observe(d.now().Sub(start))
+		}
+		return j, p, err
 	}
 	if d.Fence != nil {
 		// Copies come as long as the job lives.
@@ -149,17 +172,26 @@ func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, t *task, res Re
 }
 
 // recheck begins j, which holds no slot yet, to find out whether its work
-// is its own. owned is j as the work's owner when it is; otherwise res is
+// is its own. owned is j as the work's owner when it is, and p what Begin
+// rendered, which its push carries (the preparation); otherwise res is
 // what became of j (deferred to look again, or ended), with no slot spent.
-func (d *Dispatcher) recheck(ctx context.Context, j job.Job, t *task) (owned *job.Job, res Result, err error) {
-	// What Begin rendered is not pushed: the slot comes later, and the
-	// push begins again at it (one more claim, once per takeover).
-	next, _, err := d.begin(ctx, j, t)
+func (d *Dispatcher) recheck(ctx context.Context, j job.Job, t *task) (owned *job.Job, p Payload, res Result, err error) {
+	next, p, err := d.begin(ctx, j, t)
 	if err == nil {
-		return &next, Result{}, nil
+		return &next, p, Result{}, nil
 	}
 	res, err = d.beginFailed(ctx, next, t, Result{JobID: j.ID}, false, err)
-	return nil, res, err
+	return nil, Payload{}, res, err
+}
+
+// untilSlot sleeps until slot, if it has not come: a push prepared ahead
+// of its slot, and asked its silence, sends no earlier. A shadow route
+// pushes at once.
+func (d *Dispatcher) untilSlot(ctx context.Context, t *task, slot time.Time) error {
+	if rest := slot.Sub(d.now()); rest > 0 && !t.Shadow {
+		return d.sleep(ctx, rest)
+	}
+	return nil
 }
 
 // settle is a push under its in-flight lease, and how it steps out of it

@@ -52,7 +52,11 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	}
 	if err == nil {
 		d.drainLocal(t.Route, now)
-		return booking{hold: newHold(slot, key, tokens, stamp, slot.Sub(now))}, nil
+		// How far ahead of its answer the slot lies: a slot booked at a
+		// later now and answered just before it is a slot due at once,
+		// and one within SilenceAfter of the answer needs no silence read
+		// (the race every grant due at once runs).
+		return booking{hold: newHold(slot, key, tokens, stamp, slot.Sub(latest(now, d.now())))}, nil
 	}
 	if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
 		return d.shadowRefused(j, t.Route, err, bound != noBound, now), nil
@@ -142,6 +146,16 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
+		if a := d.Can.Ahead; a != nil {
+			// The grant is answered before its slot as long as the store
+			// is no slower than it was: the push then leaves at the slot.
+			start := d.now()
+			r, err := a.ReserveAhead(ctx, route.Bucket, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, route.Bucket.Limit.Margin), maxDelay))
+			if err == nil {
+				d.granting.observe(d.now().Sub(start))
+			}
+			return r.Slot, "", granted(r.Stamp()), err
+		}
 		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
 		return r.Slot, "", granted(r.Stamp()), err
 	}
@@ -164,4 +178,10 @@ func firstShard(route Route) string {
 		return "" // pushBuckets reports it
 	}
 	return shards[0].Key
+}
+
+// AheadReserver is the part of *limiter.Limiter that books a slot with its
+// write claiming a now ahead of the clock (limiter.Limiter.ReserveAhead).
+type AheadReserver interface {
+	ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
 }

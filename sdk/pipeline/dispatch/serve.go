@@ -22,6 +22,11 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 	first := &firstLease{}
 	defer func() { first.end() }()
 	var revokeErr error // why the slot's confirmation failed, for the log
+	// prep is the push j's work was begun for ahead of its slot (or of its
+	// booking): its claim holds through a re-booking, and a deferral
+	// carries the job as Begin left it, which begins again when it is back.
+	var prep *Payload
+	s.Prepares = t.work != nil
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {
@@ -29,8 +34,31 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		}
 		s.Rechecks = !j.Hold.Held() && t.recheck
 		s.Lead = d.leadRule()
+		s.PrepLead = d.prep.lead(d.Policy.MaxHold, t.Bucket.Limit.Margin)
 		dec := decide(s)
 		switch dec.Act {
+		case actPrepare:
+			if dec.FreeLease {
+				first.free()
+			}
+			held := j.Hold.Held()
+			if dec.DropHold {
+				d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
+				j.Hold, held = job.Hold{}, false
+				pre.WastedSlots++
+			}
+			if dec.Wait > 0 {
+				if err := d.sleep(ctx, dec.Wait); err != nil {
+					return Result{}, nil, err
+				}
+			}
+			begun, p, err := d.begin(ctx, j, t)
+			if err != nil {
+				res, err := d.beginFailed(ctx, begun, t, Result{JobID: j.ID, Slot: j.Hold.At}, held, err)
+				return pre.then(res), nil, err
+			}
+			j, prep, s.Prepared, now = begun, &p, true, d.now()
+			continue
 		case actBookLinger:
 			if hold, ok := d.lingerSlot(ctx, t.Route, dec.Wait); ok {
 				// Its bucket fills up before the linger ends: the push takes
@@ -57,12 +85,14 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		case actRecheck:
 			// Find out before booking a slot: a job told to come back again
 			// would leave it unused.
-			owned, res, err := d.recheck(ctx, j, t)
+			owned, p, res, err := d.recheck(ctx, j, t)
 			if owned == nil {
 				return pre.then(res), nil, err
 			}
-			// It owns its work now: it never rechecks again.
+			// It owns its work now: it never rechecks again, and what
+			// Begin rendered is its push's.
 			j, now, s.Owned, t.recheck = *owned, d.now(), true, false
+			prep, s.Prepared = &p, true
 			continue
 		case actReserve:
 			if dec.DropHold {
@@ -101,7 +131,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
 		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
 		if dec.Shadow {
-			res, next, err := d.push(ctx, j, t, nil)
+			res, next, err := d.push(ctx, j, t, nil, prep)
 			return pre.then(res), next, err
 		}
 		if dec.FreeLease {
@@ -117,12 +147,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 				continue
 			}
 		}
-		if rest := j.Hold.At.Sub(d.now()); rest > 0 {
-			if err := d.sleep(ctx, rest); err != nil {
-				return Result{}, nil, err
-			}
-		}
-		res, next, err := d.push(ctx, j, t, first.held)
+		res, next, err := d.push(ctx, j, t, first.held, prep)
 		return pre.then(res), next, err
 	}
 }
@@ -139,7 +164,7 @@ func (d *Dispatcher) act(ctx context.Context, j job.Job, t *task, dec decision) 
 // situation is what decide reads of the dispatcher and the call: the
 // parts that stay the same while one job is served.
 func (d *Dispatcher) situation(ctx context.Context, t *task) situation {
-	s := situation{Shadow: t.Shadow, Grace: d.grace(t.Bucket.Limit), Early: limiter.ConfirmAfter}
+	s := situation{Shadow: t.Shadow, Grace: d.grace(t.Bucket.Limit), Early: limiter.ConfirmAfter, Silence: limiter.SilenceAfter}
 	s.MaxAge, _ = d.lifetime(t.Route)
 	s.Sleep = d.sleepBound(ctx, t)
 	return s
