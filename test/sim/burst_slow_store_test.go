@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 )
 
 // The burst demo (scripts/demo.sh -events 600 -duration 5s) on a store as
@@ -17,34 +19,57 @@ import (
 // waste a slot, with no 429 and no window over the vendor's limit (the
 // scenario's invariants).
 func TestBurstOnASlowStoreWastesFewSlots(t *testing.T) {
-	seed := testSeed(t)
-	sc := calibrate()
-	sc.Name, sc.Seed = "burst-slow-store", seed
-	sc.Load.Duration = 5 * time.Second
-	sc.Load.Rate = func(time.Duration) float64 { return 120 } // 600 changes in 5 s
-	sc.DBLatency = Latency{P50: 300 * time.Millisecond, P99: 500 * time.Millisecond}
-	var rep *Report
-	synctest.Test(t, func(t *testing.T) {
-		r, err := Run(t.Context(), sc, nil)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		rep = r
-	})
-	var b strings.Builder
-	rep.Write(&b)
-	t.Log("\n" + b.String())
-	if len(rep.Violations) > 0 {
-		t.Errorf("seed %d: %d invariant violations:\n%s", seed, len(rep.Violations), strings.Join(rep.Violations, "\n"))
+	tests := []struct {
+		name string
+		db   Latency
+		// wasted is the most wasted slots per push; 0: no bound. A store
+		// far slower than the margin wastes slots whatever the pipeline
+		// does, and must still bring every change to the OTA, each job
+		// deferred a bounded number of times.
+		wasted float64
+	}{
+		{"300-500ms", Latency{P50: 300 * time.Millisecond, P99: 500 * time.Millisecond}, 0.10},
+		{"far slower than the margin", Latency{P50: 1500 * time.Millisecond, P99: 4 * time.Second}, 0},
 	}
-	st := rep.Stats
-	if st.Changes < 500 || st.Pushes == 0 || rep.Accepted == 0 {
-		t.Fatalf("seed %d: %d changes, %d pushes, %d accepted; want the burst's ~600 changes pushed", seed, st.Changes, st.Pushes, rep.Accepted)
-	}
-	if rep.Throttled != 0 {
-		t.Errorf("seed %d: %d 429s, want 0", seed, rep.Throttled)
-	}
-	if share := float64(st.Wasted) / float64(st.Pushes); share > 0.10 {
-		t.Errorf("seed %d: %d wasted slots in %d pushes (%.0f%%), want at most 10%%", seed, st.Wasted, st.Pushes, 100*share)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seed := testSeed(t)
+			sc := calibrate()
+			sc.Name, sc.Seed = "burst-slow-store", seed
+			sc.Load.Duration = 5 * time.Second
+			sc.Load.Rate = func(time.Duration) float64 { return 120 } // 600 changes in 5 s
+			sc.DBLatency = tt.db
+			var rep *Report
+			synctest.Test(t, func(t *testing.T) {
+				r, err := Run(t.Context(), sc, nil)
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				rep = r
+			})
+			var b strings.Builder
+			rep.Write(&b)
+			t.Log("\n" + b.String())
+			if len(rep.Violations) > 0 {
+				t.Errorf("seed %d: %d invariant violations:\n%s", seed, len(rep.Violations), strings.Join(rep.Violations, "\n"))
+			}
+			st := rep.Stats
+			if st.Changes < 500 || st.Pushes == 0 || rep.Accepted == 0 {
+				t.Fatalf("seed %d: %d changes, %d pushes, %d accepted; want the burst's ~600 changes pushed", seed, st.Changes, st.Pushes, rep.Accepted)
+			}
+			if rep.Throttled != 0 {
+				t.Errorf("seed %d: %d 429s, want 0", seed, rep.Throttled)
+			}
+			if share := float64(st.Wasted) / float64(st.Pushes); tt.wasted > 0 && share > tt.wasted {
+				t.Errorf("seed %d: %d wasted slots in %d pushes (%.0f%%), want at most %.0f%%", seed, st.Wasted, st.Pushes, 100*share, 100*tt.wasted)
+			}
+			// A job begun for a slot it then missed is pushed on a fresh
+			// token, not booked and deferred again: on a store this slow
+			// every slot would be missed, and the job loop through the
+			// queue (84 deferrals for 49 pushes did, against 32 for 49).
+			if deferred := st.Outcomes[dispatch.Deferred]; 2*deferred > 3*st.Pushes {
+				t.Errorf("seed %d: %d deferrals for %d pushes, want at most 1.5 a push: jobs loop through the queue", seed, deferred, st.Pushes)
+			}
+		})
 	}
 }

@@ -204,6 +204,14 @@ func decide(s situation) decision {
 		if prepare {
 			return decision{Act: actPrepare, DropHold: true}
 		}
+		if s.Prepared {
+			// Its work took longer to begin than it was given: the push
+			// goes now, and the request books a fresh token as it leaves
+			// (spendable), as any push reaching its slot late does. Booked
+			// again here, a store this slow would make every slot late and
+			// the job loop through the queue, claiming each time.
+			return decision{Act: actPush}
+		}
 		return decision{Act: actReserve, DropHold: true}
 	}
 	if !j.Hold.Held() {
@@ -227,7 +235,14 @@ func decide(s situation) decision {
 	if prepare {
 		prepLead = s.PrepLead
 	}
-	if lead := s.Lead.lead(wait) + prepLead; wait > lead || !s.Sleep.can(now, wait) {
+	bound := s.Sleep
+	if s.Prepared && wait <= s.PrepLead {
+		// Begun for this slot: the call's hold counted the work, which
+		// is no sleep, and the push sleeps what is left (the deadline
+		// still bounds it).
+		bound.Hold = time.Time{}
+	}
+	if lead := s.Lead.lead(wait) + prepLead; wait > lead || !bound.can(now, wait) {
 		// Come back once the slot is within blocking distance, and sleep
 		// the rest. SQS delays are whole seconds and deliveries run late
 		// (in proportion to the delay on the emulator, by seconds under a
