@@ -110,6 +110,9 @@ type situation struct {
 	// render alone took longer than the margin.
 	Prepares, Prepared bool
 	PrepLead           time.Duration
+	// StoreFailing: the limiter's store failed this process's last
+	// reservation (limiter.ErrUnavailable).
+	StoreFailing bool
 	// Silence is how long before a slot booked ahead (job.Hold.Ahead) its
 	// silence is asked (limiter.SilenceAfter): the read's latency then
 	// delays the check rather than the send.
@@ -198,10 +201,14 @@ func decide(s situation) decision {
 		}
 	}
 	// A job with work to begin begins it before booking: a slot booked
-	// first and due at once would wait for the claim and the render.
+	// first and due at once would wait for the claim and the render. Not
+	// while the limiter's store fails: no slot would follow, and the claim
+	// would be held through the cooldown's deferrals (a stale copy of a
+	// job would take its lane over only to expire with it).
 	prepare := s.Prepares && !s.Prepared && !s.Shadow
+	beginFirst := prepare && !s.StoreFailing
 	if !s.Booked && j.Hold.Held() && now.After(j.Hold.At.Add(s.Grace)) {
-		if prepare {
+		if beginFirst {
 			return decision{Act: actPrepare, DropHold: true}
 		}
 		if s.Prepared {
@@ -215,7 +222,7 @@ func decide(s situation) decision {
 		return decision{Act: actReserve, DropHold: true}
 	}
 	if !j.Hold.Held() {
-		if prepare {
+		if beginFirst {
 			return decision{Act: actPrepare}
 		}
 		return decision{Act: actReserve}

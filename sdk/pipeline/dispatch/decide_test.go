@@ -39,10 +39,30 @@ func TestDecide(t *testing.T) {
 			s.Job.Hold = held(800 * time.Millisecond)
 			s.Job.Hold.Grant = job.Grant{Version: 3, Interval: 100_000}
 		}, decision{Act: actPush, Wait: 700 * time.Millisecond, Confirm: true}},
-		{"slot booked ahead: no early read (its silence is asked as it leaves)", func(s *situation) {
-			s.Job.Hold = held(800 * time.Millisecond)
+		{"slot booked ahead: woken Silence before it, so that the silence read delays the check, not the send", func(s *situation) {
+			s.Job.Hold, s.Silence = held(800*time.Millisecond), 100*time.Millisecond
 			s.Job.Hold.Ahead = true
-		}, decision{Act: actPush, Wait: 800 * time.Millisecond}},
+		}, decision{Act: actPush, Wait: 700 * time.Millisecond}},
+		{"work to begin, no hold: begin it before booking", func(s *situation) { s.Prepares = true }, decision{Act: actPrepare}},
+		{"work to begin, the limiter's store failing: book first", func(s *situation) { s.Prepares, s.StoreFailing = true, true },
+			decision{Act: actReserve}},
+		{"work begun, no hold: reserve", func(s *situation) { s.Prepares, s.Prepared = true, true }, decision{Act: actReserve}},
+		{"work to begin, slot within blocking distance: begin it PrepLead before the slot", func(s *situation) {
+			s.Job.Hold, s.Prepares, s.PrepLead = held(800*time.Millisecond), true, 300*time.Millisecond
+		}, decision{Act: actPrepare, Wait: 500 * time.Millisecond}},
+		{"work to begin, slot past blocking distance by less than PrepLead: kept, to begin it in time", func(s *situation) {
+			s.Job.Hold, s.Prepares, s.PrepLead = held(1200*time.Millisecond), true, 300*time.Millisecond
+		}, decision{Act: actPrepare, Wait: 900 * time.Millisecond}},
+		{"work to begin, hold expired past grace: drop it (wasted) and begin first", func(s *situation) {
+			s.Job.Hold, s.Prepares = held(-3*time.Second), true
+		}, decision{Act: actPrepare, DropHold: true}},
+		{"work begun, its slot passed its grace meanwhile: push (on a fresh token), not book and defer again", func(s *situation) {
+			s.Job.Hold, s.Prepares, s.Prepared = held(-3*time.Second), true, true
+		}, decision{Act: actPush}},
+		{"work begun for its slot, past the call's hold: push after the rest of the wait", func(s *situation) {
+			s.Job.Hold, s.Prepares, s.Prepared, s.PrepLead = held(200*time.Millisecond), true, true, 300*time.Millisecond
+			s.Sleep.Hold = t0.Add(-time.Second)
+		}, decision{Act: actPush, Wait: 200 * time.Millisecond}},
 		{"slot beyond blocking distance: defer to come back early by the lead", func(s *situation) { s.Job.Hold = held(30 * time.Second) },
 			decision{Act: actDefer, Wait: 27 * time.Second, Reason: "waiting for its reserved slot"}},
 		{"slot past the call's hold: defer, all of the wait slept elsewhere", func(s *situation) {

@@ -63,6 +63,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/internal/ctxsleep"
@@ -221,6 +222,9 @@ type Dispatcher struct {
 	// PrepLead), granting how long a reservation takes to be answered
 	// (reserveRoute's ahead): prep.go.
 	prep, granting slowest
+	// storeFailing: the limiter's store failed the last reservation
+	// (reserveRoute), so jobs book before they begin their work.
+	storeFailing atomic.Bool
 }
 
 // init reads the dispatcher's capabilities, once, unless set.

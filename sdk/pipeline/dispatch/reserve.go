@@ -44,6 +44,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	tokens := slotTokens(t.Route, j)
 	n := min(tokens+d.pendingLocal(t.Route), max(t.Bucket.Limit.Capacity(), tokens))
 	slot, key, stamp, err := d.reserveRoute(ctx, t.Route, n, maxDelay)
+	d.storeFailing.Store(errors.Is(err, limiter.ErrUnavailable))
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return ended(Result{}), err

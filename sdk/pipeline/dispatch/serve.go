@@ -35,6 +35,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		s.Rechecks = !j.Hold.Held() && t.recheck
 		s.Lead = d.leadRule()
 		s.PrepLead = d.prep.lead(d.Policy.MaxHold, t.Bucket.Limit.Margin)
+		s.StoreFailing = d.storeFailing.Load()
 		dec := decide(s)
 		switch dec.Act {
 		case actPrepare:
