@@ -13,7 +13,7 @@ import (
 // slow as the emulator's under a wave of changes, and one lane flooded
 // with changes while it is owned. They come after the catalogue's own
 // parts, so a seed draws every earlier part as it did before them.
-func init() { catalogue = append(catalogue, pressureParts...) }
+func init() { catalogue = append(append(catalogue, pressureParts...), parityParts...) }
 
 var pressureParts = []part{
 	{"penalty", "vendor", func(b *build, r *rand.Rand) ([]string, string) {

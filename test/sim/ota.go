@@ -87,6 +87,9 @@ type Vendor struct {
 	FirstEarly string
 	// wireStats: what a vendor of an XML format refused (ota_formats.go).
 	wireStats
+	// reads meters parity reads, if the vendor answers them
+	// (adversary_parts_parity.go).
+	reads *reads
 }
 
 // retryAfterCap is the most the fleet is documented to wait for one
@@ -157,6 +160,9 @@ type sent struct {
 // the caller calls done(answer.key) when the answer is out.
 func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	h := http.Header{}
+	if v.reads != nil && r.URL.Path == parityPath {
+		return v.serveRead(r, body)
+	}
 	endpoint := strings.TrimPrefix(r.URL.Path, "/v1/")
 	rd := v.read(r, body)
 	cred, p, perr := rd.cred, rd.push, rd.perr

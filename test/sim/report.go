@@ -65,6 +65,8 @@ type Report struct {
 	HalvedThrottles int
 	// Storm describes the wave's drain against the quota.
 	Storm string
+	// Parity is what the parity checks and hand edits did, if any.
+	Parity *ParityReport
 }
 
 func (s *sim) report() *Report {
@@ -140,6 +142,7 @@ func (s *sim) report() *Report {
 		r.Storm = s.stormDrain(*b, r.Samples)
 	}
 	s.wireCheck(r)
+	s.parityCheck(r)
 	r.Stale, r.StaleExamples = s.ledger.Stale(5)
 	if r.Stale > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("stale: %d OTA days differ from the newest PMS value, e.g. %s", r.Stale, strings.Join(r.StaleExamples, "; ")))
@@ -274,6 +277,9 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  quota-bound floor (the fullest bucket's dirty lanes, in pushes of 500 days, ÷ its rate), max over the run: %v\n", floor.Round(time.Millisecond))
 	for _, rec := range r.Recovery {
 		fmt.Fprintf(w, "  recovery: %s\n", rec)
+	}
+	if r.Parity != nil {
+		fmt.Fprintf(w, "  parity: %s\n", r.Parity)
 	}
 	if r.Storm != "" {
 		fmt.Fprintf(w, "  storm: %s\n", r.Storm)

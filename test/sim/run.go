@@ -75,12 +75,15 @@ type sim struct {
 	// Manager (ota_formats.go).
 	retries *retries
 	secrets *secrets
+	// parity is the parity schedule's state (adversary_parts_parity.go).
+	parity *paritySim
 }
 
 // instance is one Lambda execution environment: its own limiter, caches and
 // push client, like a process of the function.
 type instance struct {
 	sy  *syncer.Syncer
+	p   *pipeline.Pipeline
 	env int // its number, for the push trace
 }
 
@@ -235,6 +238,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	wg.Go(func() { s.esm(runCtx, s.defers, true, deferredBatchSize, 0, conc, lam2) })
 	wg.Go(func() { s.sweepEvery(runCtx) })
 	wg.Go(func() { s.sample(runCtx) })
+	s.startParity(runCtx, &wg)
 	done := make(chan struct{})
 	go func() { s.produce(runCtx); close(done) }()
 	<-done
@@ -313,6 +317,9 @@ func connections(sc Scenario) string {
 		if c.Vendor.Wire.speaks() {
 			format = fmt.Sprintf(`"format": %q, `, c.Vendor.Wire.Format)
 		}
+		if p := sc.Parity; p != nil && p.Channel == c.Name {
+			format += p.readKey() + ", "
+		}
 		chs = append(chs, fmt.Sprintf(`%q: {%s"base_url": "https://%s.sim", "endpoints": {%s}, "credentials": {%s}}`,
 			c.Name, format, c.Name, strings.Join(eps, ","), strings.Join(creds, ",")))
 	}
@@ -388,7 +395,7 @@ func (s *sim) newInstance() (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &instance{sy: p.Syncer, env: env}, nil
+	return &instance{sy: p.Syncer, p: p, env: env}, nil
 }
 
 // lingerYields and linger wire the syncer's linger as functions/sync does

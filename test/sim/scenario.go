@@ -249,6 +249,9 @@ type Scenario struct {
 	// default): the calibration run keeps the demo's, whose slots are
 	// reached a slow emulator's claim and render after they come.
 	Margin string
+	// Parity, if set, checks an expedia-ar channel's parity on a schedule
+	// while hoteliers edit its OTA by hand (adversary_parts_parity.go).
+	Parity *Parity
 	// Top are top-level config keys (raw JSON values by key).
 	Top map[string]string
 	// Linger, if set, is how the syncer lingers: "none", "course" or
