@@ -478,14 +478,7 @@ func (s *sim) parityCheck(r *Report) {
 		r.Violations = append(r.Violations, fmt.Sprintf("parity tokens: a check drew from %v, not its channel's read bucket (%s#<credential>#read)", bad, ps.spec.Channel))
 	}
 	copyOf := slices.Index(s.copyOf, ps.ch)
-	late := map[wireDay]int32{}
-	for _, e := range ps.edits {
-		// Edits come in time order: a later one of a day is what it holds.
-		if read, ok := ps.readAt[e.k.prop]; !ok || e.at.After(read) {
-			bk, d := at(e.k, e.day)
-			late[wireDay{bk, d}] = e.val
-		}
-	}
+	late := lateEdits(ps.edits, ps.readAt)
 	s.ledger.mu.Lock()
 	remain := 0
 	for wd, v := range late {
@@ -506,6 +499,25 @@ func (s *sim) parityCheck(r *Report) {
 	r.Parity = &ParityReport{Channel: ps.spec.Channel, Connections: len(ps.spec.Props), Checks: ps.Checks, Failed: ps.Failed, FirstErr: ps.FirstErr,
 		Days: ps.Dys, Drifted: ps.Drifted, Repairs: ps.Repairs, Edits: len(ps.edits), Late: len(late), LateHeld: remain,
 		Reads: rd.Reads, Throttled: rd.Throttled, Buckets: maps.Clone(ps.keys)}
+}
+
+// lateEdits are the days no check could have seen edited, with the value
+// their last edit left: those edited after their property's last check
+// that read the OTA whole began (readAt), or never checked. edits are in
+// time order.
+func lateEdits(edits []edit, readAt map[int32]time.Time) map[wireDay]int32 {
+	late := map[wireDay]int32{}
+	for _, e := range edits {
+		bk, d := at(e.k, e.day)
+		if read, ok := readAt[e.k.prop]; !ok || e.at.After(read) {
+			late[wireDay{bk, d}] = e.val
+		} else {
+			// Seen by the check that began after it: the edit must be
+			// repaired, whatever an earlier one of the day left.
+			delete(late, wireDay{bk, d})
+		}
+	}
+	return late
 }
 
 // ParityReport is what a run's parity checks and hand edits did.

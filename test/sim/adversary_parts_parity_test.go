@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // runParity runs c's scenario, its parity checks repairing or not.
@@ -57,6 +59,37 @@ func TestAdversaryPinnedParity(t *testing.T) {
 			ctl := runParity(t, c, false)
 			if v := verdict(ctl); !strings.Contains(v, "stale:") {
 				t.Errorf("checks that do not repair: want the edits stale at the end, got verdict %q; parity: %s", v, ctl.Parity)
+			}
+		})
+	}
+}
+
+// TestLateEdits: a day edited after its property's last check began
+// reading, or on a property never checked, may stay edited; one edited
+// before it may not, whatever edits of the day came before.
+func TestLateEdits(t *testing.T) {
+	t0 := epoch
+	row := rowKey{prop: 1, kind: 1, room: 2}
+	other := rowKey{prop: 2, kind: 0}
+	read := map[int32]time.Time{1: t0.Add(30 * time.Second)}
+	day := func(k rowKey, d int) wireDay { bk, i := at(k, d); return wireDay{bk, i} }
+	for _, tt := range []struct {
+		name  string
+		edits []edit
+		want  map[wireDay]int32
+	}{
+		{"before the read", []edit{{k: row, day: 3, val: 7, at: t0.Add(10 * time.Second)}}, map[wireDay]int32{}},
+		{"after the read", []edit{{k: row, day: 40, val: 7, at: t0.Add(31 * time.Second)}}, map[wireDay]int32{day(row, 40): 7}},
+		{"at the read's start", []edit{{k: row, day: 3, val: 7, at: t0.Add(30 * time.Second)}}, map[wireDay]int32{}},
+		{"never checked", []edit{{k: other, day: 3, val: 9, at: t0}}, map[wireDay]int32{day(other, 3): 9}},
+		{"edited again after the read", []edit{{k: row, day: 3, val: 7, at: t0.Add(time.Second)}, {k: row, day: 3, val: 8, at: t0.Add(40 * time.Second)}},
+			map[wireDay]int32{day(row, 3): 8}},
+		{"the last edit before the read", []edit{{k: row, day: 3, val: 7, at: t0.Add(time.Second)}, {k: row, day: 3, val: 8, at: t0.Add(20 * time.Second)}},
+			map[wireDay]int32{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lateEdits(tt.edits, read); !maps.Equal(got, tt.want) {
+				t.Errorf("lateEdits = %v, want %v", got, tt.want)
 			}
 		})
 	}
