@@ -54,12 +54,21 @@ const (
 	// expired hold first if decision.DropHold, and give back a lease taken
 	// first if decision.FreeLease.
 	actPrepare
+	// actJoinLease: count the push among those going for its route's
+	// in-flight lease (Leases.join) and read whether the lease set is
+	// crowded (situation.Lease), then ask again. Dropping an expired hold
+	// first if decision.DropHold.
+	actJoinLease
+	// actLeaseFirst: take the route's in-flight lease before the token
+	// (lease.go), then ask again; dropping an expired hold first if
+	// decision.DropHold.
+	actLeaseFirst
 )
 
 func (a action) String() string {
 	return map[action]string{actBookLinger: "book-linger", actSleep: "sleep", actDefer: "defer", actDeadLetter: "dead-letter",
 		actRecheck: "recheck", actReserve: "reserve", actPush: "push", actCoalesce: "coalesce", actLocalShare: "local-share",
-		actRevoke: "revoke", actPrepare: "prepare"}[a]
+		actRevoke: "revoke", actPrepare: "prepare", actJoinLease: "join-lease", actLeaseFirst: "lease-first"}[a]
 }
 
 // situation is everything decide reads.
@@ -112,6 +121,23 @@ type situation struct {
 	// silence is asked (limiter.SilenceAfter): the read's latency then
 	// delays the check rather than the send.
 	Silence time.Duration
+	// Lease is where the job stands with its route's in-flight lease.
+	Lease leaseState
+}
+
+// leaseState is where a job stands with its route's in-flight lease
+// (lease.go), as decide reads it to choose the lease or the token first.
+type leaseState struct {
+	// Gated: the route has max_in_flight and the dispatcher its Leases.
+	Gated bool
+	// Joined: the push is counted among those going for the lease
+	// (Leases.join), and Crowded is read.
+	Joined bool
+	// Crowded: a lease of the route is likely waited for now
+	// (Leases.crowded).
+	Crowded bool
+	// Held: the job holds a lease it took before its token.
+	Held bool
 }
 
 // decision is what decide says.
@@ -214,13 +240,13 @@ func decide(s situation) decision {
 			// the job loop through the queue, claiming each time.
 			return decision{Act: actPush}
 		}
-		return decision{Act: actReserve, DropHold: true}
+		return s.reserve(true)
 	}
 	if !j.Hold.Held() {
 		if beginFirst {
 			return decision{Act: actPrepare}
 		}
-		return decision{Act: actReserve}
+		return s.reserve(false)
 	}
 	wait := j.Hold.At.Sub(now)
 	if s.Shadow {
@@ -272,6 +298,23 @@ func decide(s situation) decision {
 		d.Wait = wait - early
 	}
 	return d
+}
+
+// reserve says how a job with no slot books one, dropping its expired
+// hold first if drop: while its route's lease set is crowded, it takes
+// its lease first and books a token it spends at once, since a token
+// booked first would likely pass its grace in the wait for a lease and be
+// booked again. A shadow route pushes at once and keeps its order.
+func (s situation) reserve(drop bool) decision {
+	if s.Lease.Gated && !s.Shadow {
+		switch {
+		case !s.Lease.Joined:
+			return decision{Act: actJoinLease, DropHold: drop}
+		case s.Lease.Crowded && !s.Lease.Held:
+			return decision{Act: actLeaseFirst, DropHold: drop}
+		}
+	}
+	return decision{Act: actReserve, DropHold: drop}
 }
 
 // sleepBound is how long a call may keep a job in process: until Hold

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -27,6 +28,15 @@ import (
 //     decideBegin), and a job it ends goes to the dead-letter queue as
 //     expired or shed, with its reason, so that its work is given up
 //     (Work.Abandon) and stays pending;
+//   - never a token booked first while the route's lease set is crowded
+//     (it would pass its grace in the wait for a lease), never a lease
+//     taken first on a shadow route, before the push is counted among
+//     those going for one, or twice; never a lease held over a slot
+//     further off than its grace (the vendor's concurrency would idle);
+//   - a quota route's refused take (decideQuota) sleeps only for its
+//     next token, never for a spent quota, and never past the call's
+//     bounds, its deadline or its max age; it defers a job only to come
+//     back before them, and ends one only when the wait would not;
 //   - the sequence ends: every job is pushed, deferred or dead-lettered
 //     within a bounded number of decisions.
 //
@@ -92,11 +102,16 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 	if maybe(0.3) {
 		s.Sleep.Deadline, s.Sleep.Margin = t0.Add(dur(30*time.Second)), 3*time.Second
 	}
+	s.Lease.Gated = maybe(0.4)
+	quota := maybe(0.3)
 	// carried is the hold the job came in with, checked for grace; nil
 	// once the call books its own.
 	carried := s.Job.Hold.Held()
 
 	for step := 0; step < maxSteps; step++ {
+		if s.Lease.Joined {
+			s.Lease.Crowded = maybe(0.5) // read again before every decision
+		}
 		d := decide(s)
 		trail = append(trail, fmt.Sprintf("  %2d now+%v hold=%v notBefore=%v owned=%v booked=%v lingerAsked=%v: %s wait=%v %s",
 			step, s.Now.Sub(t0), holdAt(s.Job.Hold, t0), at(s.Job.NotBefore, t0), s.Owned, s.Booked, s.LingerAsked, d.Act, d.Wait, d.Reason))
@@ -123,9 +138,42 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 			}
 			s.Owned, s.Rechecks = true, false
 			s.Now = s.Now.Add(dur(50 * time.Millisecond))
+		case actJoinLease:
+			if d.DropHold {
+				s.Job.Hold = job.Hold{}
+			}
+			s.Lease.Joined = true
+		case actLeaseFirst:
+			if d.DropHold {
+				s.Job.Hold = job.Hold{}
+			}
+			if maybe(0.2) {
+				return trail, nil // no lease within the hold: leaseRefused's
+			}
+			s.Lease.Held = true
+			s.Now = s.Now.Add(dur(2 * time.Second)) // the wait for a lease
 		case actReserve:
 			if d.DropHold {
 				s.Job.Hold = job.Hold{}
+			}
+			if quota && maybe(0.4) {
+				q := quotaRefusal{Err: []error{
+					&limiter.ExhaustedError{RetryAfter: dur(2 * time.Second)},
+					&limiter.ExhaustedError{RetryAfter: dur(3 * time.Hour)},
+					limiter.ErrContended, limiter.ErrUnavailable,
+				}[r.IntN(4)], Now: s.Now, Sleep: s.Sleep, Deadline: s.Job.Deadline, FirstSeen: s.Job.FirstSeen, MaxAge: s.MaxAge, Cooldown: 10 * time.Second}
+				q.Spent = maybe(0.5)
+				dq := decideQuota(q)
+				trail = append(trail, fmt.Sprintf("      quota refused (%v, spent=%v): %s wait=%v %s", q.Err, q.Spent, dq.Act, dq.Wait, dq.Reason))
+				if err := checkQuota(q, dq); err != nil {
+					return trail, err
+				}
+				if dq.Act != actSleep {
+					return trail, nil
+				}
+				// Slept for the token with the lease freed; reserve asks again.
+				s.Now, s.Lease.Held = s.Now.Add(dq.Wait+dur(3*time.Millisecond)), false
+				continue
 			}
 			if maybe(0.2) {
 				return trail, nil // refused: decideRefusal's
@@ -202,6 +250,77 @@ func checkDecision(s situation, d decision, carried bool) error {
 		}
 	case actCoalesce:
 		return errors.New("decide dropped the job (coalesced): only its work may say it has nothing to send")
+	case actJoinLease:
+		if !s.Lease.Gated || s.Lease.Joined {
+			return fmt.Errorf("joined the lease's pushes with gated=%v joined=%v", s.Lease.Gated, s.Lease.Joined)
+		}
+	case actLeaseFirst:
+		switch {
+		case s.Shadow:
+			return errors.New("a lease taken first on a shadow route")
+		case !s.Lease.Gated || !s.Lease.Joined:
+			return errors.New("a lease taken first before the push is counted among those going for one")
+		case s.Lease.Held:
+			return errors.New("a second lease taken first")
+		case !s.Lease.Crowded:
+			return errors.New("a lease taken first while the lease set is free")
+		case j.Hold.Held() && !d.DropHold:
+			return errors.New("a lease taken first by a job holding a slot")
+		}
+	case actReserve:
+		if s.Lease.Gated && s.Lease.Crowded && !s.Lease.Held && !s.Shadow {
+			return errors.New("a token booked first while the lease set is crowded")
+		}
+	}
+	if d.Act == actPush && !d.Shadow && s.Lease.Held && j.Hold.At.Sub(s.Now) > s.Grace && !d.FreeLease {
+		return fmt.Errorf("a lease held over a slot %v ahead, beyond its grace %v", j.Hold.At.Sub(s.Now), s.Grace)
+	}
+	return nil
+}
+
+// checkQuota is the oracle of a quota route's refused take: what d may
+// never do for q.
+func checkQuota(q quotaRefusal, d decision) error {
+	var ex *limiter.ExhaustedError
+	denied := errors.As(q.Err, &ex)
+	back := q.Now
+	if denied {
+		back = back.Add(ex.RetryAfter)
+	}
+	end := q.FirstSeen.Add(q.MaxAge)
+	pastDeadline := !q.Deadline.IsZero() && !back.Before(q.Deadline)
+	switch d.Act {
+	case actSleep:
+		switch {
+		case !denied:
+			return fmt.Errorf("slept for %v", q.Err)
+		case q.Spent:
+			return errors.New("slept for a spent quota's reset")
+		case d.Wait != ex.RetryAfter:
+			return fmt.Errorf("slept %v for a token %v off", d.Wait, ex.RetryAfter)
+		case !q.Sleep.Hold.IsZero() && back.After(q.Sleep.Hold):
+			return fmt.Errorf("slept to %v, past the call's hold %v", back, q.Sleep.Hold)
+		case !q.Sleep.Deadline.IsZero() && back.Add(q.Sleep.Margin).After(q.Sleep.Deadline):
+			return fmt.Errorf("slept to %v, into the invocation's margin before %v", back, q.Sleep.Deadline)
+		case pastDeadline || !back.Before(end):
+			return fmt.Errorf("slept to %v, past its deadline %v or max age (to %v)", back, q.Deadline, end)
+		}
+	case actDefer:
+		if pastDeadline || !back.Before(end) {
+			return fmt.Errorf("deferred to %v, past its deadline %v or max age (to %v): it must end", back, q.Deadline, end)
+		}
+		if d.Wait != back.Sub(q.Now) && d.Wait != q.Cooldown && d.Wait != 0 {
+			return fmt.Errorf("deferred %v, neither to the next token or reset, nor for the cooldown", d.Wait)
+		}
+	case actDeadLetter:
+		if !denied && !errors.Is(q.Err, limiter.ErrInvalidArgument) {
+			return fmt.Errorf("dead-lettered for %v", q.Err)
+		}
+		if !pastDeadline && back.Before(end) {
+			return fmt.Errorf("dead-lettered as %s though its wait ends at %v, before its deadline and max age", d.Outcome, back)
+		}
+	default:
+		return fmt.Errorf("decideQuota said %s", d.Act)
 	}
 	return nil
 }

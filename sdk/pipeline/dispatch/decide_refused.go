@@ -13,7 +13,7 @@ import (
 )
 
 // What becomes of a job refused on its way: by the vendor (decideFailure),
-// by its work (decideBegin), by the limiter (decideRefusal).
+// by its work (decideBegin), by the limiter (decideRefusal, decideQuota).
 // Pure, as decide is (decide.go).
 
 // failure is a push that failed, as decideFailure reads it.
@@ -216,4 +216,63 @@ func unbookable(bound int, deadline time.Time, maxAge time.Duration, end time.Ti
 	}
 	return decision{Act: actDeadLetter, Outcome: Expired,
 		Reason: fmt.Sprintf("expired: no slot before its max_age %s ends at %s; no token spent", maxAge, end.Format(time.RFC3339))}
+}
+
+// quotaRefusal is a take of a quota route's token and unit (quota.go)
+// the limiter refused, as decideQuota reads it.
+type quotaRefusal struct {
+	Err error
+	// Spent: the quota refused, not one of the route's rate limits
+	// (quotaSpent); Quota is the route's, for the reason.
+	Spent bool
+	Quota limiter.QuotaBucket
+	// Held: the request's slot was booked already and only its unit was
+	// refused (heldQuota): the slot goes unused, nothing is slept for.
+	Held bool
+	// Now is the clock's reading, Sleep what the call may sleep from it.
+	Now   time.Time
+	Sleep sleepBound
+	// Deadline is the job's, FirstSeen and MaxAge bound its age.
+	Deadline, FirstSeen time.Time
+	MaxAge              time.Duration
+	Cooldown            time.Duration // Policy.StoreCooldown
+}
+
+// decideQuota says what becomes of a job whose take of its route's quota
+// was refused: the route's next token, near, within the call's hold and
+// before the job's deadline and max age, is slept for, and the job asks
+// again; a wait that ends past its deadline or max age ends the job with
+// nothing spent (a quota's reset may be hours away, beyond MaxReserve,
+// which bounds only slots); any other denial defers it to the next token
+// or the quota's reset; contention defers it at once; an invalid limit or
+// quota dead-letters it; a store down defers it for the cooldown (fail
+// closed).
+func decideQuota(q quotaRefusal) decision {
+	wait, denied := limiter.RetryAfter(q.Err)
+	back := q.Now.Add(wait)
+	end := q.FirstSeen.Add(q.MaxAge)
+	switch {
+	case denied && !q.Spent && !q.Held && q.Sleep.can(q.Now, wait) && back.Before(end) && (q.Deadline.IsZero() || back.Before(q.Deadline)):
+		// The next token is near: wait for it here, as for a slot.
+		return decision{Act: actSleep, Wait: wait, Reason: "the quota route's next token"}
+	case denied && !q.Deadline.IsZero() && !back.Before(q.Deadline):
+		return unbookable(deadlineBound, q.Deadline, q.MaxAge, q.Deadline)
+	case denied && !back.Before(end):
+		return unbookable(maxAgeBound, q.Deadline, q.MaxAge, end)
+	case denied && q.Spent:
+		return decision{Act: actDefer, Wait: wait,
+			Reason: fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", q.Quota.Quota.Count, q.Quota.Quota.Period)}
+	case denied:
+		return decision{Act: actDefer, Wait: wait, Reason: "no token of the quota route's limits now"}
+	case errors.Is(q.Err, limiter.ErrContended):
+		return decision{Act: actDefer, Reason: "bucket contended; retrying"}
+	case errors.Is(q.Err, limiter.ErrInvalidArgument):
+		return decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "route has an invalid limit or quota: " + q.Err.Error()}
+	}
+	cooldown := q.Cooldown
+	var open *breaker.OpenError
+	if errors.As(q.Err, &open) {
+		cooldown = max(cooldown, open.RetryAfter)
+	}
+	return decision{Act: actDefer, Wait: cooldown, Reason: "limiter store unavailable", StoreError: true}
 }

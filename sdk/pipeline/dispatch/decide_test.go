@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/breaker"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -134,6 +135,27 @@ func TestDecide(t *testing.T) {
 		{"owned after a recheck: reserve without checking again", func(s *situation) {
 			s.Owned, s.Rechecks, s.Job.Deadline = true, true, t0.Add(-time.Second)
 		}, decision{Act: actReserve}},
+		{"a route with in-flight leases: count the push among those going for one first", func(s *situation) {
+			s.Lease.Gated = true
+		}, decision{Act: actJoinLease}},
+		{"lease set free: the token first", func(s *situation) {
+			s.Lease = leaseState{Gated: true, Joined: true}
+		}, decision{Act: actReserve}},
+		{"lease set crowded: the lease first", func(s *situation) {
+			s.Lease = leaseState{Gated: true, Joined: true, Crowded: true}
+		}, decision{Act: actLeaseFirst}},
+		{"lease set crowded, hold expired: drop it, then the lease first", func(s *situation) {
+			s.Lease, s.Job.Hold = leaseState{Gated: true, Joined: true, Crowded: true}, held(-3*time.Second)
+		}, decision{Act: actLeaseFirst, DropHold: true}},
+		{"lease set crowded, the lease taken: book the token", func(s *situation) {
+			s.Lease = leaseState{Gated: true, Joined: true, Crowded: true, Held: true}
+		}, decision{Act: actReserve}},
+		{"lease set crowded on a shadow route: the token first, no lease waited for", func(s *situation) {
+			s.Lease, s.Shadow = leaseState{Gated: true, Joined: true, Crowded: true}, true
+		}, decision{Act: actReserve}},
+		{"lease set crowded, a slot held: push (its lease is taken at the slot)", func(s *situation) {
+			s.Lease, s.Job.Hold = leaseState{Gated: true, Joined: true, Crowded: true}, held(0)
+		}, decision{Act: actPush}},
 	}
 	seen := map[action]bool{}
 	for _, tt := range tests {
@@ -147,7 +169,8 @@ func TestDecide(t *testing.T) {
 			seen[got.Act] = true
 		})
 	}
-	for a := actBookLinger; a <= actPush; a++ { // actCoalesce: TestDecideBegin
+	for _, a := range []action{actBookLinger, actSleep, actDefer, actDeadLetter, actRecheck, actReserve, actPush, actRevoke, actJoinLease, actLeaseFirst, actPrepare} {
+		// actCoalesce: TestDecideBegin; actLocalShare: TestDecideRefusal
 		if !seen[a] {
 			t.Errorf("no case decides %v", a)
 		}
@@ -291,6 +314,60 @@ func TestDecideRefusal(t *testing.T) {
 			got, ok := decideRefusal(r)
 			if got != tt.want || ok != tt.ok {
 				t.Fatalf("decideRefusal = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestDecideQuota covers what becomes of a job whose take of its route's
+// quota (with its token, or alone for a slot held) was refused.
+func TestDecideQuota(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	next := &limiter.ExhaustedError{RetryAfter: 200 * time.Millisecond}
+	reset := &limiter.ExhaustedError{Key: "quota#q", RetryAfter: 3 * time.Hour}
+	down := fmt.Errorf("take: %w", limiter.ErrUnavailable)
+	invalid := &limiter.ArgumentError{Field: "route.quota", Reason: "count 0"}
+	q := limiter.QuotaBucket{Key: "q", Quota: gcra.Quota{Count: 1000, Period: gcra.Day}}
+	base := quotaRefusal{Quota: q, Now: t0, Sleep: sleepBound{Hold: t0.Add(500 * time.Millisecond)},
+		FirstSeen: t0.Add(-time.Minute), MaxAge: 24 * time.Hour, Cooldown: 10 * time.Second}
+	tests := []struct {
+		name string
+		edit func(*quotaRefusal)
+		want decision
+	}{
+		{"the route's next token near, within the call's hold: sleep for it and ask again", func(r *quotaRefusal) { r.Err = next },
+			decision{Act: actSleep, Wait: 200 * time.Millisecond, Reason: "the quota route's next token"}},
+		{"the next token past the call's hold: deferred to it", func(r *quotaRefusal) { r.Err, r.Sleep.Hold = next, t0.Add(100*time.Millisecond) },
+			decision{Act: actDefer, Wait: 200 * time.Millisecond, Reason: "no token of the quota route's limits now"}},
+		{"the next token into the invocation's deadline margin: deferred", func(r *quotaRefusal) {
+			r.Err, r.Sleep.Deadline, r.Sleep.Margin = next, t0.Add(time.Second), time.Second
+		}, decision{Act: actDefer, Wait: 200 * time.Millisecond, Reason: "no token of the quota route's limits now"}},
+		{"the next token for a slot held: its unit is refused, not slept for", func(r *quotaRefusal) { r.Err, r.Held = next, true },
+			decision{Act: actDefer, Wait: 200 * time.Millisecond, Reason: "no token of the quota route's limits now"}},
+		{"the next token at the deadline: shed, nothing spent", func(r *quotaRefusal) { r.Err, r.Deadline = next, t0.Add(200*time.Millisecond) },
+			decision{Act: actDeadLetter, Outcome: Shed, Reason: "no slot before the deadline 2026-12-01T12:00:00Z; no token spent"}},
+		{"the next token past the max age: expired, nothing spent", func(r *quotaRefusal) { r.Err, r.MaxAge = next, time.Minute+100*time.Millisecond },
+			decision{Act: actDeadLetter, Outcome: Expired, Reason: "expired: no slot before its max_age 1m0.1s ends at 2026-12-01T12:00:00Z; no token spent"}},
+		{"quota spent: back after its reset, never slept for", func(r *quotaRefusal) { r.Err, r.Spent, r.Sleep = reset, true, sleepBound{} },
+			decision{Act: actDefer, Wait: 3 * time.Hour, Reason: "quota of 1000 per day spent: back after its reset, spread over the minute after it"}},
+		{"quota spent, its reset past the deadline: shed", func(r *quotaRefusal) { r.Err, r.Spent, r.Deadline = reset, true, t0.Add(time.Hour) },
+			decision{Act: actDeadLetter, Outcome: Shed, Reason: "no slot before the deadline 2026-12-01T13:00:00Z; no token spent"}},
+		{"quota spent, its reset past the max age: expired", func(r *quotaRefusal) { r.Err, r.Spent, r.MaxAge = reset, true, time.Hour },
+			decision{Act: actDeadLetter, Outcome: Expired, Reason: "expired: no slot before its max_age 1h0m0s ends at 2026-12-01T12:59:00Z; no token spent"}},
+		{"contended: back at once", func(r *quotaRefusal) { r.Err = limiter.ErrContended }, decision{Act: actDefer, Reason: "bucket contended; retrying"}},
+		{"an invalid quota: dead-lettered", func(r *quotaRefusal) { r.Err = invalid },
+			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "route has an invalid limit or quota: " + invalid.Error()}},
+		{"store down: back after the cooldown (fail closed)", func(r *quotaRefusal) { r.Err = down },
+			decision{Act: actDefer, Wait: 10 * time.Second, Reason: "limiter store unavailable", StoreError: true}},
+		{"store calls paused by the breaker: back when it closes", func(r *quotaRefusal) { r.Err = &breaker.OpenError{RetryAfter: 30 * time.Second} },
+			decision{Act: actDefer, Wait: 30 * time.Second, Reason: "limiter store unavailable", StoreError: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base
+			tt.edit(&r)
+			if got := decideQuota(r); got != tt.want {
+				t.Fatalf("decideQuota = %+v, want %+v", got, tt.want)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ import (
 // store said a moment ago that none is free; or more of its pushes go for
 // a lease now than the max, a burst none of which queued yet: Leases.join,
 // crowded), a push takes its lease
-// first and books its token after it, and spends the token at once: a
+// first and books its token after it (decide: situation.reserve), and spends the token at once: a
 // token booked first would go stale in the wait, and the push would book
 // a second one under the lease (the first wasted, one more write and its
 // round trip with the vendor's concurrency idle). A token further off
@@ -74,7 +74,7 @@ type LeaseGate interface {
 	Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error)
 	Release(ctx context.Context, lease limiter.Lease) error
 	// Contended reports whether a lease of key is likely waited for now
-	// (see leaseFirst).
+	// (see situation.reserve).
 	Contended(key string) bool
 }
 
@@ -158,26 +158,10 @@ type heldLease struct {
 	release func()
 }
 
-// leaseFirst reports whether j's push takes its lease before its token:
-// the route has max_in_flight, and this process already knows a lease of
-// it is waited for (Leases.crowded), so a token booked first would likely
-// pass its grace in the wait and be booked again. Shadow routes push at
-// once and keep their order. The first ask counts the push among those
-// going for the lease (Leases.join) until serve ends (firstLease.end).
-func (d *Dispatcher) leaseFirst(route Route, first *firstLease) bool {
-	if route.InFlight == nil || route.Shadow || d.Leases == nil {
-		return false
-	}
-	if first.leave == nil {
-		first.leave = d.Leases.join(route.InFlight.Key)
-	}
-	return d.Leases.crowded(d.Leases.Effective(*route.InFlight))
-}
-
-// firstLease is the in-flight lease a job took before its token, while
-// serve holds it (none: held is nil). serve hands it to the reservation:
+// firstLease is the in-flight lease a job took before its token
+// (actLeaseFirst), while serve holds it (none: held is nil). serve hands it to the reservation:
 // one that sleeps for its token frees it first. leave uncounts the push
-// from those going for a lease (Leases.join).
+// from those going for a lease (Leases.join, actJoinLease).
 type firstLease struct {
 	held  *heldLease
 	leave func()
@@ -233,7 +217,7 @@ func (d *Dispatcher) acquire(ctx context.Context, j job.Job, t *task) (held *hel
 }
 
 // lease takes t's in-flight lease for j's push, or uses held, the lease
-// the push took before its token (leaseFirst). ok is false when the push
+// the push took before its token (actLeaseFirst). ok is false when the push
 // does not go out now: res and err are then what became of j. With ok,
 // the push runs under run.ctx, which ends at the lease's expiry, names
 // run.lease on its requests, and calls run.release once the answer is

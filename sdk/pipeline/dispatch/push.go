@@ -34,7 +34,7 @@ func pushBuckets(route Route, j job.Job) (limiter.Bucket, []limiter.Bucket, erro
 // the work has pending, begun here or ahead of the slot (prep, as serve
 // began it), and after the vendor settles the push (accepted, or refused
 // for good) the work may hand back the next job. leased is the in-flight
-// lease j took before its token (leaseFirst), if it did: the push frees
+// lease j took before its token (actLeaseFirst), if it did: the push frees
 // it once the answer is in, and serve on any way out before that.
 func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldLease, prep *Payload) (Result, *job.Job, error) {
 	res := Result{JobID: j.ID, Slot: j.Hold.At}

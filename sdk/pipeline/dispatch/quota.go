@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/breaker"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -66,68 +65,39 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j job.Job, t *task, bound in
 		if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) {
 			return d.shadowRefused(j, t.Route, err, bound != noBound, d.now()), nil
 		}
-		wait, denied := limiter.RetryAfter(err)
-		switch {
-		case denied && !quotaSpent(err, t.Route) && d.canSleep(ctx, t, wait) && d.now().Add(wait).Before(lastMoment(j, maxAge)):
-			// The next token is near: wait for it here, as for a slot.
-			if err := d.sleepForToken(ctx, wait, first); err != nil {
-				return ended(Result{}), err
-			}
-			continue
-		case errors.Is(err, limiter.ErrContended) && try < contendedRetries:
+		if errors.Is(err, limiter.ErrContended) && try < contendedRetries {
 			if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 				return ended(Result{}), err
 			}
 			continue
 		}
-		res, err := d.quotaRefused(ctx, j, t, maxAge, err)
+		dec := decideQuota(d.quotaRefusal(ctx, j, t, maxAge, err, false))
+		if dec.Act == actSleep {
+			if err := d.sleepForToken(ctx, dec.Wait, first); err != nil {
+				return ended(Result{}), err
+			}
+			continue
+		}
+		res, err := d.quotaRefused(ctx, j, t, dec, err)
 		return ended(res), err
 	}
 }
 
-// lastMoment is the earlier of j's deadline and the end of its max age.
-func lastMoment(j job.Job, maxAge time.Duration) time.Time {
-	end := j.FirstSeen.Add(maxAge)
-	if !j.Deadline.IsZero() && j.Deadline.Before(end) {
-		return j.Deadline
-	}
-	return end
+// quotaRefusal is what decideQuota reads of j's refused take of its
+// route's quota; held: its slot was booked already (heldQuota).
+func (d *Dispatcher) quotaRefusal(ctx context.Context, j job.Job, t *task, maxAge time.Duration, err error, held bool) quotaRefusal {
+	return quotaRefusal{Err: err, Spent: quotaSpent(err, t.Route), Quota: *t.Quota, Held: held, Now: d.now(), Sleep: d.sleepBound(ctx, t),
+		Deadline: j.Deadline, FirstSeen: j.FirstSeen, MaxAge: maxAge, Cooldown: d.Policy.StoreCooldown}
 }
 
-// quotaRefused disposes of j, whose take of route's quota (with tokens or
-// alone) was refused by err with no retry left: deferred to the next
-// token or the quota's reset, shed or expired when that is past its
-// deadline or max age, dead-lettered for an invalid quota, deferred for
-// the store's cooldown when the store failed (fail closed).
-func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, t *task, maxAge time.Duration, err error) (Result, error) {
-	wait, denied := limiter.RetryAfter(err)
-	back := d.now().Add(wait)
-	switch {
-	case denied && !j.Deadline.IsZero() && !back.Before(j.Deadline):
-		// A reset hours away would bring the job back past its
-		// deadline (beyond MaxReserve, which bounds only slots).
-		return d.unbookable(ctx, j, t, deadlineBound, maxAge, j.Deadline)
-	case denied && !back.Before(j.FirstSeen.Add(maxAge)):
-		return d.unbookable(ctx, j, t, maxAgeBound, maxAge, j.FirstSeen.Add(maxAge))
-	case denied:
-		reason := "no token of the quota route's limits now"
-		if quotaSpent(err, t.Route) {
-			reason = fmt.Sprintf("quota of %d per %s spent: back after its reset, spread over the minute after it", t.Quota.Quota.Count, t.Quota.Quota.Period)
-		}
-		return d.deferJob(ctx, j, t, wait, reason)
-	case errors.Is(err, limiter.ErrContended):
-		return d.deferJob(ctx, j, t, 0, "bucket contended; retrying")
-	case errors.Is(err, limiter.ErrInvalidArgument):
-		return d.deadLetter(ctx, j, t, DeadLettered, "route has an invalid limit or quota: "+err.Error())
+// quotaRefused carries out dec, decideQuota's end for j, whose take of its
+// route's quota was refused by err.
+func (d *Dispatcher) quotaRefused(ctx context.Context, j job.Job, t *task, dec decision, err error) (Result, error) {
+	if dec.StoreError {
+		d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", t.Bucket.Key, "err", err)
 	}
-	cooldown := d.Policy.StoreCooldown
-	var open *breaker.OpenError
-	if errors.As(err, &open) {
-		cooldown = max(cooldown, open.RetryAfter)
-	}
-	d.log().Warn("limiter store unavailable; deferring (fail closed)", "job_id", j.ID, "bucket", t.Bucket.Key, "err", err)
-	res, derr := d.deferJob(ctx, j, t, cooldown, "limiter store unavailable")
-	res.StoreError = true
+	res, derr := d.act(ctx, j, t, dec)
+	res.StoreError = res.StoreError || dec.StoreError
 	return res, derr
 }
 
@@ -169,7 +139,7 @@ func (d *Dispatcher) slotQuotaRefused(ctx context.Context, j job.Job, t *task, r
 	}
 	maxAge, _ := d.lifetime(t.Route)
 	j.Hold = job.Hold{}
-	out, err := d.quotaRefused(ctx, j, t, maxAge, err)
+	out, err := d.quotaRefused(ctx, j, t, decideQuota(d.quotaRefusal(ctx, j, t, maxAge, err, true)), err)
 	out.WastedSlots += res.WastedSlots + 1
 	return out, false, err
 }

@@ -16,7 +16,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 	var pre Result // what the call records of a job before its outcome
 	s := d.situation(ctx, t)
 	s.Next = handedBack
-	// first holds the in-flight lease taken before the token (leaseFirst),
+	// first holds the in-flight lease taken before the token (actLeaseFirst),
 	// freed on every way out: it bounds requests at the vendor, and none
 	// goes out but the push's.
 	first := &firstLease{}
@@ -36,18 +36,22 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		s.Lead = d.leadRule()
 		s.PrepLead = d.prep.lead(d.Policy.MaxHold, t.Bucket.Limit.Margin)
 		s.StoreFailing = d.storeFailing.Load()
+		s.Lease.Held = first.held != nil
+		if s.Lease.Joined {
+			s.Lease.Crowded = d.Leases.crowded(d.Leases.Effective(*t.InFlight))
+		}
 		dec := decide(s)
+		if dec.DropHold {
+			d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
+			j.Hold = job.Hold{}
+			pre.WastedSlots++
+		}
 		switch dec.Act {
 		case actPrepare:
 			if dec.FreeLease {
 				first.free()
 			}
-			held := j.Hold.Held()
-			if dec.DropHold {
-				d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
-				j.Hold, held = job.Hold{}, false
-				pre.WastedSlots++
-			}
+			held := j.Hold.Held() // an expired hold is dropped above
 			if dec.Wait > 0 {
 				if err := d.sleep(ctx, dec.Wait); err != nil {
 					return Result{}, nil, err
@@ -95,22 +99,18 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			j, now, s.Owned, t.recheck = *owned, d.now(), true, false
 			prep, s.Prepared = &p, true
 			continue
+		case actJoinLease:
+			first.leave = d.Leases.join(t.InFlight.Key)
+			s.Lease.Joined = true
+			continue
+		case actLeaseFirst:
+			held, ok, res, err := d.acquire(ctx, j, t)
+			if !ok {
+				return pre.then(res), nil, err
+			}
+			first.held, now = held, d.now()
+			continue
 		case actReserve:
-			if dec.DropHold {
-				d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
-				j.Hold = job.Hold{}
-				pre.WastedSlots++
-			}
-			if first.held == nil && d.leaseFirst(t.Route, first) {
-				// The lease set is contended: a token booked now would
-				// likely pass its grace while the push waits for a lease.
-				// The lease first, then a token the push spends at once.
-				held, ok, res, err := d.acquire(ctx, j, t)
-				if !ok {
-					return pre.then(res), nil, err
-				}
-				first.held, now = held, d.now()
-			}
 			b, err := d.reserve(ctx, j, t, now, first)
 			pre = pre.then(b.res)
 			if b.done || err != nil {
@@ -166,6 +166,7 @@ func (d *Dispatcher) act(ctx context.Context, j job.Job, t *task, dec decision) 
 // parts that stay the same while one job is served.
 func (d *Dispatcher) situation(ctx context.Context, t *task) situation {
 	s := situation{Shadow: t.Shadow, Grace: d.grace(t.Bucket.Limit), Early: limiter.ConfirmAfter, Silence: limiter.SilenceAfter}
+	s.Lease.Gated = t.InFlight != nil && d.Leases != nil
 	s.MaxAge, _ = d.lifetime(t.Route)
 	s.Sleep = d.sleepBound(ctx, t)
 	return s
