@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,7 +89,11 @@ type retryRig struct {
 	state                               *ari.Store
 }
 
-func newRetryRig(t *testing.T) *retryRig {
+func newRetryRig(t *testing.T) *retryRig { return newRig(t, "https://ota.invalid") }
+
+// newRig is retryRig with its channel's vendor at baseURL (a local mock
+// may speak plain http).
+func newRig(t *testing.T, baseURL string) *retryRig {
 	t.Helper()
 	ctx := context.Background()
 	r := &retryRig{sqs: emulator.SQS(t)}
@@ -118,7 +124,7 @@ func newRetryRig(t *testing.T) *retryRig {
 		t.Fatal(err)
 	}
 	db := outageDB{Client: real, down: &r.down}
-	cfg, err := config.Parse([]byte(`{"channels": {"bk": {"base_url": "https://ota.invalid", "credentials": {"c1": {"token_env": "BK_TOKEN"}},
+	cfg, err := config.Parse([]byte(`{"channels": {"bk": {"base_url": "` + baseURL + `", "allow_http": ` + strconv.FormatBool(strings.HasPrefix(baseURL, "http:")) + `, "credentials": {"c1": {"token_env": "BK_TOKEN"}},
 		"endpoints": {"rates": {"path": "/rates", "limit": {"rate": 5, "burst": 5}}}}},
 		"properties": {"hotel-1": [{"channel": "bk", "credential": "c1", "hotel_ref": "H1"}]}}`))
 	if err != nil {
