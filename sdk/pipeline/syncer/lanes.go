@@ -2,8 +2,6 @@ package syncer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,30 +97,6 @@ func (s *Syncer) rebased(j job.Job, id lane.ID, ref laneRef) job.Job {
 	next := s.laneJob(id, ref)
 	j.ID, j.Payload = next.ID, next.Payload
 	return j
-}
-
-func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
-	var ref laneRef
-	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
-		return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q is not a lane job (payload %s)", job.ErrMalformed, j.ID, j.Payload)
-	}
-	for _, p := range ref.parts() {
-		if _, err := lane.ParseElement(p.Element); err != nil {
-			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part: %v", job.ErrMalformed, j.ID, err)
-		}
-		if _, err := time.Parse(ari.DateLayout, p.From); err != nil {
-			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part from %q: %v", job.ErrMalformed, j.ID, p.From, err)
-		}
-	}
-	done := make([]lane.Element, len(ref.Pushed))
-	for i, s := range ref.Pushed {
-		e, err := lane.ParseElement(s)
-		if err != nil {
-			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: %v", job.ErrMalformed, j.ID, err)
-		}
-		done[i] = e
-	}
-	return lane.ID{Property: ref.PropertyID, Kind: j.Endpoint, Channel: j.Channel, Credential: j.Credential, HotelRef: ref.HotelRef}, ref, done, nil
 }
 
 // pushed is what a push carried, for Done to clear.
@@ -284,39 +258,6 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		return j, dispatch.Payload{}, dispatch.ErrIdle
 	}
 	return j, pay, nil
-}
-
-// claim makes the lane the push's, under the owner token it returns, and
-// returns what is pending. A lane this invocation marked fresh is the
-// job's already, under the mark's token, while most of its lease is left;
-// any other is claimed (lane.Store.ClaimAfter, from the job's token or an
-// unanswered claim's), and then finishes on its own. A claim that failed
-// otherwise than on its condition returns the token it offered all the
-// same, which the lane may now hold.
-func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref laneRef, done []lane.Element) (string, lane.Pending, error) {
-	if len(done) == 0 && len(ref.parts()) == 0 && ref.SeenOwner == "" {
-		p, fresh := inv.unclaimed(ref.Token)
-		if fresh && p.LeaseUntil.Sub(s.now()) > s.Lanes.LeaseLength()/2 {
-			return ref.Token, p, nil
-		}
-	}
-	inv.leave(ref.Token)
-	next := newToken()
-	if ref.Bulk {
-		next = newBulkToken()
-	}
-	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.Unanswered, next, done)
-	var other *lane.NotOwnerError
-	if errors.As(err, &other) && other.Pending.Owner == next {
-		// The claim landed and its answer was lost; the SDK's retry then
-		// found the lane already ours, and what it saw is what is pending.
-		p, err = other.Pending, nil
-	}
-	if err == nil {
-		s.owned.leased(next, p.LeaseUntil)
-		inv.claimed(ref.Token, next)
-	}
-	return next, p, err
 }
 
 // payload is st's push in its channel's message format; body and items
@@ -487,12 +428,6 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		s.owned.leased(ref.Token, need)
 	}
 	return err
-}
-
-func newToken() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "t-" + hex.EncodeToString(b)
 }
 
 // ownership is what this process knows of the lanes it owns: the lease of

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
@@ -23,6 +24,12 @@ import (
 
 // newNonce is an invocation's mark nonce.
 func newNonce() string { return "n-" + newToken()[2:18] }
+
+func newToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "t-" + hex.EncodeToString(b)
+}
 
 // markTail is the part of the mark token nonce's invocation gives lane id
 // that follows the kin (16 of its 26 characters).

@@ -3,8 +3,12 @@ package syncer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
@@ -75,6 +79,30 @@ func (w *laneWork) lane(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
 		w.id, w.ref, w.done, w.err = laneOf(j)
 	}
 	return w.id, w.ref, w.done, w.err
+}
+
+func laneOf(j job.Job) (lane.ID, laneRef, []lane.Element, error) {
+	var ref laneRef
+	if err := json.Unmarshal(j.Payload, &ref); err != nil || ref.PropertyID == "" || ref.Token == "" {
+		return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q is not a lane job (payload %s)", job.ErrMalformed, j.ID, j.Payload)
+	}
+	for _, p := range ref.parts() {
+		if _, err := lane.ParseElement(p.Element); err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part: %v", job.ErrMalformed, j.ID, err)
+		}
+		if _, err := time.Parse(ari.DateLayout, p.From); err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: part from %q: %v", job.ErrMalformed, j.ID, p.From, err)
+		}
+	}
+	done := make([]lane.Element, len(ref.Pushed))
+	for i, s := range ref.Pushed {
+		e, err := lane.ParseElement(s)
+		if err != nil {
+			return lane.ID{}, laneRef{}, nil, fmt.Errorf("%w: job %q: %v", job.ErrMalformed, j.ID, err)
+		}
+		done[i] = e
+	}
+	return lane.ID{Property: ref.PropertyID, Kind: j.Endpoint, Channel: j.Channel, Credential: j.Credential, HotelRef: ref.HotelRef}, ref, done, nil
 }
 
 // made records the payload of j, which the syncer made for lane id under
