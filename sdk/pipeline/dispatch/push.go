@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -240,61 +239,6 @@ func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, t *task, res Res
 	return def, nil, derr
 }
 
-// send is where every request of a push goes to the vendor: a step around
-// the vendor's request (a fleet-wide in-flight lease, say) hooks in here.
-// spendable is req as it may leave now. The grace was checked before the
-// push began; a held slot the request reaches later than its grace (a
-// claim and render that took long, a lease awaited) is not spent: the
-// vendor's window would count the request beside the slots granted since,
-// past what the bucket's margin leaves free (docs/design.md, the margin).
-// The request books a fresh token instead, as a later message of a push
-// does, and late says the held slot went unused.
-func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late bool) {
-	if !req.Reserved || req.Slot.IsZero() || d.now().Sub(req.Slot) <= d.grace(req.Bucket.Limit) {
-		return req, false
-	}
-	d.log().Info("the push reached its slot past its grace; booking a fresh token", "job_id", req.JobID, "bucket", req.Bucket.Key, "slot", req.Slot, "late", d.now().Sub(req.Slot))
-	req.Reserved, req.Slot, req.Stamp = false, time.Time{}, nil
-	return req, true
-}
-
-// silentSlot ends a push whose held slot lies inside a silence a vendor
-// asked since it was booked (silenced). It is asked as the request
-// leaves, after the claim, the render and a lease awaited: a slot may be
-// spent up to its grace late, seconds on a slow bucket, and a 429 may land
-// meanwhile; asked before them, the answer would be that much older
-// (the replay of adversary seed 15 still sent a request inside a silence
-// then). It comes just before the grace is checked (spendable), so that
-// a slow read makes the slot late rather than the request. The slot goes unused and j comes back at the silence's end with
-// its work, neither failed nor dropped; a store that cannot say defers it
-// for the cooldown (fail closed). ok: the request may leave.
-func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, t *task, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
-	if !req.Reserved || t.Shadow {
-		return res, true, nil
-	}
-	until, err := d.silenced(ctx, j, t.Route)
-	if err == nil && until.IsZero() {
-		return res, true, nil
-	}
-	j.Hold = job.Hold{}
-	var out Result
-	if err != nil {
-		d.log().Warn("limiter store unavailable for the slot's silence; deferring (fail closed)", "job_id", j.ID, "err", err)
-		out, err = d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "limiter store unavailable")
-		out.StoreError = true
-	} else {
-		d.log().Info("slot inside a vendor's silence as the push leaves; back at its end", "job_id", j.ID, "slot", req.Slot, "until", until)
-		out, err = d.deferJob(ctx, j, t, until.Sub(d.now()), silenceReason)
-	}
-	out.WastedSlots += res.WastedSlots
-	out.RevokedSlots += res.RevokedSlots + 1
-	return out, false, err
-}
-
 // silenceReason is why a job whose slot lies inside a vendor's silence
 // was deferred.
 const silenceReason = "its slot lies inside the silence a 429's Retry-After asked since it was booked; back at its end"
-
-func (d *Dispatcher) send(ctx context.Context, req otapush.Request) (otapush.Response, error) {
-	return d.Pusher.Push(ctx, req)
-}
