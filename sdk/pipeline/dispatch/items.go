@@ -20,14 +20,11 @@ import (
 // gathered over time, so the bucket's bound (burst + rate·T in any window)
 // is the vendor's item counter's bound.
 
-// Shrinker is work whose push can carry fewer items: on an endpoint
-// metered by items, a push carries only what its tokens pay for.
-type Shrinker interface {
-	// Shrink renders p again with at most items items, in whole units of
-	// work (a lane's changes), or fails with a *TooBigError when even the
-	// first unit has more.
-	Shrink(ctx context.Context, j job.Job, p Payload, items int) (Payload, error)
-}
+// Shrink renders p again with at most items items, in whole units of
+// work (a lane's changes), or fails with a *TooBigError when even the
+// first unit has more: on an endpoint metered by items, a push carries
+// only what its tokens pay for (Task.Shrink).
+type Shrink func(ctx context.Context, j job.Job, p Payload, items int) (Payload, error)
 
 // TooBigError says the smallest push a job's work can make has Items
 // items, more than the tokens it holds pay for.
@@ -117,11 +114,10 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, 
 // tokens, say why, for the error of a work that cannot shrink). A push
 // whose first unit of work has more is deferred to book its tokens.
 func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, t *task, items, held, need int) (Payload, *Result, error) {
-	shrinker := t.shrink
-	if shrinker == nil {
+	if t.shrink == nil {
 		return p, nil, fmt.Errorf("job %q: its push has %d items (%d tokens) and holds %d tokens, and the work (%T) cannot carry fewer", j.ID, p.Items, need, held, t.work)
 	}
-	small, err := shrinker.Shrink(ctx, j, p, items)
+	small, err := t.shrink(ctx, j, p, items)
 	var big *TooBigError
 	if !errors.As(err, &big) {
 		return small, nil, err

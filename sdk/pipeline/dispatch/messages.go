@@ -36,24 +36,22 @@ type Message struct {
 	Accepted bool
 }
 
-// Isolator is work that takes a refused message of several changes apart
-// (format.PlanFor): the vendor refused something in it, and every other
-// change must still reach it.
-type Isolator interface {
-	// Refused is told that message i of p was refused for good, about
-	// its items or the message (otapush.Scope.Isolable): never a
-	// credential's or a hotel's, which no change caused. It returns the messages to send in
-	// its place, each paying its own tokens, and the dead letters of the
-	// changes now known refused (alone, or named by the vendor), which
-	// the dispatcher sends. It may update p.State.
-	Refused(ctx context.Context, j job.Job, p *Payload, i int, perm *otapush.PermanentError) (parts []Message, dead []Letter, err error)
-}
+// Isolate takes a refused message of several changes apart
+// (format.PlanFor; Task.Isolate): the vendor refused something in it, and
+// every other change must still reach it. It is told that message i of p
+// was refused for good, about its items or the message
+// (otapush.Scope.Isolable): never a credential's or a hotel's, which no
+// change caused. It returns the messages to send in its place, each
+// paying its own tokens, and the dead letters of the changes now known
+// refused (alone, or named by the vendor), which the dispatcher sends. It
+// may update p.State.
+type Isolate func(ctx context.Context, j job.Job, p *Payload, i int, perm *otapush.PermanentError) (parts []Message, dead []Letter, err error)
 
 // Letter is one dead letter: a body a redrive can resend, and why.
 type Letter struct{ Body, Reason string }
 
 // pushMessages sends p's messages in order. A message refused for its
-// items goes to the Isolator, whose parts are sent after; a refusal of the
+// items goes to the task's Isolate, whose parts are sent after; a refusal of the
 // credential or the hotel is never taken apart. Until something is
 // settled, a failure takes the single push's path (pushFailed: a refused
 // credential or hotel pauses and pages there, keeping every change). A
@@ -121,7 +119,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 			res.Pushes, res.Items, res.Warnings = res.Pushes+1, res.Items+m.Items, res.Warnings+len(resp.Warnings)
 			continue
 		case errors.As(err, &perm) && perm.Concerns().Isolable() && iso != nil:
-			parts, dead, ierr := iso.Refused(ctx, j, &p, i, perm)
+			parts, dead, ierr := iso(ctx, j, &p, i, perm)
 			if ierr != nil {
 				d.log().Warn("taking a refused message apart failed; its changes stay pending", "job_id", j.ID, "err", ierr)
 				break

@@ -23,7 +23,7 @@ func (p *scriptedPusher) Push(_ context.Context, req otapush.Request) (otapush.R
 }
 
 // messageWork is Work whose push is the messages it was given, and an
-// Isolator that splits a refused message of changes "a,b" into one per
+// Isolate that splits a refused message of changes "a,b" into one per
 // change until one is alone, which it dead-letters.
 type messageWork struct {
 	work

@@ -87,7 +87,7 @@ type Result struct {
 	// Warnings counts the warnings vendors sent with accepted requests
 	// (Message.Judge), Refused the changes the vendor refused and that
 	// were dead-lettered alone, and Isolation the extra requests spent
-	// taking refused messages apart to find them (Isolator).
+	// taking refused messages apart to find them (Isolate).
 	Warnings, Refused, Isolation int
 }
 

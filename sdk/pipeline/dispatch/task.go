@@ -22,8 +22,8 @@ type Task struct {
 	// lane work); nil: the job pushes its payload. Shrink and Isolate are
 	// what that work may also do, nil where it cannot.
 	Work    Work
-	Shrink  Shrinker
-	Isolate Isolator
+	Shrink  Shrink
+	Isolate Isolate
 	// Recheck: the job only comes back to find out whether its work is
 	// its own (a lane job that found another owner holding the lane). It
 	// begins its work before it books a slot, so that a job told to come
@@ -43,8 +43,8 @@ type Task struct {
 type task struct {
 	Route
 	work    Work
-	shrink  Shrinker
-	isolate Isolator
+	shrink  Shrink
+	isolate Isolate
 	refresh func() bool
 	// recheck: see Task.Recheck; cleared once the job owns its work.
 	recheck bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -42,8 +43,16 @@ func (w *worker) task(j job.Job) Task {
 		return t
 	}
 	t.Work = asWork{w.Work}
-	t.Shrink, _ = w.Work.(Shrinker)
-	t.Isolate, _ = w.Work.(Isolator)
+	if s, ok := w.Work.(interface {
+		Shrink(ctx context.Context, j job.Job, p Payload, items int) (Payload, error)
+	}); ok {
+		t.Shrink = s.Shrink
+	}
+	if s, ok := w.Work.(interface {
+		Refused(ctx context.Context, j job.Job, p *Payload, i int, perm *otapush.PermanentError) ([]Message, []Letter, error)
+	}); ok {
+		t.Isolate = s.Refused
+	}
 	if r, ok := w.Work.(interface{ Rechecks(job.Job) bool }); ok {
 		t.Recheck = r.Rechecks(j)
 	}

@@ -228,8 +228,8 @@ func judge(f format.Format, r format.Request) otapush.Judge {
 
 // Refused takes message i of p apart (format.PlanFor): the changes the
 // vendor named, or the one left alone, are dead-lettered with its reason;
-// the others go again as parts, each its own request. It is the
-// dispatcher's Isolator.
+// the others go again as parts, each its own request. It is a lane
+// task's dispatch.Isolate.
 func (s *Syncer) Refused(ctx context.Context, j job.Job, p *dispatch.Payload, i int, perm *otapush.PermanentError) ([]dispatch.Message, []dispatch.Letter, error) {
 	st, ok := p.State.(pushed)
 	if !ok || st.settled == nil {
@@ -377,5 +377,3 @@ func (p pushed) sentParts(msgs []dispatch.Message, left []lane.Element) []partRe
 	}
 	return out
 }
-
-var _ dispatch.Isolator = (*Syncer)(nil)

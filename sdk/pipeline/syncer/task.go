@@ -2,12 +2,10 @@ package syncer
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -45,7 +43,7 @@ func (s *Syncer) resolve(inv *invocation, j job.Job) dispatch.Task {
 
 // taskOf is j's task, whose lane w has read.
 func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
-	t := dispatch.Task{Job: j, Work: w, Shrink: w, Isolate: w,
+	t := dispatch.Task{Job: j, Work: w, Shrink: s.Shrink, Isolate: s.Refused,
 		Recheck: w.err == nil && w.ref.SeenOwner != "",
 		Refresh: func() bool { return s.RefreshCredential(j) }}
 	if w.err == nil {
@@ -118,18 +116,7 @@ func (w *laneWork) rebased(j job.Job, id lane.ID, ref laneRef, done []lane.Eleme
 	return w.made(w.s.rebased(j, id, ref), id, ref, done)
 }
 
-// Shrink and Refused: see Syncer.Shrink, Syncer.Refused.
-func (w *laneWork) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, items int) (dispatch.Payload, error) {
-	return w.s.Shrink(ctx, j, p, items)
-}
-
-func (w *laneWork) Refused(ctx context.Context, j job.Job, p *dispatch.Payload, i int, perm *otapush.PermanentError) ([]dispatch.Message, []dispatch.Letter, error) {
-	return w.s.Refused(ctx, j, p, i, perm)
-}
-
 var (
-	_ dispatch.Work     = (*laneWork)(nil)
-	_ dispatch.Shrinker = (*laneWork)(nil)
-	_ dispatch.Isolator = (*laneWork)(nil)
-	_ dispatch.Router   = (*Syncer)(nil)
+	_ dispatch.Work   = (*laneWork)(nil)
+	_ dispatch.Router = (*Syncer)(nil)
 )
