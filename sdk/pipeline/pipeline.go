@@ -203,7 +203,7 @@ func New(cfg *config.Config, c Clients, n Names, opts ...Option) (*Pipeline, err
 	// The routes of the config ask what they ask of the dispatcher; its
 	// capabilities are read from its parts as tuned.
 	p.Syncer.Dispatcher = p.Dispatcher
-	p.Dispatcher.Can = dispatch.CapabilitiesOf(p.Dispatcher.Limiter, p.Dispatcher.Routes)
+	p.Dispatcher.Can = dispatch.CapabilitiesOf(p.Dispatcher.Limiter)
 	p.Dispatcher.Needs = p.Dispatcher.Needs.Or(p.Syncer.Needs())
 	if err := p.Dispatcher.Validate(); err != nil {
 		return nil, err

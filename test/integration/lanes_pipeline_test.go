@@ -104,7 +104,7 @@ func newLaneRig(t *testing.T, lim limiter.Limit, ota mockota.Config, configJSON 
 // replaced its limiter), checked against what sy's routes need.
 func handTo(sy *syncer.Syncer, d *dispatch.Dispatcher) error {
 	sy.Dispatcher = d
-	d.Can = dispatch.CapabilitiesOf(d.Limiter, d.Routes)
+	d.Can = dispatch.CapabilitiesOf(d.Limiter)
 	d.Needs = d.Needs.Or(sy.Needs())
 	return d.Validate()
 }

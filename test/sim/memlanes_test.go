@@ -120,7 +120,7 @@ func newMemLanes(t *testing.T, ota mockota.Config, configJSON func(url string) s
 // what sy's routes need.
 func handTo(sy *syncer.Syncer, d *dispatch.Dispatcher) error {
 	sy.Dispatcher = d
-	d.Can = dispatch.CapabilitiesOf(d.Limiter, d.Routes)
+	d.Can = dispatch.CapabilitiesOf(d.Limiter)
 	d.Needs = d.Needs.Or(sy.Needs())
 	return d.Validate()
 }

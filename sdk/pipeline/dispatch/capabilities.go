@@ -8,7 +8,7 @@ import (
 
 // Capabilities are what a Dispatcher can do beyond Reserve, each of which
 // some routes need. They are fields, set once when the dispatcher is built
-// (CapabilitiesOf reads them off its Limiter and Routes), never
+// (CapabilitiesOf reads them off its Limiter), never
 // looked up while a job runs; Validate refuses a dispatcher whose routes
 // need one it lacks (Needs), rather than let a route do without in
 // silence: a limiter without Confirm, say, would spend slots a throttle
@@ -38,14 +38,11 @@ type Capabilities struct {
 	// slow store's answer comes before the slot; without it a slot due at
 	// once is late by the grant's latency.
 	Ahead AheadReserver
-	// Refresh is what Routes may also do, for the payload jobs it
-	// resolves (Resolve); a Task carries its own (Task.Refresh).
-	Refresh CredentialRefresher
 }
 
-// CapabilitiesOf is what limiter and routes can do, read once.
-// *limiter.Limiter has every limiter capability; routes may be nil.
-func CapabilitiesOf(limiter Reserver, routes Router) Capabilities {
+// CapabilitiesOf is what limiter can do, read once. *limiter.Limiter has
+// every capability.
+func CapabilitiesOf(limiter Reserver) Capabilities {
 	var c Capabilities
 	c.Shards, _ = limiter.(ShardReserver)
 	c.Multi, _ = limiter.(MultiReserver)
@@ -55,7 +52,6 @@ func CapabilitiesOf(limiter Reserver, routes Router) Capabilities {
 	c.Silence, _ = limiter.(Silencer)
 	c.Quota, _ = limiter.(QuotaTaker)
 	c.Ahead, _ = limiter.(AheadReserver)
-	c.Refresh, _ = routes.(CredentialRefresher)
 	return c
 }
 

@@ -21,8 +21,8 @@ type failure struct {
 	Err      error
 	Failures int // the job's failed pushes in a row before this one
 	Policy   Policy
-	// Refreshed: the router replaced the credential's token since the
-	// push (CredentialRefresher); asked only when mayRefresh.
+	// Refreshed: the task's Refresh replaced the credential's token since
+	// the push; asked only when mayRefresh.
 	Refreshed bool
 	// CallEnded: the call's own context ended (the invocation's deadline,
 	// or its caller gave up), not only the push's: nothing is left to act.

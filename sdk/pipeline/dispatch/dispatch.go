@@ -131,15 +131,6 @@ type MultiReserver interface {
 	ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
 }
 
-// CredentialRefresher is what a Router may also do: replace a credential's
-// token that the vendor refused (401/403), as after a rotation. It reports
-// whether the token changed (or cannot be read now, which the job's route
-// then reports), in which case the push is tried again rather than
-// dead-lettered.
-type CredentialRefresher interface {
-	RefreshCredential(j job.Job) bool
-}
-
 // Fence tells the first of several deliveries of one job from the others
 // (*limiter.Limiter is one): FirstAfter is true exactly once per key before
 // until, fleet-wide, for a caller that passes the tags of its earlier
@@ -231,7 +222,7 @@ type Dispatcher struct {
 func (d *Dispatcher) init() {
 	d.once.Do(func() {
 		if d.Can == (Capabilities{}) {
-			d.Can = CapabilitiesOf(d.Limiter, d.Routes)
+			d.Can = CapabilitiesOf(d.Limiter)
 		}
 	})
 }
@@ -276,7 +267,9 @@ func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, 
 	return d.Run(ctx, tasks, time.Time{})
 }
 
-// Resolve is j as a payload job's task: its route by Routes, no work.
+// Resolve is j as a payload job's task: its route by Routes, no work, no
+// credential refresh (a caller that can refresh one resolves its tasks
+// itself, with Task.Refresh).
 func (d *Dispatcher) Resolve(j job.Job) Task {
 	d.init()
 	if d.Routes == nil {
@@ -284,9 +277,6 @@ func (d *Dispatcher) Resolve(j job.Job) Task {
 	}
 	t := Task{Job: j}
 	t.Route, t.Err = d.Routes.Route(j)
-	if d.Can.Refresh != nil {
-		t.Refresh = func() bool { return d.Can.Refresh.RefreshCredential(j) }
-	}
 	return t
 }
 

@@ -98,10 +98,9 @@ func (q *fakeQueue) DeadLetter(_ context.Context, body, reason string) error {
 	return nil
 }
 
+// router routes every job to one bucket; rotated, if set, is whether a
+// refused credential's token was rotated (worker.task's Task.Refresh).
 type router struct{ rotated *bool }
-
-// RefreshCredential reports a rotated token when the test says so.
-func (r router) RefreshCredential(job.Job) bool { return r.rotated != nil && *r.rotated }
 
 func (router) Route(job.Job) (Route, error) {
 	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{}}, nil
