@@ -14,7 +14,7 @@ import (
 )
 
 // Adaptive makes a bucket learn the vendor's real limit; see gcra.Adaptive
-// and the package documentation (Adaptive buckets).
+// and "Adaptive limits" in the repository's docs/design.md.
 type Adaptive = gcra.Adaptive
 
 // AdaptState is an adaptive bucket's learned state; see gcra.AdaptState.
@@ -83,7 +83,8 @@ func withVersion(in *dynamodb.UpdateItemInput, version int64) {
 // adaptInput changes the adaptive state from the version this process saw
 // to next. With floor > 0 it also empties the bucket until floor (tat :=
 // floor if lower: push; or left as it is if already at or past it: keep),
-// which a lower rate needs (see the package documentation); floor 0 only
+// which a lower rate needs (see "Adaptive limits" in the repository's
+// docs/design.md); floor 0 only
 // changes the state (a raise, which needs no emptying).
 //
 // Every form sets the TTL to ttl (s), so that the item outlives the climb

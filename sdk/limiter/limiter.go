@@ -34,8 +34,8 @@ type Bucket struct {
 	Limit Limit
 	// Adaptive, if set, makes the bucket learn the vendor's real limit:
 	// Limit is then the most it grants, and Throttle and Publish move its
-	// effective rate for the whole fleet (see Adaptive buckets in the
-	// package documentation). Every worker of a bucket must pass the same
+	// effective rate for the whole fleet (see "Adaptive limits" in the
+	// repository's docs/design.md). Every worker of a bucket must pass the same
 	// Adaptive, as the same Limit. Single-bucket calls only: TakeMulti and
 	// ReserveMulti refuse an adaptive bucket among several.
 	Adaptive *Adaptive

@@ -116,7 +116,8 @@ func contention(key string, err error) error {
 // rate), and of the silence it recorded (Silence). It lowers tat to the booked horizon, the tat the last grant left,
 // and no further: slots already handed out (up to the max delay ahead)
 // keep counting, so the fleet's bound, burst + rate·W in any window W,
-// holds across a Reset (see Resets in the package documentation). A bucket
+// holds across a Reset (see Reset in "Guarantees and bounds" of the
+// repository's docs/design.md). A bucket
 // with nothing booked ahead is full at once; one booked ahead grants again
 // one interval after its last booked slot, as if no penalty had come. The
 // adaptive state (a learned rate) is kept. Reset is idempotent.
