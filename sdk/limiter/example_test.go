@@ -14,8 +14,8 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 )
 
-// Example is compiled by go test and go vet, so the README, which copies
-// it, cannot drift from the API; it needs a DynamoDB (or the local stack:
+// Example is compiled by go test and go vet, and the README's copy of it
+// by test/readme, so neither drifts from the API; it needs a DynamoDB (or the local stack:
 // eval "$(scripts/localstack.sh start)") to run, so it has no Output lines.
 // The examples after it run, and their output is checked, on
 // limitertest's in-memory limiter at a fixed time: *limiter.Limiter
@@ -57,7 +57,7 @@ func Example() {
 		// defer the push to r.Slot (sdk/pipeline/queue does it with SQS)
 	case errors.Is(err, limiter.ErrExhausted):
 		wait, _ := limiter.RetryAfter(err) // exact: when the same request would fit
-		_ = wait
+		log.Printf("booked 15 min ahead: ask again in %v", wait)
 	case errors.Is(err, limiter.ErrContended):
 		// lost every race to other workers: ask again now, after a short jitter
 	case errors.Is(err, limiter.ErrUnavailable), errors.Is(err, limiter.ErrOutcomeUnknown):
