@@ -11,15 +11,14 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
-// Booker books a group of slots with one write; *limiter.Limiter is one.
-type Booker interface {
-	ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error)
-}
+// Booker books a group of slots with one write (*limiter.Limiter's
+// ReserveBatch).
+type Booker func(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error)
 
 // Run handles a batch of tasks, as a Lambda receives them, under one hold
 // (see Do). The jobs
 // that need a slot are grouped by bucket, and each group of two or more is
-// booked with one conditional write (if the Limiter is a Booker; a
+// booked with one conditional write (if the dispatcher can Batch; a
 // sharded bucket's are dealt over its shards, see shardGroups); every
 // job runs concurrently, each waiting for its own slot. Jobs the group
 // could not book within MaxReserve reserve on their own and are deferred.
@@ -170,7 +169,7 @@ func (d *Dispatcher) shardGroups(booker Booker, route Route, tasks []Task, idx [
 // grants no slot reserves on its own.
 func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter.Bucket, tasks []Task, idx []int) {
 	now := d.now()
-	batch, err := booker.ReserveBatch(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
+	batch, err := booker(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil {
 		d.log().Info("shard booking failed; its jobs reserve on their own", "bucket", shard.Key, "jobs", len(idx), "err", err)
 		return
@@ -212,7 +211,7 @@ func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, ta
 	// (see pendingLocal): its first slots are theirs, spent already,
 	// so that the bucket, full again, grants no burst on top of them.
 	local := d.pendingLocal(route)
-	batch, err := booker.ReserveBatch(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
+	batch, err := booker(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil {
 		d.log().Info("batch booking failed; jobs reserve on their own", "bucket", route.Bucket.Key, "jobs", len(idx), "err", err)
 		return
@@ -291,7 +290,7 @@ func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Rou
 	now := d.now()
 	// The local pushes of an outage first, as in bookDue.
 	local := d.pendingLocal(route)
-	batch, err := booker.ReserveBatch(ctx, burstOne(route.Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach, Partial: true})
+	batch, err := booker(ctx, burstOne(route.Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach, Partial: true})
 	if err != nil || len(batch.Slots) < local {
 		batch = limiter.Batch{}
 	} else {

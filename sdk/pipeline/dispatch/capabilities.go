@@ -1,15 +1,19 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
 // Capabilities are what a Dispatcher can do beyond Reserve, each of which
-// some routes need. They are fields, set once when the dispatcher is built
-// (CapabilitiesOf reads them off its Limiter), never
-// looked up while a job runs; Validate refuses a dispatcher whose routes
+// some routes need. They are functions, set once when the dispatcher is
+// built (CapabilitiesOf takes them from its Limiter's methods), never
+// looked up while a job runs; nil: the dispatcher cannot. Validate refuses a dispatcher whose routes
 // need one it lacks (Needs), rather than let a route do without in
 // silence: a limiter without Confirm, say, would spend slots a throttle
 // had revoked.
@@ -32,26 +36,67 @@ type Capabilities struct {
 	// spent whatever a 429 asked after its booking.
 	Silence Silencer
 	// Quota takes a route's tokens and its calendar quota in one
-	// transaction.
-	Quota QuotaTaker
+	// transaction; QuotaAlone takes the quota alone, for a slot held.
+	Quota      QuotaTaker
+	QuotaAlone QuotaAloneTaker
 	// Ahead books a slot with its write claiming a later now, so that a
 	// slow store's answer comes before the slot; without it a slot due at
 	// once is late by the grant's latency.
 	Ahead AheadReserver
 }
 
-// CapabilitiesOf is what limiter can do, read once. *limiter.Limiter has
-// every capability.
-func CapabilitiesOf(limiter Reserver) Capabilities {
+// none reports whether c has no capability set.
+func (c Capabilities) none() bool {
+	return c.Shards == nil && c.Multi == nil && c.Batch == nil && c.Confirm == nil && c.Penalize == nil &&
+		c.Silence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil
+}
+
+// CapabilitiesOf is what reserver (a Dispatcher's Limiter) can do, read
+// once: each capability is its method of that name. *limiter.Limiter has
+// every one.
+func CapabilitiesOf(reserver Reserver) Capabilities {
 	var c Capabilities
-	c.Shards, _ = limiter.(ShardReserver)
-	c.Multi, _ = limiter.(MultiReserver)
-	c.Batch, _ = limiter.(Booker)
-	c.Confirm, _ = limiter.(Confirmer)
-	c.Penalize, _ = limiter.(Penalizer)
-	c.Silence, _ = limiter.(Silencer)
-	c.Quota, _ = limiter.(QuotaTaker)
-	c.Ahead, _ = limiter.(AheadReserver)
+	if l, ok := reserver.(interface {
+		ReserveSharded(ctx context.Context, s limiter.ShardedBucket, n int, maxDelay time.Duration) (limiter.Reservation, error)
+	}); ok {
+		c.Shards = l.ReserveSharded
+	}
+	if l, ok := reserver.(interface {
+		ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
+	}); ok {
+		c.Multi = l.ReserveMulti
+	}
+	if l, ok := reserver.(interface {
+		ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error)
+	}); ok {
+		c.Batch = l.ReserveBatch
+	}
+	if l, ok := reserver.(interface {
+		Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error)
+	}); ok {
+		c.Confirm = l.Confirm
+	}
+	if l, ok := reserver.(interface {
+		Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error
+	}); ok {
+		c.Penalize = l.Penalize
+	}
+	if l, ok := reserver.(interface {
+		Silence(ctx context.Context, b limiter.Bucket) (time.Time, error)
+	}); ok {
+		c.Silence = l.Silence
+	}
+	if l, ok := reserver.(interface {
+		TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, q limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error)
+		TakeQuota(ctx context.Context, q limiter.QuotaBucket, n int, id string) (limiter.QuotaGrant, error)
+	}); ok {
+		c.Quota, c.QuotaAlone = l.TakeWithQuota, l.TakeQuota
+	}
+	if l, ok := reserver.(interface {
+		ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
+	}); ok {
+		c.Ahead = l.ReserveAhead
+	}
 	return c
 }
 

@@ -47,7 +47,8 @@ func TestValidateRefusesAMissingCapability(t *testing.T) {
 	t.Run("every capability there", func(t *testing.T) {
 		r := newRig(t)
 		r.d.Needs = Needs{Sharded: true, Multi: true, Items: true, Adaptive: true, LocalShare: true}
-		r.d.Can = Capabilities{Shards: capable{}, Multi: capable{}, Batch: capable{}, Confirm: capable{}}
+		c := capable{}
+		r.d.Can = Capabilities{Shards: c.ReserveSharded, Multi: c.ReserveMulti, Batch: c.ReserveBatch, Confirm: c.Confirm}
 		r.d.LocalShare = fallback.New(1)
 		if err := r.d.Validate(); err != nil {
 			t.Fatalf("Validate = %v, want nil", err)

@@ -119,17 +119,14 @@ type Route struct {
 // buckets is every bucket the route draws from, Bucket first.
 func (r Route) buckets() []limiter.Bucket { return append([]limiter.Bucket{r.Bucket}, r.Also...) }
 
-// ShardReserver is the part of *limiter.Limiter that books a slot in one
-// shard of a sharded bucket; the dispatcher needs it for sharded routes.
-type ShardReserver interface {
-	ReserveSharded(ctx context.Context, s limiter.ShardedBucket, n int, maxDelay time.Duration) (limiter.Reservation, error)
-}
+// ShardReserver books a slot in one shard of a sharded bucket
+// (*limiter.Limiter's ReserveSharded); the dispatcher needs it for sharded
+// routes.
+type ShardReserver func(ctx context.Context, s limiter.ShardedBucket, n int, maxDelay time.Duration) (limiter.Reservation, error)
 
-// MultiReserver is the part of *limiter.Limiter that books several buckets
-// at once; the dispatcher needs it for routes with Also.
-type MultiReserver interface {
-	ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
-}
+// MultiReserver books several buckets at once (*limiter.Limiter's
+// ReserveMulti); the dispatcher needs it for routes with Also.
+type MultiReserver func(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
 
 // Fence tells the first of several deliveries of one job from the others
 // (*limiter.Limiter is one): FirstAfter is true exactly once per key before
@@ -221,7 +218,7 @@ type Dispatcher struct {
 // init reads the dispatcher's capabilities, once, unless set.
 func (d *Dispatcher) init() {
 	d.once.Do(func() {
-		if d.Can == (Capabilities{}) {
+		if d.Can.none() {
 			d.Can = CapabilitiesOf(d.Limiter)
 		}
 	})

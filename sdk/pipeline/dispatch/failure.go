@@ -47,12 +47,10 @@ func failureWait(p Policy, k int, asked time.Duration) time.Duration {
 	return min(max(asked, time.Second, backoff), queue.MaxDelay)
 }
 
-// Penalizer is the part of *limiter.Limiter that empties a bucket for the
-// whole fleet until a time; the dispatcher pauses a route whose credential
-// the vendor refuses with it, where its Limiter has it.
-type Penalizer interface {
-	Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error
-}
+// Penalizer empties a bucket for the whole fleet until a time
+// (*limiter.Limiter's Penalize); the dispatcher pauses a route whose
+// credential the vendor refuses with it, where its Limiter has it.
+type Penalizer func(ctx context.Context, b limiter.Bucket, until time.Time) error
 
 // pause stops every worker's grants on route's bucket (every shard of a
 // sharded one) until `until`.
@@ -68,7 +66,7 @@ func (d *Dispatcher) pause(ctx context.Context, route Route, until time.Time) {
 		}
 	}
 	for _, b := range buckets {
-		if err := p.Penalize(ctx, b, until); err != nil {
+		if err := p(ctx, b, until); err != nil {
 			d.log().Warn("could not pause a bucket whose credential the vendor refuses; other workers find out with their own push", "bucket", b.Key, "err", err)
 		}
 	}

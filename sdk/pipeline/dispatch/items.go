@@ -98,7 +98,7 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, 
 			return p, nil, fmt.Errorf("job %q: the limiter (%T) cannot book a push's further items", j.ID, d.Limiter)
 		}
 		// Only slots free now: tokens booked ahead would be spent late.
-		b, err := booker.ReserveBatch(ctx, bucket, limiter.BatchRequest{N: want - held, MaxDelay: 0, Partial: true})
+		b, err := booker(ctx, bucket, limiter.BatchRequest{N: want - held, MaxDelay: 0, Partial: true})
 		if _, denied := limiter.RetryAfter(err); err != nil && !denied {
 			d.log().Info("booking a push's further items failed; it carries what its slot paid for", "job_id", j.ID, "err", err)
 		}

@@ -154,7 +154,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 		jobs[i].ID, idx[i] = fmt.Sprintf("job-%d", i), i
 	}
 	tasks := (&worker{Dispatcher: d}).tasks(jobs)
-	bookAll(t.Context(), d.dueGroups(b, tasks, idx))
+	bookAll(t.Context(), d.dueGroups(b.ReserveBatch, tasks, idx))
 	jobs = jobsOf(tasks)
 	var at []time.Time
 	for _, dt := range vendor.at {

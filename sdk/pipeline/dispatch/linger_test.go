@@ -186,7 +186,7 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 				jobs[i].NotBefore, jobs[i].Linger = t0.Add(time.Second), true
 			}
 			tasks := (&worker{Dispatcher: d}).tasks(jobs)
-			bookAll(context.Background(), d.lingerGroups(b, tasks, []int{0, 1, 2, 3, 4}))
+			bookAll(context.Background(), d.lingerGroups(b.ReserveBatch, tasks, []int{0, 1, 2, 3, 4}))
 			jobs = jobsOf(tasks)
 			var got []string
 			for _, j := range jobs {

@@ -8,11 +8,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// Confirmer is the part of *limiter.Limiter that checks that a slot an
-// adaptive bucket granted still stands after what changed since.
-type Confirmer interface {
-	Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error)
-}
+// Confirmer checks that a slot an adaptive bucket granted still stands
+// after what changed since (*limiter.Limiter's Confirm).
+type Confirmer func(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error)
 
 // granted is a reservation's stamp as newHold takes it: nil unless an
 // adaptive bucket granted the slot.
@@ -37,11 +35,9 @@ func newHold(at time.Time, key string, tokens int, s *limiter.Stamp, lead time.D
 	return h
 }
 
-// Silencer is the part of *limiter.Limiter that tells whether a vendor
-// asked a bucket for silence (a 429's Retry-After) that now lies inside.
-type Silencer interface {
-	Silence(ctx context.Context, b limiter.Bucket) (time.Time, error)
-}
+// Silencer tells whether a vendor asked a bucket for silence (a 429's
+// Retry-After) that now lies inside (*limiter.Limiter's Silence).
+type Silencer func(ctx context.Context, b limiter.Bucket) (time.Time, error)
 
 // silenced is the end of a silence the vendor asked, since j's slot was
 // booked, of the bucket it was booked in, if now lies inside it (zero
@@ -59,7 +55,7 @@ func (d *Dispatcher) silenced(ctx context.Context, j job.Job, route Route) (time
 	if j.Hold.Key != "" {
 		b.Key = j.Hold.Key // a shard: a 429 silences every shard
 	}
-	return s.Silence(ctx, b)
+	return s(ctx, b)
 }
 
 // stampOf is the stamp h's slot carries, nil for none.
@@ -85,6 +81,6 @@ func (d *Dispatcher) revoked(ctx context.Context, j job.Job, route Route) (bool,
 	if c == nil {
 		return false, nil // Validate refuses adaptive routes without Confirm
 	}
-	good, err := c.Confirm(ctx, route.Bucket, *s)
+	good, err := c(ctx, route.Bucket, *s)
 	return !good, err
 }

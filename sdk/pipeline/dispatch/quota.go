@@ -36,13 +36,14 @@ import (
 // the request, not at the booking, for the reason above. A quota spent by
 // then leaves the slot unused and defers the job as a denial would.
 
-// QuotaTaker is the part of *limiter.Limiter that takes a calendar quota:
-// with tokens in one transaction, or alone for a slot held already. The
-// dispatcher needs it for routes with a Quota.
-type QuotaTaker interface {
-	TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, q limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error)
-	TakeQuota(ctx context.Context, q limiter.QuotaBucket, n int, id string) (limiter.QuotaGrant, error)
-}
+// QuotaTaker takes a calendar quota with tokens, in one transaction
+// (*limiter.Limiter's TakeWithQuota); QuotaAloneTaker takes it alone, for
+// a slot held already (TakeQuota). The dispatcher needs both for routes
+// with a Quota.
+type (
+	QuotaTaker      func(ctx context.Context, buckets []limiter.Bucket, q limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error)
+	QuotaAloneTaker func(ctx context.Context, q limiter.QuotaBucket, n int, id string) (limiter.QuotaGrant, error)
+)
 
 // takeQuota takes route's token and quota for j now, or disposes of j
 // (done): deferred to the next token or the quota's reset, shed or
@@ -55,7 +56,7 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j job.Job, t *task, bound in
 		return ended(res), err
 	}
 	for try := 0; ; try++ {
-		_, err := taker.TakeWithQuota(ctx, t.buckets(), *t.Quota, 1, j.ID)
+		_, err := taker(ctx, t.buckets(), *t.Quota, 1, j.ID)
 		if err == nil {
 			return booking{hold: job.Hold{At: d.now(), Tokens: 1, Quota: true}}, nil
 		}
@@ -109,12 +110,12 @@ func (d *Dispatcher) heldQuota(ctx context.Context, req otapush.Request, route R
 	if !req.Reserved || route.Quota == nil || paid {
 		return nil
 	}
-	taker := d.Can.Quota
+	taker := d.Can.QuotaAlone
 	if taker == nil {
 		return &limiter.ArgumentError{Field: "route.quota", Reason: fmt.Sprintf("the limiter (%T) cannot take a quota", d.Limiter)}
 	}
 	for try := 0; ; try++ {
-		_, err := taker.TakeQuota(ctx, *route.Quota, 1, req.JobID)
+		_, err := taker(ctx, *route.Quota, 1, req.JobID)
 		if !errors.Is(err, limiter.ErrContended) || try >= contendedRetries || ctx.Err() != nil {
 			return err
 		}

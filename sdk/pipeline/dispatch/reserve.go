@@ -144,14 +144,14 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		if sharder == nil {
 			return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.sharded", Reason: fmt.Sprintf("the limiter (%T) cannot reserve in shards", d.Limiter)}
 		}
-		r, err := sharder.ReserveSharded(ctx, *route.Sharded, n, maxDelay)
+		r, err := sharder(ctx, *route.Sharded, n, maxDelay)
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
 		if a := d.Can.Ahead; a != nil {
 			// The grant is answered before its slot as long as the store
 			// is no slower than it was: the push then leaves at the slot.
 			start := d.now()
-			r, err := a.ReserveAhead(ctx, route.Bucket, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, route.Bucket.Limit.Margin), maxDelay))
+			r, err := a(ctx, route.Bucket, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, route.Bucket.Limit.Margin), maxDelay))
 			if err == nil {
 				d.granting.observe(d.now().Sub(start))
 			}
@@ -164,7 +164,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 	if multi == nil {
 		return time.Time{}, "", nil, &limiter.ArgumentError{Field: "route.also", Reason: fmt.Sprintf("the limiter (%T) cannot reserve several buckets at once", d.Limiter)}
 	}
-	r, err := multi.ReserveMulti(ctx, route.buckets(), n, maxDelay)
+	r, err := multi(ctx, route.buckets(), n, maxDelay)
 	return r.Slot, "", nil, err
 }
 
@@ -181,8 +181,6 @@ func firstShard(route Route) string {
 	return shards[0].Key
 }
 
-// AheadReserver is the part of *limiter.Limiter that books a slot with its
-// write claiming a now ahead of the clock (limiter.Limiter.ReserveAhead).
-type AheadReserver interface {
-	ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
-}
+// AheadReserver books a slot with its write claiming a now ahead of the
+// clock (*limiter.Limiter's ReserveAhead).
+type AheadReserver func(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
