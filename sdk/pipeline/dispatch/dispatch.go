@@ -42,10 +42,11 @@
 // deadlines.
 //
 // What to do with a job is decided by functions of values, with no I/O
-// (decide.go: decide, and decideRefusal, decideBegin and decideFailure for
-// a refused booking, a work with nothing to push and a failed push),
-// grace, revocation, the horizon's short denials and shadow mode
-// included; the dispatcher carries it out (serve.go), and reserve.go,
+// (decide.go: decide; decide_refused.go: decideRefusal, decideQuota,
+// decideBegin and decideFailure for a refused booking, a quota route's
+// refused take, a work with nothing to push and a failed push), grace,
+// revocation, the horizon's and a quota route's short waits, the lease
+// before the token and shadow mode included; the dispatcher carries it out (serve.go), and reserve.go,
 // push.go, failure.go and defer.go are the I/O it does: booking a slot,
 // sending the push, handling its failure, deferring or dead-lettering.
 //
