@@ -97,6 +97,16 @@ func (l recordingLimiter) ReserveBatch(ctx context.Context, b limiter.Bucket, re
 	return batch, err
 }
 
+// ReserveAhead is recorded too: the dispatcher books most lane slots
+// ahead by the store's measured latency.
+func (l recordingLimiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
+	r, err := l.Limiter.ReserveAhead(ctx, b, n, maxDelay, ahead)
+	if err == nil {
+		l.log.add(n, r.Slot)
+	}
+	return r, err
+}
+
 func (l recordingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
 	r, err := l.Limiter.Wait(ctx, b, n, maxWait)
 	if err == nil {
