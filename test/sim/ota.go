@@ -83,6 +83,7 @@ type Vendor struct {
 	// documented cap (docs/design.md: 15 minutes). Early counts requests
 	// that arrived inside one (a violation).
 	quiet      map[string][2]time.Time
+	boxed      map[string]bool // the buckets VendorSpec.Box has put in its box
 	Early      int
 	FirstEarly string
 	// wireStats: what a vendor of an XML format refused (ota_formats.go).
@@ -216,6 +217,16 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.Throttled++
 		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
 		v.retryAfter(h, key, now, lat, time.Second)
+		return ans(http.StatusTooManyRequests)
+	}
+	if box := v.spec.Box; box > 0 && !now.Before(v.start.Add(box)) && !v.boxed[key] {
+		if v.boxed == nil {
+			v.boxed = map[string]bool{}
+		}
+		v.boxed[key] = true
+		v.Throttled++
+		v.ThrottledAt = append(v.ThrottledAt, now.Sub(v.start))
+		v.retryAfter(h, key, now, lat, v.spec.BoxFor)
 		return ans(http.StatusTooManyRequests)
 	}
 	if v.spec.Overload > 0 && v.rng.Float64() < v.spec.Overload {
@@ -420,6 +431,9 @@ func (v *Vendor) retryAfter(h http.Header, key string, now time.Time, lat, wait 
 	case "huge":
 		h.Set("Retry-After", "86400")
 		asked = 24 * time.Hour
+	case "ratelimit":
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, v.published.Burst, windowSeconds(v.published)))
+		h.Set("RateLimit", fmt.Sprintf(`"default";r=0;t=%d`, int(math.Ceil(wait.Seconds()))))
 	default:
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	}

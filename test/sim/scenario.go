@@ -92,7 +92,9 @@ type ChannelSpec struct {
 // channel's published limit; the zero value does nothing more.
 type VendorSpec struct {
 	// RetryAfter is how a 429 says when to come back: "" or "seconds",
-	// "date" (an HTTP-date), "huge" (a day, in seconds), "none".
+	// "date" (an HTTP-date), "huge" (a day, in seconds), "none", or
+	// "ratelimit" (no Retry-After: the IETF RateLimit fields' r=0 and t,
+	// which draft-11 makes the wait).
 	RetryAfter string
 	// RateLimitHeaders adds the IETF draft-11 fields to every answer:
 	// "" none, "draft11" the vendor's true remaining, "malformed"
@@ -142,6 +144,11 @@ type VendorSpec struct {
 	// Down is a span of the run (from its start) during which this vendor
 	// answers 503 to every request it counts.
 	Down [2]time.Duration
+	// Box, if > 0, is when (from the run's start) the vendor puts each
+	// bucket in a penalty box once: the bucket's first request from then
+	// is answered 429 asking for BoxFor, in RetryAfter's form
+	// (adversary_parts_silence.go).
+	Box, BoxFor time.Duration
 }
 
 // VendorQuota is a calendar quota: Count requests a Period ("hour" or

@@ -1,0 +1,53 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Parts about silences longer than the push client's own default wait
+// (otapush.DefaultPolicy.DefaultRetryAfter, 2 s): a vendor that puts each
+// bucket in a penalty box once, asking for the silence in a form the
+// message formats do not read themselves, while the fleet keeps pushing.
+// They come after the pressure parts, so a seed draws every earlier part
+// as it did before them.
+func init() { catalogue = append(catalogue, silenceParts...) }
+
+var silenceParts = []part{
+	{"penalty-box", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
+		// Each bucket's first request from a moment of the load on is
+		// answered 429 with a silence of 10 s to 2 min said only in the
+		// IETF RateLimit fields (r=0, t: draft-11 makes t the wait), or
+		// with a Retry-After of a day, which the client clamps to its
+		// documented 15 minutes. Either way the wait is the client's to
+		// read from the answer, and much longer than its default.
+		c := b.channel(r)
+		at := time.Duration(1+r.IntN(int(b.sc.Load.Duration/time.Second)/2+1)) * time.Second
+		form := oneOf(r, "ratelimit", "huge")
+		wait := oneOf(r, 10*time.Second, 30*time.Second, 2*time.Minute)
+		if form == "ratelimit" && !readsRateLimit(c) {
+			// The operator told the client to read no IETF fields: the
+			// default wait is then the config's, not a defect.
+			form = "huge"
+		}
+		c.Vendor.Box, c.Vendor.BoxFor, c.Vendor.RetryAfter = at, wait, form
+		if form == "huge" {
+			c.Vendor.BoxFor = 24 * time.Hour
+		}
+		return []string{"vendor.penalty_box=" + form, "vendor.penalty_box.for=" + c.Vendor.BoxFor.String()}, ""
+	}},
+}
+
+// readsRateLimit reports whether the channel's push client reads the IETF
+// RateLimit fields, by docs/configuration.md: with no "throttle" key the
+// defaults read them, as does a "throttle" key without headers; one with
+// headers reads them only if they name the "ietf" preset. A vendor sending malformed fields beside them is not
+// read either.
+func readsRateLimit(c *ChannelSpec) bool {
+	if c.Vendor.RateLimitHeaders == "malformed" {
+		return false
+	}
+	t, ok := c.Keys["throttle"]
+	return !ok || !strings.Contains(t, `"headers"`) || strings.Contains(t, `"ietf"`)
+}
