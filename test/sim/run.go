@@ -204,6 +204,9 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		if f := sc.Faults; f.SlowStore[1] > f.SlowStore[0] && !keepsMargin(c) {
 			v.allowance = max(v.allowance, noMarginAllowance(c, f))
 		}
+		if c.Vendor.Strict && keepsMargin(c) {
+			v.allowance = int(math.Ceil(c.Rate * sc.Faults.ClockSkew.Seconds()))
+		}
 		v.refuse = sc.Faults.Refusals
 		v.spec, v.maxInFlight = c.Vendor, c.Vendor.MaxInFlight
 		if c.Vendor.Unchecked {
@@ -744,6 +747,10 @@ func (s *sim) produce(ctx context.Context) {
 	if w := s.sc.Reprice; w != nil {
 		br := rand.New(rand.NewPCG(s.sc.Seed, 0x5e11))
 		wg.Go(func() { s.reprice(ctx, *w, br) })
+	}
+	if w := s.sc.Busy; w != nil {
+		br := rand.New(rand.NewPCG(s.sc.Seed, 0xb005))
+		wg.Go(func() { s.busyStretch(ctx, *w, br) })
 	}
 	l := s.sc.Load
 	for ctx.Err() == nil {

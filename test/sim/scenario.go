@@ -144,6 +144,10 @@ type VendorSpec struct {
 	// Down is a span of the run (from its start) during which this vendor
 	// answers 503 to every request it counts.
 	Down [2]time.Duration
+	// Strict checks the vendor's windows at burst + rate·W with no
+	// allowance for the store's latency (only the clock skew's rate·δ):
+	// docs/design.md's bound for a bucket that keeps a margin.
+	Strict bool
 	// Box, if > 0, is when (from the run's start) the vendor puts each
 	// bucket in a penalty box once: the bucket's first request from then
 	// is answered 429 asking for BoxFor, in RetryAfter's form
@@ -277,6 +281,9 @@ type Scenario struct {
 	// Reprice, if set, a wave over every property's every cell.
 	Bulks   []Bulk
 	Reprice *Reprice
+	// Busy, if set, is a stretch of changes faster than the load's
+	// (adversary_parts_slow.go).
+	Busy *Busy
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
