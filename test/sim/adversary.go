@@ -472,6 +472,7 @@ func cloneScenario(sc Scenario) Scenario {
 	}
 	out.Top = cloneMap(sc.Top)
 	out.Bulks = slices.Clone(sc.Bulks)
+	out.ConnEvents = slices.Clone(sc.ConnEvents)
 	if sc.Reprice != nil {
 		w := *sc.Reprice
 		out.Reprice = &w

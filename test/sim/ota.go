@@ -82,8 +82,13 @@ type Vendor struct {
 	// its bucket) until its Retry-After, at most the push client's
 	// documented cap (docs/design.md: 15 minutes). Early counts requests
 	// that arrived inside one (a violation).
-	quiet      map[string][2]time.Time
-	boxed      map[string]bool // the buckets VendorSpec.Box has put in its box
+	quiet map[string][2]time.Time
+	boxed map[string]bool // the buckets VendorSpec.Box has put in its box
+	// off are stretches in which a hotel's connection is disabled for
+	// every worker; OffPushes counts requests for it meanwhile.
+	off        []offSpan
+	OffPushes  int
+	FirstOff   string
 	Early      int
 	FirstEarly string
 	// wireStats: what a vendor of an XML format refused (ota_formats.go).
@@ -200,6 +205,9 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 		v.recent[key] = v.recent[key][n-keep:]
 	}
 	v.watch(key, now, v.weight(p))
+	if perr == nil && len(v.off) > 0 {
+		v.offCheck(p.HotelRef, now)
+	}
 	if q := v.quiet[key]; !v.spec.Unchecked && !now.Before(q[0]) && now.Before(q[1]) {
 		v.Early++
 		if v.FirstEarly == "" {

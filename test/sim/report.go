@@ -143,7 +143,11 @@ func (s *sim) report() *Report {
 	}
 	s.wireCheck(r)
 	s.parityCheck(r)
+	s.connCheck(r)
 	r.Stale, r.StaleExamples = s.ledger.Stale(5)
+	if len(s.sc.ConnEvents) > 0 {
+		r.Recovery = append(r.Recovery, fmt.Sprintf("connections: %d OTA days left stale as a disable or an unmapped code allows (dropped, or named by a dead letter)", s.ledger.Excused))
+	}
 	if r.Stale > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("stale: %d OTA days differ from the newest PMS value, e.g. %s", r.Stale, strings.Join(r.StaleExamples, "; ")))
 	}

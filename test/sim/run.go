@@ -63,6 +63,8 @@ type sim struct {
 	mem     memWatch
 	// copyOf is the scenario channel of each of the ledger's OTA copies.
 	copyOf []int
+	// connErrs are operator writes to the connections table that failed.
+	connErrs []string
 	// skewRNG draws each environment's clock offset (Faults.ClockSkew).
 	skewRNG *rand.Rand
 	// FinalSweepFound are the lanes the sweep after the drain pushed.
@@ -229,6 +231,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		}
 	}
 	s.scheduleFaults()
+	s.armConnChecks()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -747,6 +750,9 @@ func (s *sim) produce(ctx context.Context) {
 	if w := s.sc.Reprice; w != nil {
 		br := rand.New(rand.NewPCG(s.sc.Seed, 0x5e11))
 		wg.Go(func() { s.reprice(ctx, *w, br) })
+	}
+	if len(s.sc.ConnEvents) > 0 {
+		wg.Go(func() { s.connEvents(ctx) })
 	}
 	if w := s.sc.Busy; w != nil {
 		br := rand.New(rand.NewPCG(s.sc.Seed, 0xb005))

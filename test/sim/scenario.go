@@ -284,6 +284,12 @@ type Scenario struct {
 	// Busy, if set, is a stretch of changes faster than the load's
 	// (adversary_parts_slow.go).
 	Busy *Busy
+	// ConnEvents are an operator's writes to the connections table during
+	// the run (adversary_parts_wiring.go); they need StoredConnections.
+	ConnEvents []ConnEvent
+	// playConn, if set, chooses which ConnEvents are played; the oracle
+	// still reads them all (a test of the oracle drops one).
+	playConn func(ConnEvent) bool
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
