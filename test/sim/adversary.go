@@ -235,6 +235,15 @@ var catalogue = []part{
 	{"retry-after", "vendor", func(b *build, r *rand.Rand) ([]string, string) {
 		v := oneOf(r, "date", "huge", "none")
 		b.channel(r).Vendor.RetryAfter = v
+		if v == "huge" {
+			// Each 429 then silences its bucket for the client's 15-minute
+			// cap, and a bucket with no margin to spare (burst 1) draws
+			// 429s from its requests' jitter by design (docs/design.md,
+			// the margin): the fleet may need a silence per few pushes of
+			// its backlog. The case ends once every silence it met could
+			// have ended.
+			b.sc.Drain = max(b.sc.Drain, 4*time.Hour)
+		}
 		return []string{"vendor.retry_after=" + v}, ""
 	}},
 	{"ratelimit-fields", "vendor", func(b *build, r *rand.Rand) ([]string, string) {

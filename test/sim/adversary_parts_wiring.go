@@ -171,13 +171,14 @@ func (s *sim) connEvents(ctx context.Context) {
 }
 
 // touch sends a change to every cell of property p: one 7-day range from
-// the horizon's first day per kind, room type and rate plan.
+// the horizon's first day per kind, room type and rate plan, valued
+// 400 + 10·room + plan (a value every kind and format can carry).
 func (s *sim) touch(p int32) {
 	l := s.sc.Load
 	for kind := range kindNames {
 		for room := range l.Rooms {
 			for plan := range l.Plans {
-				s.send(change{prop: p, kind: kind, room: room, plan: plan, from: 0, days: 7, value: int32(1000 + room*10 + plan)})
+				s.send(change{prop: p, kind: kind, room: room, plan: plan, from: 0, days: 7, value: int32(400 + room*10 + plan)})
 			}
 		}
 	}
