@@ -95,17 +95,6 @@ var knownOpen = map[uint64]string{
 	// adaptive,quota,slow,lambda-deaths,refuse-item): without lambda-deaths it passes, and
 	// the stale days are of mapped rooms, on the unmapped room's hotel or another.
 	7: "refuse-item on a slow OpenTravel vendor naming no part, with Lambda deaths: invocations run into the function timeout, their messages redrive after 5 receives, days of mapped rooms stale (not traced)",
-	// The silence is kept now (seed 15 pinned), and seed 20 fails
-	// otherwise: expedia's vendor takes the configured 5/s with burst 1
-	// and still answers about 30 429s in the run (why is not traced; at
-	// burst 1 no margin is left for jitter), each asking a day, clamped
-	// to 15 min. Honouring every silence, the drain outlasts the run's
-	// hour (smallest: -parts retry-after; before the fix it drained in
-	// 59m40s, spending slots inside the silences).
-	20: "retry-after: ~30 429s from a burst-1 vendor, each a 15 min silence; honouring them, the drain outlasts the hour (stale days, jobs queued); not traced",
-	14: "flaky: penalty 429s under a slow store, slots booked before a 429 spent inside its Retry-After (as seed 15; smallest -parts penalty,slow-store; failed in two runs, passed in two)",
-	18: "halving and penalty 429s: slots booked before a 429 are spent inside its Retry-After (as seed 15)",
-	50: "penalty 429s: slots booked before a 429 spent inside its silence (as seed 15; smallest -parts penalty)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS
