@@ -119,6 +119,12 @@ type connAdmin struct {
 	mu sync.Mutex
 }
 
+func (a *connAdmin) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	a.DB.mu.Lock()
+	defer a.DB.mu.Unlock()
+	return a.DB.c.Query(ctx, in)
+}
+
 func (a *connAdmin) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
