@@ -34,6 +34,10 @@ var silenceParts = []part{
 		c.Vendor.Box, c.Vendor.BoxFor, c.Vendor.RetryAfter = at, wait, form
 		if form == "huge" {
 			c.Vendor.BoxFor = 24 * time.Hour
+			// Every 429 of this vendor then asks a day (a halving's, a
+			// concurrency cap's): each costs its bucket the client's 15
+			// minutes, as for the retry-after part's "huge".
+			b.sc.Drain = max(b.sc.Drain, 4*time.Hour)
 		}
 		return []string{"vendor.penalty_box=" + form, "vendor.penalty_box.for=" + c.Vendor.BoxFor.String()}, ""
 	}},
