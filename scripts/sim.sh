@@ -4,7 +4,8 @@
 # DynamoDB, SQS, Lambda and OTAs) and writes its report and chart.
 #
 #   scripts/sim.sh <scenario> [seed]     scenario: calibrate, steady, storm,
-#                                        single-credential, single-credential-sharded, faults
+#                                        single-credential, single-credential-sharded, faults,
+#                                        onboarding
 #   scripts/sim.sh -small <scenario>     the small version go test runs
 #   scripts/sim.sh adversary [...]       drawn cases under every invariant (below)
 #
@@ -20,7 +21,7 @@ ROOT=$(cd "$SCRIPT_DIR/.." && pwd -P)
 cd "$ROOT"
 
 usage() {
-	echo "usage: scripts/sim.sh [-small] <calibrate|steady|storm|single-credential|single-credential-sharded|faults> [seed]" >&2
+	echo "usage: scripts/sim.sh [-small] <calibrate|steady|storm|single-credential|single-credential-sharded|faults|onboarding> [seed]" >&2
 	exit 2
 }
 
@@ -64,7 +65,7 @@ if [[ ${1-} == -small ]]; then
 fi
 [[ $# -ge 1 && $# -le 2 ]] || usage
 case $1 in
-calibrate | steady | storm | single-credential | single-credential-sharded | faults) ;;
+calibrate | steady | storm | single-credential | single-credential-sharded | faults | onboarding) ;;
 *) usage ;;
 esac
 seed=${2-1}

@@ -21,7 +21,9 @@ const horizon = 400
 var (
 	kindNames = []string{"availability", "rates", "restrictions"}
 	roomNames = []string{"DBL", "TWN", "STE", "SGL", "FAM"}
-	planNames = []string{"BAR", "NRF"}
+	// The live load draws the first two plans; an onboarding hotel's
+	// resync covers all four (Onboard).
+	planNames = []string{"BAR", "NRF", "PKG", "CORP"}
 )
 
 // rowKey names a (property, kind, room type, rate plan); inside the
@@ -97,6 +99,13 @@ type Ledger struct {
 	excuse func(copyOf int, k rowKey, pubAt time.Duration) bool
 	// Excused counts the stale days excuse left out.
 	Excused int
+	// seeded marks, per row block, the days whose newest value an
+	// onboarding hotel's stored state holds and only a resync delivers:
+	// their delivery goes to Onboard, not to Fresh, and OnboardLast is
+	// when the last of them arrived.
+	seeded      map[rowKey]uint32
+	Onboard     Hist
+	OnboardLast time.Duration
 }
 
 // NewLedger is an empty ledger for the channels, in order.
@@ -110,7 +119,13 @@ func NewLedger(start time.Time, channels []string, carries [][3]bool) *Ledger {
 
 // Publish records a change the PMS sent: days [from, from+n) of row k now
 // have value v at sequence seq.
-func (l *Ledger) Publish(k rowKey, from, n int, seq, v int32) {
+func (l *Ledger) Publish(k rowKey, from, n int, seq, v int32) { l.publish(k, from, n, seq, v, false) }
+
+// Seed records state the store held before the hotel was connected: no
+// OTA holds it until a resync sends it.
+func (l *Ledger) Seed(k rowKey, from, n int, seq, v int32) { l.publish(k, from, n, seq, v, true) }
+
+func (l *Ledger) publish(k rowKey, from, n int, seq, v int32, seed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.Changes++
@@ -132,6 +147,14 @@ func (l *Ledger) Publish(k rowKey, from, n int, seq, v int32) {
 			}
 		}
 		t.seq[d], t.val[d], t.pubAt[d] = seq, v, now
+		if seed {
+			if l.seeded == nil {
+				l.seeded = map[rowKey]uint32{}
+			}
+			l.seeded[bk] |= 1 << d
+		} else if l.seeded[bk]&(1<<d) != 0 {
+			l.seeded[bk] &^= 1 << d // a live change's now
+		}
 		if l.wire != nil {
 			l.wire.publish(bk, d, seq, v)
 		}
@@ -179,6 +202,11 @@ func (l *Ledger) Accept(ch int, k rowKey, day int, seq, v int32) {
 			delete(l.stale, lk)
 		}
 		now := time.Since(l.start)
+		if l.seeded[k]&(1<<d) != 0 {
+			l.Onboard.Add(now - time.Duration(t.pubAt[d]))
+			l.OnboardLast = max(l.OnboardLast, now)
+			break
+		}
 		l.hist(now).Add(now - time.Duration(t.pubAt[d]))
 		if l.slow != nil && now-time.Duration(t.pubAt[d]) > slowFrom {
 			l.slow.add(slowDay{ch: ch, prop: k.prop, kind: k.kind, room: k.room, plan: k.plan, day: int(k.block)*blockDays + d,

@@ -67,6 +67,10 @@ type Report struct {
 	Storm string
 	// Parity is what the parity checks and hand edits did, if any.
 	Parity *ParityReport
+	// OnboardFresh is how long after they were stored the onboarding
+	// hotels' days reached each OTA, and OnboardLast when the last did.
+	OnboardFresh Hist
+	OnboardLast  time.Duration
 }
 
 func (s *sim) report() *Report {
@@ -120,6 +124,7 @@ func (s *sim) report() *Report {
 	}
 	s.ledger.mu.Lock()
 	r.FreshByMinute = s.ledger.Fresh
+	r.OnboardFresh, r.OnboardLast = s.ledger.Onboard, s.ledger.OnboardLast
 	for _, h := range s.ledger.Fresh {
 		r.Fresh.Merge(h)
 	}
@@ -274,6 +279,7 @@ func (r *Report) Write(w io.Writer) {
 		r.HotKey, r.HotWrites, r.HotWCU, 100*float64(r.HotWCU)/1000, r.HotTotal)
 	fmt.Fprintf(w, "  freshness (a day's newest value → OTA): p50 %v, p99 %v, max %v over %d days; stop-sells p50 %v p99 %v over %d\n",
 		ms(r.Fresh.Quantile(0.5)), ms(r.Fresh.Quantile(0.99)), ms(r.Fresh.Max()), r.Fresh.N(), ms(r.Urgent.Quantile(0.5)), ms(r.Urgent.Quantile(0.99)), r.Urgent.N())
+	r.writeOnboard(w)
 	floor := time.Duration(0)
 	for _, sm := range r.Samples {
 		floor = max(floor, sm.Floor)

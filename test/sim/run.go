@@ -112,6 +112,8 @@ type Stats struct {
 	// RetriedChanges are failed changes sent again after a backoff
 	// (syncer.Retry) rather than left for the visibility timeout.
 	RetriedChanges int
+	// Bulk is what the jobs of the bulk class did (onboard.go).
+	Bulk BulkStats
 	// LoadEnd is when the PMS sent its last change, EndedAt when the run
 	// ended (drained or out of time), both from its start.
 	LoadEnd, EndedAt time.Duration
@@ -227,6 +229,11 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	}
 	if sc.StoredConnections {
 		if err := s.loadConnections(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if sc.Onboard != nil {
+		if err := s.seedOnboard(ctx, *sc.Onboard); err != nil {
 			return nil, err
 		}
 	}
@@ -590,6 +597,7 @@ func (s *sim) count(r syncer.MessageResult) {
 		s.stats.InvalidChanges++
 	}
 	for _, j := range r.Jobs {
+		s.countBulk(j)
 		s.stats.Outcomes[j.Outcome]++
 		s.stats.Pushes += j.Pushes
 		s.stats.Items += j.Items
@@ -757,6 +765,9 @@ func (s *sim) produce(ctx context.Context) {
 	if w := s.sc.Busy; w != nil {
 		br := rand.New(rand.NewPCG(s.sc.Seed, 0xb005))
 		wg.Go(func() { s.busyStretch(ctx, *w, br) })
+	}
+	if o := s.sc.Onboard; o != nil {
+		wg.Go(func() { s.resyncOnboard(ctx, *o) })
 	}
 	l := s.sc.Load
 	for ctx.Err() == nil {

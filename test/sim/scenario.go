@@ -58,6 +58,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
@@ -290,6 +291,9 @@ type Scenario struct {
 	// playConn, if set, chooses which ConnEvents are played; the oracle
 	// still reads them all (a test of the oracle drops one).
 	playConn func(ConnEvent) bool
+	// Onboard, if set, connects hotels whose state the store already
+	// holds and resyncs them (onboard.go).
+	Onboard *Onboard
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
@@ -346,8 +350,10 @@ func Named(name string, size Size, seed uint64) (Scenario, error) {
 		s = singleCredential(size, 4)
 	case "faults":
 		s = faults(size)
+	case "onboarding":
+		s = onboarding(size)
 	default:
-		return s, fmt.Errorf("no scenario %q: want calibrate, steady, storm, single-credential, single-credential-sharded or faults", name)
+		return s, fmt.Errorf("no scenario %q: want calibrate, steady, storm, single-credential, single-credential-sharded, faults or onboarding", name)
 	}
 	s.Seed = seed
 	s.CheckItems = size == Small
@@ -361,7 +367,7 @@ func Named(name string, size Size, seed uint64) (Scenario, error) {
 }
 
 // Scenarios are the names Named knows, in the order the tests run them.
-var Scenarios = []string{"calibrate", "steady", "storm", "single-credential", "single-credential-sharded", "faults"}
+var Scenarios = []string{"calibrate", "steady", "storm", "single-credential", "single-credential-sharded", "faults", "onboarding"}
 
 // calibrate is the default pipeline demo's own run (test/pipelinedemo):
 // 5 hotels, 400 events over 20 s, 4 req/s burst 8 per credential and
@@ -417,6 +423,28 @@ func steadyOf(name string, props int, dur time.Duration) Scenario {
 		s.Channels = append(s.Channels, ChannelSpec{Name: n, Kinds: allKinds(), Creds: max(props/100, 1), Rate: 10, Burst: 20})
 	}
 	awsLatencies(&s)
+	return s
+}
+
+// onboarding is steady's load plus hotels connected at once, each resynced
+// (365 days × 20 room-rates: 5 rooms × 4 plans, every kind) 30 s into the
+// run: the first Properties of the fleet, whose stored state no OTA holds
+// yet. FLEETBUCKET_SIM_ONBOARD overrides how many.
+func onboarding(size Size) Scenario {
+	s := steady(size)
+	s.Name = "onboarding"
+	o := &Onboard{Properties: 500, Rooms: 5, Plans: 4, Days: 365, At: 30 * time.Second}
+	if size == Small {
+		o.Properties = 10
+	}
+	if n, err := strconv.Atoi(os.Getenv("FLEETBUCKET_SIM_ONBOARD")); err == nil && n > 0 {
+		o.Properties = min(n, s.Properties)
+	}
+	s.Onboard = o
+	s.Drain = 30 * time.Minute
+	s.Note = strings.Replace(s.Note, "properties;", "properties (steady's load);", 1) + fmt.Sprintf(
+		"; onboarding: %d of them connected at %v, each resyncing %d days × %d room-rates (%d rooms × %d plans) of every kind from its stored state",
+		o.Properties, o.At, o.Days, o.Rooms*o.Plans, o.Rooms, o.Plans)
 	return s
 }
 

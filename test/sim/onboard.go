@@ -1,0 +1,178 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+)
+
+// Onboard is hotels connected at once: the first Properties of the fleet,
+// whose state the store holds (Days days from day0 of Rooms × Plans
+// cells, every kind) and no OTA does, each sent a resync event at At.
+type Onboard struct {
+	Properties   int
+	Rooms, Plans int
+	Days         int
+	At           time.Duration
+}
+
+// BulkStats are the bulk class's jobs as their results tell them (a bulk
+// job's id names its owner token, which starts "b-").
+type BulkStats struct {
+	Jobs, Pushes, Items int
+	Outcomes            map[dispatch.Outcome]int
+	// Buckets holds, per bucket, the bulk pushes and when the last went.
+	Buckets map[string]*bulkBucket
+}
+
+type bulkBucket struct {
+	Pushes int
+	Last   time.Duration
+}
+
+// countBulk adds a job's result to the bulk stats if it is a bulk job's,
+// under s.mu.
+func (s *sim) countBulk(j dispatch.Result) {
+	if !strings.Contains(j.JobID, "@b-") {
+		return
+	}
+	b := &s.stats.Bulk
+	if b.Outcomes == nil {
+		b.Outcomes, b.Buckets = map[dispatch.Outcome]int{}, map[string]*bulkBucket{}
+	}
+	b.Jobs++
+	b.Outcomes[j.Outcome]++
+	b.Pushes += j.Pushes
+	b.Items += j.Items
+	if j.Pushes > 0 {
+		bk := b.Buckets[j.Bucket]
+		if bk == nil {
+			bk = &bulkBucket{}
+			b.Buckets[j.Bucket] = bk
+		}
+		bk.Pushes += j.Pushes
+		bk.Last = time.Since(s.start)
+	}
+}
+
+// seedOnboard writes the onboarding hotels' state into the state table,
+// as their PMS's history would have, and into the ledger as state no OTA
+// holds. It is the hotels' past, not the run's: the writes take no
+// simulated time and are billed to no one.
+func (s *sim) seedOnboard(ctx context.Context, o Onboard) error {
+	r := rand.New(rand.NewPCG(s.sc.Seed, 0x0b0a))
+	store := &ari.Store{DB: s.db, Table: "state"}
+	var err error
+	s.db.aside(func() {
+		for p := range o.Properties {
+			for kind := range kindNames {
+				for room := range o.Rooms {
+					for plan := range o.Plans {
+						c := change{prop: int32(p), kind: kind, room: room, plan: plan, from: 0, days: o.Days, value: int32(1 + r.IntN(500))}
+						s.seq[c.prop]++
+						seq := s.seq[c.prop]
+						from := day0
+						ch := ari.Change{EventID: fmt.Sprintf("seed-%d-%d", p, seq), PropertyID: propID(p), Sequence: seq, Kind: kindNames[kind],
+							RoomType: roomNames[room], RatePlan: planName(plan), From: from.Format(ari.DateLayout),
+							To: from.AddDate(0, 0, o.Days-1).Format(ari.DateLayout), Values: s.changeValues(&c)}
+						if _, err = store.Apply(ctx, ch); err != nil {
+							return
+						}
+						s.ledger.Seed(rowKey{prop: c.prop, kind: uint8(kind), room: uint8(room), plan: uint8(plan)}, 0, o.Days, int32(seq), c.value)
+					}
+				}
+			}
+		}
+	})
+	return err
+}
+
+// aside runs f with no latency and restores the counters after it: what
+// f does is not the run's.
+func (d *DB) aside(f func()) {
+	d.mu.Lock()
+	stats, hot, lat := d.stats, d.hot, d.latency
+	d.stats = DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}
+	d.hot, d.latency = map[string]*itemHeat{}, Latency{}
+	d.mu.Unlock()
+	f()
+	d.mu.Lock()
+	d.stats, d.hot, d.latency = stats, hot, lat
+	d.mu.Unlock()
+}
+
+// resyncOnboard sends every onboarding hotel's resync event to the
+// changes queue at o.At, as `fleetbucket resync` or a connection enabled
+// would.
+func (s *sim) resyncOnboard(ctx context.Context, o Onboard) {
+	if sleep(ctx, o.At) != nil {
+		return
+	}
+	var cells []ari.ResyncCell
+	for room := range o.Rooms {
+		for plan := range o.Plans {
+			cells = append(cells, ari.ResyncCell{RoomType: roomNames[room], RatePlan: planName(plan)})
+		}
+	}
+	for p := range o.Properties {
+		r := ari.Resync{ResyncID: "onboard-" + propID(p), PropertyID: propID(p), From: day0.Format(ari.DateLayout),
+			To: day0.AddDate(0, 0, o.Days-1).Format(ari.DateLayout), Cells: cells}
+		body, err := r.Event(time.Now())
+		if err != nil {
+			panic(err)
+		}
+		s.sqs.Put(s.changes, body)
+	}
+}
+
+// writeOnboard writes the onboarding's figures: the resync's delivery,
+// the bulk class's pushes and its drain against the quota live pushes
+// leave on the buckets it used.
+func (r *Report) writeOnboard(w io.Writer) {
+	o := r.Scenario.Onboard
+	if o == nil {
+		return
+	}
+	b := r.Stats.Bulk
+	h := &r.OnboardFresh
+	since := func(d time.Duration) time.Duration { return max(d-o.At, 0) }
+	fmt.Fprintf(w, "  onboarding: %d hotels resynced from %v: %d (day, channel) deliveries, from the resync p50 %v, p99 %v; last hotel in sync %v after the resync began\n",
+		o.Properties, o.At, h.N(), ms(since(h.Quantile(0.5))), ms(since(h.Quantile(0.99))), ms(since(r.OnboardLast)))
+	outs, _ := json.Marshal(b.Outcomes)
+	fmt.Fprintf(w, "    bulk jobs %d (outcomes %s), pushes %d (%.1f items each), %.2f bulk jobs per bulk push\n",
+		b.Jobs, outs, b.Pushes, per(float64(b.Items), float64(b.Pushes)), per(float64(b.Jobs), float64(b.Pushes)))
+	// Drain: per bucket, bulk pushes over the span from the resync to its
+	// last bulk push, against what the bucket's rate leaves of live pushes
+	// (live pushes over the whole run, spread evenly over every bucket).
+	var ratio []float64
+	live := float64(r.Stats.Pushes - b.Pushes)
+	buckets := 0
+	for _, c := range r.Scenario.Channels {
+		buckets += c.Creds * len(c.Kinds)
+	}
+	liveRate := per(live, float64(buckets)*r.Stats.EndedAt.Seconds())
+	rate := 0.0
+	if len(r.Scenario.Channels) > 0 {
+		rate = r.Scenario.Channels[0].Rate
+	}
+	for _, bk := range b.Buckets {
+		span := (bk.Last - o.At).Seconds()
+		if span <= 0 || rate <= liveRate {
+			continue
+		}
+		ratio = append(ratio, float64(bk.Pushes)/span/(rate-liveRate))
+	}
+	slices.Sort(ratio)
+	if n := len(ratio); n > 0 {
+		fmt.Fprintf(w, "    bulk drain ÷ quota live traffic leaves (%.1f − %.2f live pushes/s a bucket), over %d buckets: min %.0f%%, median %.0f%%, max %.0f%%\n",
+			rate, liveRate, n, 100*ratio[0], 100*ratio[n/2], 100*ratio[n-1])
+	}
+}
