@@ -61,6 +61,12 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 	now := micros(l.now()) + ahead.Microseconds()
 	tat, booked, fresh := l.seen.lookup(b.Key, now, l.cacheAge.Microseconds())
 	current := false // tat is what the store handed back to this call
+	attempts := l.attempts
+	if b.Share != nil {
+		// A process new to a bucket with shares may guess its mark and
+		// its leases wrong once each.
+		attempts += 2
+	}
 	var (
 		writes    []sent
 		lastErr   error // the last store error, if the last write had one
@@ -70,6 +76,13 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 		// An adaptive bucket's limit is recomputed each time round: a
 		// failed condition may have handed back a newer state.
 		lim, st := l.effective(b, now)
+		var (
+			sf shareForm
+			sv shareView
+		)
+		if b.Share != nil {
+			lim, sf, sv = l.shareDecision(b, tat, now)
+		}
 		T, tau := lim.Interval(), lim.Tolerance()
 		n := size(tat, now, lim)
 		d := gcra.Decide(tat, now, lim, n, delay)
@@ -79,7 +92,7 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 		// Any other denial is confirmed by a write: the busy form below
 		// cannot pass unless tat went backwards (a reset), and its failed
 		// condition hands back the current item.
-		if len(writes) == l.attempts {
+		if len(writes) == attempts {
 			if lastErr != nil {
 				return grant{}, lastErr
 			}
@@ -99,14 +112,26 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 		if b.Adaptive != nil {
 			withVersion(in, st.Version)
 		}
+		if b.Share != nil {
+			shareInput(in, f, sf, sv, *b.Share, now)
+		}
 		writes = append(writes, sent{n: n, now: now, lim: lim, st: st})
 		at := micros(l.now())
 		out, err := l.updateItem(ctx, in, noSDKRetry)
 		if err == nil {
 			l.learnSilence(b.Key, out.Attributes, at)
+			if b.Share != nil {
+				l.shares.learn(b.Key, out.Attributes)
+				if sf == lease {
+					l.shares.took(b.Key, *b.Share, b.Limit, b.Share.NewLease(b.Limit, now))
+				}
+			}
 			return l.granted(b, lim, st, n, now, out.Attributes)
 		}
 		if item, failed := conditionFailed(err); failed {
+			if b.Share != nil {
+				l.shares.learn(b.Key, item)
+			}
 			if i, left, ours := call.landed(item); ours && i < len(writes) {
 				// An earlier write of this call landed and its answer was
 				// lost; its lane says what tat it left.
@@ -124,10 +149,10 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 			continue
 		}
 		var stop error
-		if lastErr, contended, stop = l.storeRetry(ctx, err, len(writes), l.attempts); stop != nil {
+		if lastErr, contended, stop = l.storeRetry(ctx, err, len(writes), attempts); stop != nil {
 			return grant{}, stop
 		}
-		if len(writes) < l.attempts {
+		if len(writes) < attempts {
 			// Paused: a fresh now, so that the next write claims the time
 			// it is sent at. The tat seen stays (it is still a lower bound).
 			now = micros(l.now()) + ahead.Microseconds()

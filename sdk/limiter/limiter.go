@@ -39,6 +39,11 @@ type Bucket struct {
 	// Adaptive, as the same Limit. Single-bucket calls only: TakeMulti and
 	// ReserveMulti refuse an adaptive bucket among several.
 	Adaptive *Adaptive
+	// Share, if set, leases parts of the bucket's rate to execution
+	// environments while it idles (see Share). Every worker of a bucket
+	// must pass the same Share; single-bucket calls only, never with
+	// Adaptive.
+	Share *Share
 }
 
 // Validate reports what is wrong with b as an *ArgumentError naming the field.
@@ -58,7 +63,13 @@ func (b Bucket) Validate() error {
 		return err
 	}
 	if b.Adaptive != nil {
+		if b.Share != nil {
+			return &ArgumentError{Field: "bucket.share", Reason: "an adaptive bucket cannot lease shares"}
+		}
 		return b.Adaptive.Validate(b.Limit)
+	}
+	if b.Share != nil {
+		return b.Share.Validate(b.Limit)
 	}
 	return nil
 }
@@ -86,6 +97,10 @@ type Reservation struct {
 	version  int64 // the adaptive state's version that write conditioned on
 	interval int64 // the effective emission interval (µs) it was granted at
 	probing  bool  // granted above the adaptive state's Base (see Probing)
+
+	// Leased is set on a grant this process's lease of the bucket made,
+	// with no write (see Share).
+	Leased bool
 }
 
 // Delay is how long after now the reservation's slot falls (0 if it has
@@ -120,6 +135,7 @@ type Limiter struct {
 	seen           seenTAT
 	adapt          seenAdapt
 	silent         seenSilence
+	shares         seenShares
 	breaker        *breaker.Breaker // nil: always call the store
 	optErr         error
 }
@@ -291,6 +307,9 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 	}
 	start := l.now()
 	unspent, ahead := 0, time.Duration(0)
+	if r, ok := l.localGrant(b, n); ok {
+		return r, nil
+	}
 	for {
 		g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, bound, ahead)
 		if err != nil {
@@ -369,6 +388,9 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 	}
 	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
 		return Reservation{}, err
+	}
+	if r, ok := l.localGrant(b, n); ok {
+		return r, nil
 	}
 	g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay)
 	return g.Reservation, err

@@ -159,6 +159,12 @@ func CheckMulti(buckets []Bucket, n int, maxDelay time.Duration) error {
 				Reason: fmt.Sprintf("%q is also buckets[%d]: one transaction cannot write an item twice", b.Key, j)})
 		}
 		first[b.Key] = i
+		if b.Share != nil {
+			// A transaction's write knows no leases: it would charge the
+			// whole rate beside them.
+			return fmt.Errorf("buckets[%d]: %w", i, &ArgumentError{Field: "bucket.share",
+				Reason: fmt.Sprintf("%q leases shares: such buckets are for single-bucket calls only", b.Key)})
+		}
 		if b.Adaptive != nil && len(buckets) > 1 {
 			// A transaction hands back no new values, so its workers could
 			// not learn a changed rate from its answer.

@@ -233,6 +233,10 @@ func (l *Limiter) TakeQuota(ctx context.Context, q QuotaBucket, n int, id string
 // cancellation's ALL_OLD. Buckets are as for TakeMulti (no adaptive ones).
 func (l *Limiter) TakeWithQuota(ctx context.Context, buckets []Bucket, q QuotaBucket, n int, id string) (MultiReservation, error) {
 	for i, b := range buckets {
+		if b.Share != nil {
+			return MultiReservation{}, fmt.Errorf("buckets[%d]: %w", i, &ArgumentError{Field: "bucket.share",
+				Reason: fmt.Sprintf("%q leases shares: such buckets are for single-bucket calls only", b.Key)})
+		}
 		if b.Adaptive != nil {
 			// A transaction hands back no new values to learn a rate from.
 			return MultiReservation{}, fmt.Errorf("buckets[%d]: %w", i, &ArgumentError{Field: "bucket.adaptive",

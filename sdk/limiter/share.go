@@ -1,0 +1,234 @@
+package limiter
+
+import (
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+)
+
+// Share is a bucket's leased shares (see gcra.Share and "Leased shares" in
+// docs/design.md): while the shared part idles, an execution environment
+// takes a lease with the write that books its request, and spends the
+// lease locally, with no write, until the epoch ends.
+type Share = gcra.Share
+
+// The attributes of a bucket with shares, beside tat:
+//   - nw: the tat the last share-aware grant left. A write that does not
+//     know the shares (an earlier release, Penalize, Reset) leaves tat ≠ nw.
+//   - ow: when a share-aware write last found tat ≠ nw (or no item): leases
+//     are taken only Quiet after it.
+//   - sk, sn: the epoch of the latest lease and the leases taken in it.
+const (
+	markAttribute    = "nw"
+	unknownAttribute = "ow"
+	epochAttribute   = "sk"
+	leasesAttribute  = "sn"
+)
+
+// shareForm is what a share-aware write asserts and does.
+type shareForm int
+
+const (
+	// marked: the last grant was share-aware; charged at the carve of the
+	// leases the write asserts (sk, sn).
+	marked shareForm = iota
+	// unmarked: something that does not know the shares wrote last (or
+	// there is no item); charged at the whole carve, records ow.
+	unmarked
+	// lease: marked, idle, quiet: takes one of the epoch's leases too.
+	lease
+)
+
+// shareView is what this process knows of a bucket's shares.
+type shareView struct {
+	known  bool
+	marked bool  // tat = nw when last seen
+	ow     int64 // µs
+	epoch  int64 // sk
+	n      int   // sn
+	lease  gcra.Lease
+	leased bool // lease is this process's lease of lease.Epoch
+}
+
+type seenShares struct {
+	mu sync.Mutex
+	m  map[string]shareView
+	// leased counts leases this process took, and local how many grants
+	// they made: the quota leases held that no request used is
+	// leased·(their tokens) − local.
+	leased, local, leasedTokens int64
+}
+
+func (s *seenShares) get(key string) shareView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key]
+}
+
+// learn records what an answer showed of key's shares, keeping this
+// process's lease.
+func (s *seenShares) learn(key string, item map[string]types.AttributeValue) {
+	tat, _ := itemTAT(item)
+	nw, errNW := itemMicros(item, markAttribute)
+	_, hasNW := item[markAttribute]
+	ow, _ := itemMicros(item, unknownAttribute)
+	sk, _ := itemMicros(item, epochAttribute)
+	sn, _ := itemMicros(item, leasesAttribute)
+	_, hasTAT := item[TATAttribute]
+	_, hasOW := item[unknownAttribute]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxSeenKeys {
+		s.m = make(map[string]shareView)
+	}
+	v := s.m[key]
+	v.known = true
+	// Every share-aware item got ow from its first share-aware write: one
+	// without it is taken as unmarked.
+	v.marked = hasTAT && hasNW && hasOW && errNW == nil && nw == tat
+	v.ow, v.epoch, v.n = ow, sk, int(sn)
+	s.m[key] = v
+}
+
+func (s *seenShares) took(key string, sh Share, lim Limit, l gcra.Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.m[key]
+	v.lease, v.leased = l, true
+	s.m[key] = v
+	s.leased++
+	s.leasedTokens += int64(float64(sh.EpochEnd(l.Epoch)-l.TAT+sh.LeaseInterval(lim)) / float64(sh.LeaseInterval(lim)))
+}
+
+// spend takes one token of this process's lease of key at now, if it has
+// one to give.
+func (s *seenShares) spend(key string, sh Share, lim Limit, now int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[key]
+	if !ok || !v.leased {
+		return false
+	}
+	next, ok := sh.Spend(lim, v.lease, now)
+	if !ok {
+		return false
+	}
+	v.lease = next
+	s.m[key] = v
+	s.local++
+	return true
+}
+
+// ShareStats counts what this limiter's leases did: leases taken, the
+// tokens they could grant at most (their rate until their epoch's end),
+// and the requests they granted with no write. LeasedTokens − Local is
+// quota the fleet could not use because a lease held it.
+type ShareStats struct {
+	Leases, LeasedTokens, Local int64
+}
+
+// ShareStats returns the counts so far.
+func (l *Limiter) ShareStats() ShareStats {
+	l.shares.mu.Lock()
+	defer l.shares.mu.Unlock()
+	return ShareStats{Leases: l.shares.leased, LeasedTokens: l.shares.leasedTokens, Local: l.shares.local}
+}
+
+// localGrant grants n tokens of b from this process's lease with no write,
+// when b has shares, n is 1, the lease's pacer has a token and no silence
+// or penalty of the bucket is known here.
+func (l *Limiter) localGrant(b Bucket, n int) (Reservation, bool) {
+	if b.Share == nil || n != 1 {
+		return Reservation{}, false
+	}
+	now := micros(l.now())
+	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
+		return Reservation{}, false
+	}
+	if tat, _ := l.seen.get(b.Key, now, 1<<62); tat > now+b.Limit.Tolerance() {
+		return Reservation{}, false // a penalty this process knows of
+	}
+	if !l.shares.spend(b.Key, *b.Share, b.Limit, now) {
+		return Reservation{}, false
+	}
+	return Reservation{Key: b.Key, Tokens: 1, Slot: time.UnixMicro(now), Rate: b.Share.LeaseRate(b.Limit), Leased: true}, true
+}
+
+// shareDecision is the limit a share-aware write of b at now is decided
+// with, the form it takes and the view it asserts. tat is the tat seen.
+func (l *Limiter) shareDecision(b Bucket, tat, now int64) (Limit, shareForm, shareView) {
+	sh := *b.Share
+	v := l.shares.get(b.Key)
+	k := sh.EpochOf(now)
+	if v.known && !v.marked {
+		return sh.SharedLimit(b.Limit, sh.Leases), unmarked, v
+	}
+	n := 0
+	if v.epoch == k {
+		n = v.n
+	} else {
+		v.epoch, v.n = k, 0
+	}
+	// An unknown item is taken as marked, quiet and without leases: a
+	// failed guess hands back the item to learn.
+	quiet := !v.known || v.ow <= now-sh.Quiet.Microseconds()
+	v.marked = true
+	if tat <= now && n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k) {
+		return sh.SharedLimit(b.Limit, n+1), lease, v
+	}
+	return sh.SharedLimit(b.Limit, n), marked, v
+}
+
+// shareInput adds to a grant's write in (from takeInput, form f) what form
+// sf asserts and sets. It copies what it changes: takeInput's maps are
+// shared.
+func shareInput(in *dynamodb.UpdateItemInput, f form, sf shareForm, v shareView, sh Share, now int64) {
+	names := maps.Clone(in.ExpressionAttributeNames)
+	vals := maps.Clone(in.ExpressionAttributeValues)
+	names["#nw"] = markAttribute
+	next := ":next"
+	if f == busy {
+		next = "#tat + :nT"
+	}
+	set := ", #nw = " + next
+	var cond string
+	switch sf {
+	case unmarked:
+		// No epoch asserted: charged at the whole carve, whatever leases
+		// there are.
+		cond = "(attribute_not_exists(#tat) OR attribute_not_exists(#nw) OR #nw <> #tat)"
+		set += ", #ow = :now"
+		names["#ow"] = unknownAttribute
+	default:
+		names["#sk"] = epochAttribute
+		cond = "attribute_exists(#nw) AND #nw = #tat"
+		if v.n == 0 {
+			cond += " AND (attribute_not_exists(#sk) OR #sk <> :k)"
+		} else {
+			cond += " AND #sk = :k AND #sn = :sn"
+			names["#sn"] = leasesAttribute
+			vals[":sn"] = num(int64(v.n))
+		}
+		vals[":k"] = num(v.epoch)
+		if sf == lease {
+			cond += " AND #ow <= :quiet"
+			names["#ow"], names["#sn"] = unknownAttribute, leasesAttribute
+			vals[":quiet"] = num(now - sh.Quiet.Microseconds())
+			vals[":sn1"] = num(int64(v.n + 1))
+			set += ", #sk = :k, #sn = :sn1"
+		}
+	}
+	// The item outlives the epoch: its carve holds until every lease of
+	// the epoch has run out.
+	ttl, _ := strconv.ParseInt(vals[":ttl"].(*types.AttributeValueMemberN).Value, 10, 64)
+	vals[":ttl"] = num(max(ttl, ttlSeconds(sh.EpochEnd(sh.EpochOf(now)))))
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = names, vals
+	in.UpdateExpression = aws.String(*in.UpdateExpression + set)
+	in.ConditionExpression = aws.String("(" + *in.ConditionExpression + ") AND " + cond)
+}
