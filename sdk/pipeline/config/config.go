@@ -131,6 +131,9 @@ type Endpoint struct {
 	// Adaptive makes the fleet learn the vendor's real limit below Limit
 	// (see AdaptiveSpec); nil keeps Limit fixed.
 	Adaptive *AdaptiveSpec `json:"adaptive,omitempty"`
+	// Share leases parts of the bucket's rate to execution environments
+	// while it idles (see ShareSpec and LimiterShare); nil books every push.
+	Share *ShareSpec `json:"share,omitempty"`
 	// Throttle says how the vendor shows throttling (see ThrottleSpec);
 	// nil is otapush.DefaultSignals.
 	Throttle *ThrottleSpec `json:"throttle,omitempty"`

@@ -79,6 +79,9 @@ type EndpointLimits struct {
 	// Adaptive is "adaptive" with its defaults, nil when not set. The
 	// config allows it only on an endpoint with a single bucket.
 	Adaptive *limiter.Adaptive
+	// Share is "share" with its defaults, nil when not set. The config
+	// allows it only on an endpoint with a single bucket.
+	Share *limiter.Share
 }
 
 // Limits returns the limits of a channel's endpoint.
@@ -105,6 +108,7 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 		out.PropertyShare = &share
 	}
 	out.Adaptive = ep.AdaptiveLimit()
+	out.Share = ep.LimiterShare()
 	return out, nil
 }
 
@@ -114,7 +118,7 @@ func (c *Config) Limits(channel, endpoint string) (EndpointLimits, error) {
 // property's share (key#p#<property>) when there is one. With Shards > 1
 // use Sharded instead. An adaptive endpoint's bucket carries its Adaptive.
 func (e EndpointLimits) Buckets(key, property string) []limiter.Bucket {
-	out := []limiter.Bucket{{Key: key, Limit: e.Limit, Adaptive: e.Adaptive}}
+	out := []limiter.Bucket{{Key: key, Limit: e.Limit, Adaptive: e.Adaptive, Share: e.Share}}
 	for i, l := range e.Extra {
 		out = append(out, limiter.Bucket{Key: key + "#w" + strconv.Itoa(i), Limit: l})
 	}

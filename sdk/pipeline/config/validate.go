@@ -52,6 +52,7 @@ func (c *Config) Validate() error {
 			}
 			errs = append(errs, validateEndpointLimits(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateAdaptive(at+".endpoints."+ep, ch.Endpoints[ep])...)
+			errs = append(errs, validateShare(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateLifetime(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateMargin(at+".endpoints."+ep, ch.Endpoints[ep])...)
 			errs = append(errs, validateInFlightAndQuota(at+".endpoints."+ep, ch.Endpoints[ep], push)...)
