@@ -136,6 +136,7 @@ type Limiter struct {
 	adapt          seenAdapt
 	silent         seenSilence
 	shares         seenShares
+	born           int64 // µs: when New made it, by its clock (see Share.Quiet)
 	breaker        *breaker.Breaker // nil: always call the store
 	optErr         error
 }
@@ -225,6 +226,7 @@ func New(db DynamoDBAPI, opts ...Option) (*Limiter, error) {
 	case l.cacheAge < 0:
 		return nil, &ArgumentError{Field: "denialCacheAge", Reason: fmt.Sprintf("%v, want ≥ 0", l.cacheAge)}
 	}
+	l.born = micros(l.now())
 	return l, nil
 }
 

@@ -54,6 +54,7 @@ type shareView struct {
 	n      int   // sn
 	lease  gcra.Lease
 	leased bool // lease is this process's lease of lease.Epoch
+	aged   bool // the deciding process has run for Quiet: no mark asserted
 }
 
 type seenShares struct {
@@ -162,11 +163,19 @@ func (l *Limiter) localGrant(b Bucket, n int) (Reservation, bool) {
 
 // shareDecision is the limit a share-aware write of b at now is decided
 // with, the form it takes and the view it asserts. tat is the tat seen.
+//
+// A process that has run for Quiet knows that no worker of the release
+// before its deployment still runs (each invocation of it started before
+// the deployment and lasts at most Quiet): it takes leases whatever wrote
+// last, and asserts no mark (aged). A younger one takes a lease only on an
+// item whose last write knew the shares and whose last write that did not
+// is Quiet old.
 func (l *Limiter) shareDecision(b Bucket, tat, now int64) (Limit, shareForm, shareView) {
 	sh := *b.Share
 	v := l.shares.get(b.Key)
 	k := sh.EpochOf(now)
-	if v.known && !v.marked {
+	v.aged = now-l.born >= sh.Quiet.Microseconds()
+	if v.known && !v.marked && !v.aged {
 		return sh.SharedLimit(b.Limit, sh.Leases), unmarked, v
 	}
 	n := 0
@@ -177,8 +186,7 @@ func (l *Limiter) shareDecision(b Bucket, tat, now int64) (Limit, shareForm, sha
 	}
 	// An unknown item is taken as marked, quiet and without leases: a
 	// failed guess hands back the item to learn.
-	quiet := !v.known || v.ow <= now-sh.Quiet.Microseconds()
-	v.marked = true
+	quiet := v.aged || !v.known || v.ow <= now-sh.Quiet.Microseconds()
 	if tat <= now && n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k) {
 		return sh.SharedLimit(b.Limit, n+1), lease, v
 	}
@@ -207,19 +215,25 @@ func shareInput(in *dynamodb.UpdateItemInput, f form, sf shareForm, v shareView,
 		names["#ow"] = unknownAttribute
 	default:
 		names["#sk"] = epochAttribute
-		cond = "attribute_exists(#nw) AND #nw = #tat"
+		cond = "attribute_exists(#nw) AND #nw = #tat AND "
+		if v.aged {
+			cond = ""
+		}
 		if v.n == 0 {
-			cond += " AND (attribute_not_exists(#sk) OR #sk <> :k)"
+			cond += "(attribute_not_exists(#sk) OR #sk <> :k)"
 		} else {
-			cond += " AND #sk = :k AND #sn = :sn"
+			cond += "#sk = :k AND #sn = :sn"
 			names["#sn"] = leasesAttribute
 			vals[":sn"] = num(int64(v.n))
 		}
 		vals[":k"] = num(v.epoch)
 		if sf == lease {
-			cond += " AND #ow <= :quiet"
-			names["#ow"], names["#sn"] = unknownAttribute, leasesAttribute
-			vals[":quiet"] = num(now - sh.Quiet.Microseconds())
+			if !v.aged {
+				cond += " AND #ow <= :quiet"
+				names["#ow"] = unknownAttribute
+				vals[":quiet"] = num(now - sh.Quiet.Microseconds())
+			}
+			names["#sn"] = leasesAttribute
 			vals[":sn1"] = num(int64(v.n + 1))
 			set += ", #sk = :k, #sn = :sn1"
 		}

@@ -145,12 +145,16 @@ func TestShareShrinksBeforeTheSharedPartGrows(t *testing.T) {
 // every 500 ms and the bucket idles in between; then it takes all it can.
 // Each new worker finds a write that did not know the shares and takes no
 // lease until the bucket has gone Quiet (1 s) without one: it books every
-// request, and every window keeps burst + rate·W. New workers that leased
+// request, and every window keeps burst + rate·W (no new worker has run
+// for Quiet, which covers the old worker's run). New workers that leased
 // in the first 4 s would spend their leases beside the old worker's whole
 // rate after it.
 func TestMixedReleasesKeepTheBound(t *testing.T) {
 	t.Parallel()
 	f := newShareFleet(t)
+	// Quiet covers the old worker's whole run, as it covers an invocation
+	// of the release before a deployment.
+	f.b.Share.Quiet = time.Minute
 	old := f.worker(t)
 	plain := f.b
 	plain.Share = nil
