@@ -136,7 +136,7 @@ type Limiter struct {
 	adapt          seenAdapt
 	silent         seenSilence
 	shares         seenShares
-	born           int64 // µs: when New made it, by its clock (see Share.Quiet)
+	born           int64            // µs: when New made it, by its clock (see Share.Quiet)
 	breaker        *breaker.Breaker // nil: always call the store
 	optErr         error
 }
