@@ -87,6 +87,17 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 			return Batch{}, err
 		}
 	}
+	// A lease grants the first slot with no write; the rest, if any, are
+	// booked as always (a batch that must be whole books all of them).
+	var leased []time.Time
+	if req.N == 1 || req.Partial {
+		if r, ok := l.localGrant(b, 1); ok {
+			if req.N == 1 {
+				return Batch{Key: b.Key, Requested: 1, Slots: []time.Time{r.Slot}}, nil
+			}
+			leased, req.N = []time.Time{r.Slot}, req.N-1
+		}
+	}
 	size := func(int64, int64, Limit) int { return req.N }
 	if req.Partial {
 		size = func(tat, now int64, lim Limit) int {
@@ -97,14 +108,17 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	}
 	g, err := l.bookAhead(ctx, b, size, req.MaxDelay, ahead)
 	if err != nil {
+		if len(leased) > 0 {
+			return Batch{Key: b.Key, Requested: req.N + 1, Slots: leased}, nil
+		}
 		return Batch{}, err
 	}
 	slots := gcra.Slots(g.tat, g.now, g.lim, g.Tokens)
-	out := Batch{Key: b.Key, Requested: req.N, Slots: make([]time.Time, len(slots))}
+	out := Batch{Key: b.Key, Requested: req.N + len(leased), Slots: append(leased, make([]time.Time, len(slots))...)}
 	out.stamp, out.adaptive = g.Stamp()
 	out.probing = g.probing
 	for i, s := range slots {
-		out.Slots[i] = time.UnixMicro(s)
+		out.Slots[len(leased)+i] = time.UnixMicro(s)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	connstore "github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 )
@@ -31,6 +32,8 @@ const idlePollsPerMinute = 5 * 3
 
 // Report is one run's figures and the invariants it broke.
 type Report struct {
+	// Shares sums every environment's leases (limiter.ShareStats).
+	Shares                                limiter.ShareStats
 	Scenario                              Scenario
 	Stats                                 Stats
 	DB                                    DBStats
@@ -87,6 +90,14 @@ func (s *sim) report() *Report {
 	}
 	s.sqs.mu.Unlock()
 	r.HotKey, r.HotWrites, r.HotWCU, r.HotTotal = s.db.Hottest()
+	s.mu.Lock()
+	for _, in := range s.all {
+		st := in.p.Limiter.ShareStats()
+		r.Shares.Leases += st.Leases
+		r.Shares.LeasedTokens += st.LeasedTokens
+		r.Shares.Local += st.Local
+	}
+	s.mu.Unlock()
 	for _, v := range s.vendors {
 		v.mu.Lock()
 		r.Requests += v.Sent
@@ -251,6 +262,11 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  changes %d (%d stop-sells), fanned out to %d (change, endpoint) pairs\n", st.Changes, st.StopSells, st.FannedOut)
 	fmt.Fprintf(w, "  OTA requests %d: %.3f per change, %.3f per fanned-out change; items per push %.1f; wasted slots %d; 429s %d; 5xx %d\n",
 		r.Requests, per(float64(r.Requests), ch), per(float64(r.Requests), float64(st.FannedOut)), per(float64(st.Items), float64(st.Pushes)), st.Wasted, r.Throttled, r.Failed)
+	if sh := r.Shares; sh.Leases > 0 || r.Scenario.Share != "" {
+		unused := sh.LeasedTokens - sh.Local
+		fmt.Fprintf(w, "  leased shares %s: %d leases, %d pushes granted by a lease with no write (%.3f per push); quota leases held and no push used: %d tokens, %.0f a minute\n",
+			r.Scenario.Share, sh.Leases, sh.Local, per(float64(sh.Local), float64(st.Pushes)), unused, per(float64(unused), r.Simulated.Minutes()))
+	}
 	fmt.Fprintf(w, "  DynamoDB calls %d: %.2f per change (limiter %.2f, state and lanes %.2f); WCU %.0f (%.2f per change), RCU %.0f (%.2f per change); conditional failures %d, outage errors %d, other errors %d, items refused over 400 KB %d\n",
 		all, per(float64(all), ch), per(float64(lim), ch), per(float64(all-lim), ch), r.DB.WCU, per(r.DB.WCU, ch), r.DB.RCU, per(r.DB.RCU, ch),
 		r.DB.Conditional, r.DB.Failed, r.DB.Unexpected, r.DB.TooLarge)

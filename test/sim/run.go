@@ -56,6 +56,7 @@ type sim struct {
 	mu      sync.Mutex
 	running int // invocations in progress
 	idle    []*instance
+	all     []*instance // every environment made, for their leases' counts
 	stats   Stats
 	seq     map[int32]int64
 	// samples are the run's state every sampleEvery.
@@ -312,6 +313,9 @@ func connections(sc Scenario) string {
 			if c.Adaptive {
 				extra += `, "adaptive": {}`
 			}
+			if sc.Share != "" && c.Shards <= 1 && !c.Adaptive {
+				extra += `, "share": ` + sc.Share
+			}
 			keys := maps.Clone(c.Keys)
 			if keys == nil {
 				keys = map[string]string{}
@@ -408,7 +412,11 @@ func (s *sim) newInstance() (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &instance{sy: p.Syncer, p: p, env: env}, nil
+	in := &instance{sy: p.Syncer, p: p, env: env}
+	s.mu.Lock()
+	s.all = append(s.all, in)
+	s.mu.Unlock()
+	return in, nil
 }
 
 // lingerYields and linger wire the syncer's linger as functions/sync does

@@ -264,6 +264,9 @@ type Scenario struct {
 	// Parity, if set, checks an expedia-ar channel's parity on a schedule
 	// while hoteliers edit its OTA by hand (adversary_parts_parity.go).
 	Parity *Parity
+	// Share is every plain endpoint's "share" (raw JSON), none when empty;
+	// FLEETBUCKET_SIM_SHARE sets it for any scenario.
+	Share string
 	// Top are top-level config keys (raw JSON values by key).
 	Top map[string]string
 	// Linger, if set, is how the syncer lingers: "none", "course" or
@@ -356,6 +359,9 @@ func Named(name string, size Size, seed uint64) (Scenario, error) {
 		return s, fmt.Errorf("no scenario %q: want calibrate, steady, storm, single-credential, single-credential-sharded, faults or onboarding", name)
 	}
 	s.Seed = seed
+	if v := os.Getenv("FLEETBUCKET_SIM_SHARE"); v != "" {
+		s.Share = v
+	}
 	s.CheckItems = size == Small
 	if s.SweepEvery == 0 {
 		s.SweepEvery = 5 * time.Minute
