@@ -214,28 +214,35 @@ func shareInput(in *dynamodb.UpdateItemInput, f form, sf shareForm, v shareView,
 		set += ", #ow = :now"
 		names["#ow"] = unknownAttribute
 	default:
+		// A grant is charged at the carve of v.n leases: it asserts that
+		// no more are taken in the epoch (fewer only overcharge it).
 		names["#sk"] = epochAttribute
 		cond = "attribute_exists(#nw) AND #nw = #tat AND "
 		if v.aged {
 			cond = ""
 		}
-		if v.n == 0 {
+		vals[":k"] = num(v.epoch)
+		switch {
+		case sf == lease && v.n == 0:
 			cond += "(attribute_not_exists(#sk) OR #sk <> :k)"
-		} else {
-			cond += "#sk = :k AND #sn = :sn"
+			names["#sn"] = leasesAttribute
+			vals[":one"] = num(1)
+			set += ", #sk = :k, #sn = :one"
+		case sf == lease:
+			cond += "#sk = :k AND #sn <= :sn"
+			names["#sn"] = leasesAttribute
+			vals[":sn"], vals[":one"] = num(int64(v.n)), num(1)
+		case v.n == 0:
+			cond += "(attribute_not_exists(#sk) OR #sk <> :k)"
+		default:
+			cond += "(attribute_not_exists(#sk) OR #sk <> :k OR #sn <= :sn)"
 			names["#sn"] = leasesAttribute
 			vals[":sn"] = num(int64(v.n))
 		}
-		vals[":k"] = num(v.epoch)
-		if sf == lease {
-			if !v.aged {
-				cond += " AND #ow <= :quiet"
-				names["#ow"] = unknownAttribute
-				vals[":quiet"] = num(now - sh.Quiet.Microseconds())
-			}
-			names["#sn"] = leasesAttribute
-			vals[":sn1"] = num(int64(v.n + 1))
-			set += ", #sk = :k, #sn = :sn1"
+		if sf == lease && !v.aged {
+			cond += " AND #ow <= :quiet"
+			names["#ow"] = unknownAttribute
+			vals[":quiet"] = num(now - sh.Quiet.Microseconds())
 		}
 	}
 	// The item outlives the epoch: its carve holds until every lease of
@@ -243,6 +250,9 @@ func shareInput(in *dynamodb.UpdateItemInput, f form, sf shareForm, v shareView,
 	ttl, _ := strconv.ParseInt(vals[":ttl"].(*types.AttributeValueMemberN).Value, 10, 64)
 	vals[":ttl"] = num(max(ttl, ttlSeconds(sh.EpochEnd(sh.EpochOf(now)))))
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = names, vals
+	if sf == lease && v.n > 0 {
+		set += " ADD #sn :one"
+	}
 	in.UpdateExpression = aws.String(*in.UpdateExpression + set)
 	in.ConditionExpression = aws.String("(" + *in.ConditionExpression + ") AND " + cond)
 }

@@ -55,6 +55,15 @@ type Config struct {
 	// StartDelay is how long after launching the processes they all start
 	// pushing, so that a slow process start does not count against it.
 	StartDelay time.Duration
+	// Share, if its Fraction is set, gives the bucket leased shares (Quiet
+	// unused: every process is of this release).
+	Share gcra.Share
+	// Churn staggers the processes: process p pushes from
+	// p·Duration/(2·Procs) for Duration/2, so that more of them come and
+	// go than push at once.
+	Churn bool
+	// Pause is how long each pusher waits after each push (0: none).
+	Pause time.Duration
 }
 
 // DefaultConfig is the benchmark of issue 13: 8 processes × 5 pushers for
@@ -162,13 +171,17 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	defer ota.Close()
 
 	wf := workerFlags{pushers: c.Pushers, ota: ota.URL(), table: table, key: fmt.Sprintf("fairness#%08x#availability", rand.Uint32()),
-		credential: credential, rate: c.Rate, burst: c.Burst, margin: c.Margin, start: time.Now().Add(c.StartDelay).UnixMilli(), duration: c.Duration}
+		credential: credential, rate: c.Rate, burst: c.Burst, margin: c.Margin, start: time.Now().Add(c.StartDelay).UnixMilli(), duration: c.Duration,
+		shareFraction: c.Share.Fraction, shareLeases: c.Share.Leases, shareEpoch: c.Share.Epoch, pause: c.Pause}
 	reports := make([]WorkerReport, c.Procs)
 	errs := make([]error, c.Procs)
 	var wg sync.WaitGroup
 	for p := range c.Procs {
 		f := wf
 		f.process = p
+		if c.Churn {
+			f.offset, f.life = time.Duration(p)*c.Duration/time.Duration(2*c.Procs), c.Duration/2
+		}
 		wg.Go(func() { reports[p], errs[p] = runProcess(ctx, c.Worker, c.Env, f) })
 	}
 	wg.Wait()

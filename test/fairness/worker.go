@@ -54,9 +54,11 @@ type WorkerReport struct {
 	// Calls are the limiter's DynamoDB calls as a wrapper around the client
 	// saw them, ColdCalls the part made by each pusher's first Wait (its
 	// process's cache still cold) and ColdGrants the first Waits granted.
-	Calls           int64 `json:"dynamodb_calls"`
-	ColdCalls       int64 `json:"dynamodb_cold_calls"`
-	ColdGrants      int64 `json:"cold_grants"`
+	Calls      int64 `json:"dynamodb_calls"`
+	ColdCalls  int64 `json:"dynamodb_cold_calls"`
+	ColdGrants int64 `json:"cold_grants"`
+	// Leased are the grants a lease made with no write (leased shares).
+	Leased          int64 `json:"leased,omitempty"`
 	Writes          int64 `json:"dynamodb_writes"`
 	ConditionFailed int64 `json:"dynamodb_condition_failed"`
 	// Errors are pushes that failed otherwise (permanent, or the store).
@@ -105,7 +107,7 @@ type pusherKey struct{}
 // countingLimiter counts what Wait came to.
 type countingLimiter struct {
 	*limiter.Limiter
-	grants, contended, exhausted, coldGrants, unspent atomic.Int64
+	grants, contended, exhausted, coldGrants, unspent, leased atomic.Int64
 
 	mu    sync.Mutex
 	slots []int64
@@ -121,6 +123,9 @@ func (c *countingLimiter) Wait(ctx context.Context, b limiter.Bucket, n int, max
 	switch {
 	case err == nil:
 		c.grants.Add(1)
+		if r.Leased {
+			c.leased.Add(1)
+		}
 		c.unspent.Add(int64(r.Unspent))
 		if cold {
 			c.coldGrants.Add(1)
@@ -148,6 +153,13 @@ type workerFlags struct {
 	margin           time.Duration
 	start            int64 // unix ms
 	duration         time.Duration
+	// share, if its fraction is set, gives the bucket leased shares;
+	// offset and life (0: the whole run) are when this process pushes.
+	shareFraction float64
+	shareLeases   int
+	shareEpoch    time.Duration
+	offset, life  time.Duration
+	pause         time.Duration // between a pusher's pushes
 }
 
 func (f *workerFlags) args() []string {
@@ -155,6 +167,8 @@ func (f *workerFlags) args() []string {
 		"-process", fmt.Sprint(f.process), "-pushers", fmt.Sprint(f.pushers), "-ota", f.ota, "-table", f.table,
 		"-key", f.key, "-credential", f.credential, "-rate", fmt.Sprint(f.rate), "-burst", fmt.Sprint(f.burst),
 		"-margin", f.margin.String(), "-start", fmt.Sprint(f.start), "-duration", f.duration.String(),
+		"-share-fraction", fmt.Sprint(f.shareFraction), "-share-leases", fmt.Sprint(f.shareLeases), "-share-epoch", f.shareEpoch.String(),
+		"-offset", f.offset.String(), "-life", f.life.String(), "-pause", f.pause.String(),
 	}
 }
 
@@ -176,6 +190,12 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.margin, "margin", 0, "the bucket's margin (limiter.Limit.Margin)")
 	fs.Int64Var(&f.start, "start", 0, "common start, unix milliseconds")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to push")
+	fs.Float64Var(&f.shareFraction, "share-fraction", 0, "leased shares' fraction of the rate (0: none)")
+	fs.IntVar(&f.shareLeases, "share-leases", 0, "leases per epoch")
+	fs.DurationVar(&f.shareEpoch, "share-epoch", 0, "the leases' epoch")
+	fs.DurationVar(&f.offset, "offset", 0, "how long after the start this process starts pushing")
+	fs.DurationVar(&f.life, "life", 0, "how long this process pushes (0: until the run's end)")
+	fs.DurationVar(&f.pause, "pause", 0, "how long a pusher waits after each push")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -214,11 +234,18 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 		return rep, err
 	}
 	bucket := limiter.Bucket{Key: f.key, Limit: limiter.Limit{Rate: f.rate, Burst: f.burst, Margin: f.margin}}
+	if f.shareFraction > 0 {
+		bucket.Share = &limiter.Share{Fraction: f.shareFraction, Leases: f.shareLeases, Epoch: f.shareEpoch}
+	}
 	if err := bucket.Validate(); err != nil {
 		return rep, err
 	}
 	start := time.UnixMilli(f.start)
 	end := start.Add(f.duration)
+	if f.life > 0 && start.Add(f.offset+f.life).Before(end) {
+		end = start.Add(f.offset + f.life)
+	}
+	start = start.Add(f.offset)
 	if err := ctxsleep.Sleep(ctx, time.Until(start)); err != nil {
 		return rep, err
 	}
@@ -267,6 +294,8 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 					_ = ctxsleep.Sleep(runCtx, later.After)
 				} else if err != nil && runCtx.Err() == nil {
 					_ = ctxsleep.Sleep(runCtx, 10*time.Millisecond)
+				} else if f.pause > 0 {
+					_ = ctxsleep.Sleep(runCtx, f.pause)
 				}
 			}
 		})
@@ -278,5 +307,6 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 	rep.Slots = lim.slots
 	rep.FromSlotMicros, rep.FromWriteMicros, rep.SentSlots = lat.fromSlot, lat.fromWrite, lat.slots
 	rep.Calls, rep.ColdCalls, rep.ColdGrants = store.calls.Load(), store.cold.Load(), lim.coldGrants.Load()
+	rep.Leased = lim.leased.Load()
 	return rep, nil
 }
