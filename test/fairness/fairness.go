@@ -62,8 +62,9 @@ type Config struct {
 	// p·Duration/(2·Procs) for Duration/2, so that more of them come and
 	// go than push at once.
 	Churn bool
-	// Pause is how long each pusher waits after each push (0: none).
-	Pause time.Duration
+	// Pause is how long each pusher waits after each push (0: none), for
+	// the first Gentle of its process's run (0: all along).
+	Pause, Gentle time.Duration
 }
 
 // DefaultConfig is the benchmark of issue 13: 8 processes × 5 pushers for
@@ -172,7 +173,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 
 	wf := workerFlags{pushers: c.Pushers, ota: ota.URL(), table: table, key: fmt.Sprintf("fairness#%08x#availability", rand.Uint32()),
 		credential: credential, rate: c.Rate, burst: c.Burst, margin: c.Margin, start: time.Now().Add(c.StartDelay).UnixMilli(), duration: c.Duration,
-		shareFraction: c.Share.Fraction, shareLeases: c.Share.Leases, shareEpoch: c.Share.Epoch, pause: c.Pause}
+		shareFraction: c.Share.Fraction, shareLeases: c.Share.Leases, shareEpoch: c.Share.Epoch, pause: c.Pause, gentle: c.Gentle}
 	reports := make([]WorkerReport, c.Procs)
 	errs := make([]error, c.Procs)
 	var wg sync.WaitGroup

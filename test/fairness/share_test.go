@@ -9,24 +9,26 @@ import (
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
-// Leased shares across OS processes that come and go: 12 processes × 2
-// pushers, each pushing every 400 ms or so for half of a 6 s run (the
-// bucket idles between, as leases need), staggered so that more
-// processes take leases than push at once, on a bucket of 20/s, burst 40,
-// whose leases hold up to half the rate (8 leases of 1.25/s) in epochs of
-// 2 s, against a vendor that enforces 20/s, burst 40 with its own
-// sliding-window log (package window, no sdk/gcra). A process that stops
-// keeps its lease unspent until the epoch ends, as a frozen environment
-// does. The margin is 1 s, since on the loaded 2-core machine the
-// emulator answers hundreds of milliseconds late and every such grant is
-// left unspent. The vendor must answer no 429, no window of what the fleet sent may
-// exceed burst + rate·W, and leases must have granted pushes (else the
-// check proves nothing of them).
+// Leased shares across OS processes that come and go: 12 processes, each
+// pushing for half of a 6 s run, staggered by 250 ms, so that more
+// processes take leases than push at once. Each pushes gently for its
+// first 2 s (a push every 1.5 s: the bucket idles, and the processes take
+// leases), then as fast as it is let, spending
+// its lease beside the shared part. The bucket is 5/s, burst 10 (what the
+// emulator keeps up with on the loaded machine); leases hold up to half
+// the rate (4 leases of 0.625/s) in epochs of 4 s; a
+// process that stops keeps its lease unspent until the epoch ends, as a
+// frozen environment does. The vendor enforces 5/s, burst 10 with its own
+// sliding-window log (package window, no sdk/gcra). The margin is 500 ms: on
+// the loaded 2-core machine the emulator answers hundreds of milliseconds
+// late, and every such grant is left unspent. The vendor must answer no
+// 429, no window of what the fleet sent may exceed burst + rate·W, and
+// leases must have granted pushes (else the check proves nothing of them).
 func TestLocalSharesNeverPassTheWindowAtArrival(t *testing.T) {
 	emulator.Config(t) // skip without the local stack; fail under FLEETBUCKET_INTEGRATION=1
-	c := Config{Procs: 12, Pushers: 2, Duration: 6 * time.Second, Rate: 20, Burst: 40, Margin: time.Second,
+	c := Config{Procs: 12, Pushers: 1, Duration: 6 * time.Second, Rate: 5, Burst: 10, Margin: 500 * time.Millisecond,
 		StartDelay: 2 * time.Second, Worker: []string{os.Args[0]}, Env: []string{workerEnv + "=1"},
-		Share: gcra.Share{Fraction: 0.5, Leases: 8, Epoch: 2 * time.Second}, Churn: true, Pause: 400 * time.Millisecond}
+		Share: gcra.Share{Fraction: 0.5, Leases: 4, Epoch: 4 * time.Second}, Churn: true, Pause: 1500 * time.Millisecond, Gentle: 2 * time.Second}
 	r, err := Run(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)

@@ -160,6 +160,7 @@ type workerFlags struct {
 	shareEpoch    time.Duration
 	offset, life  time.Duration
 	pause         time.Duration // between a pusher's pushes
+	gentle        time.Duration // for how long the pause holds (0: all along)
 }
 
 func (f *workerFlags) args() []string {
@@ -168,7 +169,7 @@ func (f *workerFlags) args() []string {
 		"-key", f.key, "-credential", f.credential, "-rate", fmt.Sprint(f.rate), "-burst", fmt.Sprint(f.burst),
 		"-margin", f.margin.String(), "-start", fmt.Sprint(f.start), "-duration", f.duration.String(),
 		"-share-fraction", fmt.Sprint(f.shareFraction), "-share-leases", fmt.Sprint(f.shareLeases), "-share-epoch", f.shareEpoch.String(),
-		"-offset", f.offset.String(), "-life", f.life.String(), "-pause", f.pause.String(),
+		"-offset", f.offset.String(), "-life", f.life.String(), "-pause", f.pause.String(), "-gentle", f.gentle.String(),
 	}
 }
 
@@ -196,6 +197,7 @@ func WorkerMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.offset, "offset", 0, "how long after the start this process starts pushing")
 	fs.DurationVar(&f.life, "life", 0, "how long this process pushes (0: until the run's end)")
 	fs.DurationVar(&f.pause, "pause", 0, "how long a pusher waits after each push")
+	fs.DurationVar(&f.gentle, "gentle", 0, "for how long after this process's start it pauses (0: all along)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -294,7 +296,7 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 					_ = ctxsleep.Sleep(runCtx, later.After)
 				} else if err != nil && runCtx.Err() == nil {
 					_ = ctxsleep.Sleep(runCtx, 10*time.Millisecond)
-				} else if f.pause > 0 {
+				} else if f.pause > 0 && (f.gentle == 0 || time.Since(start) < f.gentle) {
 					_ = ctxsleep.Sleep(runCtx, f.pause)
 				}
 			}
