@@ -296,8 +296,10 @@ func runWorker(ctx context.Context, f workerFlags) (WorkerReport, error) {
 					_ = ctxsleep.Sleep(runCtx, later.After)
 				} else if err != nil && runCtx.Err() == nil {
 					_ = ctxsleep.Sleep(runCtx, 10*time.Millisecond)
-				} else if f.pause > 0 && (f.gentle == 0 || time.Since(start) < f.gentle) {
+				} else if f.pause > 0 && f.gentle == 0 {
 					_ = ctxsleep.Sleep(runCtx, f.pause)
+				} else if left := time.Until(start.Add(f.gentle)); f.pause > 0 && left > 0 {
+					_ = ctxsleep.Sleep(runCtx, min(f.pause, left))
 				}
 			}
 		})
