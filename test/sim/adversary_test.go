@@ -110,7 +110,6 @@ var knownOpen = map[uint64]string{
 	35: "a login refused beside a slow vendor, a hotel refused, quota-5xx and a strict slow store: 177 days stale, 6 messages left 3h10m after the load (smallest -parts unauthorized,slow,refuse-hotel,quota-5xx,strict-slow-store; not traced)",
 	39: "penalty 429s beside a limits[] window and big answers: 1 request inside a 4 s silence (smallest -parts limits,big-answers,penalty; not traced)",
 	63: "a shared ari meter with an urgent reserve, a vendor in-flight cap and a slow store: 1 request 0.8 ms into a 265 ms silence (smallest keeps 11 parts; not traced)",
-	69: "split_by on an XML format: 522 days stale (smallest -parts split_by,format; split_by none on an OpenTravel vendor that refuses two months in one message: 62 changes dead-lettered as refused and 32 lanes left dirty with nothing queued; fails with the seed-41 fix reverted too; not traced)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS

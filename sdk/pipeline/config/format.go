@@ -37,13 +37,21 @@ func (e Endpoint) Shape() format.Shape {
 // at is the channel's place in the file.
 func validateFormat(at string, ch Channel) []error {
 	var errs []error
-	if _, err := ch.MessageFormat(); err != nil {
+	f, err := ch.MessageFormat()
+	if err != nil {
 		errs = append(errs, fmt.Errorf("%s.format: %v", at, err))
 	}
 	for _, name := range sortedKeys(ch.Endpoints) {
 		ep := ch.Endpoints[name]
 		if s := ep.SplitBy; s != "" && s != format.SplitMonth && s != format.SplitNone {
 			errs = append(errs, fmt.Errorf("%s.endpoints.%s.split_by: %q, want %q or %q (default: the format's own)", at, name, s, format.SplitMonth, format.SplitNone))
+		}
+		// A format whose vendors take one calendar month per request
+		// (Booking.com's OpenTravel) refuses every message that crosses
+		// a month, and a change crossing one alone too: each would be
+		// dead-lettered, so the file is refused instead.
+		if f != nil && f.Traits().SplitBy == format.SplitMonth && ep.SplitBy == format.SplitNone {
+			errs = append(errs, fmt.Errorf("%s.endpoints.%s.split_by: %q, but format %q takes one calendar month per request: every change crossing a month would be refused; drop split_by or set %q", at, name, ep.SplitBy, ch.FormatName(), format.SplitMonth))
 		}
 		if k := ep.KindsPerMessage; k < 0 || k > len(Kinds) {
 			errs = append(errs, fmt.Errorf("%s.endpoints.%s.kinds_per_message: %d, want 1 (the default) to %d", at, name, k, len(Kinds)))

@@ -22,6 +22,7 @@ func TestFormatKeys(t *testing.T) {
 			format.Shape{MaxItems: 744, MaxBytes: DefaultMaxBytes, SplitBy: "month", KindsPerMessage: 1}, "opentravel"},
 		{"expedia-ar, kinds together", `,"format":"expedia-ar"`, `,"split_by":"none","kinds_per_message":3`, "",
 			format.Shape{MaxItems: DefaultMaxItems, MaxBytes: DefaultMaxBytes, SplitBy: "none", KindsPerMessage: 3}, "expedia-ar"},
+		{"opentravel unsplit", `,"format":"opentravel"`, `,"split_by":"none"`, `channels.bk.endpoints.availability.split_by: "none", but format "opentravel" takes one calendar month per request`, format.Shape{}, ""},
 		{"unknown format", `,"format":"edifact"`, "", `channels.bk.format: format "edifact" is not registered, want one of expedia-ar, json, opentravel`, format.Shape{}, ""},
 		{"unknown split", "", `,"split_by":"week"`, `channels.bk.endpoints.availability.split_by: "week", want "month" or "none"`, format.Shape{}, ""},
 		{"too many kinds", "", `,"kinds_per_message":4`, "channels.bk.endpoints.availability.kinds_per_message: 4, want 1 (the default) to 3", format.Shape{}, ""},
