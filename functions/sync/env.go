@@ -137,7 +137,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	}
 	sy, secrets := p.Syncer, p.Credentials
 	checker := &parity.Checker{Config: cfg, State: sy.State, Limiter: p.Limiter, Secret: secrets.Token,
-		Repair: syncerRepairer{sy}, Metrics: os.Stdout, Namespace: s.namespace}
+		Repair: parity.SyncerRepairer{Syncer: sy}, Metrics: os.Stdout, Namespace: s.namespace}
 	return &handler{syncer: sy, tokens: secrets, deferredQueue: queueName(s.deferredURL), log: log, metrics: &emf.Counters{},
 		namespace: s.namespace, out: os.Stdout, queues: newChangeQueues(sqsClient), parity: checker, conns: conns}, nil
 }

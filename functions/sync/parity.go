@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/parity"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
 // Parity runs the check a parity event asks for (the stack's parity
@@ -40,30 +38,4 @@ func (h *handler) Parity(ctx context.Context, raw json.RawMessage) (parity.Repor
 	h.log.Info("parity", "property", ev.Property, "channel", ev.Channel, "from", from, "to", to, "reads", rep.Reads,
 		"days", rep.Days, "drifted", len(rep.Drifted), "repairs", rep.Repairs, "unstored", len(rep.Unstored), "err", err)
 	return rep, err
-}
-
-// syncerRepairer repairs in the invocation: the repair changes go through
-// the syncer as a batch from the changes queue would, so they mark their
-// lanes by the same path, and the pushes they wake are dispatched at once.
-type syncerRepairer struct{ sy *syncer.Syncer }
-
-func (r syncerRepairer) Repair(ctx context.Context, changes []ari.Change) error {
-	msgs := make([]syncer.Message, len(changes))
-	for i, c := range changes {
-		body, err := parity.Envelope(c, time.Now())
-		if err != nil {
-			return err
-		}
-		msgs[i] = syncer.Message{ID: c.EventID, Body: body}
-	}
-	var errs []error
-	for _, out := range r.sy.HandleBatch(ctx, msgs) {
-		switch {
-		case out.Err != nil:
-			errs = append(errs, fmt.Errorf("repair %s: %w", out.ID, out.Err))
-		case out.Change.Invalid != "":
-			errs = append(errs, fmt.Errorf("repair %s dead-lettered: %s", out.ID, out.Change.Invalid))
-		}
-	}
-	return errors.Join(errs...)
 }

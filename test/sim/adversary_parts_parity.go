@@ -17,7 +17,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/parity"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/otaformat"
 )
 
@@ -370,7 +369,7 @@ func (s *sim) parityCheckOne(ctx context.Context, prop int32) {
 	}
 	chk := &parity.Checker{Config: s.cfg, State: in.sy.State, Limiter: keysOf{in.p.Limiter, ps}, HTTP: s.http, Secret: secret}
 	if !ps.spec.NoRepair {
-		chk.Repair = simRepairer{in.sy}
+		chk.Repair = parity.SyncerRepairer{Syncer: in.sy}
 	}
 	conn, err := parity.ConnectionOf(ctx, s.cfg, nil, propID(int(prop)), ps.spec.Channel)
 	if err != nil {
@@ -423,31 +422,6 @@ func (k keysOf) Penalize(ctx context.Context, b limiter.Bucket, until time.Time)
 	k.ps.keys[b.Key] += 0
 	k.ps.mu.Unlock()
 	return k.next.Penalize(ctx, b, until)
-}
-
-// simRepairer hands the repairs to the invocation's syncer as a batch of
-// the changes queue, as functions/sync's syncerRepairer does.
-type simRepairer struct{ sy *syncer.Syncer }
-
-func (r simRepairer) Repair(ctx context.Context, changes []ari.Change) error {
-	msgs := make([]syncer.Message, len(changes))
-	for i, c := range changes {
-		body, err := parity.Envelope(c, time.Now())
-		if err != nil {
-			return err
-		}
-		msgs[i] = syncer.Message{ID: c.EventID, Body: body}
-	}
-	var errs []error
-	for _, out := range r.sy.HandleBatch(ctx, msgs) {
-		switch {
-		case out.Err != nil:
-			errs = append(errs, fmt.Errorf("repair %s: %w", out.ID, out.Err))
-		case out.Change.Invalid != "":
-			errs = append(errs, fmt.Errorf("repair %s dead-lettered: %s", out.ID, out.Change.Invalid))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // parityCheck adds this file's invariants to r and exempts from the
