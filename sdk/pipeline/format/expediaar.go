@@ -191,6 +191,20 @@ type arRS struct {
 // Expedia does not say which update caused it.
 const arRetry = "3210"
 
+// arErrorsScope is what an answer's errors are about together: a
+// credential refused outranks the rest; retry if any is Expedia's own.
+func arErrorsScope(errs []issue) (scope otapush.Scope, retry bool) {
+	scope = otapush.ScopeMessage
+	for _, e := range errs {
+		s, r := arScope(e.code())
+		retry = retry || r
+		if s == otapush.ScopeCredential {
+			scope = s
+		}
+	}
+	return scope, retry
+}
+
 // arScope is what one error code is about; retry says it is Expedia's own
 // failure, to send again unchanged.
 func arScope(code string) (scope otapush.Scope, retry bool) {
@@ -225,14 +239,7 @@ func (expediaAR) Decode(_ Request, resp Response) Outcome {
 	if len(rs.Errors) > 0 {
 		// Nothing in the message was processed. A credential refused
 		// outranks the rest: no message on it can go, whatever it holds.
-		scope, retry := otapush.ScopeMessage, false
-		for _, e := range rs.Errors {
-			s, r := arScope(e.code())
-			retry = retry || r
-			if s == otapush.ScopeCredential {
-				scope = s
-			}
-		}
+		scope, retry := arErrorsScope(rs.Errors)
 		reason := joinIssues(rs.Errors)
 		if cut {
 			reason += " " + cutNote(len(resp.Body))

@@ -133,14 +133,7 @@ func (expediaAR) DecodeRead(q ReadQuery, resp Response) (Holding, Outcome) {
 		return nil, Outcome{Verdict: Transient, Reason: fmt.Sprintf("HTTP %d with no whole ProductAvailRateRetrievalRS: %s", resp.Status, snippet(resp.Body))}
 	}
 	if len(rs.Errors) > 0 {
-		scope, retry := otapush.ScopeMessage, false
-		for _, e := range rs.Errors {
-			s, r := arScope(e.code())
-			retry = retry || r
-			if s == otapush.ScopeCredential {
-				scope = s
-			}
-		}
+		scope, retry := arErrorsScope(rs.Errors)
 		if retry && scope != otapush.ScopeCredential {
 			return nil, Outcome{Verdict: Transient, Reason: joinIssues(rs.Errors)}
 		}
