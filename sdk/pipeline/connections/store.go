@@ -98,6 +98,9 @@ func (s *Store) Get(ctx context.Context, propertyID string) ([]Connection, error
 			ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(propertyID)},
 			ExclusiveStartKey:         start,
+			// A Cache's bound counts from the write: an eventually
+			// consistent read could return the item as it was before it.
+			ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
 			return nil, s.wrap("read connections of "+propertyID, err)
