@@ -2,7 +2,8 @@
 # Runs every check and test of the repository; the README and .ci/run call this.
 #
 #   scripts/test.sh                      gofmt, go vet, staticcheck, then go test -race of every module
-#                                        against the local emulator stack
+#                                        against the local emulator stack (the simulation's
+#                                        adversary cases without -race)
 #   scripts/test.sh -run TestReserve     extra arguments go to `go test`
 #   scripts/test.sh ./sdk/... -v         an argument starting with ./ ../ or the module path
 #                                        replaces the default package patterns (every
@@ -148,8 +149,12 @@ for arg in "$@"; do
 	esac
 done
 
-run_go_test() { # [-W] [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the module at DIR (default the root); -W in the workspace (go.work)
-	local dir=. timeout=20m gowork=off
+run_go_test() { # [-N] [-W] [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the module at DIR (default the root); -N without -race; -W in the workspace (go.work)
+	local dir=. timeout=20m gowork=off race=-race
+	if [[ ${1-} == -N ]]; then
+		race=
+		shift
+	fi
 	if [[ ${1-} == -W ]]; then
 		gowork=
 		shift
@@ -164,8 +169,8 @@ run_go_test() { # [-W] [-C DIR] [-T TIMEOUT] ARGS...: go test -race in the modul
 	fi
 	# -vet=off: go vet ran on every module above; go test would run its
 	# subset of the same checks again on every package.
-	step "go test -race -count=1 -vet=off -timeout $timeout $* (module $dir)"
-	local go_test=(env "GOWORK=$gowork" go test -C "$dir" -race -count=1 -vet=off -timeout "$timeout" "$@")
+	step "go test${race:+ $race} -count=1 -vet=off -timeout $timeout $* (module $dir)"
+	local go_test=(env "GOWORK=$gowork" go test -C "$dir" ${race:+"$race"} -count=1 -vet=off -timeout "$timeout" "$@")
 	if command -v setsid >/dev/null 2>&1; then
 		setsid "${go_test[@]}" </dev/null &
 	else # macOS: job control puts the background job in its own process group
@@ -186,8 +191,14 @@ if [[ ${pkgs[*]} == ./... ]]; then
 	# the other packages (the CDK tests above all) does not starve them of
 	# CPU on a 2-core machine.
 	run_go_test -C sdk ./... "$@"
-	mapfile -t others < <(go list ./... | grep -v '/test/integration$')
+	mapfile -t others < <(go list ./... | grep -v -e '/test/integration$' -e '/test/sim$')
 	run_go_test "${others[@]}" "$@"
+	# The adversary's cases are CPU-bound runs of the pipeline's logic in
+	# simulated time: -race makes them 3x slower, the suite's largest share.
+	# They run without it; the simulation's other tests (its scenarios,
+	# which run the same SDK code concurrently, and its stand-ins) keep it.
+	run_go_test -N -run '^TestAdversary' ./test/sim/ "$@"
+	run_go_test -skip '^TestAdversary' ./test/sim/ "$@"
 	run_go_test -C infra ./... "$@"
 	# Benchmarks only: compiled and vetted here, run by scripts/bench.sh.
 	run_go_test -C test/benchcompare ./... "$@"
