@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -22,21 +21,6 @@ const (
 var marksPerWrite = perWrite(func(n int) []string {
 	return []string{markUpdate(map[string]string{}, map[string]types.AttributeValue{}, make([]ID, n), func(ID) string { return "" })}
 })
-
-// markUpdate is the update expression of one Mark write of lanes,
-// registering its names and each lane's token (:t<i>) as it goes. The
-// placeholders number the lanes of this write from 0, so its length
-// depends on len(lanes) only.
-func markUpdate(names map[string]string, vals map[string]types.AttributeValue, lanes []ID, token func(ID) string) string {
-	var adds, sets []string
-	for i, id := range lanes {
-		d, o, l, v := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i), attr(names, "v", id, i)
-		vals[fmt.Sprintf(":t%d", i)] = &types.AttributeValueMemberS{Value: token(id)}
-		adds = append(adds, d+" :e", v+" :one")
-		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, :t%d), %s = if_not_exists(%s, :l)", o, o, i, l, l))
-	}
-	return "ADD " + strings.Join(adds, ", ") + " SET " + strings.Join(sets, ", ")
-}
 
 // perWrite is the most lanes whose write stays within DynamoDB's limits
 // in every expression exprs(n) gives (at least 1): expressions grow with

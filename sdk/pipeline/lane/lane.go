@@ -174,6 +174,21 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 	return marks, nil
 }
 
+// markUpdate is the update expression of one Mark write of lanes,
+// registering its names and each lane's token (:t<i>) as it goes. The
+// placeholders number the lanes of this write from 0, so its length
+// depends on len(lanes) only.
+func markUpdate(names map[string]string, vals map[string]types.AttributeValue, lanes []ID, token func(ID) string) string {
+	var adds, sets []string
+	for i, id := range lanes {
+		d, o, l, v := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i), attr(names, "v", id, i)
+		vals[fmt.Sprintf(":t%d", i)] = &types.AttributeValueMemberS{Value: token(id)}
+		adds = append(adds, d+" :e", v+" :one")
+		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, :t%d), %s = if_not_exists(%s, :l)", o, o, i, l, l))
+	}
+	return "ADD " + strings.Join(adds, ", ") + " SET " + strings.Join(sets, ", ")
+}
+
 func (s *Store) takeOver(ctx context.Context, id ID, was Pending, token string, lease time.Time) (Pending, bool, error) {
 	names := map[string]string{}
 	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
@@ -196,6 +211,82 @@ func (s *Store) takeOver(ctx context.Context, id ID, was Pending, token string, 
 	}
 	p, err := pendingOf(out.Attributes, id)
 	return p, err == nil, err
+}
+
+// NotOwnerError is a claim refused because the lane has another owner (or
+// none): the job was a duplicate, or its lease ran out and another took
+// over. Pending says who holds the lane now.
+type NotOwnerError struct {
+	Lane    ID
+	Pending Pending
+}
+
+func (e *NotOwnerError) Error() string {
+	if e.Pending.Owner == "" {
+		return fmt.Sprintf("lane %s has no owner", e.Lane)
+	}
+	return fmt.Sprintf("lane %s is owned by %s until %s", e.Lane, e.Pending.Owner, e.Pending.LeaseUntil.Format(time.RFC3339Nano))
+}
+
+// Claim makes next the owner of the lane if token owns it (or its owner's
+// lease has run out), removes done (what token's previous push carried)
+// and returns what is pending, in one write. Anything else fails with a
+// *NotOwnerError.
+func (s *Store) Claim(ctx context.Context, id ID, token, next string, done []Element) (Pending, error) {
+	return s.ClaimAfter(ctx, id, token, nil, next, done)
+}
+
+// MaxUnanswered bounds the earlier tokens ClaimAfter takes.
+const MaxUnanswered = 8
+
+// ClaimAfter is Claim for a job whose earlier claims failed without an
+// answer: earlier are the tokens they offered as next, and a claim that
+// landed with its answer lost left the lane to one of them, which no other
+// job holds. So the lane is the job's if token or any of earlier owns it.
+// A copy of the job carries the same earlier tokens, but the first claim
+// moves the lane to a fresh next, so only one copy claims. At most
+// MaxUnanswered of earlier, the newest, are read.
+func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []string, next string, done []Element) (Pending, error) {
+	now := s.now()
+	names := map[string]string{}
+	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	update := fmt.Sprintf("SET %s = :next, %s = :l", o, l)
+	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
+	cond := o + " = :t"
+	for i, e := range earlier[max(0, len(earlier)-MaxUnanswered):] {
+		vals[fmt.Sprintf(":e%d", i)] = str(e)
+		cond += fmt.Sprintf(" OR %s = :e%d", o, i)
+	}
+	cond += fmt.Sprintf(" OR %s < :now", l)
+	// A claim takes the lane up: it is no longer stranded. It reads what
+	// is pending now, so a compaction before it (x) is part of what its
+	// push carries. done is what the previous push delivered, so the lane
+	// is no longer failing.
+	remove := " REMOVE " + attr(names, "w", id, 0) + ", " + attr(names, "x", id, 0)
+	if len(done) > 0 {
+		update += " DELETE " + attr(names, "d", id, 0) + " :done"
+		vals[":done"] = elementSet(done)
+		remove += ", " + attr(names, "f", id, 0)
+	}
+	update += remove
+	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.Table,
+		Key:                                 key(id),
+		UpdateExpression:                    &update,
+		ConditionExpression:                 &cond,
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		_, err := refused(item, id, "")
+		return Pending{}, err
+	}
+	if err != nil {
+		return Pending{}, fmt.Errorf("claim lane %s: %w", id, err)
+	}
+	return pendingOf(out.Attributes, id)
 }
 
 // Finish clears done and releases the lane, in one write, if done is all
@@ -254,107 +345,6 @@ func elementSet(els []Element) types.AttributeValue {
 	}
 	return &types.AttributeValueMemberSS{Value: set}
 }
-
-// Release gives the lane up if nothing is pending. A change that arrived
-// since found the lane owned and did not schedule a push, so then the
-// owner keeps the lane and Release returns what is pending.
-func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, error) {
-	names := map[string]string{}
-	d, o, l := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0)
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.Table,
-		Key:                                 key(id),
-		UpdateExpression:                    strPtr(fmt.Sprintf("REMOVE %s, %s", o, l)),
-		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND attribute_not_exists(%s)", o, d)),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner)},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if item, failed := conditionFailed(err); failed {
-		return refused(item, id, owner)
-	}
-	if err != nil {
-		return Pending{}, fmt.Errorf("release lane %s: %w", id, err)
-	}
-	return Pending{}, nil
-}
-
-// Renew extends owner's lease to until, as before a deferral that outlasts
-// the lease. A lane owner lost meanwhile fails with a *NotOwnerError.
-func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time) error {
-	names := map[string]string{}
-	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.Table,
-		Key:                                 key(id),
-		UpdateExpression:                    strPtr(fmt.Sprintf("SET %s = :l", l)),
-		ConditionExpression:                 strPtr(o + " = :o"),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner), ":l": micros(until)},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if item, failed := conditionFailed(err); failed {
-		_, err := refused(item, id, "")
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("renew lane %s: %w", id, err)
-	}
-	return nil
-}
-
-// EndLease ends owner's lease now, in one write, leaving the lane's owner
-// and pending elements in place: the next change takes the lane over as
-// from an owner that died (Mark), and a job still carrying owner's token
-// (redriven from the dead-letter queue) may claim it again. The same write
-// marks the lane stranded and lists its item in the sweep index (see
-// Sweeping), so that the pending elements are pushed again without waiting
-// for a change. A lane that another owns, or whose lease owner already
-// ended (a second delivery of the same job), fails with a *NotOwnerError.
-//
-// failed says the job's pushes failed at the vendor (refused, given up):
-// only then does the lane count a failure, which backs its sweep off
-// (SweepBackoff). A job that ended with no push sent (expired or shed
-// behind a backlog or an outage) leaves the count as it was, so the sweep
-// takes the lane up again at once however often that happens.
-func (s *Store) EndLease(ctx context.Context, id ID, owner string, failed bool) error {
-	now := s.now()
-	names := map[string]string{"#sweep": SweepAttribute, "#sweepAt": SweepAtAttribute, "#sweepN": sweepCountAttribute}
-	o, l, w := attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "w", id, 0)
-	add := "#sweepN :one"
-	if failed {
-		add = attr(names, "f", id, 0) + " :one, " + add
-	}
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.Table,
-		Key:       key(id),
-		// sweep_at is set to now even if the item was listed for later
-		// (another lane backing off): the sweep reads it once more and
-		// sets the earliest time again, which a write cannot compute.
-		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s = :now, #sweep = :part, #sweepAt = :now ADD %s", l, w, add)),
-		// The Unix epoch: over for every process, whatever its clock.
-		ConditionExpression:      strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
-		ExpressionAttributeNames: names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0)),
-			":now": micros(now), ":part": str(SweepPartition), ":one": &types.AttributeValueMemberN{Value: "1"}},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if item, failed := conditionFailed(err); failed {
-		_, err := refused(item, id, "")
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("end the lease on lane %s: %w", id, err)
-	}
-	return nil
-}
-
-// LeaseFor is the lease an owner needs to be back by slot: the slot plus a
-// whole lease, so that late delivery and the push itself fit.
-func (s *Store) LeaseFor(slot time.Time) time.Time { return slot.Add(s.lease()) }
-
-// LeaseLength is how long an owner holds a lane between writes.
-func (s *Store) LeaseLength() time.Duration { return s.lease() }
 
 func (s *Store) lease() time.Duration {
 	if s.Lease > 0 {
