@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
@@ -124,6 +125,9 @@ type pushed struct {
 	sent []partRef
 	// settled is what the vendor refused of the push's messages.
 	settled *settlement
+	// target is the lane's connection as the push's Begin read it (its
+	// codes encode the messages); nil: messages reads it.
+	target *config.Target
 }
 
 // held is e as the lane holds it.
@@ -200,7 +204,8 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	// The part survives a push that does not go out (deferred to book its
 	// tokens, or failed): the next one resumes it.
 	j = w.rebased(j, id, laneRef{Token: next, Bulk: ref.Bulk}.withParts(ref.parts()), nil)
-	if _, connected, err := s.targetOf(ctx, id); err != nil {
+	target, connected, err := s.targetOf(ctx, id)
+	if err != nil {
 		return j, dispatch.Payload{}, err
 	} else if !connected {
 		return j, dispatch.Payload{}, s.dropDisconnected(ctx, id, next, p)
@@ -236,7 +241,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		return j, dispatch.Payload{}, err
 	}
 	st := pushed{lane: id, owner: next, elements: els, more: len(els) < len(pending), at: start,
-		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement()}
+		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement(), target: &target}
 	pay, err := s.payload(ctx, st, body, items)
 	if err != nil {
 		return j, dispatch.Payload{}, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -96,8 +97,10 @@ func (s *Syncer) messages(ctx context.Context, id lane.ID, els []lane.Element, s
 	}
 	// A token format's credential rides in the route's header too
 	// (Route), which read it before the push began.
-	t, _, err := s.targetOf(ctx, id)
-	if err != nil {
+	var t config.Target
+	if st.target != nil {
+		t = *st.target
+	} else if t, _, err = s.targetOf(ctx, id); err != nil {
 		return nil, err
 	}
 	for {

@@ -81,7 +81,7 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
 	st.whole = map[lane.Element]lane.Element{tail: whole}
 	st.elements, st.more = nil, true
-	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled}, body, n)
+	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled, target: st.target}, body, n)
 	pay.State = st
 	return pay, err
 }
