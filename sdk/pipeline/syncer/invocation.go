@@ -67,6 +67,9 @@ func newInvocation() *invocation {
 	return &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}, moved: map[string]string{}, nonce: newNonce()}
 }
 
+// newNonce is an invocation's mark nonce (owners.go).
+func newNonce() string { return "n-" + newToken()[2:18] }
+
 // marked records the fresh marks of one property and kind: their first
 // pushes may go out unclaimed, and finish together.
 func (inv *invocation) marked(marks []lane.Mark) {

@@ -22,9 +22,6 @@ import (
 // The copy's own marks use a nonce of their own: only the lanes its
 // failed delivery held are taken as the copy's, and they are claimed.
 
-// newNonce is an invocation's mark nonce.
-func newNonce() string { return "n-" + newToken()[2:18] }
-
 func newToken() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
@@ -33,9 +30,34 @@ func newToken() string {
 
 // markTail is the part of the mark token nonce's invocation gives lane id
 // that follows the kin (16 of its 26 characters).
-func markTail(nonce string, id lane.ID) string {
-	h := sha256.Sum256([]byte(nonce + "\x00" + id.String()))
+func markTail(nonce string, id lane.ID) string { return tailOf(nonce, id.String()) }
+
+func tailOf(nonce, lane string) string {
+	h := sha256.Sum256([]byte(nonce + "\x00" + lane))
 	return hex.EncodeToString(h[:8])
+}
+
+// markTokens are the owner tokens a mark of lanes ids offers, for the
+// changes seed names, in the invocation of nonce: each lane's kin (the
+// first 10 characters, which every delivery of those changes shares) and
+// its tail (markTail). They are made before the mark's write, which only
+// looks them up.
+func markTokens(seed, nonce string, ids []lane.ID) (kin, token map[lane.ID]string) {
+	kin, token = make(map[lane.ID]string, len(ids)), make(map[lane.ID]string, len(ids))
+	for _, id := range ids {
+		s := id.String()
+		kin[id] = markTokenOf(seed, s)[:10]
+		token[id] = kin[id] + tailOf(nonce, s)
+	}
+	return kin, token
+}
+
+// markToken is the token a mark of lane id derives from seed alone.
+func markToken(seed string, id lane.ID) string { return markTokenOf(seed, id.String()) }
+
+func markTokenOf(seed, lane string) string {
+	h := sha256.Sum256([]byte(seed + lane))
+	return "m-" + hex.EncodeToString(h[:12])
 }
 
 // offers are the owners a change's delivery takes as its own: those its

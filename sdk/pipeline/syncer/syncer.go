@@ -2,8 +2,6 @@ package syncer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -410,12 +408,15 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, red
 	// claim's (every byte of the lane item is billed on every write). Its
 	// tail derives from the invocation's nonce, which a copy of a failed
 	// delivery is given (owners.go).
-	nonce := newNonce()
+	var nonce string
 	if inv != nil {
 		nonce = inv.nonce
+	} else {
+		nonce = newNonce()
 	}
-	kin := func(id lane.ID) string { return markToken(seed, id)[:10] }
-	tokenOf := func(id lane.ID) string { return kin(id) + markTail(nonce, id) }
+	kins, tokens := markTokens(seed, nonce, ids)
+	kin := func(id lane.ID) string { return kins[id] }
+	tokenOf := func(id lane.ID) string { return tokens[id] }
 	marks, err := s.markMapped(ctx, ids, targets, cs, els, tokenOf)
 	if err != nil {
 		return nil, 0, 0, nil, err
@@ -468,11 +469,6 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, red
 // owned lane would cost a deferred message for most of them.
 func (s *Syncer) leaseRunsOut(p lane.Pending) bool {
 	return p.LeaseUntil.Sub(s.now()) < s.Lanes.LeaseLength()/2
-}
-
-func markToken(seed string, id lane.ID) string {
-	h := sha256.Sum256([]byte(seed + id.String()))
-	return "m-" + hex.EncodeToString(h[:12])
 }
 
 func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeReport, error) {
