@@ -186,7 +186,7 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 	out := make([]MessageResult, len(msgs))
 	inv := newInvocation()
 	jobsOf := make([][]dispatch.Task, len(msgs))
-	changes := make([]*ari.Change, len(msgs))
+	changes := make([]*change, len(msgs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, prepareConcurrency)
 	for i, m := range msgs {
@@ -234,10 +234,17 @@ func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResul
 	return out
 }
 
+// change is a change applied to state, to mark, with its property's
+// connections of its kind as prepare read them.
+type change struct {
+	ari.Change
+	targets []config.Target
+}
+
 // prepare turns a message into the tasks to dispatch, or, for a change,
 // the change to mark once applied; it dead-letters what can never be
 // processed.
-func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dispatch.Task, *ari.Change, ChangeReport, error) {
+func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dispatch.Task, *change, ChangeReport, error) {
 	if m.Deferred {
 		j, err := job.Decode(m.Body)
 		if err != nil {
@@ -261,7 +268,8 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 		rep, err := s.reject(ctx, "", m.Body, err.Error())
 		return nil, nil, rep, err
 	}
-	if _, ok, err := s.connections().Targets(ctx, c.PropertyID, c.Kind); err != nil {
+	targets, ok, err := s.connections().Targets(ctx, c.PropertyID, c.Kind)
+	if err != nil {
 		return nil, nil, ChangeReport{}, err
 	} else if !ok {
 		rep, err := s.reject(ctx, c.EventID, m.Body, unknownProperty(c.PropertyID))
@@ -285,7 +293,7 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 		// changes' marks found them owned and left them to that owner.
 		return nil, nil, rep, nil
 	}
-	return nil, &c, rep, nil
+	return nil, &change{Change: c, targets: targets}, rep, nil
 }
 
 // markAll marks the lanes of a batch's applied changes: one write per
@@ -294,7 +302,7 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 // marked[i] says message i's lanes were marked (or the mark's write may
 // have landed), and held[i] are the owner tokens of the lanes its mark
 // holds.
-func (s *Syncer) markAll(ctx context.Context, inv *invocation, msgs []Message, changes []*ari.Change, jobsOf [][]dispatch.Task, out []MessageResult) (marked []bool, held [][]string) {
+func (s *Syncer) markAll(ctx context.Context, inv *invocation, msgs []Message, changes []*change, jobsOf [][]dispatch.Task, out []MessageResult) (marked []bool, held [][]string) {
 	marked, held = make([]bool, len(msgs)), make([][]string, len(msgs))
 	groups := map[[2]string][]int{}
 	var order [][2]string
@@ -316,10 +324,10 @@ func (s *Syncer) markAll(ctx context.Context, inv *invocation, msgs []Message, c
 			var offered offers
 			cs := make([]ari.Change, len(idx))
 			for n, i := range idx {
-				cs[n], redelivered = *changes[i], redelivered || msgs[i].Redelivered
+				cs[n], redelivered = changes[i].Change, redelivered || msgs[i].Redelivered
 				offered.add(msgs[i].Owners)
 			}
-			jobs, lanes, scheduled, tokens, err := s.mark(ctx, inv, cs, redelivered, offered)
+			jobs, lanes, scheduled, tokens, err := s.mark(ctx, inv, cs, changes[idx[0]].targets, redelivered, offered)
 			if errors.Is(err, lane.ErrRejected) {
 				s.rejectMarks(ctx, msgs, changes, idx, out, err)
 				return
@@ -340,7 +348,7 @@ func (s *Syncer) markAll(ctx context.Context, inv *invocation, msgs []Message, c
 // mark (lane.ErrRejected: the lane item over DynamoDB's size limit), with
 // the reason: their state is written, and redriving them once the lanes
 // are pushed marks them again.
-func (s *Syncer) rejectMarks(ctx context.Context, msgs []Message, changes []*ari.Change, idx []int, out []MessageResult, err error) {
+func (s *Syncer) rejectMarks(ctx context.Context, msgs []Message, changes []*change, idx []int, out []MessageResult, err error) {
 	for _, i := range idx {
 		applied := out[i].Change.Applied
 		rep, derr := s.reject(ctx, changes[i].EventID, msgs[i].Body, "marking its lanes failed: "+err.Error())
@@ -373,7 +381,8 @@ func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 	return true
 }
 
-// mark marks the lanes of changes (one property and kind) dirty with one
+// mark marks the lanes of changes (one property and kind, whose
+// connections are targets) dirty with one
 // write and returns a job for each lane it found idle. For a redelivered
 // change it also returns a recheck job for each lane it found owned: that
 // owner may be the worker that died with this very message, and the job
@@ -383,10 +392,9 @@ func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 // message. A lane that offered holds (what a failed delivery of these
 // changes held, Message.Owners) is this delivery's: its job claims it at
 // once. held are the owner tokens of the lanes this delivery holds.
-func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, redelivered bool, offered offers) (jobs []dispatch.Task, lanes, scheduled int, held []string, err error) {
-	targets, _, err := s.connections().Targets(ctx, cs[0].PropertyID, cs[0].Kind)
-	if err != nil || len(targets) == 0 {
-		return nil, 0, 0, nil, err
+func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, targets []config.Target, redelivered bool, offered offers) (jobs []dispatch.Task, lanes, scheduled int, held []string, err error) {
+	if len(targets) == 0 {
+		return nil, 0, 0, nil, nil
 	}
 	ids := make([]lane.ID, len(targets))
 	for i, t := range targets {
