@@ -100,6 +100,11 @@ func (s *Syncer) rebased(j job.Job, id lane.ID, ref laneRef) job.Job {
 	return j
 }
 
+// rebased is j under ref (see Syncer.rebased), its lane known.
+func (w *laneWork) rebased(j job.Job, id lane.ID, ref laneRef, done []lane.Element) job.Job {
+	return w.made(w.s.rebased(j, id, ref), id, ref, done)
+}
+
 // pushed is what a push carried, for Done to clear.
 type pushed struct {
 	lane     lane.ID

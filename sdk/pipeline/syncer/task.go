@@ -111,11 +111,6 @@ func (w *laneWork) made(j job.Job, id lane.ID, ref laneRef, done []lane.Element)
 	return j
 }
 
-// rebased is j under ref (see Syncer.rebased), its lane known.
-func (w *laneWork) rebased(j job.Job, id lane.ID, ref laneRef, done []lane.Element) job.Job {
-	return w.made(w.s.rebased(j, id, ref), id, ref, done)
-}
-
 var (
 	_ dispatch.Work   = (*laneWork)(nil)
 	_ dispatch.Router = (*Syncer)(nil)
