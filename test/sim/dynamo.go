@@ -79,7 +79,11 @@ type DB struct {
 	shards  []*client.Client // the ARI items (shards.go)
 	rng     *rand.Rand
 	latency Latency
-	ttl     map[string]string
+	// serve, if > 0, is how long the one server works on a call; busy is
+	// when it is free again (Scenario.DBServe).
+	serve time.Duration
+	busy  time.Time
+	ttl   map[string]string
 	// down reports whether the store is out at a time; downTable, if
 	// set, limits the outage to that table.
 	down      func(time.Time) bool
@@ -220,6 +224,18 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 	d.mu.Unlock()
 	if err := sleep(ctx, lat/2); err != nil {
 		return err
+	}
+	if d.serve > 0 {
+		d.mu.Lock()
+		if now := time.Now(); d.busy.Before(now) {
+			d.busy = now
+		}
+		d.busy = d.busy.Add(d.serve)
+		done := d.busy
+		d.mu.Unlock()
+		if err := sleep(ctx, time.Until(done)); err != nil {
+			return err
+		}
 	}
 	d.mu.Lock()
 	d.stats.Calls[table+" "+op]++

@@ -259,6 +259,9 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  simulated %v (load %v, drained by %v); latencies: DynamoDB p50 %v p99 %v, SQS p50 %v p99 %v, OTA p50 %v p99 %v (log-normal)\n",
 		r.Simulated.Round(time.Second), r.Scenario.Load.Duration, st.EndedAt.Round(time.Second), r.Scenario.DBLatency.P50, r.Scenario.DBLatency.P99,
 		r.Scenario.SQSLatency.P50, r.Scenario.SQSLatency.P99, r.Scenario.OTALatency.P50, r.Scenario.OTALatency.P99)
+	if sv := r.Scenario.DBServe; sv > 0 {
+		fmt.Fprintf(w, "  DynamoDB is one server at %v a call, first come first served: its %d calls kept it busy %v\n", sv, all, time.Duration(all)*sv)
+	}
 	fmt.Fprintf(w, "  changes %d (%d stop-sells), fanned out to %d (change, endpoint) pairs\n", st.Changes, st.StopSells, st.FannedOut)
 	fmt.Fprintf(w, "  OTA requests %d: %.3f per change, %.3f per fanned-out change; items per push %.1f; wasted slots %d; 429s %d; 5xx %d\n",
 		r.Requests, per(float64(r.Requests), ch), per(float64(r.Requests), float64(st.FannedOut)), per(float64(st.Items), float64(st.Pushes)), st.Wasted, r.Throttled, r.Failed)

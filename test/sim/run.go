@@ -167,6 +167,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	}
 	s.retries, s.secrets = &retries{count: map[string]int{}}, &secrets{s: s}
 	s.db = NewDB(child(), sc.DBLatency)
+	s.db.serve = sc.DBServe
 	s.db.checkItems = sc.CheckItems
 	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
 	s.retries.SQS = s.sqs

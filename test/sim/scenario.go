@@ -242,6 +242,12 @@ type Scenario struct {
 	Faults     Faults
 	// DB, SQS and OTA latencies.
 	DBLatency, SQSLatency, OTALatency Latency
+	// DBServe, if > 0, makes DynamoDB one server that works on one call
+	// at a time for DBServe each, first come first served, beside
+	// DBLatency's round trip: the local stack's single-threaded emulator
+	// (about 250 calls a second), whose answers under a burst take as
+	// long as the calls queued before them.
+	DBServe time.Duration
 	// MaxConcurrency caps each event source (0: the config's).
 	MaxConcurrency int
 	// CheckItems has every read of the in-memory DynamoDB compare the item
