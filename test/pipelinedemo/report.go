@@ -107,7 +107,7 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	dirtyReport(out, o, lim, otas, copies, tr)
+	waiting := dirtyReport(out, o, lim, otas, copies, tr)
 	fanned := 0
 	var latencies []time.Duration
 	byKind := map[string][]time.Duration{}
@@ -224,6 +224,7 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 		fmt.Fprintf(out, "  DynamoDB (emulator) latency per call: p50 %v, p99 %v; %d calls, %.0f per second of the run\n",
 			pct(lat, 0.5), pct(lat, 0.99), n, float64(n)/elapsed.Seconds())
 	}
+	secondsReport(out, t.start, lim, otas, t, waiting)
 	fmt.Fprintf(out, "  final check against the newest PMS values (read back with the independent decoders): lanes checked %d, stale %d (poisoned cells left out: %d), changes never reached %d\n", len(lanes), stale, poisonedCells, missing)
 	switch {
 	case poisonedDead != poisoned || otherDead > 0:
@@ -253,7 +254,8 @@ func sum(m map[string]int) int {
 // its arrival (all its dates at that sequence or newer). Quiet periods do
 // not count against it, so under a backlog it shows whether the quota was
 // used in full.
-func dirtyReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, copies map[string]*otacopy.Copy, tr *truth) {
+func dirtyReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, copies map[string]*otacopy.Copy, tr *truth) (waiting map[string][][2]time.Time) {
+	waiting = map[string][][2]time.Time{}
 	fmt.Fprintf(out, "  quota used while the endpoint had changes waiting:")
 	for _, ch := range channels {
 		for _, ep := range ch.meters() {
@@ -271,6 +273,7 @@ func dirtyReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*mock
 				}
 				spans = append(spans, [2]time.Time{c.at, end})
 			}
+			waiting[ch.name+"/"+ep] = slices.Clone(spans)
 			dirty, union := mergeSpans(spans)
 			pushes := 0
 			for _, at := range otas[ch.name].AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ep) {
@@ -289,6 +292,67 @@ func dirtyReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*mock
 		}
 	}
 	fmt.Fprintln(out)
+	return waiting
+}
+
+// secondsReport prints, for each second of the run, the DynamoDB calls
+// answered and their median latency, and per endpoint the requests the
+// OTA accepted against its quota and the changes waiting for it at the
+// second's end (published, not yet at the OTA): where the quota went
+// unused while changes waited, and what they waited for.
+func secondsReport(out io.Writer, start time.Time, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, waiting map[string][][2]time.Time) {
+	var eps []string
+	for _, ch := range channels {
+		for _, ep := range ch.meters() {
+			eps = append(eps, ch.name+"/"+ep)
+		}
+	}
+	last := 0
+	for _, spans := range waiting {
+		for _, s := range spans {
+			last = max(last, int(s[1].Sub(start)/time.Second))
+		}
+	}
+	calls := make([][]time.Duration, last+1)
+	t.mu.Lock()
+	for i, at := range t.storeAt {
+		if sec := int(at.Sub(start) / time.Second); sec >= 0 && sec <= last {
+			calls[sec] = append(calls[sec], t.storeLatency[i])
+		}
+	}
+	t.mu.Unlock()
+	fmt.Fprintf(out, "  by second: DynamoDB calls answered (p50 latency) | per endpoint, requests accepted of %g, and changes waiting at the second's end:\n", lim.Rate)
+	fmt.Fprintf(out, "    %4s %14s |", "s", "DynamoDB")
+	for _, ep := range eps {
+		fmt.Fprintf(out, " %26s", ep)
+	}
+	fmt.Fprintln(out)
+	for sec := 0; sec <= last; sec++ {
+		from, to := start.Add(time.Duration(sec)*time.Second), start.Add(time.Duration(sec+1)*time.Second)
+		p50 := time.Duration(0)
+		if l := calls[sec]; len(l) > 0 {
+			sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+			p50 = pct(l, 0.5)
+		}
+		fmt.Fprintf(out, "    %4d %4d (%5dms) |", sec, len(calls[sec]), p50.Milliseconds())
+		for _, ep := range eps {
+			ch, meter, _ := strings.Cut(ep, "/")
+			pushes := 0
+			for _, at := range otas[ch].AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch), meter) {
+				if !at.Before(from) && at.Before(to) {
+					pushes++
+				}
+			}
+			waits := 0
+			for _, s := range waiting[ep] {
+				if s[0].Before(to) && s[1].After(to) {
+					waits++
+				}
+			}
+			fmt.Fprintf(out, " %26s", fmt.Sprintf("%d, %d waiting", pushes, waits))
+		}
+		fmt.Fprintln(out)
+	}
 }
 
 // mergeSpans unions time spans, returning their total length and the union.

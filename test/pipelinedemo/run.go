@@ -105,6 +105,8 @@ type tally struct {
 	// timeout.
 	receivedAgain atomic.Int64
 	storeLatency  []time.Duration // every DynamoDB call's
+	storeAt       []time.Time     // when each was answered
+	start         time.Time       // when the producer began
 	trace         *tracer         // nil unless -trace
 	ops           map[string]int  // state calls by kind
 }
@@ -121,7 +123,7 @@ func (t *tally) op(kind string) {
 func (t *tally) storeCall(d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.storeLatency = append(t.storeLatency, d)
+	t.storeLatency, t.storeAt = append(t.storeLatency, d), append(t.storeAt, time.Now())
 }
 
 func (t *tally) add(rs []syncer.MessageResult) {
@@ -235,6 +237,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	wg.Go(func() { sweepEvery(runCtx, sweeper, demoSweepInterval, t) })
 	start := time.Now()
+	t.start = start
 	sent := make(chan int, 1)
 	go func() { sent <- produce(runCtx, st, o, tr) }()
 	if o.stopsells > 0 {
