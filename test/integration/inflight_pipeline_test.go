@@ -13,13 +13,24 @@ import (
 // on at most 2 requests of a credential and endpoint at once and counts
 // them itself (mockota's MaxConcurrent): with max_in_flight 2 it never
 // sees a 3rd, refuses nothing for concurrency, and every job lands once.
+//
+// A push keeps its lease at most Timeout, and the push's context ends
+// with it: a request cut short there may have reached the vendor, which
+// applies it, and the job is pushed again. The lease's time runs from
+// before the slot's silence read and, for a slot reached past its grace,
+// the fresh token's write, both calls to the emulator. So Timeout is what
+// a push takes on a loaded machine, not the vendor's 200 ms: at 1 s, on a
+// 2-core machine at a load average of 18-26, 10 runs of 10 failed (jobs
+// accepted twice or three times, cut at "context deadline exceeded"). A
+// job that finds both leases held past its hold comes back after at most
+// Timeout, so the run is given far longer than the jobs' 4 s at the vendor.
 func TestPipelineMaxInFlightAgainstAConcurrencyVendor(t *testing.T) {
 	lim := limiter.PerSecond(50, 50)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, MaxConcurrent: 2, Latency: 200 * time.Millisecond})
-	p.inFlight = &limiter.InFlight{Max: 2, Hold: 3 * time.Second, Timeout: time.Second}
+	p.inFlight = &limiter.InFlight{Max: 2, Hold: 10 * time.Second, Timeout: 5 * time.Second}
 	jobs := makeJobs(40, "availability")
 	p.enqueue(jobs)
-	p.run(8, 120*time.Second, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
+	p.run(8, 4*time.Minute, func() bool { return len(p.ota.AcceptedByJob()) >= len(jobs) }, workerOpts{})
 	p.assertExactlyOnce(jobs)
 	if peak := p.ota.PeakConcurrent("cred-1", "availability"); peak > 2 {
 		t.Errorf("the vendor had %d requests in flight at once, max_in_flight is 2", peak)
