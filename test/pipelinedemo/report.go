@@ -314,13 +314,11 @@ func secondsReport(out io.Writer, start time.Time, lim gcra.Limit, otas map[stri
 		}
 	}
 	calls := make([][]time.Duration, last+1)
-	t.mu.Lock()
-	for i, at := range t.storeAt {
+	for i, at := range t.storeAt { // report holds t.mu
 		if sec := int(at.Sub(start) / time.Second); sec >= 0 && sec <= last {
 			calls[sec] = append(calls[sec], t.storeLatency[i])
 		}
 	}
-	t.mu.Unlock()
 	fmt.Fprintf(out, "  by second: DynamoDB calls answered (p50 latency) | per endpoint, requests accepted of %g, and changes waiting at the second's end:\n", lim.Rate)
 	fmt.Fprintf(out, "    %4s %14s |", "s", "DynamoDB")
 	for _, ep := range eps {
