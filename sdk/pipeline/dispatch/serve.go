@@ -26,7 +26,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 	// booking): its claim holds through a re-booking, and a deferral
 	// carries the job as Begin left it, which begins again when it is back.
 	var prep *Payload
-	s.Prepares = t.work != nil
+	s.Prepares = t.work != nil && !t.atSlot
 	for {
 		s.Job, s.Now = j, now
 		if !s.LingerAsked && !s.Owned && !s.Booked {

@@ -29,6 +29,12 @@ type Task struct {
 	// begins its work before it books a slot, so that a job told to come
 	// back again spends no token.
 	Recheck bool
+	// AtSlot: the job's work is begun only once its slot is booked, never
+	// ahead of it. A bulk push (syncer's) holds its lane against live
+	// changes from its claim to its send, so it claims only when a token
+	// is its own; its slot is a token free at once, so nothing is gained
+	// by beginning earlier.
+	AtSlot bool
 	// Refresh, if set, drops the job's credential token and reports
 	// whether a push the vendor refused with 401/403 should go out again:
 	// a new token replaced it (a rotation), or it cannot be read now (the
@@ -48,6 +54,8 @@ type task struct {
 	refresh func() bool
 	// recheck: see Task.Recheck; cleared once the job owns its work.
 	recheck bool
+	// atSlot: see Task.AtSlot.
+	atSlot bool
 	// hold is when the call's hold ends: no job of it sleeps past it
 	// (Policy.MaxHold, or a shorter bound of the caller's). Zero bounds
 	// nothing.
@@ -55,5 +63,5 @@ type task struct {
 }
 
 func newTask(t Task, hold time.Time) *task {
-	return &task{Route: t.Route, work: t.Work, shrink: t.Shrink, isolate: t.Isolate, refresh: t.Refresh, recheck: t.Recheck, hold: hold}
+	return &task{Route: t.Route, work: t.Work, shrink: t.Shrink, isolate: t.Isolate, refresh: t.Refresh, recheck: t.Recheck, atSlot: t.AtSlot, hold: hold}
 }

@@ -4,9 +4,11 @@
 // the bulk class, which book a slot only when the bucket's tat ≤ now
 // (bulkRoute). Which class holds a lane shows in its owner token
 // (bulkTokenPrefix): a live change that finds a bulk owner takes the lane
-// over (takeFromBulk), and a live chain whose live elements are all out
-// hands the lane to a bulk job (handToBulk). See docs/design.md, "Resync:
-// the bulk class".
+// over (takeFromBulk) unless a bulk push is on its way out (a pushing
+// token: the takeover waits for that push, which hands the lane to the
+// live class), and a live chain whose live elements are all out hands the
+// lane to a bulk job (handToBulk). See docs/design.md, "Resync: the bulk
+// class".
 
 package syncer
 
@@ -28,9 +30,37 @@ import (
 // the token alone that the lane waits for a bulk slot.
 const bulkTokenPrefix = "b-"
 
+// A bulk push holds its lane under a pushing token from its claim (at its
+// slot) until its send is settled, and no live change takes a lane so
+// held: the push carries state read at its claim, and a live push that
+// went out before it would be overwritten at the OTA by that older state.
+// The change waits for that one push, whose Done hands the lane to the
+// live class. Between pushes, and while a bulk job is deferred, the lane
+// waits parked, under a token a live change takes over. Both are bulk
+// tokens; a bulk token's hex never holds p or q.
+const (
+	pushingTokenPrefix = bulkTokenPrefix + "p"
+	parkedTokenPrefix  = bulkTokenPrefix + "q"
+)
+
 func newBulkToken() string { return bulkTokenPrefix + strings.TrimPrefix(newToken(), "t-") }
 
+// newPushingToken is a bulk claim's next owner, as long as any other token.
+func newPushingToken() string { return pushingTokenPrefix + strings.TrimPrefix(newToken(), "t-")[1:] }
+
 func isBulkToken(t string) bool { return strings.HasPrefix(t, bulkTokenPrefix) }
+
+// isPushingToken reports whether t holds its lane for a bulk push on its
+// way out: no live change takes the lane from it.
+func isPushingToken(t string) bool { return strings.HasPrefix(t, pushingTokenPrefix) }
+
+// takeable reports whether a live change's mark takes a lane owned by t
+// over: t is a bulk job's, waiting for its slot.
+func takeable(t string) bool { return isBulkToken(t) && !isPushingToken(t) }
+
+// parkedOf is the token pushing token t parks its lane under; a job
+// carrying t claims from either (laneRef.ours).
+func parkedOf(t string) string { return parkedTokenPrefix + strings.TrimPrefix(t, pushingTokenPrefix) }
 
 // bulkRoute is r for a bulk push: it books only a token free at once from
 // a burst of 1, that is only when the bucket's tat ≤ now. Live pushes book
@@ -105,12 +135,38 @@ func (s *Syncer) handToBulk(ctx context.Context, inv *invocation, id lane.ID, ow
 	return true, nil
 }
 
+// handToLive moves lane id from owner (a bulk job's) to a live token,
+// clearing done (what owner's push delivered), and sends the lane's live
+// job, resuming parts, to the deferred queue: its route is resolved
+// afresh there, at the live class. Live changes that found the lane held
+// by a bulk push on its way out go so, after that one push. A lane lost
+// meanwhile is another's to push.
+func (s *Syncer) handToLive(ctx context.Context, inv *invocation, id lane.ID, owner string, done []lane.Element, parts []partRef) error {
+	next := newToken()
+	p, err := s.Lanes.ClaimAfter(ctx, id, owner, nil, next, done)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	inv.claimed(owner, next)
+	s.owned.leased(next, p.LeaseUntil)
+	j := s.laneJob(id, laneRef{Token: next}.withParts(parts))
+	j.Items = s.expectedItems(id, func() []lane.Element { return p.Elements })
+	if err := s.Dispatcher.Queue.Defer(ctx, j, 0); err != nil {
+		return fmt.Errorf("hand lane %s to its live push: %w", id, err)
+	}
+	return nil
+}
+
 // takeFromBulk makes a live change's token the owner of a lane a bulk job
-// holds, so that the change is pushed at the live class rather than at the
-// bulk job's next slot. The bulk job's push, if one is in flight, keeps
-// what it carried pending (its finish finds the lane another's), so its
-// cells go out again after the live push, with the state then. ok: the
-// lane is token's now.
+// holds waiting for its slot, so that the change is pushed at the live
+// class rather than at the bulk job's next slot. No bulk push is rendered
+// then (a rendered one holds a pushing token, which is not taken): the
+// bulk job's claim at its slot finds the lane another's. ok: the lane is
+// token's now.
 func (s *Syncer) takeFromBulk(ctx context.Context, id lane.ID, p lane.Pending, token string) (lane.Pending, bool, error) {
 	for range 3 { // the bulk chain moves to a fresh token at each claim
 		got, err := s.Lanes.ClaimAfter(ctx, id, p.Owner, nil, token, nil)
@@ -122,7 +178,9 @@ func (s *Syncer) takeFromBulk(ctx context.Context, id lane.ID, p lane.Pending, t
 		if !errors.As(err, &other) {
 			return p, false, err
 		}
-		if p = other.Pending; !isBulkToken(p.Owner) {
+		if p = other.Pending; !takeable(p.Owner) {
+			// Another's, or a bulk push on its way out, whose Done hands
+			// the lane to the live class.
 			return p, false, nil
 		}
 	}

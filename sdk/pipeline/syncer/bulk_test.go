@@ -49,3 +49,31 @@ func TestBulkRoute(t *testing.T) {
 		t.Error("bulk tokens must be told from others by their prefix alone, and be as long")
 	}
 }
+
+// A pushing token is never taken by a live change, its parked token and a
+// fresh bulk token are; all are bulk tokens, as long as any other, and a
+// job under a pushing token claims from its parked one too.
+func TestBulkTokens(t *testing.T) {
+	pushing := newPushingToken()
+	parked := parkedOf(pushing)
+	tests := []struct {
+		name                  string
+		token                 string
+		bulk, pushes, takable bool
+	}{
+		{"a bulk job waiting for its slot", newBulkToken(), true, false, true},
+		{"a bulk push on its way out", pushing, true, true, false},
+		{"a bulk lane parked between pushes", parked, true, false, true},
+		{"a live job", newToken(), false, false, false},
+	}
+	for _, tt := range tests {
+		if isBulkToken(tt.token) != tt.bulk || isPushingToken(tt.token) != tt.pushes || takeable(tt.token) != tt.takable || len(tt.token) != len(newToken()) {
+			t.Errorf("%s (%s): bulk %v, pushing %v, takeable %v, %d characters; want %v, %v, %v, %d",
+				tt.name, tt.token, isBulkToken(tt.token), isPushingToken(tt.token), takeable(tt.token), len(tt.token), tt.bulk, tt.pushes, tt.takable, len(newToken()))
+		}
+	}
+	ref := laneRef{Token: pushing, Unanswered: []string{"t-lost"}}
+	if !ref.ours(parked) || !ref.ours("t-lost") || ref.ours(newBulkToken()) {
+		t.Errorf("a job under %s: ours(parked %s) %v, ours(unanswered) %v; want both, and no other bulk token", pushing, parked, ref.ours(parked), ref.ours("t-lost"))
+	}
+}

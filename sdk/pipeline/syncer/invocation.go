@@ -268,9 +268,9 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 	inv.leave(ref.Token)
 	next := newToken()
 	if ref.Bulk {
-		next = newBulkToken()
+		next = newPushingToken()
 	}
-	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.Unanswered, next, done)
+	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.earlier(), next, done)
 	var other *lane.NotOwnerError
 	if errors.As(err, &other) && other.Pending.Owner == next {
 		// The claim landed and its answer was lost; the SDK's retry then

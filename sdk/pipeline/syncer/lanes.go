@@ -69,9 +69,20 @@ func (ref laneRef) withParts(parts []partRef) laneRef {
 }
 
 // ours reports whether owner is one of the tokens ref's unanswered
-// claims offered: the lane is the job's though it carries another token.
+// claims offered, or the parked token of ref's pushing token (a bulk
+// push that did not go out, parked by Hold): the lane is the job's though
+// it carries another token.
 func (ref laneRef) ours(owner string) bool {
-	return owner != "" && slices.Contains(ref.Unanswered, owner)
+	return owner != "" && slices.Contains(ref.earlier(), owner)
+}
+
+// earlier are the tokens other than ref.Token that hold the lane for ref's
+// job (ours), newest last.
+func (ref laneRef) earlier() []string {
+	if !isPushingToken(ref.Token) {
+		return ref.Unanswered
+	}
+	return append(slices.Clip(ref.Unanswered), parkedOf(ref.Token))
 }
 
 // partRef is a pending element pushed in parts: its dates from From on
@@ -376,6 +387,9 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen)
 		return nil, err
 	}
+	if isPushingToken(st.owner) {
+		return w.parkBulk(ctx, st, cleared, hasLive(rest()))
+	}
 	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Bulk: bulk}.withParts(st.next())
 	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
@@ -390,6 +404,52 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 		next.NotBefore, next.Linger = time.Time{}, false // a bulk slot is a free token: take it at once
 	}
 	return &next, nil
+}
+
+// parkBulk settles a bulk push that left the lane dirty: the lane leaves
+// its pushing token, clearing what the push carried, so that a live
+// change may take it while the next bulk job waits for its token. Live
+// changes that came during the push (live: known so far) go at the live
+// class at once: the lane is handed to a live job (handToLive), which
+// they waited one bulk push for.
+func (w *laneWork) parkBulk(ctx context.Context, st pushed, cleared []lane.Element, live bool) (*job.Job, error) {
+	s := w.s
+	if live {
+		return nil, s.handToLive(ctx, w.inv, st.lane, st.owner, cleared, st.next())
+	}
+	parked := parkedOf(st.owner)
+	p, err := s.Lanes.ClaimAfter(ctx, st.lane, st.owner, nil, parked, cleared)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) && other.Pending.Owner == parked {
+		p, err = other.Pending, nil // parked, its answer lost
+	}
+	if errors.As(err, &other) {
+		return nil, nil // our lease ran out mid-push: as finish's
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.inv.claimed(st.owner, parked)
+	s.owned.leased(parked, p.LeaseUntil)
+	if len(p.Elements) == 0 {
+		// The push carried the last of it (a finish refused by a
+		// compaction, say): release the lane, or push what landed.
+		p, err = s.Lanes.Release(ctx, st.lane, parked)
+		if errors.As(err, &other) {
+			return nil, nil
+		}
+		if err != nil || len(p.Elements) == 0 {
+			return nil, err
+		}
+	}
+	if hasLive(p.Elements) {
+		// A live change marked the lane while it was parking.
+		return nil, s.handToLive(ctx, w.inv, st.lane, parked, nil, st.next())
+	}
+	ref := laneRef{Token: parked, Bulk: true}.withParts(st.next())
+	next := w.made(s.laneJob(st.lane, ref), st.lane, ref, nil)
+	next.Items = s.expectedItems(st.lane, func() []lane.Element { return p.Elements })
+	return &next, nil // a bulk slot is a free token: take it at once
 }
 
 // finish clears what st carried and releases the lane if that was all
@@ -413,6 +473,11 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 	}
 	w.inv.leave(ref.Token) // it leaves the invocation
 	need := s.Lanes.LeaseFor(until)
+	if isPushingToken(ref.Token) {
+		// A bulk push that did not go out (failed, throttled): its lane
+		// waits parked, for a live change to take, until it is back.
+		return w.park(ctx, id, ref, need)
+	}
 	lease, known := s.owned.lease(ref.Token)
 	switch {
 	case known && !lease.Before(need.Add(-s.Lanes.LeaseLength()/2)):
@@ -438,6 +503,36 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		s.owned.leased(ref.Token, need)
 	}
 	return err
+}
+
+// park moves the lane of ref, a bulk job deferred after its claim, from
+// its pushing token to the parked one, its lease to need. The job keeps
+// its token and claims from either when it is back (laneRef.earlier).
+func (w *laneWork) park(ctx context.Context, id lane.ID, ref laneRef, need time.Time) error {
+	s := w.s
+	parked := parkedOf(ref.Token)
+	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.Unanswered, parked, nil)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) && other.Pending.Owner == parked {
+		p, err = other.Pending, nil // parked already, or its answer lost
+	}
+	if errors.As(err, &other) {
+		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+	}
+	if err != nil {
+		return err
+	}
+	if p.LeaseUntil.Before(need) {
+		if err := s.Lanes.Renew(ctx, id, parked, need); err != nil {
+			if errors.As(err, &other) {
+				return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+			}
+			return err
+		}
+		p.LeaseUntil = need
+	}
+	s.owned.leased(parked, p.LeaseUntil)
+	return nil
 }
 
 // ownership is what this process knows of the lanes it owns: the lease of

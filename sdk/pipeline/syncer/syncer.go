@@ -433,9 +433,10 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 		if s.compact(ctx, m) {
 			marks[i].Fresh = false
 		}
-		if !m.Claimed && isBulkToken(m.Pending.Owner) {
-			// A bulk job holds the lane: the change takes it, to be pushed
-			// at the live class (bulk.go).
+		if !m.Claimed && takeable(m.Pending.Owner) {
+			// A bulk job holds the lane, waiting for its slot: the change
+			// takes it, to be pushed at the live class (bulk.go). A bulk
+			// push on its way out hands it over when done.
 			if m.Pending, m.Claimed, err = s.takeFromBulk(ctx, m.Lane, m.Pending, tokenOf(m.Lane)); err != nil {
 				return nil, 0, 0, nil, err
 			}

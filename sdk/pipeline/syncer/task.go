@@ -49,7 +49,7 @@ func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
 	if w.err == nil {
 		t.Route, t.Err = s.route(j, w.ref.PropertyID)
 		if w.ref.Bulk {
-			t.Route = bulkRoute(t.Route)
+			t.Route, t.AtSlot = bulkRoute(t.Route), true
 		}
 	} else {
 		t.Route, t.Err = s.Route(j)
