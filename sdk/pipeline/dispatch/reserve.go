@@ -43,14 +43,24 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	}
 	tokens := slotTokens(t.Route, j)
 	n := min(tokens+d.pendingLocal(t.Route), max(t.Bucket.Limit.Capacity(), tokens))
+	endTurn := func(time.Time) {}
+	if t.OneAsker && t.Sharded == nil {
+		end, res, done, err := d.inTurn(ctx, j, t)
+		if done {
+			return ended(res), err
+		}
+		endTurn = end
+	}
 	slot, key, stamp, err := d.reserveRoute(ctx, t.Route, n, maxDelay)
 	d.storeFailing.Store(errors.Is(err, limiter.ErrUnavailable))
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
+			endTurn(time.Time{})
 			return ended(Result{}), err
 		}
 		slot, key, stamp, err = d.reserveRoute(ctx, t.Route, n, maxDelay)
 	}
+	endTurn(nextFree(t.Route, slot, tokens, err, d.now()))
 	if err == nil {
 		d.drainLocal(t.Route, now)
 		// How far ahead of its answer the slot lies: a slot booked at a
@@ -65,8 +75,8 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	r := refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
 		LocalShare: t.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err(),
 		Horizon: t.Horizon > 0, Now: d.now(), Sleep: d.sleepBound(ctx, t)}
-	if r.horizonDenial() {
-		r.Spread = d.spread(t.Route)
+	if r.horizonDenial() && !t.OneAsker {
+		r.Spread = d.spread(t.Route) // a lone asker has no one to spread from
 	}
 	dec, ok := decideRefusal(r)
 	switch {
@@ -184,3 +194,17 @@ func firstShard(route Route) string {
 // AheadReserver books a slot with its write claiming a now ahead of the
 // clock (*limiter.Limiter's ReserveAhead).
 type AheadReserver func(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
+
+// nextFree is when route's bucket next has a token free at once, as a
+// reservation's answer tells it: a grant of tokens at slot, a denial's
+// Retry-After; zero (at once) when the answer tells nothing.
+func nextFree(route Route, slot time.Time, tokens int, err error, now time.Time) time.Time {
+	if err == nil {
+		T := time.Duration(route.Bucket.Limit.Interval()) * time.Microsecond
+		return slot.Add(time.Duration(tokens) * T)
+	}
+	if wait, denied := limiter.RetryAfter(err); denied {
+		return now.Add(wait)
+	}
+	return time.Time{}
+}

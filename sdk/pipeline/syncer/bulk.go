@@ -74,7 +74,7 @@ func bulkRoute(r dispatch.Route) dispatch.Route {
 		r.Reserve += r.Bucket.Limit.Burst - 1 // a drain empties the whole burst
 		r.Bucket.Limit.Burst = 1
 	}
-	r.Horizon = time.Millisecond
+	r.Horizon, r.OneAsker = time.Millisecond, true // the lanes of one bucket ask it in turn
 	return r
 }
 

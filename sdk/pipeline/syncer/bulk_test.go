@@ -38,8 +38,8 @@ func TestForClass(t *testing.T) {
 func TestBulkRoute(t *testing.T) {
 	r := dispatch.Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(10, 8)}, Reserve: 2}
 	b := bulkRoute(r)
-	if b.Bucket.Limit.Burst != 1 || b.Horizon != time.Millisecond || b.Reserve != 9 || b.Bucket.Limit.Rate != 10 {
-		t.Errorf("bulk route %+v: want burst 1, horizon 1ms, reserve 9 (the drain empties the whole burst), rate unchanged", b)
+	if b.Bucket.Limit.Burst != 1 || b.Horizon != time.Millisecond || b.Reserve != 9 || b.Bucket.Limit.Rate != 10 || !b.OneAsker {
+		t.Errorf("bulk route %+v: want burst 1, horizon 1ms, reserve 9 (the drain empties the whole burst), rate unchanged, one asker", b)
 	}
 	r.ItemWeight = 1
 	if b := bulkRoute(r); b.Bucket.Limit.Burst != 8 || b.Horizon != time.Millisecond {

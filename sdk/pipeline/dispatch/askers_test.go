@@ -1,0 +1,83 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// countedStore is limitertest's limiter, answering after 5 ms, counting
+// the reservations asked and those denied, as the store's conditional
+// writes would.
+type countedStore struct {
+	lim            *limitertest.Limiter
+	mu             sync.Mutex
+	asked, refused int
+}
+
+func (s *countedStore) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	r, err := s.lim.Reserve(ctx, b, n, maxDelay)
+	s.mu.Lock()
+	s.asked++
+	if err != nil {
+		s.refused++
+	}
+	s.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	return r, err
+}
+
+// Ten jobs of a route that takes only tokens free at once (a resync's bulk
+// pushes: burst 1, a 1 ms horizon) wait on one bucket in one process. Each
+// asking at every free token cost about one denied write per waiting job
+// per token (measured in the simulated onboarding: 4.5 failed limiter
+// writes a bulk push); in turn, a token costs about one ask, and the
+// bucket's rate is still used: the ten pushes go out at the bucket's pace
+// (the vendor's window holds), the last within ten intervals and a little.
+func TestOneAskerPerBucketDrainsAtTheRateWithoutPolling(t *testing.T) {
+	ms := time.Millisecond
+	limit := limiter.Limit{Rate: 10, Burst: 1}
+	route := Route{Bucket: limiter.Bucket{Key: "ota#c#rates", Limit: limit}, URL: "http://ota.invalid", Header: http.Header{},
+		Horizon: ms, OneAsker: true}
+	synctest.Test(t, func(t *testing.T) {
+		store := &countedStore{lim: limitertest.New()}
+		vendor := &arrivals{at: map[string][]time.Time{}}
+		policy := DefaultPolicy
+		policy.MaxHold = 5 * time.Second
+		d := &Dispatcher{Routes: fixedRoute(route), Limiter: store, Pusher: vendor, Queue: &fakeQueue{}, Policy: policy}
+		t0 := time.Now()
+		js := make([]job.Job, 10)
+		for i := range js {
+			js[i] = job.Job{ID: fmt.Sprintf("bulk-%d", i), Channel: "ota", Credential: "c", Endpoint: "rates", FirstSeen: t0, Payload: []byte(`{}`)}
+		}
+		results, errs := d.HandleJobs(t.Context(), js)
+		for i, res := range results {
+			if errs[i] != nil || res.Outcome != Pushed {
+				t.Errorf("%s: %+v, err %v; want pushed", js[i].ID, res, errs[i])
+			}
+		}
+		at := vendor.at[route.Bucket.Key]
+		if len(at) != 10 {
+			t.Fatalf("%d pushes, want 10", len(at))
+		}
+		if err := window.Check(at, window.Limit{Rate: limit.Rate, Burst: limit.Burst}); err != nil {
+			t.Errorf("the vendor's window: %v", err)
+		}
+		if last := at[len(at)-1].Sub(t0); last > 10*100*ms {
+			t.Errorf("the last push went %v after the first asks, want within 1 s (ten intervals of 100 ms): the rate went unused", last)
+		}
+		if store.refused > 2 {
+			t.Errorf("%d reservations asked for 10 grants, %d denied; want at most 2 denied", store.asked, store.refused)
+		}
+		t.Logf("%d reservations asked for 10 grants, %d denied; last push %v after the first asks", store.asked, store.refused, at[len(at)-1].Sub(t0))
+	})
+}
