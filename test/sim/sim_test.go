@@ -109,16 +109,6 @@ func TestSimFull(t *testing.T) {
 // TestSimOnboarding: the resync's hotels all reach every OTA beside the
 // live load, under the same invariants.
 func TestSimOnboarding(t *testing.T) {
-	if os.Getenv("FLEETBUCKET_SIM_KNOWN_OPEN") == "" {
-		// Fails 1 run in 3: a live change takes a lane over from a bulk
-		// job (syncer takeFromBulk) whose push was already rendered, and
-		// the bulk push's older state reaches the OTA after the live
-		// push's newer one ("went back", e.g. seq 26 over 62). Its cells
-		// stay pending and go again, so the OTA ends right, but the
-		// promise that an older state never overwrites a newer one is
-		// broken for a moment. Not fixed: see docs/benchmarks.md.
-		t.Skip("known open finding: a bulk push rendered before a live takeover arrives after the live push (went back); FLEETBUCKET_SIM_KNOWN_OPEN=1 runs it")
-	}
 	rep := runScenario(t, "onboarding", Small, testSeed(t), nil)
 	o := rep.Scenario.Onboard
 	want := o.Properties * o.Days * o.Rooms * o.Plans * 3 * len(rep.Scenario.Channels)
