@@ -110,6 +110,17 @@ var knownOpen = map[uint64]string{
 	35: "a login refused beside a slow vendor, a hotel refused, quota-5xx and a strict slow store: 177 days stale, 6 messages left 3h10m after the load (smallest -parts unauthorized,slow,refuse-hotel,quota-5xx,strict-slow-store; not traced)",
 	39: "penalty 429s beside a limits[] window and big answers: 1 request inside a 4 s silence (smallest -parts limits,big-answers,penalty; not traced)",
 	63: "a shared ari meter with an urgent reserve, a vendor in-flight cap and a slow store: 1 request 0.8 ms into a 265 ms silence (smallest keeps 11 parts; not traced)",
+	// Found by the resync part (adversary_resync.go) on its first runs
+	// (the 13 of seeds 1–30 that draw it, 2026-12-03); the code before the
+	// bulk class's pushing token fails seed 9's case alike, day for day.
+	// Every smallest case keeps a wire-format vendor that refuses (a hotel,
+	// or answers in malformed XML) beside the resync: the resynced hotel's
+	// stored value (seq 1) reaches the OTA soon after the resync began,
+	// over a live value it held already, and stays; or never arrives.
+	3:  "a resync beside malformed XML answers: 225 days of the resynced hotel end at its stored state (seq 1) over newer live values (smallest -parts malformed-xml,resync; not traced)",
+	9:  "a resync beside a refused hotel: 11 days of the resynced hotel end at its stored state (seq 1 over 6, went back 0.3 s after the resync; smallest -parts refuse-hotel,resync; not traced)",
+	13: "a resync beside malformed XML answers: days of the resynced hotel stale (smallest -parts malformed-xml,resync; not traced)",
+	25: "a resync beside a refused hotel, a disconnect and Lambda deaths: 31 resynced days never reach one OTA (holds seq 0, stored seq 1; not shrunk, not traced)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS
