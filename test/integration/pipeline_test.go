@@ -156,7 +156,7 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 		p.t.Fatal(err)
 	}
 	d := &dispatch.Dispatcher{
-		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim,
+		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim.FirstAfter,
 		Leases: dispatch.NewLeases(limiter.NewLeaseGate(lim)),
 		Queue:  &queue.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
 	}

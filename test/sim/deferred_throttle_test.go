@@ -181,7 +181,7 @@ func manualDispatcher(t *testing.T, routes dispatch.Router, clock *manualClock, 
 	policy := dispatch.DefaultPolicy
 	policy.BlockThreshold, policy.LateRatio = 10*time.Millisecond, 0
 	d := &dispatch.Dispatcher{
-		Routes: routes, Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lim,
+		Routes: routes, Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lim.FirstAfter,
 		Sleep: func(_ context.Context, w time.Duration) error { clock.Set(clock.Now().Add(w)); return nil },
 		Queue: &queue.Queue{SQS: sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: clock.Now},
 	}

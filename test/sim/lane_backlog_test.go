@@ -81,7 +81,7 @@ func TestLaneStaysBoundedUnderABacklog(t *testing.T) {
 	}
 	policy := dispatch.DefaultPolicy
 	policy.BlockThreshold = 2 * time.Second
-	d := &dispatch.Dispatcher{Limiter: lm, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lm,
+	d := &dispatch.Dispatcher{Limiter: lm, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lm.FirstAfter,
 		Leases: dispatch.NewLeases(limiter.NewLeaseGate(lm)),
 		Queue:  &queue.Queue{SQS: sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: clock.Now}}
 	if err := handTo(sy, d); err != nil {

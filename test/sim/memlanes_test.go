@@ -104,7 +104,7 @@ func newMemLanes(t *testing.T, ota mockota.Config, configJSON func(url string) s
 	}
 	m.sy = &syncer.Syncer{Config: cfg, State: &ari.Store{DB: m.store, Table: "state"}, Lanes: &lane.Store{DB: m.store, Table: "state", Now: m.clock.Now},
 		Token: func(string) string { return "tok" }, Linger: -1, Now: m.clock.Now}
-	d := &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: dispatch.DefaultPolicy, Now: m.clock.Now, Log: quiet, Fence: lim,
+	d := &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: dispatch.DefaultPolicy, Now: m.clock.Now, Log: quiet, Fence: lim.FirstAfter,
 		Sleep: m.sleep, Queue: &queue.Queue{SQS: m.sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: m.clock.Now}}
 	if tune != nil {
 		tune(d)

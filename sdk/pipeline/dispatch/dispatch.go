@@ -136,13 +136,11 @@ type ShardReserver func(ctx context.Context, s limiter.ShardedBucket, n int, max
 type MultiReserver func(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error)
 
 // Fence tells the first of several deliveries of one job from the others
-// (*limiter.Limiter is one): FirstAfter is true exactly once per key before
-// until, fleet-wide, for a caller that passes the tags of its earlier
-// unanswered writes (earlier) and keeps the tag it is handed back with an
-// error (see limiter.Limiter.FirstAfter).
-type Fence interface {
-	FirstAfter(ctx context.Context, key string, earlier []string, until time.Time) (first bool, tag string, err error)
-}
+// (*limiter.Limiter's FirstAfter): first is true exactly once per key
+// before until, fleet-wide, for a caller that passes the tags of its
+// earlier unanswered writes (earlier) and keeps the tag it is handed back
+// with an error.
+type Fence func(ctx context.Context, key string, earlier []string, until time.Time) (first bool, tag string, err error)
 
 // Router resolves a job's channel, credential and endpoint. An error means
 // the job can never be pushed (unknown channel or endpoint), except a
@@ -187,7 +185,9 @@ type Dispatcher struct {
 	// it the queues deliver (SQS is at-least-once; a send retried after its
 	// answer was lost is a second message): each copy asks before pushing,
 	// at one write each, under the job's Identity and try, so copies that
-	// each booked a slot of their own still push once.
+	// each booked a slot of their own still push once. A service pushing
+	// payload jobs of its own (Handle) needs it; pipeline.New leaves it
+	// unset, its lane jobs being fenced by their lane's claim.
 	Fence Fence
 	// LocalShare paces LocalShare routes while the limiter store is
 	// unreachable; it must be sized for the fleet's maximum number of

@@ -257,7 +257,7 @@ func TestHandleJob(t *testing.T) {
 // copy finds the fence taken.
 func TestFenceStopsASecondDelivery(t *testing.T) {
 	r := newRig(t)
-	r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now))
+	r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now)).FirstAfter
 	j := testJob(r.clock.Now())
 	j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, r.clock.Now()
 	first, err := r.d.HandleJob(context.Background(), j)
@@ -284,7 +284,7 @@ func TestFenceLetsARetryThrough(t *testing.T) {
 	for name, failure := range failures {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t)
-			r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now))
+			r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now)).FirstAfter
 			r.push.err = failure
 			original := testJob(r.clock.Now())
 			original.Payload = []byte(`{"n":1}`)

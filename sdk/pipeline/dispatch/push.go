@@ -129,7 +129,7 @@ func (d *Dispatcher) begin(ctx context.Context, j job.Job, t *task) (job.Job, Pa
 	if d.Fence != nil {
 		// Copies come as long as the job lives.
 		maxAge, _ := d.lifetime(t.Route)
-		first, tag, err := d.Fence.FirstAfter(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FenceTags, j.FirstSeen.Add(maxAge))
+		first, tag, err := d.Fence(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FenceTags, j.FirstSeen.Add(maxAge))
 		if err != nil {
 			if tag != "" {
 				// The write may have landed: the job, deferred for the
