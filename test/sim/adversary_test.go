@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -18,11 +19,18 @@ import (
 // runCase runs one adversary case in a synctest bubble and returns its
 // report; t fails only if the case cannot run at all.
 func runCase(t *testing.T, c Case) *Report {
+	return runCaseTraced(t, c, false)
+}
+
+// runCaseTraced is runCase keeping the lane trace in memory when traced
+// (Report.LaneTrace).
+func runCaseTraced(t *testing.T, c Case, traced bool) *Report {
 	t.Helper()
 	sc, _, _, err := c.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.TraceLanes = traced
 	var rep *Report
 	synctest.Test(t, func(t *testing.T) {
 		r, err := Run(t.Context(), sc, nil)
@@ -58,13 +66,39 @@ func kindOf(v string) string {
 // checkCase runs c and, if it broke an invariant, shrinks it and fails t
 // with both replay lines.
 func checkCase(t *testing.T, c Case) {
-	rep := runCase(t, c)
+	rep := runCaseTraced(t, c, true)
 	v := verdict(rep)
 	if v == "" {
 		return
 	}
 	small := Shrink(c, func(s Case) bool { return kindOf(verdict(runCase(t, s))) == kindOf(v) })
-	t.Errorf("adversary case failed; replay: %s\nsmallest case that fails the same way: %s\n%s", c.Replay(), small.Replay(), v)
+	t.Errorf("adversary case failed; replay: %s\nsmallest case that fails the same way: %s\n%s%s", c.Replay(), small.Replay(), v, laneEvidence(rep, v))
+}
+
+// laneNamed finds the first lane item a verdict names ("booking p8 rates
+// DBL/BAR 2027-01-01: …").
+var laneNamed = regexp.MustCompile(`\bp(\d+) (availability|rates|restrictions)\b`)
+
+// laneEvidence is the lane trace of the first lane item v names, as the
+// failing run made it: a replay is not bit for bit (scenario.go), so a
+// failure seen once, in CI say, must carry its own evidence. At most its
+// last 300 records.
+func laneEvidence(rep *Report, v string) string {
+	m := laneNamed.FindStringSubmatch(v)
+	if m == nil {
+		return ""
+	}
+	prop, _ := strconv.Atoi(m[1])
+	lines := rep.LaneTrace(prop, m[2])
+	if len(lines) == 0 {
+		return ""
+	}
+	head := fmt.Sprintf("\nthe lane trace of p%s %s in this run (lanetrace.go says how to read it)", m[1], m[2])
+	if n := len(lines) - 300; n > 0 {
+		head += fmt.Sprintf(", its first %d records left out", n)
+		lines = lines[n:]
+	}
+	return head + ":\n" + strings.Join(lines, "\n")
 }
 
 func adversarySeeds(t *testing.T, def int) (first uint64, n int) {

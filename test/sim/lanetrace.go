@@ -325,3 +325,16 @@ func (s *slowest) all() []slowDay {
 	}
 	return out
 }
+
+// LaneTrace is the lane trace's records of property prop's lane item of
+// kind, in the order they were made, or nil without a trace
+// (Scenario.TraceLanes, FLEETBUCKET_SIM_LANE_TRACE).
+func (r *Report) LaneTrace(prop int, kind string) []string {
+	t := r.lanes
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.lines[laneName(propID(prop), kind)]...)
+}

@@ -32,6 +32,7 @@ const idlePollsPerMinute = 5 * 3
 
 // Report is one run's figures and the invariants it broke.
 type Report struct {
+	lanes *laneTrace // Scenario.TraceLanes
 	// Shares sums every environment's leases (limiter.ShareStats).
 	Shares                                limiter.ShareStats
 	Scenario                              Scenario

@@ -177,7 +177,10 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	s.db.lose, s.db.loseRNG = sc.Faults.LostAnswers, rand.New(rand.NewPCG(faults.Uint64(), faults.Uint64()))
 	s.sqs.late, s.sqs.lateRNG = sc.Faults.LateDeliveries, rand.New(rand.NewPCG(faults.Uint64(), faults.Uint64()))
 	s.skewRNG = rand.New(rand.NewPCG(faults.Uint64(), faults.Uint64()))
-	if s.lanes = newLaneTrace(s.start); s.lanes != nil {
+	if s.lanes = newLaneTrace(s.start); s.lanes == nil && sc.TraceLanes {
+		s.lanes = &laneTrace{start: s.start, lines: map[string][]string{}}
+	}
+	if s.lanes != nil {
 		s.ledger.slow, s.db.laneTrace, s.sqs.laneTrace = &slowest{}, s.lanes, s.lanes
 	}
 	s.changes = s.sqs.Create("changes", visibility)
@@ -270,12 +273,14 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 			return nil, err
 		}
 	}
-	if s.lanes != nil {
+	if s.lanes != nil && s.lanes.path != "" {
 		if err := s.lanes.write(s.ledger.slow.all(), s.ledger.channels); err != nil {
 			return nil, err
 		}
 	}
-	return s.report(), nil
+	r := s.report()
+	r.lanes = s.lanes
+	return r, nil
 }
 
 // drain waits until the queues are empty and every lane is fresh, or the

@@ -303,6 +303,10 @@ type Scenario struct {
 	// Onboard, if set, connects hotels whose state the store already
 	// holds and resyncs them (onboard.go).
 	Onboard *Onboard
+	// TraceLanes keeps a lane trace in memory (lanetrace.go), for
+	// Report.LaneTrace: a failing adversary case prints the records of the
+	// lane it names, since a replay need not fail again.
+	TraceLanes bool
 	// Note says what the scenario scaled down or assumed.
 	Note string
 }
