@@ -91,7 +91,7 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	// booked as always (a batch that must be whole books all of them).
 	var leased []time.Time
 	if req.N == 1 || req.Partial {
-		if r, ok := l.localGrant(b, 1); ok {
+		if r, ok := l.localGrant(b, 1, ahead); ok {
 			if req.N == 1 {
 				return Batch{Key: b.Key, Requested: 1, Slots: []time.Time{r.Slot}}, nil
 			}

@@ -142,9 +142,13 @@ func (l *Limiter) ShareStats() ShareStats {
 }
 
 // localGrant grants n tokens of b from this process's lease with no write,
-// when b has shares, n is 1, the lease's pacer has a token and no silence
-// or penalty of the bucket is known here.
-func (l *Limiter) localGrant(b Bucket, n int) (Reservation, bool) {
+// when b has shares, n is 1, the lease's pacer has a token at now + ahead
+// and no silence or penalty of the bucket is known here. The slot is now +
+// ahead, as a write claiming that now would give (ReserveAhead): the
+// caller has work to do before it sends, and the lease's slots stay one
+// lease interval apart whatever each caller's ahead, which is what bounds
+// its requests at the vendor.
+func (l *Limiter) localGrant(b Bucket, n int, ahead time.Duration) (Reservation, bool) {
 	if b.Share == nil || n != 1 {
 		return Reservation{}, false
 	}
@@ -155,10 +159,11 @@ func (l *Limiter) localGrant(b Bucket, n int) (Reservation, bool) {
 	if tat, _ := l.seen.get(b.Key, now, 1<<62); tat > now+b.Limit.Tolerance() {
 		return Reservation{}, false // a penalty this process knows of
 	}
-	if !l.shares.spend(b.Key, *b.Share, b.Limit, now) {
+	slot := now + max(ahead, 0).Microseconds()
+	if !l.shares.spend(b.Key, *b.Share, b.Limit, slot) {
 		return Reservation{}, false
 	}
-	return Reservation{Key: b.Key, Tokens: 1, Slot: time.UnixMicro(now), Rate: b.Share.LeaseRate(b.Limit), Leased: true}, true
+	return Reservation{Key: b.Key, Tokens: 1, Slot: time.UnixMicro(slot), Rate: b.Share.LeaseRate(b.Limit), Leased: true}, true
 }
 
 // shareDecision is the limit a share-aware write of b at now is decided

@@ -1,0 +1,95 @@
+package limiter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// A lease serves the dispatcher's calls, which book ahead of the clock
+// (ReserveAhead, BatchRequest.Ahead), as it serves Reserve: with no write,
+// at the slot the write would have given (now + ahead), one lease interval
+// after the lease's last slot and before its epoch's end. Without it every
+// push of the pipeline booked its own token beside a lease it never spent.
+func TestAheadGrantsComeFromTheLease(t *testing.T) {
+	// Epochs of 10 s; 5 leases of half of 10/s: 1/s each, 1 s apart.
+	sh := &Share{Fraction: 0.5, Leases: 5, Epoch: 10 * time.Second}
+	b := Bucket{Key: "k", Limit: PerSecond(10, 20), Share: sh}
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	type call struct {
+		at, ahead time.Duration // after the epoch's start
+		batch     bool
+		leased    bool
+		slot      time.Duration // of a leased grant
+	}
+	tests := []struct {
+		name  string
+		calls []call
+	}{
+		{"ahead: at the claimed now", []call{{at: 2 * time.Second, ahead: 300 * ms, slot: 2300 * ms, leased: true}}},
+		{"batch ahead: at the claimed now", []call{{at: 2 * time.Second, ahead: 300 * ms, batch: true, slot: 2300 * ms, leased: true}}},
+		{"no ahead", []call{{at: 2100 * ms, leased: true, slot: 2100 * ms}}},
+		{"one lease interval apart, whatever the ahead", []call{
+			{at: 2 * time.Second, ahead: 900 * ms, leased: true, slot: 2900 * ms},
+			{at: 3 * time.Second, ahead: 800 * ms, leased: false},
+			{at: 3 * time.Second, ahead: 900 * ms, leased: true, slot: 3900 * ms},
+		}},
+		{"not at or past the epoch's end", []call{{at: 9500 * ms, ahead: 500 * ms, leased: false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := epoch.Add(time.Second)
+			steps := []func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error){
+				granted(now.Add(100 * ms).UnixMicro()), // the write that takes the lease: its pacer's first token at 1.1 s + 1 s
+			}
+			for _, c := range tt.calls {
+				if !c.leased {
+					steps = append(steps, granted(epoch.Add(c.at+c.ahead+100*ms).UnixMicro()))
+				}
+			}
+			s := &scripted{unreachable: unreachable{t}, steps: steps}
+			l, err := New(s, WithClock(func() time.Time { return now }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			r, err := l.ReserveAhead(ctx, b, 1, time.Second, 100*ms)
+			if err != nil || r.Leased {
+				t.Fatalf("the first ReserveAhead = %+v, %v; want a written grant", r, err)
+			}
+			if got := l.ShareStats().Leases; got != 1 {
+				t.Fatalf("leases taken %d, want 1", got)
+			}
+			for i, c := range tt.calls {
+				now = epoch.Add(c.at)
+				var slot time.Time
+				before := len(s.sent)
+				if c.batch {
+					bt, err := l.ReserveBatch(ctx, b, BatchRequest{N: 1, MaxDelay: time.Second, Partial: true, Ahead: c.ahead})
+					if err != nil || len(bt.Slots) != 1 {
+						t.Fatalf("call %d: ReserveBatch = %+v, %v; want one slot", i, bt, err)
+					}
+					slot = bt.Slots[0]
+				} else {
+					r, err := l.ReserveAhead(ctx, b, 1, time.Second, c.ahead)
+					if err != nil {
+						t.Fatalf("call %d: ReserveAhead: %v", i, err)
+					}
+					if r.Leased != (len(s.sent) == before) {
+						t.Errorf("call %d: Leased %v with %d writes", i, r.Leased, len(s.sent)-before)
+					}
+					slot = r.Slot
+				}
+				if leased := len(s.sent) == before; leased != c.leased {
+					t.Fatalf("call %d at %v ahead %v: leased %v, want %v (writes so far %d)", i, c.at, c.ahead, leased, c.leased, len(s.sent))
+				}
+				if c.leased && !slot.Equal(epoch.Add(c.slot)) {
+					t.Errorf("call %d: slot %v after the epoch's start, want %v", i, slot.Sub(epoch), c.slot)
+				}
+			}
+		})
+	}
+}
