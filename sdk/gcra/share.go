@@ -12,14 +12,14 @@ import (
 // Time is cut into epochs of length Epoch. In epoch k at most Leases
 // leases are taken, each at ρ = Fraction·r ÷ Leases tokens a second, valid
 // from the write that took it to the epoch's end; a lease is spent by a
-// local pacer of rate ρ and burst 1 that starts empty, so a lease's
-// requests in any window w number at most 1 + ρ·w, and at most ρ·w in a
-// window that starts with the lease. With n leases taken in the epoch, the
-// shared rest is a bucket of rate r·(1 − n·Fraction ÷ Leases) and burst
-// b − Leases (SharedLimit): the leases' first tokens come out of the
-// burst, their rates out of the rate, so that in any window W
+// local pacer of rate ρ and burst β (Burst) that starts empty, so a
+// lease's requests in any window w number at most β + ρ·w, and at most ρ·w
+// in a window that starts with the lease. With n leases taken in the
+// epoch, the shared rest is a bucket of rate r·(1 − n·Fraction ÷ Leases)
+// and burst b − Leases·β (SharedLimit): the leases' banked tokens come out
+// of the burst, their rates out of the rate, so that in any window W
 //
-//	shared + leased ≤ (b − Leases) + r·(1 − λ)·W + Leases + λ·r·W = b + r·W.
+//	shared + leased ≤ (b − Leases·β) + r·(1 − λ)·W + Leases·β + λ·r·W = b + r·W.
 //
 // A lease is taken only by a write that finds the shared part idle (tat ≤
 // now: no slot booked ahead that was charged at a lower carve), and a
@@ -29,9 +29,14 @@ import (
 type Share struct {
 	// Fraction is the part of the rate leases may hold at once, in (0, 0.5].
 	Fraction float64
-	// Leases is the most leases taken in one epoch, ≥ 1 and below the
-	// burst (their first tokens come out of it).
+	// Leases is the most leases taken in one epoch, ≥ 1, with
+	// Leases·Burst below the bucket's burst (their banked tokens come out
+	// of it).
 	Leases int
+	// Burst is the most tokens one lease banks (β; 0 stands for 1): an
+	// environment's pushes of one bucket come in clumps (one invocation's
+	// batch), and a lease that banks one token books the rest of a clump.
+	Burst int
 	// Epoch is how long a lease lives at most: leases end at the epoch's
 	// end, ≥ 1 s.
 	Epoch time.Duration
@@ -49,8 +54,10 @@ func (s Share) Validate(l Limit) error {
 		return argErr("share.fraction", "%v, want in (0, 0.5]", s.Fraction)
 	case s.Leases < 1:
 		return argErr("share.leases", "%d, want ≥ 1", s.Leases)
-	case s.Leases >= l.Burst:
-		return argErr("share.leases", "%d, want below the burst %d: each lease's first token comes out of it", s.Leases, l.Burst)
+	case s.Burst < 0:
+		return argErr("share.burst", "%d, want ≥ 1 (0: 1)", s.Burst)
+	case s.Leases*s.leaseBurst() >= l.Burst:
+		return argErr("share.leases", "%d leases banking %d tokens each, want below the burst %d: their tokens come out of it", s.Leases, s.leaseBurst(), l.Burst)
 	case s.Epoch < time.Second:
 		return argErr("share.epoch", "%v, want ≥ 1s", s.Epoch)
 	case s.Quiet < 0:
@@ -74,17 +81,20 @@ func (s Share) LeaseRate(l Limit) float64 { return s.Fraction * l.Rate / float64
 // LeaseInterval is 1/ρ in microseconds, rounded up as Interval is.
 func (s Share) LeaseInterval(l Limit) int64 { return int64(math.Ceil(1e6 / s.LeaseRate(l))) }
 
+// leaseBurst is β, the tokens one lease banks at most.
+func (s Share) leaseBurst() int { return max(s.Burst, 1) }
+
 // SharedLimit is the limit of the shared part with n leases taken in the
-// current epoch: rate r·(1 − n·Fraction ÷ Leases), burst b − Leases (at
+// current epoch: rate r·(1 − n·Fraction ÷ Leases), burst b − Leases·β (at
 // least 1: a limit derived with a smaller burst than the bucket's, burst
-// one, stays below the bucket's b − Leases), the same margin. With n = 0
-// the rate is whole but the burst still gives up Leases tokens: leases of
-// the epoch before may have banked a token each.
+// one, stays below the bucket's b − Leases·β), the same margin. With n = 0
+// the rate is whole but the burst still gives up Leases·β tokens: leases
+// of the epoch before may have banked β tokens each.
 func (s Share) SharedLimit(l Limit, n int) Limit {
 	n = min(max(n, 0), s.Leases)
 	return Limit{
 		Rate:   l.Rate * (1 - float64(n)*s.Fraction/float64(s.Leases)),
-		Burst:  max(l.Burst-s.Leases, 1),
+		Burst:  max(l.Burst-s.Leases*s.leaseBurst(), 1),
 		Margin: l.Margin,
 	}
 }
@@ -98,20 +108,29 @@ type Lease struct {
 
 // NewLease is the lease a write at now took: its pacer starts empty, so
 // its first token comes one lease interval after the write (the write
-// itself granted the request that took it).
+// itself granted the request that took it), and it banks one more each
+// interval, up to β.
 func (s Share) NewLease(l Limit, now int64) Lease {
-	return Lease{Epoch: s.EpochOf(now), TAT: now + s.LeaseInterval(l)}
+	return Lease{Epoch: s.EpochOf(now), TAT: now + int64(s.leaseBurst())*s.LeaseInterval(l)}
 }
 
 // Spend grants one token of lease at now if the lease is still valid (now
-// before its epoch's end) and its pacer has one, and returns the lease
-// after it. Leases grant one token at a time.
+// before its epoch's end) and its pacer has one (a GCRA of rate ρ and
+// burst β: TAT − (β − 1)/ρ ≤ now), and returns the lease after it. Leases
+// grant one token at a time.
 func (s Share) Spend(l Limit, lease Lease, now int64) (Lease, bool) {
-	if now >= s.EpochEnd(lease.Epoch) || now < lease.TAT {
+	I := s.LeaseInterval(l)
+	if now >= s.EpochEnd(lease.Epoch) || now < lease.TAT-int64(s.leaseBurst()-1)*I {
 		return lease, false
 	}
-	lease.TAT = max(lease.TAT, now) + s.LeaseInterval(l)
+	lease.TAT = max(lease.TAT, now) + I
 	return lease, true
+}
+
+// LeaseTokens is the most tokens a lease taken at now grants: ρ times
+// what is left of its epoch.
+func (s Share) LeaseTokens(l Limit, now int64) int64 {
+	return max(s.EpochEnd(s.EpochOf(now))-now, 0) / s.LeaseInterval(l)
 }
 
 func floorDiv(a, b int64) int64 {

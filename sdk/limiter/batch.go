@@ -87,16 +87,22 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 			return Batch{}, err
 		}
 	}
-	// A lease grants the first slot with no write; the rest, if any, are
-	// booked as always (a batch that must be whole books all of them).
+	// A lease grants the first slots, as many as it has banked, with no
+	// write; the rest, if any, are booked as always (a batch that must be
+	// whole books all of them).
 	var leased []time.Time
 	if req.N == 1 || req.Partial {
-		if r, ok := l.localGrant(b, 1, ahead); ok {
-			if req.N == 1 {
-				return Batch{Key: b.Key, Requested: 1, Slots: []time.Time{r.Slot}}, nil
+		for len(leased) < req.N {
+			r, ok := l.localGrant(b, 1, ahead)
+			if !ok {
+				break
 			}
-			leased, req.N = []time.Time{r.Slot}, req.N-1
+			leased = append(leased, r.Slot)
 		}
+		if len(leased) == req.N {
+			return Batch{Key: b.Key, Requested: req.N, Slots: leased}, nil
+		}
+		req.N -= len(leased)
 	}
 	size := func(int64, int64, Limit) int { return req.N }
 	if req.Partial {

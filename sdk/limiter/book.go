@@ -123,7 +123,7 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 			if b.Share != nil {
 				l.shares.learn(b.Key, out.Attributes)
 				if sf == lease {
-					l.shares.took(b.Key, *b.Share, b.Limit, b.Share.NewLease(b.Limit, now))
+					l.shares.took(b.Key, *b.Share, b.Limit, now)
 				}
 			}
 			return l.granted(b, lim, st, n, now, out.Attributes)

@@ -97,14 +97,15 @@ func (s *seenShares) learn(key string, item map[string]types.AttributeValue) {
 	s.m[key] = v
 }
 
-func (s *seenShares) took(key string, sh Share, lim Limit, l gcra.Lease) {
+// took records the lease a write at now took.
+func (s *seenShares) took(key string, sh Share, lim Limit, now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.m[key]
-	v.lease, v.leased = l, true
+	v.lease, v.leased = sh.NewLease(lim, now), true
 	s.m[key] = v
 	s.leased++
-	s.leasedTokens += int64(float64(sh.EpochEnd(l.Epoch)-l.TAT+sh.LeaseInterval(lim)) / float64(sh.LeaseInterval(lim)))
+	s.leasedTokens += sh.LeaseTokens(lim, now)
 }
 
 // spend takes one token of this process's lease of key at now, if it has

@@ -93,3 +93,60 @@ func TestAheadGrantsComeFromTheLease(t *testing.T) {
 		})
 	}
 }
+
+// A batch takes as many slots as the lease banked (its burst) with no
+// write, and books the rest with one: a clump of an invocation's pushes of
+// one bucket costs a write only past what the lease holds.
+func TestABatchTakesWhatTheLeaseBanked(t *testing.T) {
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	tests := []struct {
+		name   string
+		burst  int
+		n      int
+		leased int // slots granted by the lease
+	}{
+		{"banked two, asked two", 2, 2, 2},
+		{"banked two, asked three", 2, 3, 2},
+		{"burst one", 1, 3, 1},
+		{"banked three, asked one", 3, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// 5 leases of half of 10/s: 1/s each; the lease is taken at 1.1 s
+			// and has banked its burst by 1.1 s + burst.
+			sh := &Share{Fraction: 0.5, Leases: 5, Burst: tt.burst, Epoch: 10 * time.Second}
+			b := Bucket{Key: "k", Limit: PerSecond(10, 20), Share: sh}
+			now := epoch.Add(time.Second)
+			at := epoch.Add(time.Duration(1100+1000*tt.burst) * ms)
+			steps := []func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error){
+				granted(now.Add(100 * ms).UnixMicro()),
+			}
+			if tt.n > tt.leased {
+				steps = append(steps, granted(at.Add(time.Duration(tt.n-tt.leased)*100*ms).UnixMicro()))
+			}
+			s := &scripted{unreachable: unreachable{t}, steps: steps}
+			l, err := New(s, WithClock(func() time.Time { return now }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := l.ReserveAhead(ctx, b, 1, time.Second, 100*ms); err != nil {
+				t.Fatal(err)
+			}
+			now = at
+			bt, err := l.ReserveBatch(ctx, b, BatchRequest{N: tt.n, MaxDelay: time.Second, Partial: true})
+			if err != nil || len(bt.Slots) != tt.n {
+				t.Fatalf("ReserveBatch = %+v, %v; want %d slots", bt, err, tt.n)
+			}
+			if got := l.ShareStats().Local; got != int64(tt.leased) {
+				t.Errorf("slots granted by the lease: %d, want %d (writes %d)", got, tt.leased, len(s.sent))
+			}
+			for i := range tt.leased {
+				if !bt.Slots[i].Equal(at) {
+					t.Errorf("leased slot %d at %v, want %v", i, bt.Slots[i].Sub(epoch), at.Sub(epoch))
+				}
+			}
+		})
+	}
+}

@@ -13,13 +13,16 @@ import (
 // ends (limiter.Share; "Leased shares" in docs/design.md). Off unless set;
 // every field but fraction is optional:
 //
-//	"share": {"fraction": 0.5, "leases": 8, "epoch": "60s", "quiet": "15m"}
+//	"share": {"fraction": 0.5, "leases": 8, "burst": 2, "epoch": "60s", "quiet": "15m"}
 //
-// Defaults: leases DefaultShareLeases (at most burst − 1), epoch
-// DefaultShareEpoch, quiet DefaultShareQuiet.
+// Defaults: leases DefaultShareLeases (at most burst − 1), burst (the
+// tokens one lease banks) DefaultShareBurst while leases × it stays below
+// the endpoint's burst, else 1, epoch DefaultShareEpoch, quiet
+// DefaultShareQuiet.
 type ShareSpec struct {
 	Fraction float64 `json:"fraction"`
 	Leases   int     `json:"leases,omitempty"`
+	Burst    int     `json:"burst,omitempty"`
 	Epoch    string  `json:"epoch,omitempty"`
 	Quiet    string  `json:"quiet,omitempty"`
 }
@@ -27,6 +30,10 @@ type ShareSpec struct {
 const (
 	// DefaultShareLeases is how many leases an epoch holds at most.
 	DefaultShareLeases = 8
+	// DefaultShareBurst is how many tokens a lease banks: an environment's
+	// pushes of one bucket come in clumps (an invocation's batch), and a
+	// lease that banks one books the rest of each clump with a write.
+	DefaultShareBurst = 2
 	// DefaultShareEpoch is how long a lease lives at most.
 	DefaultShareEpoch = time.Minute
 	// DefaultShareQuiet is how long a bucket goes without a write of an
@@ -46,6 +53,9 @@ func (e Endpoint) LimiterShare() *limiter.Share {
 	out := limiter.Share{Fraction: s.Fraction, Leases: s.Leases, Epoch: DefaultShareEpoch, Quiet: DefaultShareQuiet}
 	if out.Leases == 0 {
 		out.Leases = min(DefaultShareLeases, e.Limit.Burst-1)
+	}
+	if out.Burst = s.Burst; out.Burst == 0 && out.Leases > 0 {
+		out.Burst = max(min(DefaultShareBurst, (e.Limit.Burst-1)/out.Leases), 1)
 	}
 	var err error
 	if s.Epoch != "" {
