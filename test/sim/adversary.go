@@ -516,6 +516,9 @@ func firstLine(s string) string {
 func describe(sc Scenario) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "; %d properties, %.1f changes/s for %v", sc.Properties, sc.Load.Rate(0), sc.Load.Duration)
+	if sc.Deployment > 0 {
+		fmt.Fprintf(&b, "; the release with shares deployed at %v", sc.Deployment)
+	}
 	for _, c := range sc.Channels {
 		fmt.Fprintf(&b, "\n    %s %v: %d credentials, rate %g burst %d", c.Name, c.Kinds, c.Creds, c.Rate, c.Burst)
 		if len(c.Keys) > 0 {

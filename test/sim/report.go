@@ -268,8 +268,12 @@ func (r *Report) Write(w io.Writer) {
 		r.Requests, per(float64(r.Requests), ch), per(float64(r.Requests), float64(st.FannedOut)), per(float64(st.Items), float64(st.Pushes)), st.Wasted, r.Throttled, r.Failed)
 	if sh := r.Shares; sh.Leases > 0 || r.Scenario.Share != "" {
 		unused := sh.LeasedTokens - sh.Local
+		set := r.Scenario.Share
+		if set == "" {
+			set = "(the channels' own)"
+		}
 		fmt.Fprintf(w, "  leased shares %s: %d leases, %d pushes granted by a lease with no write (%.3f per push); quota leases held and no push used: %d tokens, %.0f a minute\n",
-			r.Scenario.Share, sh.Leases, sh.Local, per(float64(sh.Local), float64(st.Pushes)), unused, per(float64(unused), r.Simulated.Minutes()))
+			set, sh.Leases, sh.Local, per(float64(sh.Local), float64(st.Pushes)), unused, per(float64(unused), r.Simulated.Minutes()))
 	}
 	fmt.Fprintf(w, "  DynamoDB calls %d: %.2f per change (limiter %.2f, state and lanes %.2f); WCU %.0f (%.2f per change), RCU %.0f (%.2f per change); conditional failures %d, outage errors %d, other errors %d, items refused over 400 KB %d\n",
 		all, per(float64(all), ch), per(float64(lim), ch), per(float64(all-lim), ch), r.DB.WCU, per(r.DB.WCU, ch), r.DB.RCU, per(r.DB.RCU, ch),

@@ -37,8 +37,10 @@ const (
 
 // sim is one run in progress.
 type sim struct {
-	sc      Scenario
-	cfg     *config.Config
+	sc  Scenario
+	cfg *config.Config
+	// cfgOld is the release before the deployment's (Scenario.Deployment).
+	cfgOld  *config.Config
 	db      *DB
 	sqs     *SQS
 	ledger  *Ledger
@@ -87,7 +89,8 @@ type sim struct {
 type instance struct {
 	sy  *syncer.Syncer
 	p   *pipeline.Pipeline
-	env int // its number, for the push trace
+	env int  // its number, for the push trace
+	old bool // of the release before Scenario.Deployment
 }
 
 // Stats is what the pipeline did, as the workers and queues saw it.
@@ -192,6 +195,11 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		return nil, fmt.Errorf("sim config: %w", err)
 	}
 	s.cfg = cfg
+	if sc.Deployment > 0 {
+		if s.cfgOld, err = config.Parse([]byte(connections(oldRelease(sc)))); err != nil {
+			return nil, fmt.Errorf("sim config of the release before the deployment: %w", err)
+		}
+	}
 	conc := sc.MaxConcurrency
 	if conc == 0 {
 		conc = cfg.MaxConcurrency()
@@ -405,7 +413,11 @@ func (s *sim) newInstance() (*instance, error) {
 	if f := s.sc.Faults.SecretsOutage; f[1] > f[0] {
 		clients.Secrets, token = s.secrets, pipeline.WithLimiterOptions() // tokens from Secrets Manager
 	}
-	p, err := pipeline.New(s.cfg, clients,
+	cfg, old := s.cfg, s.cfgOld != nil && time.Since(s.start) < s.sc.Deployment
+	if old {
+		cfg = s.cfgOld
+	}
+	p, err := pipeline.New(cfg, clients,
 		pipeline.Names{LimiterTable: "limits", StateTable: "state", DeferredURL: "deferred", DeadURL: "dlq"},
 		pipeline.WithLogger(slog.New(slog.DiscardHandler)), pipeline.WithLimiterOptions(limOpts...),
 		token, pipeline.WithLocalShare(s.maxInstances),
@@ -418,7 +430,7 @@ func (s *sim) newInstance() (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{sy: p.Syncer, p: p, env: env}
+	in := &instance{sy: p.Syncer, p: p, env: env, old: old}
 	s.mu.Lock()
 	s.all = append(s.all, in)
 	s.mu.Unlock()
@@ -454,9 +466,12 @@ func (s *sim) lingerMode() string {
 
 func (s *sim) acquire() (*instance, error) {
 	s.mu.Lock()
-	if n := len(s.idle); n > 0 {
+	for n := len(s.idle); n > 0; n = len(s.idle) {
 		in := s.idle[n-1]
 		s.idle = s.idle[:n-1]
+		if in.old && time.Since(s.start) >= s.sc.Deployment {
+			continue // retired: Lambda invokes the new version only
+		}
 		s.mu.Unlock()
 		return in, nil
 	}
@@ -884,4 +899,19 @@ func (s *sim) send(c change) {
 	}
 	s.ledger.Publish(rowKey{prop: c.prop, kind: uint8(c.kind), room: uint8(c.room), plan: uint8(max(c.plan, 0))}, c.from, c.days, int32(seq), c.value)
 	s.sqs.Put(s.changes, body)
+}
+
+// oldRelease is sc as the release before leased shares runs it: no
+// endpoint has a "share".
+func oldRelease(sc Scenario) Scenario {
+	old := cloneScenario(sc)
+	old.Share = ""
+	for i := range old.Channels {
+		c := &old.Channels[i]
+		delete(c.Keys, "share")
+		for _, kk := range c.KindKeys {
+			delete(kk, "share")
+		}
+	}
+	return old
 }

@@ -250,6 +250,11 @@ type Scenario struct {
 	DBServe time.Duration
 	// MaxConcurrency caps each event source (0: the config's).
 	MaxConcurrency int
+	// Deployment, if set, is when the release with "share" replaces the
+	// one before it: environments wired before it run the config without
+	// any "share" (run.go, oldRelease), and get no invocation from it on;
+	// those running finish theirs (at most the function's timeout).
+	Deployment time.Duration
 	// CheckItems has every read of the in-memory DynamoDB compare the item
 	// it kept with minidyn's (items.go); the small runs set it.
 	CheckItems bool
