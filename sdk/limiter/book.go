@@ -81,7 +81,7 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 			sv shareView
 		)
 		if b.Share != nil {
-			lim, sf, sv = l.shareDecision(b, tat, now)
+			lim, sf, sv = l.shareDecision(b, tat, now, size(tat, now, b.Limit) == 1)
 		}
 		T, tau := lim.Interval(), lim.Tolerance()
 		n := size(tat, now, lim)

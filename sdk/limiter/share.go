@@ -3,6 +3,7 @@ package limiter
 import (
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,26 +24,39 @@ type Share = gcra.Share
 //     know the shares (an earlier release, Penalize, Reset) leaves tat ≠ nw.
 //   - ow: when a share-aware write last found tat ≠ nw (or no item): leases
 //     are taken only Quiet after it.
-//   - sk, sn: the epoch of the latest lease and the leases taken in it.
+//   - sk: the epoch of the latest lease; sn<k>: the leases taken in epoch
+//     k. The count's name carries its epoch, so that a lease write need not
+//     know whether the epoch's count has begun (if_not_exists starts it):
+//     with one count reset each epoch, every environment's first lease
+//     write of an epoch guessed which, and all but the first guessed
+//     wrong. A lease write removes the count of two epochs before.
 const (
 	markAttribute    = "nw"
 	unknownAttribute = "ow"
 	epochAttribute   = "sk"
-	leasesAttribute  = "sn"
 )
+
+// countAttribute is the name of epoch k's lease count.
+func countAttribute(k int64) string { return "sn" + strconv.FormatInt(k, 10) }
 
 // shareForm is what a share-aware write asserts and does.
 type shareForm int
 
 const (
 	// marked: the last grant was share-aware; charged at the carve of the
-	// leases the write asserts (sk, sn).
+	// leases the write asserts (its epoch's count at most n).
 	marked shareForm = iota
 	// unmarked: something that does not know the shares wrote last (or
 	// there is no item); charged at the whole carve, records ow.
 	unmarked
-	// lease: marked, idle, quiet: takes one of the epoch's leases too.
+	// lease: marked, idle, quiet, one token: takes one of the epoch's
+	// leases too, if fewer than M are taken; charged at the whole carve.
 	lease
+	// whole: marked, idle, one token: charged at the whole carve,
+	// asserting no count. An idle bucket loses at most the refill of one
+	// token's carve by it, and a write that asserts a count fails
+	// whenever a lease was taken since its process last saw the item.
+	whole
 )
 
 // shareView is what this process knows of a bucket's shares.
@@ -80,7 +94,7 @@ func (s *seenShares) learn(key string, item map[string]types.AttributeValue) {
 	_, hasNW := item[markAttribute]
 	ow, _ := itemMicros(item, unknownAttribute)
 	sk, _ := itemMicros(item, epochAttribute)
-	sn, _ := itemMicros(item, leasesAttribute)
+	sn, _ := itemMicros(item, countAttribute(sk))
 	_, hasTAT := item[TATAttribute]
 	_, hasOW := item[unknownAttribute]
 	s.mu.Lock()
@@ -176,7 +190,12 @@ func (l *Limiter) localGrant(b Bucket, n int, ahead time.Duration) (Reservation,
 // last, and asserts no mark (aged). A younger one takes a lease only on an
 // item whose last write knew the shares and whose last write that did not
 // is Quiet old.
-func (l *Limiter) shareDecision(b Bucket, tat, now int64) (Limit, shareForm, shareView) {
+//
+// single says the write books one token: only such writes that find the
+// bucket idle take leases or go without asserting a count, so that an
+// idle batch (a storm's first booking) is charged at the carve in force,
+// not at the whole one.
+func (l *Limiter) shareDecision(b Bucket, tat, now int64, single bool) (Limit, shareForm, shareView) {
 	sh := *b.Share
 	v := l.shares.get(b.Key)
 	k := sh.EpochOf(now)
@@ -193,10 +212,13 @@ func (l *Limiter) shareDecision(b Bucket, tat, now int64) (Limit, shareForm, sha
 	// An unknown item is taken as marked, quiet and without leases: a
 	// failed guess hands back the item to learn.
 	quiet := v.aged || !v.known || v.ow <= now-sh.Quiet.Microseconds()
-	if tat <= now && n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k) {
-		return sh.SharedLimit(b.Limit, n+1), lease, v
+	switch {
+	case tat > now || !single:
+		return sh.SharedLimit(b.Limit, n), marked, v
+	case n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k):
+		return sh.SharedLimit(b.Limit, sh.Leases), lease, v
 	}
-	return sh.SharedLimit(b.Limit, n), marked, v
+	return sh.SharedLimit(b.Limit, sh.Leases), whole, v
 }
 
 // shareInput adds to a grant's write in (from takeInput, form f) what form
@@ -211,44 +233,39 @@ func shareInput(in *dynamodb.UpdateItemInput, f form, sf shareForm, v shareView,
 		next = "#tat + :nT"
 	}
 	set := ", #nw = " + next
-	var cond string
+	remove := ""
+	var conds []string
 	switch sf {
 	case unmarked:
-		// No epoch asserted: charged at the whole carve, whatever leases
+		// No count asserted: charged at the whole carve, whatever leases
 		// there are.
-		cond = "(attribute_not_exists(#tat) OR attribute_not_exists(#nw) OR #nw <> #tat)"
+		conds = append(conds, "(attribute_not_exists(#tat) OR attribute_not_exists(#nw) OR #nw <> #tat)")
 		set += ", #ow = :now"
 		names["#ow"] = unknownAttribute
 	default:
-		// A grant is charged at the carve of v.n leases: it asserts that
-		// no more are taken in the epoch (fewer only overcharge it).
-		names["#sk"] = epochAttribute
-		cond = "attribute_exists(#nw) AND #nw = #tat AND "
-		if v.aged {
-			cond = ""
+		if !v.aged {
+			conds = append(conds, "attribute_exists(#nw) AND #nw = #tat")
 		}
-		vals[":k"] = num(v.epoch)
-		switch {
-		case sf == lease && v.n == 0:
-			cond += "(attribute_not_exists(#sk) OR #sk <> :k)"
-			names["#sn"] = leasesAttribute
-			vals[":one"] = num(1)
-			set += ", #sk = :k, #sn = :one"
-		case sf == lease:
-			cond += "#sk = :k AND #sn <= :sn"
-			names["#sn"] = leasesAttribute
-			vals[":sn"], vals[":one"] = num(int64(v.n)), num(1)
-		case v.n == 0:
-			cond += "(attribute_not_exists(#sk) OR #sk <> :k)"
-		default:
-			cond += "(attribute_not_exists(#sk) OR #sk <> :k OR #sn <= :sn)"
-			names["#sn"] = leasesAttribute
+		switch sf {
+		case lease:
+			// Charged at the whole carve: it asserts only that the epoch
+			// has a lease left.
+			names["#ck"], names["#sk"], names["#old"] = countAttribute(v.epoch), epochAttribute, countAttribute(v.epoch-2)
+			vals[":k"], vals[":m"], vals[":zero"], vals[":one"] = num(v.epoch), num(int64(sh.Leases)), num(0), num(1)
+			conds = append(conds, "(attribute_not_exists(#ck) OR #ck < :m)")
+			set += ", #ck = if_not_exists(#ck, :zero) + :one, #sk = :k"
+			remove = " REMOVE #old"
+			if !v.aged {
+				conds = append(conds, "#ow <= :quiet")
+				names["#ow"] = unknownAttribute
+				vals[":quiet"] = num(now - sh.Quiet.Microseconds())
+			}
+		case marked:
+			// Charged at the carve of v.n leases: it asserts that no more
+			// are taken in the epoch (fewer only overcharge it).
+			names["#ck"] = countAttribute(v.epoch)
 			vals[":sn"] = num(int64(v.n))
-		}
-		if sf == lease && !v.aged {
-			cond += " AND #ow <= :quiet"
-			names["#ow"] = unknownAttribute
-			vals[":quiet"] = num(now - sh.Quiet.Microseconds())
+			conds = append(conds, "(attribute_not_exists(#ck) OR #ck <= :sn)")
 		}
 	}
 	// The item outlives the epoch: its carve holds until every lease of
@@ -256,9 +273,8 @@ func shareInput(in *dynamodb.UpdateItemInput, f form, sf shareForm, v shareView,
 	ttl, _ := strconv.ParseInt(vals[":ttl"].(*types.AttributeValueMemberN).Value, 10, 64)
 	vals[":ttl"] = num(max(ttl, ttlSeconds(sh.EpochEnd(sh.EpochOf(now)))))
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = names, vals
-	if sf == lease && v.n > 0 {
-		set += " ADD #sn :one"
+	in.UpdateExpression = aws.String(*in.UpdateExpression + set + remove)
+	if len(conds) > 0 {
+		in.ConditionExpression = aws.String("(" + *in.ConditionExpression + ") AND " + strings.Join(conds, " AND "))
 	}
-	in.UpdateExpression = aws.String(*in.UpdateExpression + set)
-	in.ConditionExpression = aws.String("(" + *in.ConditionExpression + ") AND " + cond)
 }

@@ -192,3 +192,60 @@ func TestMixedReleasesKeepTheBound(t *testing.T) {
 	}
 	assertFleetInvariant(t, grants, f.b.Limit, 0)
 }
+
+// Six environments write one bucket in each of three epochs while it
+// idles: the first five each take a lease with their first write of the
+// epoch, the sixth finds none left, and one of them writes again after
+// the others' leases changed the count it last saw. The only write that
+// fails its condition is the sixth's ask for a lease when none is left
+// (once an epoch): a lease write asserts only that the epoch has a lease
+// left (its count's name carries the epoch, so no environment guesses
+// whether the epoch's count has begun), and an idle one-token grant is
+// charged at the whole carve and asserts no count.
+func TestLeaseWritesDoNotGuessTheEpochsCount(t *testing.T) {
+	t.Parallel()
+	f := newShareFleet(t)
+	f.b.Share.Quiet = 0
+	f.b.Share.Burst = 1
+	ws := make([]worker, 6)
+	for i := range ws {
+		ws[i] = f.worker(t)
+	}
+	var grants []time.Time
+	leased := 0
+	ask := func(w worker, at time.Duration) {
+		t.Helper()
+		f.at(at)
+		r, ok := take(t, w, f.b)
+		if !ok {
+			t.Fatalf("Take at %v denied on an idle bucket", at)
+		}
+		grants = append(grants, r.Slot)
+		if r.Leased {
+			leased++
+		}
+	}
+	const epochs = 3
+	for e := range epochs {
+		start := time.Duration(e) * f.b.Share.Epoch
+		ask(ws[0], start+100*time.Millisecond) // takes a lease
+		ask(ws[0], start+150*time.Millisecond) // books: its lease has no token yet
+		for i := 1; i < len(ws); i++ {
+			ask(ws[i], start+100*time.Millisecond+time.Duration(i)*500*time.Millisecond) // four leases, then none left
+		}
+		ask(ws[0], start+3*time.Second)                     // from its lease
+		ask(ws[0], start+3*time.Second+50*time.Millisecond) // books, having seen one lease taken
+	}
+	var writes int64
+	for _, w := range ws {
+		writes += w.calls.Answered()
+	}
+	t.Logf("%d grants, %d leased, %d writes answered", len(grants), leased, writes)
+	if leased != epochs {
+		t.Errorf("%d leased grants; want %d (one an epoch)", leased, epochs)
+	}
+	if want := int64(9 * epochs); writes != want {
+		t.Errorf("%d writes; want %d, one a written grant and one an epoch for the sixth environment's lease ask: the rest failed their conditions", writes, want)
+	}
+	assertFleetInvariant(t, grants, f.b.Limit, 0)
+}
