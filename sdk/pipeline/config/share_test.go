@@ -20,8 +20,15 @@ func TestShareParsesWithDefaults(t *testing.T) {
 	}
 	l, _ := c.Limits("bk", "rates")
 	s := l.Buckets("k", "")[0].Share
-	if s == nil || s.Fraction != 0.5 || s.Leases != DefaultShareLeases || s.Burst != DefaultShareBurst || s.Epoch != DefaultShareEpoch || s.Quiet != DefaultShareQuiet {
-		t.Fatalf("share with defaults: %+v", s)
+	if s == nil || s.Fraction != 0.5 || s.Leases != DefaultShareLeases || s.Burst != 1 || s.Epoch != DefaultShareEpoch || s.Quiet != DefaultShareQuiet {
+		t.Fatalf("share with defaults: %+v; want 8 leases banking 1 token each (2 each would leave the shared part less than half the burst)", s)
+	}
+	c, err = Parse([]byte(modesConfig(`{"path":"/r","limit":{"rate":10,"burst":40},"share":{"fraction":0.5}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ = c.Limits("bk", "rates"); l.Share.Leases != DefaultShareLeases || l.Share.Burst != DefaultShareBurst {
+		t.Fatalf("share on burst 40: %+v; want 8 leases banking 2 tokens each", l.Share)
 	}
 	c, err = Parse([]byte(modesConfig(`{"path":"/r","limit":{"rate":10,"burst":4},"share":{"fraction":0.25,"epoch":"30s","quiet":"5m"}}`)))
 	if err != nil {
