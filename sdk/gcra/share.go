@@ -66,6 +66,12 @@ func (s Share) Validate(l Limit) error {
 	if s.LeaseRate(l) <= 0 || s.LeaseRate(l) > MaxRate {
 		return argErr("share.leases", "a lease's rate %v is out of range", s.LeaseRate(l))
 	}
+	if s.LeaseInterval(l) > s.Epoch.Microseconds() {
+		// Such a lease would hold its carve of the rate for an epoch and
+		// grant nothing.
+		return argErr("share.epoch", "%v, want at least one lease interval (%v): a lease of %.3g/s would grant nothing in it",
+			s.Epoch, time.Duration(s.LeaseInterval(l))*time.Microsecond, s.LeaseRate(l))
+	}
 	return nil
 }
 
