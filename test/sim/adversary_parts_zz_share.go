@@ -55,7 +55,7 @@ var shareParts = []part{
 			delete(b.sc.Channels[i].Keys, "share")
 		}
 		if c == nil {
-			return nil, "no channel takes a share beside the case's other parts (adaptive, limits, shards, items, quota, urgent_reserve, burst 1)"
+			return nil, "no channel takes a share beside the case's other parts (adaptive, limits, shards, items, quota, urgent_reserve, burst 1, a lease interval longer than the epoch)"
 		}
 		return []string{fmt.Sprintf("share.fraction=%g", fraction), "share.epoch=" + epoch, "share.quiet=" + quiet, "share.case=" + what}, ""
 	}},
