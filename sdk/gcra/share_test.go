@@ -69,7 +69,7 @@ func TestShareValidate(t *testing.T) {
 		{"leases the whole burst", func(s *Share) { s.Leases = 20 }},
 		{"short epoch", func(s *Share) { s.Epoch = time.Millisecond }},
 		{"negative quiet", func(s *Share) { s.Quiet = -1 }},
-		{"an epoch shorter than a lease's interval", func(s *Share) { s.Fraction, s.Leases, s.Epoch = 0.1, 5, 4 * time.Second }},
+		{"an epoch shorter than a lease's interval", func(s *Share) { s.Fraction, s.Leases, s.Epoch = 0.1, 5, 4*time.Second }},
 	} {
 		s := ok
 		tc.edit(&s)
