@@ -12,7 +12,8 @@ import (
 // bound must survive: a deployment whose old release writes beside the new
 // one, environments that die and come back (more of them than run at once)
 // or sit frozen with a lease, and a store outage while leases run. The
-// file's name sorts after every other part's, so that its init appends it
+// file's name sorts after every other part's (adversary_resync.go's
+// included: files initialize in name order), so that its init appends it
 // at the catalogue's end and every seed draws the earlier parts as before.
 func init() { catalogue = append(catalogue, shareParts...) }
 
