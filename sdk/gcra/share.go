@@ -90,6 +90,11 @@ func (s Share) LeaseInterval(l Limit) int64 { return int64(math.Ceil(1e6 / s.Lea
 // leaseBurst is β, the tokens one lease banks at most.
 func (s Share) leaseBurst() int { return max(s.Burst, 1) }
 
+// LeasedTokens is Leases·β, the tokens the leases bank at most: the
+// bucket's burst gives them up, so a limit with a share keeps a burst of
+// at least LeasedTokens + 1.
+func (s Share) LeasedTokens() int { return s.Leases * s.leaseBurst() }
+
 // SharedLimit is the limit of the shared part with n leases taken in the
 // current epoch: rate r·(1 − n·Fraction ÷ Leases), burst b − Leases·β (at
 // least 1: a limit derived with a smaller burst than the bucket's, burst

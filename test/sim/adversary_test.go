@@ -155,12 +155,6 @@ var knownOpen = map[uint64]string{
 	9:  "a resync beside a refused hotel: 11 days of the resynced hotel end at its stored state (seq 1 over 6, went back 0.3 s after the resync; smallest -parts refuse-hotel,resync; not traced)",
 	13: "a resync beside malformed XML answers: days of the resynced hotel stale (smallest -parts malformed-xml,resync; not traced)",
 	25: "a resync beside a refused hotel, a disconnect and Lambda deaths: 31 resynced days never reach one OTA (holds seq 0, stored seq 1; not shrunk, not traced)",
-	// Found by the share part's first runs (2026-12-03): a bulk push books
-	// its bucket taken with a burst of 1 (syncer.bulkRoute), which a
-	// bucket with a share of 3 leases fails to validate (the leases'
-	// tokens must lie below the burst), so every resynced push on that
-	// endpoint is dead-lettered as an invalid limit.
-	23: "a resync on an endpoint with a share: 55 bulk pushes dead-lettered as 'route has an invalid limit: invalid share.leases: 3 leases banking 1 tokens each', 386 days stale (smallest -parts resync,share)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS

@@ -51,6 +51,11 @@ func TestAdversaryPinned(t *testing.T) {
 		// first month again on its slot and the second never went: 3,712
 		// days stale after an hour (syncer
 		// TestAcceptedMonthsOfAChangeAreNotSentAgain).
+		// A resync's bulk push books its bucket with a burst of 1, which a
+		// bucket with leased shares refuses (the leases' tokens come out
+		// of the burst): every bulk push of that endpoint was dead-lettered
+		// as an invalid limit, 386 days stale (syncer TestBulkRoute).
+		{"bulk push on a bucket with leased shares", Case{Seed: 23, Parts: []string{"resync", "share"}}},
 		{"accepted month sent again on every slot", Case{Seed: 41, Parts: []string{"adaptive", "urgent", "local-share", "max_bytes", "split_by", "push_timeout", "unauthorized", "lambda-deaths", "hot-property", "many-connections", "refuse-credential", "slow-store"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

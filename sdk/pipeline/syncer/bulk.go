@@ -68,11 +68,17 @@ func parkedOf(t string) string { return parkedTokenPrefix + strings.TrimPrefix(t
 // front of any live push, and a bulk push never books a slot ahead of
 // one. On an endpoint metered by items a push's tokens cannot come from a
 // burst of 1: the bulk push takes only tokens free at once, from the
-// normal share of the burst.
+// normal share of the burst. On a bucket with leased shares the burst
+// keeps the leases' tokens (Share.LeasedTokens), which the shared part
+// gives up: its burst is then 1.
 func bulkRoute(r dispatch.Route) dispatch.Route {
 	if r.ItemWeight == 0 {
-		r.Reserve += r.Bucket.Limit.Burst - 1 // a drain empties the whole burst
-		r.Bucket.Limit.Burst = 1
+		keep := 1
+		if s := r.Bucket.Share; s != nil {
+			keep += s.LeasedTokens()
+		}
+		r.Reserve += r.Bucket.Limit.Burst - keep // a drain empties the whole burst
+		r.Bucket.Limit.Burst = keep
 	}
 	r.Horizon, r.OneAsker = time.Millisecond, true // the lanes of one bucket ask it in turn
 	return r

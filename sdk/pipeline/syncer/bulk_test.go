@@ -41,6 +41,23 @@ func TestBulkRoute(t *testing.T) {
 	if b.Bucket.Limit.Burst != 1 || b.Horizon != time.Millisecond || b.Reserve != 9 || b.Bucket.Limit.Rate != 10 || !b.OneAsker {
 		t.Errorf("bulk route %+v: want burst 1, horizon 1ms, reserve 9 (the drain empties the whole burst), rate unchanged, one asker", b)
 	}
+	// With leased shares the burst keeps the leases' tokens, so that the
+	// bucket stays valid and its shared part's burst is 1 (adversary seed
+	// 23: every bulk push of a shared bucket was refused as invalid and
+	// dead-lettered).
+	shared := r
+	shared.Bucket.Limit = limiter.PerSecond(10, 20)
+	shared.Bucket.Share = &limiter.Share{Fraction: 0.5, Leases: 3, Burst: 2, Epoch: time.Minute}
+	if err := shared.Bucket.Share.Validate(shared.Bucket.Limit); err != nil {
+		t.Fatalf("the test's share: %v", err)
+	}
+	b = bulkRoute(shared)
+	if err := b.Bucket.Validate(); err != nil {
+		t.Errorf("bulk route of a shared bucket: %v", err)
+	}
+	if b.Bucket.Limit.Burst != 7 || b.Reserve != 2+13 || b.Bucket.Share.SharedLimit(b.Bucket.Limit, 0).Burst != 1 {
+		t.Errorf("bulk route of a shared bucket %+v: want burst 7 (the leases' 6 and one), reserve 15, a shared burst of 1", b)
+	}
 	r.ItemWeight = 1
 	if b := bulkRoute(r); b.Bucket.Limit.Burst != 8 || b.Horizon != time.Millisecond {
 		t.Errorf("bulk route on items %+v: want the burst kept and a 1 ms horizon", b)
