@@ -130,3 +130,74 @@ func TestSlotBookedBeforeA429IsNotSpentInItsSilence(t *testing.T) {
 		t.Fatalf("a slot booked before a penalty an operator reset: %+v %v, want its slot t0+1s", r, err)
 	}
 }
+
+// afterFirstTransaction runs hook once, when the answer of the first
+// TransactWriteItems sent after it was set is back and before the caller
+// sees it: another process's 429 landing between a multi-bucket grant and
+// its spending.
+type afterFirstTransaction struct {
+	*dynamodb.Client
+	once sync.Once
+	hook func()
+}
+
+func (a *afterFirstTransaction) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := a.Client.TransactWriteItems(ctx, in, opts...)
+	if err == nil && a.hook != nil {
+		a.once.Do(a.hook)
+	}
+	return out, err
+}
+
+// The same for a WaitMulti's common slot, on the emulator (a later message
+// of a push on a limits[] route waits for every bucket at once: adversary
+// seed 39 sent one 2 s after a 429 asking 5 s of silence). The slot is
+// booked a second ahead; before it comes, another process penalizes the
+// route's first bucket for 30 s; WaitMulti must not hand the slot out, and
+// its maxWait (5 s) ending before the silence does, reports the buckets
+// exhausted. Past it, a slot booked at once is spent with no read.
+func TestWaitMultiSlotBookedBeforeA429IsNotSpentInItsSilence(t *testing.T) {
+	db := emulator.DynamoDB(t)
+	table := emulator.NewTable(t, db)
+	clock := newManualClock()
+	ctx := context.Background()
+	perSecond := limiter.Bucket{Key: "booking_com#cred-silence-multi#availability", Limit: limiter.PerSecond(1, 1)} // T = 1 s
+	perMinute := limiter.Bucket{Key: "booking_com#cred-silence-multi#availability#w0", Limit: limiter.Limit{Rate: 1, Burst: 40}}
+	both := []limiter.Bucket{perSecond, perMinute}
+	other := newWorker(t, table, limiter.WithClock(clock.Now))
+	hooked := &afterFirstTransaction{Client: db}
+	waiter, err := limiter.New(hooked, limiter.WithTable(table), limiter.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waiter.TakeMulti(ctx, both, 1); err != nil {
+		t.Fatal(err)
+	}
+	t0 := clock.Now()
+	until := t0.Add(30 * time.Second)
+	hooked.hook = func() {
+		clock.Set(t0.Add(200 * time.Millisecond))
+		if err := other.Penalize(ctx, perSecond, until); err != nil {
+			t.Errorf("penalize: %v", err)
+		}
+		clock.Set(t0.Add(time.Second)) // the slot comes
+	}
+	r, err := waiter.WaitMulti(ctx, both, 1, 5*time.Second)
+	wait, denied := limiter.RetryAfter(err)
+	next := clock.Now().Add(4*time.Second + wait)
+	switch {
+	case err == nil:
+		t.Fatalf("WaitMulti handed out slot t0+%v, inside the silence a 429 asked for until t0+%v", r.Slot.Sub(t0), until.Sub(t0))
+	case !denied:
+		t.Fatalf("WaitMulti: %v, want the buckets exhausted until the silence ends", err)
+	case next.Before(until):
+		t.Fatalf("WaitMulti denied until t0+%v, before the silence ends at t0+%v", next.Sub(t0), until.Sub(t0))
+	}
+
+	clock.Set(until.Add(time.Minute))
+	t1 := clock.Now()
+	r, err = waiter.WaitMulti(ctx, both, 1, 5*time.Second)
+	if err != nil || !r.Slot.Equal(t1) {
+		t.Fatalf("past the silence: %+v %v, want the slot at once", r, err)
+	}
+}
