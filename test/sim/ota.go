@@ -80,8 +80,9 @@ type Vendor struct {
 	// quiet is, by bucket, the silence the vendor's last 429 asked for:
 	// from its answer plus a second (the fleet hears it and writes it to
 	// its bucket) until its Retry-After, at most the push client's
-	// documented cap (docs/design.md: 15 minutes). Early counts requests
-	// that arrived inside one (a violation).
+	// documented cap (docs/design.md: 15 minutes), unless its client gave
+	// up before the answer came (unheard). Early counts requests that
+	// arrived inside one (a violation).
 	quiet map[string][2]time.Time
 	boxed map[string]bool // the buckets VendorSpec.Box has put in its box
 	// off are stretches in which a hotel's connection is disabled for
@@ -120,6 +121,21 @@ type answer struct {
 	key    string // the bucket, for done
 	big    bool   // a body over 64 KB
 	body   []byte // the body in the vendor's format (XML), if not json's
+	// quiet is the silence this answer asked for (Vendor.quiet), and was
+	// the one it replaced: unheard (Vendor.unheard) puts was back.
+	quiet, was [2]time.Time
+}
+
+// unheard takes back the silence a's Retry-After asked for when its client
+// gave up before the answer came: the fleet can keep only a silence it
+// heard, and a request that timed out heard nothing (the vendor's next
+// answer asks again). A silence asked since by another answer stays.
+func (v *Vendor) unheard(a answer) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if a.quiet != a.was && v.quiet[a.key] == a.quiet {
+		v.quiet[a.key] = a.was
+	}
 }
 
 // done ends a request of bucket key: answered, or given up by the client.
@@ -164,7 +180,7 @@ type sent struct {
 
 // serve decides one request at its arrival (now) and returns the answer;
 // the caller calls done(answer.key) when the answer is out.
-func (v *Vendor) serve(r *http.Request, body []byte) answer {
+func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 	h := http.Header{}
 	if v.reads != nil && r.URL.Path == parityPath {
 		return v.serveRead(r, body)
@@ -175,6 +191,8 @@ func (v *Vendor) serve(r *http.Request, body []byte) answer {
 	key := v.bucketOf(cred, endpoint)
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	was := v.quiet[key]
+	defer func() { out.quiet, out.was = v.quiet[key], was }()
 	// In whole microseconds, as test/mockota records arrivals: the
 	// limiter's clock has that resolution, so a slot is up to 1 µs early
 	// against a nanosecond clock.
@@ -521,6 +539,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	defer v.done(a.key)
 	status, h := a.status, a.header
 	if err := sleep(r.Context(), a.lat); err != nil {
+		v.unheard(a)
 		return nil, err
 	}
 	h.Set("Content-Type", "application/json")
