@@ -178,17 +178,6 @@ var knownOpen = map[uint64]string{
 	// found, after jobs dead-lettered as "gave up after 9 failed pushes in
 	// a row" (every attempt past the push's budget). Not traced.
 	63: "a shared ari meter with an urgent reserve, a vendor in-flight cap, a slow vendor past a 2 s push budget: now and then messages left after the hour and lanes the final sweep finds (smallest -parts urgent,limits,push_timeout,linger,retry-after,vendor-in-flight,slow,db-outage,lost-answers,hot-property,slow-store; the liveness part not traced)",
-	// Found by the resync part (adversary_resync.go) on its first runs
-	// (the 13 of seeds 1–30 that draw it, 2026-12-03); the code before the
-	// bulk class's pushing token fails seed 9's case alike, day for day.
-	// Every smallest case keeps a wire-format vendor that refuses (a hotel,
-	// or answers in malformed XML) beside the resync: the resynced hotel's
-	// stored value (seq 1) reaches the OTA soon after the resync began,
-	// over a live value it held already, and stays; or never arrives.
-	3:  "a resync beside malformed XML answers: 225 days of the resynced hotel end at its stored state (seq 1) over newer live values (smallest -parts malformed-xml,resync; not traced)",
-	9:  "a resync beside a refused hotel: 11 days of the resynced hotel end at its stored state (seq 1 over 6, went back 0.3 s after the resync; smallest -parts refuse-hotel,resync; not traced)",
-	13: "a resync beside malformed XML answers: days of the resynced hotel stale (smallest -parts malformed-xml,resync; not traced)",
-	25: "a resync beside a refused hotel, a disconnect and Lambda deaths: 31 resynced days never reach one OTA (holds seq 0, stored seq 1; not shrunk, not traced)",
 }
 
 // TestAdversary runs the first 30 adversary cases (FLEETBUCKET_ADVERSARY_SEEDS

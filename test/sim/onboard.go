@@ -77,12 +77,19 @@ func (s *sim) seedOnboard(ctx context.Context, o Onboard) error {
 				for room := range o.Rooms {
 					for plan := range o.Plans {
 						c := change{prop: int32(p), kind: kind, room: room, plan: plan, from: 0, days: o.Days, value: int32(1 + r.IntN(500))}
+						if plan > 0 && !hasPlan(&s.sc, kind) {
+							continue // the room type's one cell, seeded at plan 0
+						}
+						// The values first: they decide the cell (availability
+						// is the room type's where a channel speaks XML), as
+						// they do for a live change (send).
+						values := s.changeValues(&c)
 						s.seq[c.prop]++
 						seq := s.seq[c.prop]
 						from := day0
 						ch := ari.Change{EventID: fmt.Sprintf("seed-%d-%d", p, seq), PropertyID: propID(p), Sequence: seq, Kind: kindNames[kind],
-							RoomType: roomNames[room], RatePlan: planName(plan), From: from.Format(ari.DateLayout),
-							To: from.AddDate(0, 0, o.Days-1).Format(ari.DateLayout), Values: s.changeValues(&c)}
+							RoomType: roomNames[room], RatePlan: planName(c.plan), From: from.Format(ari.DateLayout),
+							To: from.AddDate(0, 0, o.Days-1).Format(ari.DateLayout), Values: values}
 						if _, err = store.Apply(ctx, ch); err != nil {
 							return
 						}
@@ -116,21 +123,46 @@ func (s *sim) resyncOnboard(ctx context.Context, o Onboard) {
 	if sleep(ctx, o.At) != nil {
 		return
 	}
-	var cells []ari.ResyncCell
-	for room := range o.Rooms {
-		for plan := range o.Plans {
-			cells = append(cells, ari.ResyncCell{RoomType: roomNames[room], RatePlan: planName(plan)})
-		}
-	}
 	for p := range o.Properties {
-		r := ari.Resync{ResyncID: "onboard-" + propID(p), PropertyID: propID(p), From: day0.Format(ari.DateLayout),
-			To: day0.AddDate(0, 0, o.Days-1).Format(ari.DateLayout), Cells: cells}
-		body, err := r.Event(time.Now())
-		if err != nil {
-			panic(err)
+		// Where availability is the room type's (its cells have no rate
+		// plan), one event a kind: a resync's cells are every kind's.
+		kinds := [][]int{{0, 1, 2}}
+		if !hasPlan(&s.sc, 0) {
+			kinds = [][]int{{0}, {1, 2}}
 		}
-		s.sqs.Put(s.changes, body)
+		for _, ks := range kinds {
+			var cells []ari.ResyncCell
+			for room := range o.Rooms {
+				for plan := range o.Plans {
+					switch {
+					case hasPlan(&s.sc, ks[0]):
+						cells = append(cells, ari.ResyncCell{RoomType: roomNames[room], RatePlan: planName(plan)})
+					case plan == 0:
+						cells = append(cells, ari.ResyncCell{RoomType: roomNames[room]})
+					}
+				}
+			}
+			r := ari.Resync{ResyncID: "onboard-" + propID(p), PropertyID: propID(p), From: day0.Format(ari.DateLayout),
+				To: day0.AddDate(0, 0, o.Days-1).Format(ari.DateLayout), Cells: cells}
+			if len(kinds) > 1 {
+				r.ResyncID += "-" + kindNames[ks[0]]
+				for _, k := range ks {
+					r.Kinds = append(r.Kinds, kindNames[k])
+				}
+			}
+			body, err := r.Event(time.Now())
+			if err != nil {
+				panic(err)
+			}
+			s.sqs.Put(s.changes, body)
+		}
 	}
+}
+
+// hasPlan says whether a cell of kind has a rate plan in sc: not
+// availability where a channel speaks an XML format (changeValues).
+func hasPlan(sc *Scenario, kind int) bool {
+	return !(sc.xmlScenario() && kindNames[kind] == "availability")
 }
 
 // writeOnboard writes the onboarding's figures: the resync's delivery,
