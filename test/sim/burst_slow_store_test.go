@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -76,20 +74,7 @@ func burstOnSlowStore(t *testing.T, seed uint64, db Latency, serve time.Duration
 		sc.Channels[0].Vendor.Wire = &WireSpec{Format: "opentravel"}
 		sc.Channels[1].Vendor.Wire = &WireSpec{Format: "expedia-ar"}
 	}
-	var rep *Report
-	synctest.Test(t, func(t *testing.T) {
-		r, err := Run(t.Context(), sc, nil)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		rep = r
-	})
-	var b strings.Builder
-	rep.Write(&b)
-	t.Log("\n" + b.String())
-	if len(rep.Violations) > 0 {
-		t.Errorf("seed %d: %d invariant violations:\n%s", seed, len(rep.Violations), strings.Join(rep.Violations, "\n"))
-	}
+	rep := runChecked(t, sc, nil)
 	st := rep.Stats
 	if st.Changes < 500 || st.Pushes == 0 || rep.Accepted == 0 {
 		t.Fatalf("seed %d: %d changes, %d pushes, %d accepted; want the burst's ~600 changes pushed", seed, st.Changes, st.Pushes, rep.Accepted)

@@ -23,19 +23,15 @@ func testSeed(t *testing.T) uint64 {
 	return 1
 }
 
-// runScenario runs one scenario in a synctest bubble and fails on any
-// invariant it broke, printing the seed.
-func runScenario(t *testing.T, name string, size Size, seed uint64, progress io.Writer) *Report {
+// runChecked runs sc in a synctest bubble, logs its report and fails on
+// any invariant it broke, printing the seed.
+func runChecked(t *testing.T, sc Scenario, progress io.Writer) *Report {
 	t.Helper()
-	sc, err := Named(name, size, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep *Report
 	synctest.Test(t, func(t *testing.T) {
 		r, err := Run(t.Context(), sc, progress)
 		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
+			t.Fatalf("seed %d: %v", sc.Seed, err)
 		}
 		rep = r
 	})
@@ -44,8 +40,20 @@ func runScenario(t *testing.T, name string, size Size, seed uint64, progress io.
 	t.Log("\n" + b.String())
 	if len(rep.Violations) > 0 {
 		t.Errorf("scenario %s, seed %d (replay: FLEETBUCKET_SIM_SEED=%d): %d invariant violations:\n%s",
-			name, seed, seed, len(rep.Violations), strings.Join(rep.Violations, "\n"))
+			sc.Name, sc.Seed, sc.Seed, len(rep.Violations), strings.Join(rep.Violations, "\n"))
 	}
+	return rep
+}
+
+// runScenario runs one scenario in a synctest bubble and fails on any
+// invariant it broke, printing the seed.
+func runScenario(t *testing.T, name string, size Size, seed uint64, progress io.Writer) *Report {
+	t.Helper()
+	sc, err := Named(name, size, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runChecked(t, sc, progress)
 	if rep.Stats.Changes == 0 || rep.Accepted == 0 {
 		t.Errorf("scenario %s, seed %d: nothing happened (%d changes, %d accepted pushes)", name, seed, rep.Stats.Changes, rep.Accepted)
 	}
