@@ -150,13 +150,6 @@ var knownOpen = map[uint64]string{
 	// many-connections keeps storms out for), or lanes may be left behind;
 	// not traced.
 	32: "64 connections on a 0.5/s bucket whose vendor refuses unmapped rooms: messages left after the hour, lanes the final sweep finds, an invocation past the function timeout (smallest -parts many-connections,refuse-item,penalty; not traced)",
-	// On today's code its smallest case (slow, late-deliveries,
-	// clock-skew, refuse-hotel, quota-5xx, strict-slow-store) leaves a
-	// booking rates lane of p0 stale: the OTA holds nothing (seq 0) of
-	// days whose newest change is seq 10, 9 messages pending 3h10m after
-	// the load. Not traced (a lane trace of a failing case must be of its
-	// first run: the shrink's runs write the same file after it).
-	35: "a hotel refused beside quota-5xx, a slow vendor and a strict slow store: days stale and messages left 3h10m after the load (smallest -parts slow,late-deliveries,clock-skew,refuse-hotel,quota-5xx,strict-slow-store; not traced)",
 	// Failed in the first 200-seed run with this round's parts, unlisted
 	// then; fails on today's code (smallest -parts items,halving,slow-store).
 	// Traced: booking meters items (cost items, burst 10, max_items 31) and

@@ -1,0 +1,108 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The drain a calendar quota needs, derived once every part is drawn.
+//
+// A part that draws a quota sizes it to the lanes it sees, one request a
+// lane, and drains a period or two after the load's. Later parts may
+// change both: strict-slow-store puts every property behind one
+// credential (twice the lanes on the quota, for seed 35), and a wire
+// format that splits by month sends a lane's push as one request per
+// calendar month its days span (OpenTravel, split_by month), or per
+// max_items. Seed 35's booking channel then needed about 100 requests at
+// 18 an hour, six periods, against a drain of three: every lane drained
+// by 5 h, and the run ended at 3 h 10 min with 9 lanes still deferred to
+// the next reset. A liveness deadline shorter than the quota allows
+// proves nothing lost, so the drain lasts until the quota's periods after
+// the load's have held one push of every lane on it.
+
+// quotaDrain lengthens sc.Drain to the end of the period in which every
+// quota of sc has held pushRequests for each of the lanes that share its
+// count, counted from the period after the load's, plus ten minutes for
+// the jobs spread over the minute after a reset.
+func quotaDrain(sc *Scenario) {
+	for _, c := range sc.Channels {
+		q := c.Vendor.Quota
+		if q == nil {
+			continue
+		}
+		need := quotaLanes(*sc, c) * pushRequests(*sc, c)
+		_, end := quotaPeriod(q, epoch.Add(sc.Load.Duration))
+		for range (need + q.Count - 1) / q.Count {
+			_, end = quotaPeriod(q, end)
+		}
+		sc.Drain = max(sc.Drain, end.Sub(epoch)+10*time.Minute)
+	}
+}
+
+// quotaLanes is how many lanes share one count of c's quota: the vendor
+// counts per credential and endpoint (or meter, which two kinds share).
+func quotaLanes(sc Scenario, c ChannelSpec) int {
+	lanes := (sc.Properties + c.Creds - 1) / c.Creds * max(c.Connections, 1)
+	if len(c.Vendor.Meters) > 0 {
+		lanes *= 2
+	}
+	return lanes
+}
+
+// pushRequests bounds the requests of one push of a lane of c: one per
+// calendar month the load's days span where c splits by month, times the
+// messages max_items cuts a month's (or the whole span's) room-rate days
+// into. A max_bytes split is not counted.
+func pushRequests(sc Scenario, c ChannelSpec) int {
+	days := dayReach(sc)
+	rooms := max(sc.Load.Rooms, 1) * max(sc.Load.Plans, 1)
+	perMessage := days
+	months := 1
+	if splitsByMonth(c) {
+		months = monthsSpanned(days)
+		perMessage = min(days, 31)
+	}
+	maxItems := 500
+	if v, err := strconv.Atoi(c.Keys["max_items"]); err == nil && v > 0 {
+		maxItems = v
+	}
+	return months * ((perMessage*rooms + maxItems - 1) / maxItems)
+}
+
+// dayReach is how many days from day0 the run's changes may touch.
+func dayReach(sc Scenario) int {
+	n := sc.Load.WithinDays
+	if sc.Busy != nil {
+		n = max(n, 60)
+	}
+	for _, b := range sc.Bulks {
+		n = max(n, b.Days)
+	}
+	if b := sc.Burst; b != nil {
+		n = max(n, b.RangeDays*b.Ranges)
+	}
+	if p := sc.Reprice; p != nil {
+		n = max(n, 7*p.Ranges)
+	}
+	if o := sc.Onboard; o != nil {
+		n = max(n, o.Days)
+	}
+	return min(max(n, 1), horizon)
+}
+
+// splitsByMonth reports whether c sends each calendar month of a push in
+// its own requests: its split_by, else its wire format's (docs/configuration.md).
+func splitsByMonth(c ChannelSpec) bool {
+	if v, ok := c.Keys["split_by"]; ok {
+		return strings.Trim(v, `"`) == "month"
+	}
+	return c.Vendor.Wire != nil && c.Vendor.Wire.Format == "opentravel"
+}
+
+// monthsSpanned is the number of calendar months the days day0 … day0+days−1
+// fall in.
+func monthsSpanned(days int) int {
+	last := day0.AddDate(0, 0, days-1)
+	return (last.Year()-day0.Year())*12 + int(last.Month()-day0.Month()) + 1
+}
