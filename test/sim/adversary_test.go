@@ -125,31 +125,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
-	// Failed 1 run of 17 on today's code (its draw 9 times, its old
-	// smallest case 8): 16 days of p3's availability at booking stale (the
-	// OTA holds seq 22 or nothing, the PMS's newest is seq 61) and 1
-	// message left 2h10m after the load, in TestAdversary. Earlier (3 runs
-	// of 4, then 1 of 3, smallest -parts
-	// adaptive,quota,slow,5xx,lambda-deaths,refuse-item) an OpenTravel
-	// vendor refused whole messages naming no part and a newer change of a
-	// mapped room was lost while its message was isolated and an
-	// invocation died. Not traced: the same signature (days the OTA never
-	// received, a message left beside a quota) as 35 and 84.
-	7: "a newer change lost beside a quota, a slow vendor refusing rooms and Lambda deaths: days stale, a message left after the drain, about 1 run in 17 now (not traced)",
-	// The first 200-seed run with the penalty-box, strict-slow-store,
-	// disconnect and remap parts found both (its first 90 cases,
-	// 2026-12-03). 32's requests inside a silence were the vendor's
-	// (see 63) and WaitMulti's (seed 39); with both fixed its draw and its
-	// old smallest case fail otherwise, now shrunk to -parts
-	// many-connections,refuse-item,penalty: a 0.5/s bucket, 64
-	// connections a property and an OpenTravel vendor refusing unmapped
-	// rooms (1,206 of 1,497 requests refused, 92 changes dead-lettered,
-	// stale 0): 4 messages left after the hour, 3 lanes the final sweep
-	// found and an invocation past the function timeout. The refusals'
-	// isolation may ask more than such a bucket sends in the hour (what
-	// many-connections keeps storms out for), or lanes may be left behind;
-	// not traced.
-	32: "64 connections on a 0.5/s bucket whose vendor refuses unmapped rooms: messages left after the hour, lanes the final sweep finds, an invocation past the function timeout (smallest -parts many-connections,refuse-item,penalty; not traced)",
 	// Failed in the first 200-seed run with this round's parts, unlisted
 	// then; fails on today's code (smallest -parts items,halving,slow-store).
 	// Traced: booking meters items (cost items, burst 10, max_items 31) and

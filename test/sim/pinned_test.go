@@ -86,6 +86,20 @@ func TestAdversaryPinned(t *testing.T) {
 		// defect of the simulation: the drain is now derived from every
 		// quota once the parts are drawn (adversary_quota.go,
 		// TestQuotaDrainHoldsOnePushOfEveryLane).
+		// An OpenTravel vendor refusing an unmapped room's changes in
+		// whole messages, naming none, answering in seconds (seed 7), or
+		// behind a 0.5/s bucket of 64 connections a property (seed 32):
+		// isolating a lane's refused changes took more requests than one
+		// push sends within its budget, and each next push began from the
+		// whole lane again, refused and split the same halves, and ended
+		// at the same depth. Lanes stayed dirty for hours (seed 7: 24
+		// changes re-sent every 21 s for 2 h) or were given up after 9
+		// pushes that isolated without settling (seed 32). The parts a
+		// push did not send now go apart in the next (syncer
+		// TestRefusalPartsNotSentGoApartInTheNextPush, dispatch
+		// TestTakenApartButNoPartSentIsNotAFailedPush).
+		{"isolation longer than a push, a slow vendor", Case{Seed: 7, Parts: []string{"slow", "refuse-item", "hang-lease"}}},
+		{"isolation longer than a push, a slow bucket", Case{Seed: 32, Parts: []string{"many-connections", "refuse-item", "penalty"}}},
 		{"quota drain shorter than a month a request needs", Case{Seed: 35, Parts: []string{"refuse-hotel", "quota-5xx", "strict-slow-store"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,10 +56,18 @@ type Letter struct{ Body, Reason string }
 // settled, a failure takes the single push's path (pushFailed: a refused
 // credential or hotel pauses and pages there, keeping every change). A
 // later message that fails ends the push: what was accepted is settled,
-// and the work's next job carries the rest with a slot of its own.
+// and the work's next job carries the rest with a slot of its own, and
+// so does a push that took a refused message apart and sent none of its
+// parts (the work's next push sends them apart: an isolation may take
+// more requests than one push's budget, and begun again whole it would
+// never end).
 func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
 	ctx, iso := out.ctx, t.isolate
 	settled := false // something was accepted or dead-lettered
+	// split: a refused message was taken apart, which the work keeps
+	// (its parts not sent go apart in its next push) even when nothing
+	// settled.
+	split := false
 	// On an endpoint metered by items, the slot may hold more tokens than
 	// the first message costs (it booked the items the lane expected):
 	// they pay for the next messages, at the same instant, before any
@@ -130,7 +138,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 				}
 				d.log().Warn("refused change dead-lettered", "job_id", j.ID, "reason", l.Reason)
 			}
-			settled = settled || len(dead) > 0
+			settled, split = settled || len(dead) > 0, split || len(parts) > 0
 			res.Refused, res.Isolation = res.Refused+len(dead), res.Isolation+len(parts)
 			p.Messages = append(p.Messages, parts...)
 			continue
@@ -142,7 +150,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 		}
 		break
 	}
-	if !settled {
+	if !settled && !split {
 		// Nothing went: the job comes back as a push that failed would.
 		out.release()
 		return d.pushFailed(out.base, j, t, p, res, &otapush.DeferError{Cause: errors.New("no message of the push was accepted")})

@@ -152,3 +152,30 @@ func reasons(dead []string, reason string) []string {
 	}
 	return out
 }
+
+// A refused message taken apart whose first part cannot go now (its token
+// beyond the call's hold) leaves nothing accepted, but the push learned
+// the parts: the work settles it (Done, whose next push sends them
+// apart), rather than the push failing and its next attempt sending the
+// refused message whole, to be refused and split again.
+func TestTakenApartButNoPartSentIsNotAFailedPush(t *testing.T) {
+	r := newRig(t)
+	w := &messageWork{work: work{clock: r.clock}, msgs: []Message{{Body: []byte("a,b"), State: []string{"a", "b"}}}}
+	p := &scriptedPusher{errs: map[string]error{
+		"a,b": &otapush.PermanentError{Status: 200, Summary: "392: Room ID is not valid"},
+		"a":   &otapush.DeferError{Cause: fmt.Errorf("no token within the push's budget")},
+	}}
+	r.d.Work, r.d.Pusher = w, p
+	r.d.Limiter = &penalizer{reserver: r.lim}
+	res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.reqs) != 2 || res.Outcome != Pushed || res.Isolation != 2 || len(w.settled.Messages) != 3 {
+		t.Fatalf("%d requests, %+v, the work settled %d messages; want 2 requests, pushed, isolation 2, and the refused message and its 2 parts settled by the work",
+			len(p.reqs), res, len(w.settled.Messages))
+	}
+	if m := w.settled.Messages; m[0].Accepted || m[1].Accepted || m[2].Accepted || len(r.queue.dead) != 0 {
+		t.Fatalf("accepted %v %v %v, dead letters %v; want nothing accepted nor dead-lettered", m[0].Accepted, m[1].Accepted, m[2].Accepted, r.queue.dead)
+	}
+}

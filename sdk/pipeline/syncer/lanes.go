@@ -48,6 +48,10 @@ type laneRef struct {
 	// Bulk: the job pushes at the bulk class (bulk.go), under bulk owner
 	// tokens.
 	Bulk bool `json:"bulk,omitempty"`
+	// Apart are groups of pending changes, as the lane holds them, that
+	// the previous push's isolation of a refusal had still to send
+	// apart: this push sends each in messages of its own (apart.go).
+	Apart [][]string `json:"apart,omitempty"`
 }
 
 // parts is every part ref names.
@@ -144,6 +148,8 @@ type pushed struct {
 	// target is the lane's connection as the push's Begin read it (its
 	// codes encode the messages); nil: messages reads it.
 	target *config.Target
+	// apart are the groups the job's ref names apart (laneRef.Apart).
+	apart [][]string
 }
 
 // held is e as the lane holds it.
@@ -217,9 +223,9 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		}
 		return j, dispatch.Payload{}, err
 	}
-	// The part survives a push that does not go out (deferred to book its
-	// tokens, or failed): the next one resumes it.
-	j = w.rebased(j, id, laneRef{Token: next, Bulk: ref.Bulk}.withParts(ref.parts()), nil)
+	// The part and the groups apart survive a push that does not go out
+	// (deferred to book its tokens, or failed): the next one resumes them.
+	j = w.rebased(j, id, laneRef{Token: next, Bulk: ref.Bulk, Apart: ref.Apart}.withParts(ref.parts()), nil)
 	target, connected, err := s.targetOf(ctx, id)
 	if err != nil {
 		return j, dispatch.Payload{}, err
@@ -257,7 +263,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		return j, dispatch.Payload{}, err
 	}
 	st := pushed{lane: id, owner: next, elements: els, more: len(els) < len(pending), at: start,
-		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement(), target: &target}
+		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart}
 	pay, err := s.payload(ctx, st, body, items)
 	if err != nil {
 		return j, dispatch.Payload{}, err
@@ -284,7 +290,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 // payload is st's push in its channel's message format; body and items
 // are its JSON body (fitBytes), which the json format renders alike.
 func (s *Syncer) payload(ctx context.Context, st pushed, body []byte, items int) (dispatch.Payload, error) {
-	msgs, err := s.messages(ctx, st.lane, st.elements, st)
+	msgs, err := s.pushMessages(ctx, st)
 	if err != nil {
 		return dispatch.Payload{}, err
 	}
@@ -354,6 +360,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	if !ok {
 		return nil, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
 	}
+	apart := st.apartNext(p.Messages)
 	if acc := st.accepted(p.Messages); len(acc) < len(st.elements) {
 		// Some of its messages did not go (a later one failed): the
 		// lane's next push carries them with a slot of its own.
@@ -390,7 +397,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	if isPushingToken(st.owner) {
 		return w.parkBulk(ctx, st, cleared, hasLive(rest()))
 	}
-	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Bulk: bulk}.withParts(st.next())
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Bulk: bulk, Apart: apart}.withParts(st.next())
 	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
 	}

@@ -40,6 +40,8 @@ type settlement struct {
 	// handled are the messages refused and taken apart: their changes
 	// are decided by the parts and dead letters that replaced them.
 	handled map[int]bool
+	// groups are the changes sent apart, by their messages (apart.go).
+	groups []apartGroup
 }
 
 func newSettlement() *settlement {
@@ -271,6 +273,7 @@ func (s *Syncer) Refused(ctx context.Context, j job.Job, p *dispatch.Payload, i 
 		if err != nil {
 			return nil, nil, err
 		}
+		st.settled.sentApart(len(p.Messages)+len(parts), len(ms), sub)
 		parts = append(parts, ms...)
 	}
 	st.settled.handled[i] = true
