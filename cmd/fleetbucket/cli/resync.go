@@ -140,7 +140,7 @@ func (a *App) runResync(cmd *cobra.Command, f *resyncFlags, r ari.Resync) error 
 				continue
 			}
 			rt := resyncTarget{Lane: lane.ID{Property: r.PropertyID, Kind: kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}}
-			cells, err := resync.Cells(r, t)
+			cells, err := resync.Cells(r, t, kind)
 			if err != nil {
 				rt.Skipped = err.Error()
 				targets = append(targets, rt)

@@ -396,6 +396,8 @@ type Target struct {
 	Credential string
 	Endpoint   string
 	HotelRef   string
+	// Format is the channel's message format (Channel.FormatName).
+	Format string
 	// Codes maps the property's codes to the channel's ids.
 	Codes format.Codes
 }
@@ -418,7 +420,7 @@ func TargetsOf(c *Config, conns []Property, kind string) []Target {
 	var ts []Target
 	for _, p := range conns {
 		if _, ok := c.Channels[p.Channel].Endpoints[kind]; ok && p.Receives(kind) {
-			ts = append(ts, Target{Channel: p.Channel, Credential: p.Credential, Endpoint: kind, HotelRef: p.HotelRef, Codes: p.Codes()})
+			ts = append(ts, Target{Channel: p.Channel, Credential: p.Credential, Endpoint: kind, HotelRef: p.HotelRef, Format: c.Channels[p.Channel].FormatName(), Codes: p.Codes()})
 		}
 	}
 	return ts

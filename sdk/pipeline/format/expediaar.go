@@ -39,7 +39,7 @@ const ExpediaARMaxUpdates = 5000
 type expediaAR struct{}
 
 func (expediaAR) Traits() Traits {
-	return Traits{MaxItems: ExpediaARMaxUpdates, SplitBy: SplitNone, Credential: CredentialUserPassword}
+	return Traits{MaxItems: ExpediaARMaxUpdates, SplitBy: SplitNone, Credential: CredentialUserPassword, RoomTypeKinds: []string{"availability"}}
 }
 
 type arRQ struct {

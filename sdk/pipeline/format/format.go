@@ -41,6 +41,13 @@ type Traits struct {
 	// Credential is what the format needs from the credential's secret:
 	// CredentialToken or CredentialUserPassword.
 	Credential string
+	// RoomTypeKinds are the kinds whose values a message holds per room
+	// type, in a cell with no rate plan (Expedia AR's Inventory,
+	// OpenTravel's BookingLimit); a rate plan of the room may still carry
+	// a status of its own. A resync of a whole connection reads them so
+	// (sdk/pipeline/resync.Cells). Other kinds are held per room type ×
+	// rate plan.
+	RoomTypeKinds []string
 }
 
 // What a format needs from a credential's secret.

@@ -37,7 +37,7 @@ const OpenTravelNamespace = "http://www.opentravel.org/OTA/2003/05"
 type openTravel struct{}
 
 func (openTravel) Traits() Traits {
-	return Traits{SplitBy: SplitMonth, Credential: CredentialUserPassword}
+	return Traits{SplitBy: SplitMonth, Credential: CredentialUserPassword, RoomTypeKinds: []string{"availability"}}
 }
 
 type otaAvailRQ struct {

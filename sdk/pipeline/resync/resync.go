@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
@@ -31,29 +32,72 @@ type StateReader interface {
 	Read(ctx context.Context, ranges []ari.Range) (map[string][]ari.Day, error)
 }
 
-// Cells are the cells a resync covers on one connection: the ones it names,
-// or every (room type, rate plan) pair the connection's mapping names (each
-// room type alone where it maps no rate plan). A connection that maps no
-// codes names no cells: the resync must name them.
-func Cells(r ari.Resync, t config.Target) ([]ari.ResyncCell, error) {
+// Cell is one cell a resync reads.
+type Cell struct {
+	ari.ResyncCell
+	// Sparse marks a cell the store need not hold: a rate plan's own
+	// status of a kind its format holds per room type (a rate plan closed
+	// on Expedia AR or OpenTravel). It is pushed where held and never
+	// reported missing.
+	Sparse bool
+}
+
+// Cells are the cells a resync covers of kind on one connection: the ones
+// it names, or those the connection's mapping names, by the key the
+// channel's format holds kind by (format.Traits.RoomTypeKinds):
+//   - a kind held per room type: each room type alone, and each room type ×
+//     rate plan as a sparse cell;
+//   - any other kind: every (room type, rate plan) pair, each room type
+//     alone where the mapping names no rate plan.
+//
+// A connection that maps no codes names no cells: the resync must name
+// them.
+func Cells(r ari.Resync, t config.Target, kind string) ([]Cell, error) {
 	if len(r.Cells) > 0 {
-		return r.Cells, nil
+		out := make([]Cell, len(r.Cells))
+		for i, c := range r.Cells {
+			out[i] = Cell{ResyncCell: c}
+		}
+		return out, nil
 	}
 	rooms := sortedKeys(t.Codes.RoomTypes)
 	if len(rooms) == 0 {
 		return nil, fmt.Errorf("resync %q: the connection of %s to %s maps no room types: name the cells (--cells)", r.ResyncID, r.PropertyID, t.Channel)
 	}
+	perRoom, err := heldPerRoomType(t.Format, kind)
+	if err != nil {
+		return nil, err
+	}
 	plans := sortedKeys(t.Codes.RatePlans)
 	if len(plans) == 0 {
 		plans = []string{""}
 	}
-	var out []ari.ResyncCell
+	var out []Cell
 	for _, room := range rooms {
+		if perRoom {
+			out = append(out, Cell{ResyncCell: ari.ResyncCell{RoomType: room}})
+		}
 		for _, plan := range plans {
-			out = append(out, ari.ResyncCell{RoomType: room, RatePlan: plan})
+			if perRoom && plan == "" {
+				continue
+			}
+			out = append(out, Cell{ResyncCell: ari.ResyncCell{RoomType: room, RatePlan: plan}, Sparse: perRoom})
 		}
 	}
 	return out, nil
+}
+
+// heldPerRoomType says whether the format named name ("" is json) holds
+// kind per room type.
+func heldPerRoomType(name, kind string) (bool, error) {
+	if name == "" {
+		name = format.JSON
+	}
+	f, ok := format.Lookup(name)
+	if !ok {
+		return false, fmt.Errorf("format %q is not registered", name)
+	}
+	return slices.Contains(f.Traits().RoomTypeKinds, kind), nil
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -76,7 +120,7 @@ type Plan struct {
 	Cells, Dates int
 	// Missing are the cells of the window the store holds no date of, and
 	// MissingDates every date of the window without state, whatever its
-	// cell.
+	// cell; neither counts a sparse cell.
 	Missing      []ari.ResyncCell
 	MissingDates int
 }
@@ -84,12 +128,12 @@ type Plan struct {
 // PlanKind reads the stored state of cells over the resync's window (each
 // cell's own dates where it names them), in one read, and returns the bulk
 // elements that push it.
-func PlanKind(ctx context.Context, st StateReader, r ari.Resync, kind string, cells []ari.ResyncCell) (Plan, error) {
+func PlanKind(ctx context.Context, st StateReader, r ari.Resync, kind string, cells []Cell) (Plan, error) {
 	out := Plan{Kind: kind}
 	ranges := make([]ari.Range, 0, len(cells))
 	for _, c := range cells {
-		from, to := windowOf(r, c)
-		ranges = append(ranges, ari.Range{Cell: cellKey(r.PropertyID, kind, c), From: from, To: to})
+		from, to := windowOf(r, c.ResyncCell)
+		ranges = append(ranges, ari.Range{Cell: cellKey(r.PropertyID, kind, c.ResyncCell), From: from, To: to})
 	}
 	state, err := st.Read(ctx, ranges)
 	if err != nil {
@@ -98,15 +142,18 @@ func PlanKind(ctx context.Context, st StateReader, r ari.Resync, kind string, ce
 	for i, c := range cells {
 		want := (ari.Change{From: ranges[i].From, To: ranges[i].To}).Dates()
 		days := state[ranges[i].Cell]
+		if !c.Sparse {
+			out.MissingDates += len(want) - len(days)
+		}
 		if len(days) == 0 {
-			out.Missing = append(out.Missing, c)
-			out.MissingDates += len(want)
+			if !c.Sparse {
+				out.Missing = append(out.Missing, c.ResyncCell)
+			}
 			continue
 		}
 		out.Cells++
 		out.Dates += len(days)
-		out.MissingDates += len(want) - len(days)
-		out.Elements = append(out.Elements, runs(c, days)...)
+		out.Elements = append(out.Elements, runs(c.ResyncCell, days)...)
 	}
 	return out, nil
 }

@@ -33,7 +33,7 @@ func TestPlanPushesStoredRunsAndReportsCellsWithoutState(t *testing.T) {
 		"h#rates#TWN#BAR": {"2027-01-31"},
 	}
 	r := ari.Resync{ResyncID: "rs", PropertyID: "h", From: "2027-01-01", To: "2027-01-31"}
-	cells, err := Cells(r, config.Target{Channel: "ota", Codes: format.Codes{RoomTypes: map[string]string{"TWN": "2", "DBL": "1", "SUI": "3"}, RatePlans: map[string]string{"BAR": "B"}}})
+	cells, err := Cells(r, config.Target{Channel: "ota", Codes: format.Codes{RoomTypes: map[string]string{"TWN": "2", "DBL": "1", "SUI": "3"}, RatePlans: map[string]string{"BAR": "B"}}}, "rates")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +52,56 @@ func TestPlanPushesStoredRunsAndReportsCellsWithoutState(t *testing.T) {
 			t.Errorf("element %v is not bulk", e)
 		}
 	}
-	if _, err := Cells(r, config.Target{Channel: "ota"}); err == nil {
+	if _, err := Cells(r, config.Target{Channel: "ota"}, "rates"); err == nil {
 		t.Error("a connection that maps nothing gave cells; want an error asking for them")
+	}
+}
+
+// TestWholeResyncReadsEachKindByItsFormatsKey: a resync that names no
+// cells reads each kind at the cells its channel's format holds it by.
+// OpenTravel and Expedia AR hold availability per room type (a rate plan
+// may only close on its own), so the room type's cell is read once, not
+// once per rate plan, and it alone is reported missing; rates are per room
+// type × rate plan; json passes codes through, so every kind is read per
+// pair as the mapping names them.
+func TestWholeResyncReadsEachKindByItsFormatsKey(t *testing.T) {
+	st := state{
+		"h#availability#DBL#":    {"2027-01-01", "2027-01-02"},
+		"h#availability#DBL#BAR": {"2027-01-02"},
+		"h#availability#TWN#NRF": {"2027-01-03"},
+		"h#rates#DBL#BAR":        {"2027-01-01"},
+		"h#rates#TWN#NRF":        {"2027-01-01"},
+	}
+	codes := format.Codes{RoomTypes: map[string]string{"DBL": "1", "TWN": "2"}, RatePlans: map[string]string{"BAR": "B", "NRF": "N"}}
+	r := ari.Resync{ResyncID: "rs", PropertyID: "h", From: "2027-01-01", To: "2027-01-03"}
+	tests := []struct {
+		format, kind string
+		elements     string
+		cells, dates int
+		missing      string
+		missingDates int
+	}{
+		{format.OpenTravel, "availability", "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
+		{format.ExpediaAR, "availability", "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
+		{format.OpenTravel, "rates", "[DBL#BAR#2027-01-01#2027-01-01#0 TWN#NRF#2027-01-01#2027-01-01#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
+		{format.JSON, "availability", "[DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
+	}
+	for _, tt := range tests {
+		cells, err := Cells(r, config.Target{Channel: "ota", Format: tt.format, Codes: codes}, tt.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := PlanKind(context.Background(), st, r, tt.kind, cells)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(p.Elements); got != tt.elements {
+			t.Errorf("%s %s: elements %s, want %s", tt.format, tt.kind, got, tt.elements)
+		}
+		if got := fmt.Sprint(p.Missing); p.Cells != tt.cells || p.Dates != tt.dates || got != tt.missing || p.MissingDates != tt.missingDates {
+			t.Errorf("%s %s: %d cells, %d dates, missing %s (%d dates); want %d, %d, %s (%d)",
+				tt.format, tt.kind, p.Cells, p.Dates, got, p.MissingDates, tt.cells, tt.dates, tt.missing, tt.missingDates)
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 				continue
 			}
 			id := lane.ID{Property: r.PropertyID, Kind: kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
-			cells, err := resync.Cells(r, t)
+			cells, err := resync.Cells(r, t, kind)
 			if err != nil {
 				rep.Skipped = append(rep.Skipped, err.Error())
 				continue
