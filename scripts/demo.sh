@@ -8,6 +8,7 @@
 #   scripts/demo.sh                               the pipeline, defaults (about a minute)
 #   scripts/demo.sh -poison 5                     5 changes name a room type no OTA mapped: each is isolated and dead-lettered alone
 #   scripts/demo.sh -format json                  both mock OTAs take fleetbucket's JSON body (default: booking_com opentravel, expedia expedia-ar)
+#   scripts/demo.sh -resync                       hotel-0's stored year resynced at the bulk class while the live stream runs: when it is in sync against the quota-bound floor, live latency during it
 #   scripts/demo.sh -workers 16 -events 600 -rate 5 -burst 10
 #   scripts/demo.sh fleet -workers 40 -rate 20    just the shared bucket: N workers, one limit
 #

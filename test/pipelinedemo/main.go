@@ -41,6 +41,9 @@ type options struct {
 	format string
 	// poison is how many changes name a room type no OTA has mapped.
 	poison int
+	// resync, if set, resyncs resyncHotel's year while the live stream
+	// runs (resync.go).
+	resync bool
 	// margin is every endpoint's "margin" (config.Endpoint.Margin); empty:
 	// the config's default.
 	margin string
@@ -66,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// at 250 ms a fifth of the demo's slots went unused so; 500 ms keeps
 	// that to about 1% (docs/benchmarks.md).
 	fs.StringVar(&o.margin, "margin", "500ms", `every endpoint's "margin": refill time its bucket keeps free for the delay between a grant and its request reaching the OTA (a Go duration, "0s" for none; empty: the config's default, 100ms)`)
+	fs.BoolVar(&o.resync, "resync", false, "resync "+resyncHotel+"'s stored year (every room type and rate plan its connections map, every kind) a quarter into the live stream, at the bulk class: reports when it was in sync against the quota-bound floor, and the live latency during it against the rest")
 	fs.StringVar(&o.trace, "trace", "", "write a line per worker event (reservations, pushes, deferrals, deliveries) to this file, for finding where a run's time goes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -94,6 +98,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.poison > 0 && (o.format != "wire" || o.stopsells > 0) {
 		problems = append(problems, fmt.Errorf("-poison needs -format wire and no -stopsells: only the vendors' formats refuse an unmapped room type"))
+	}
+	if o.resync && (o.format != "wire" || o.stopsells > 0 || o.poison > 0) {
+		problems = append(problems, fmt.Errorf("-resync needs -format wire and no -stopsells or -poison: the resynced hotel's availability is its room types', which the vendors' formats hold so"))
 	}
 	if o.poison < 0 || o.poison > o.events {
 		problems = append(problems, fmt.Errorf("-poison is %d, want 0 to -events (%d)", o.poison, o.events))

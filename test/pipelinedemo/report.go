@@ -67,7 +67,7 @@ func channelNamed(name string) channel {
 	return channel{name: name}
 }
 
-func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, tr *truth, dead map[[2]string]bool, elapsed time.Duration) error {
+func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.Server, t *tally, tr *truth, dead map[[2]string]bool, rs *resyncRun, elapsed time.Duration) error {
 	fmt.Fprintf(out, "\npipelinedemo report (%d workers, %d events, %v)\n", o.workers, o.events, elapsed.Round(time.Second))
 	fmt.Fprintf(out, "  %-26s %7s %12s %10s %8s %6s\n", "channel / endpoint", "pushes", "rate (req/s)", "quota", "of quota", "429s")
 	requests, throttled, over := 0, 0, false
@@ -225,6 +225,9 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 			pct(lat, 0.5), pct(lat, 0.99), n, float64(n)/elapsed.Seconds())
 	}
 	secondsReport(out, t.start, lim, otas, t, waiting)
+	if rs != nil {
+		resyncReport(out, o, lim, otas, copies, tr, t, *rs)
+	}
 	fmt.Fprintf(out, "  final check against the newest PMS values (read back with the independent decoders): lanes checked %d, stale %d (poisoned cells left out: %d), changes never reached %d\n", len(lanes), stale, poisonedCells, missing)
 	switch {
 	case poisonedDead != poisoned || otherDead > 0:

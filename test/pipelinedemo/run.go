@@ -90,8 +90,10 @@ const properties = 5
 
 // tally is what the workers saw, for the report.
 type tally struct {
-	mu                    sync.Mutex
-	outcomes              map[dispatch.Outcome]int
+	mu       sync.Mutex
+	outcomes map[dispatch.Outcome]int
+	// bulkPushes counts the bulk class's requests per bucket.
+	bulkPushes            map[string]int
 	pushes, items, wasted int
 	lateness              []time.Duration
 	// refused counts the dead letters of refused changes, isolation the
@@ -144,6 +146,9 @@ func (t *tally) add(rs []syncer.MessageResult) {
 			t.refused += j.Refused
 			t.isolation += j.Isolation
 			t.warnings += j.Warnings
+			if strings.Contains(j.JobID, "@b-") { // a bulk job's id names its owner token
+				t.bulkPushes[j.Bucket] += j.Pushes
+			}
 			if j.Delayed != 0 || j.Lateness != 0 {
 				t.lateness = append(t.lateness, j.Lateness)
 			}
@@ -188,7 +193,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			o.events, o.poison, o.duration, properties, o.workers, channels[0].formatOf(o), channels[1].formatOf(o), o.rate, o.burst)
 	}
 
-	t := &tally{outcomes: map[dispatch.Outcome]int{}}
+	t := &tally{outcomes: map[dispatch.Outcome]int{}, bulkPushes: map[string]int{}}
 	if t.trace, err = newTracer(o.trace); err != nil {
 		return err
 	}
@@ -236,10 +241,28 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	wg.Go(func() { sweepEvery(runCtx, sweeper, demoSweepInterval, t) })
+	var rs *resyncRun
+	if o.resync {
+		seeded, err := seedResync(ctx, st, tr)
+		if err != nil {
+			return err
+		}
+		rs = &resyncRun{seeded: seeded}
+	}
+	resyncSent := make(chan error, 1)
 	start := time.Now()
 	t.start = start
 	sent := make(chan int, 1)
 	go func() { sent <- produce(runCtx, st, o, tr) }()
+	if rs != nil {
+		go func() {
+			at, err := startResync(runCtx, st, o.duration/4)
+			rs.sent = at
+			resyncSent <- err
+		}()
+	} else {
+		close(resyncSent)
+	}
 	if o.stopsells > 0 {
 		go stopSells(runCtx, st, o, tr)
 	}
@@ -259,11 +282,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	cancel()
 	wg.Wait()
+	if err := <-resyncSent; err != nil {
+		return fmt.Errorf("send the resync: %w", err)
+	}
 	dead, err := refusedChanges(ctx, st)
 	if err != nil {
 		return err
 	}
-	return report(out, o, lim, otas, t, tr, dead, time.Since(start))
+	return report(out, o, lim, otas, t, tr, dead, rs, time.Since(start))
 }
 
 // demoSweepInterval is the demo's stand-in for syncer.SweepInterval.
@@ -581,8 +607,17 @@ func (tr *truth) next(property string) int64 {
 
 func (tr *truth) record(c ari.Change, at time.Time) {
 	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	tr.changes = append(tr.changes, change{Change: c, at: at})
+	tr.mu.Unlock()
+	tr.recordValues(c)
+}
+
+// recordValues records c's values as the newest of its days unless a
+// newer change's are; c itself is not a change the report follows (the
+// PMS's past, such as a resynced hotel's state).
+func (tr *truth) recordValues(c ari.Change) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
 	for _, d := range c.Dates() {
 		k := otacopy.Day{HotelRef: c.PropertyID, Kind: c.Kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d}
 		if tr.history == nil {
@@ -652,7 +687,11 @@ func connectionsJSON(o options, otas map[string]*mockota.Server, lim gcra.Limit)
 	for p := range properties {
 		var conns []string
 		for _, ch := range channels {
-			conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "main", "hotel_ref": %q}`, ch.name, hotelRef(ch.name, fmt.Sprintf("hotel-%d", p))))
+			mapping := ""
+			if o.resync && fmt.Sprintf("hotel-%d", p) == resyncHotel {
+				mapping = mappingJSON()
+			}
+			conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "main", "hotel_ref": %q%s}`, ch.name, hotelRef(ch.name, fmt.Sprintf("hotel-%d", p)), mapping))
 		}
 		props = append(props, fmt.Sprintf(`"hotel-%d": [%s]`, p, strings.Join(conns, ", ")))
 	}
