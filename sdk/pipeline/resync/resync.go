@@ -44,7 +44,8 @@ type Cell struct {
 
 // Cells are the cells a resync covers of kind on one connection: the ones
 // it names, or those the connection's mapping names, by the key the
-// channel's format holds kind by (format.Traits.RoomTypeKinds):
+// channel's format holds kind by (format.Traits.RoomTypeKinds; named
+// cells alike, see named):
 //   - a kind held per room type: each room type alone, and each room type ×
 //     rate plan as a sparse cell;
 //   - any other kind: every (room type, rate plan) pair, each room type
@@ -53,20 +54,16 @@ type Cell struct {
 // A connection that maps no codes names no cells: the resync must name
 // them.
 func Cells(r ari.Resync, t config.Target, kind string) ([]Cell, error) {
+	perRoom, err := heldPerRoomType(t.Format, kind)
+	if err != nil {
+		return nil, err
+	}
 	if len(r.Cells) > 0 {
-		out := make([]Cell, len(r.Cells))
-		for i, c := range r.Cells {
-			out[i] = Cell{ResyncCell: c}
-		}
-		return out, nil
+		return named(r.Cells, perRoom), nil
 	}
 	rooms := sortedKeys(t.Codes.RoomTypes)
 	if len(rooms) == 0 {
 		return nil, fmt.Errorf("resync %q: the connection of %s to %s maps no room types: name the cells (--cells)", r.ResyncID, r.PropertyID, t.Channel)
-	}
-	perRoom, err := heldPerRoomType(t.Format, kind)
-	if err != nil {
-		return nil, err
 	}
 	plans := sortedKeys(t.Codes.RatePlans)
 	if len(plans) == 0 {
@@ -85,6 +82,32 @@ func Cells(r ari.Resync, t config.Target, kind string) ([]Cell, error) {
 		}
 	}
 	return out, nil
+}
+
+// named are the cells a resync names, as a kind held per room type
+// (perRoom) holds them: a named room type × rate plan is the room type's
+// own cell over the same dates, and the pair's as a sparse cell (a rate
+// plan's own status), each once.
+func named(cells []ari.ResyncCell, perRoom bool) []Cell {
+	var out []Cell
+	seen := map[ari.ResyncCell]bool{}
+	add := func(c Cell) {
+		if !seen[c.ResyncCell] {
+			seen[c.ResyncCell] = true
+			out = append(out, c)
+		}
+	}
+	for _, c := range cells {
+		if perRoom && c.RatePlan != "" {
+			room := c
+			room.RatePlan = ""
+			add(Cell{ResyncCell: room})
+			add(Cell{ResyncCell: c, Sparse: true})
+			continue
+		}
+		add(Cell{ResyncCell: c})
+	}
+	return out
 }
 
 // heldPerRoomType says whether the format named name ("" is json) holds

@@ -57,8 +57,9 @@ func TestPlanPushesStoredRunsAndReportsCellsWithoutState(t *testing.T) {
 	}
 }
 
-// TestWholeResyncReadsEachKindByItsFormatsKey: a resync that names no
-// cells reads each kind at the cells its channel's format holds it by.
+// TestWholeResyncReadsEachKindByItsFormatsKey: a resync reads each kind
+// at the cells its channel's format holds it by, whether it names the
+// cells or takes the connection's mapping.
 // OpenTravel and Expedia AR hold availability per room type (a rate plan
 // may only close on its own), so the room type's cell is read once, not
 // once per rate plan, and it alone is reported missing; rates are per room
@@ -76,17 +77,26 @@ func TestWholeResyncReadsEachKindByItsFormatsKey(t *testing.T) {
 	r := ari.Resync{ResyncID: "rs", PropertyID: "h", From: "2027-01-01", To: "2027-01-03"}
 	tests := []struct {
 		format, kind string
+		named        []ari.ResyncCell // named; nil: the whole connection
 		elements     string
 		cells, dates int
 		missing      string
 		missingDates int
 	}{
-		{format.OpenTravel, "availability", "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
-		{format.ExpediaAR, "availability", "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
-		{format.OpenTravel, "rates", "[DBL#BAR#2027-01-01#2027-01-01#0 TWN#NRF#2027-01-01#2027-01-01#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
-		{format.JSON, "availability", "[DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
+		{format.OpenTravel, "availability", nil, "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
+		{format.ExpediaAR, "availability", nil, "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
+		{format.OpenTravel, "rates", nil, "[DBL#BAR#2027-01-01#2027-01-01#0 TWN#NRF#2027-01-01#2027-01-01#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
+		{format.JSON, "availability", nil, "[DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
+		// A mapping fix names the remapped room's pairs (Trigger): its
+		// availability is the room type's.
+		{format.ExpediaAR, "availability", []ari.ResyncCell{{RoomType: "TWN", RatePlan: "BAR"}, {RoomType: "TWN", RatePlan: "NRF"}},
+			"[TWN#NRF#2027-01-03#2027-01-03#0]", 1, 1, "[{TWN   }]", 3},
+		{format.ExpediaAR, "rates", []ari.ResyncCell{{RoomType: "TWN", RatePlan: "BAR"}, {RoomType: "TWN", RatePlan: "NRF"}},
+			"[TWN#NRF#2027-01-01#2027-01-01#0]", 1, 1, "[{TWN BAR  }]", 3 + 2},
 	}
 	for _, tt := range tests {
+		r := r
+		r.Cells = tt.named
 		cells, err := Cells(r, config.Target{Channel: "ota", Format: tt.format, Codes: codes}, tt.kind)
 		if err != nil {
 			t.Fatal(err)
