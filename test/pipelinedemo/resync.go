@@ -130,31 +130,66 @@ func resyncReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*moc
 				}
 			}
 			need := requestsNeeded(ch.formatOf(o), items)
-			accepted := 0
-			for _, at := range otas[ch.name].AcceptedTimes("token-TOKEN_"+strings.ToUpper(ch.name), ch.meterOf(kind)) {
-				if !at.Before(rs.sent) && !at.After(done) {
-					accepted++
-				}
-			}
-			bulk := t.bulkPushes[ch.name+"#main#"+kind]
-			span := done.Sub(rs.sent)
-			left := lim.Rate
-			if span > 0 {
-				left -= float64(max(accepted-bulk, 0)) / span.Seconds()
-			}
-			f := time.Duration(float64(need) / max(left, 0.01) * float64(time.Second))
+			live, bulk := classTimes(otas[ch.name], ch, kind, rs.sent)
+			f := quotaFloor(need, lim.Rate, live, rs.sent)
 			floor = max(floor, f)
 			if done.After(end) {
 				end = done
 			}
-			fmt.Fprintf(out, "    %-24s in sync after %6.1fs (%d dates unreached); %3d bulk pushes, %d needed at the largest messages; live left %.2f of %g req/s: floor %.1fs\n",
-				ch.name+" / "+kind, span.Seconds(), unreached, bulk, need, left, lim.Rate, f.Seconds())
+			span := done.Sub(rs.sent)
+			fmt.Fprintf(out, "    %-26s in sync after %5.1fs (%d dates unreached); bulk requests %3d (%d at the largest messages), live %3d meanwhile: floor %5.1fs\n",
+				ch.name+" / "+kind, span.Seconds(), unreached, bulk, need, countUntil(live, done), f.Seconds())
 		}
 	}
 	during, outside := liveLatencies(o, copies, tr, rs.sent, end)
-	fmt.Fprintf(out, "    the hotel in sync %.1fs after the resync was sent; the quota-bound floor %.1fs (%.2f×)\n",
+	fmt.Fprintf(out, "    the hotel in sync %.1fs after the resync was sent; the quota-bound floor %.1fs (%.2f×: the time the quota, less the live requests that went, takes to carry the requests needed)\n",
 		end.Sub(rs.sent).Seconds(), floor.Seconds(), end.Sub(rs.sent).Seconds()/max(floor.Seconds(), 0.001))
 	fmt.Fprintf(out, "    live change → OTA latency of changes sent during the resync: %s; of the others: %s\n", quantiles(during), quantiles(outside))
+}
+
+// classTimes are the accepted requests of ch's kind endpoint from since
+// on: the live ones' arrivals, and how many bulk ones (a bulk job's id
+// names its owner token, "b-…").
+func classTimes(srv *mockota.Server, ch channel, kind string, since time.Time) (live []time.Time, bulk int) {
+	cred := "token-TOKEN_" + strings.ToUpper(ch.name)
+	for _, r := range srv.Accepted() {
+		if r.Credential != cred || r.Endpoint != ch.meterOf(kind) || r.At.Before(since) {
+			continue
+		}
+		if strings.Contains(r.JobID, "@b-") {
+			bulk++
+		} else {
+			live = append(live, r.At)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].Before(live[j]) })
+	return live, bulk
+}
+
+// quotaFloor is how long after from the quota, at rate, less the live
+// requests that went (live, sorted), first leaves room for need requests:
+// the earliest the resync could have been carried beside the live stream
+// as it ran (its burst left out: the live stream keeps it spent).
+func quotaFloor(need int, rate float64, live []time.Time, from time.Time) time.Duration {
+	spent := 0
+	for _, at := range live {
+		// Before this live request, the quota had room for all of need.
+		if t := from.Add(time.Duration(float64(need+spent) / rate * float64(time.Second))); t.Before(at) {
+			return t.Sub(from)
+		}
+		spent++
+	}
+	return time.Duration(float64(need+spent) / rate * float64(time.Second))
+}
+
+func countUntil(ts []time.Time, end time.Time) int {
+	n := 0
+	for _, t := range ts {
+		if !t.After(end) {
+			n++
+		}
+	}
+	return n
 }
 
 // requestsNeeded is the fewest requests that carry items (dates per

@@ -90,10 +90,8 @@ const properties = 5
 
 // tally is what the workers saw, for the report.
 type tally struct {
-	mu       sync.Mutex
-	outcomes map[dispatch.Outcome]int
-	// bulkPushes counts the bulk class's requests per bucket.
-	bulkPushes            map[string]int
+	mu                    sync.Mutex
+	outcomes              map[dispatch.Outcome]int
 	pushes, items, wasted int
 	lateness              []time.Duration
 	// refused counts the dead letters of refused changes, isolation the
@@ -146,9 +144,6 @@ func (t *tally) add(rs []syncer.MessageResult) {
 			t.refused += j.Refused
 			t.isolation += j.Isolation
 			t.warnings += j.Warnings
-			if strings.Contains(j.JobID, "@b-") { // a bulk job's id names its owner token
-				t.bulkPushes[j.Bucket] += j.Pushes
-			}
 			if j.Delayed != 0 || j.Lateness != 0 {
 				t.lateness = append(t.lateness, j.Lateness)
 			}
@@ -193,7 +188,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			o.events, o.poison, o.duration, properties, o.workers, channels[0].formatOf(o), channels[1].formatOf(o), o.rate, o.burst)
 	}
 
-	t := &tally{outcomes: map[dispatch.Outcome]int{}, bulkPushes: map[string]int{}}
+	t := &tally{outcomes: map[dispatch.Outcome]int{}}
 	if t.trace, err = newTracer(o.trace); err != nil {
 		return err
 	}
