@@ -36,6 +36,8 @@ type BulkStats struct {
 type bulkBucket struct {
 	Pushes int
 	Last   time.Duration
+	// At is when each bulk push's job ended, in order.
+	At []time.Duration
 }
 
 // countBulk adds a job's result to the bulk stats if it is a bulk job's,
@@ -60,6 +62,9 @@ func (s *sim) countBulk(j dispatch.Result) {
 		}
 		bk.Pushes += j.Pushes
 		bk.Last = time.Since(s.start)
+		for range j.Pushes {
+			bk.At = append(bk.At, bk.Last)
+		}
 	}
 }
 
@@ -184,7 +189,8 @@ func (r *Report) writeOnboard(w io.Writer) {
 	// Drain: per bucket, bulk pushes over the span from the resync to its
 	// last bulk push, against what the bucket's rate leaves of live pushes
 	// (live pushes over the whole run, spread evenly over every bucket).
-	var ratio []float64
+	var ratio, middle []float64
+	var first []time.Duration
 	live := float64(r.Stats.Pushes - b.Pushes)
 	buckets := 0
 	for _, c := range r.Scenario.Channels {
@@ -201,10 +207,27 @@ func (r *Report) writeOnboard(w io.Writer) {
 			continue
 		}
 		ratio = append(ratio, float64(bk.Pushes)/span/(rate-liveRate))
+		// Apart: how long the resync took to reach the bucket, and the
+		// drain while every lane still had bulk work, between the
+		// bucket's 10th and 90th percentile bulk push (the ramp as the
+		// resync events are planned, and the tail, where the last lanes
+		// push one at a time, left out).
+		first = append(first, bk.At[0]-o.At)
+		lo, hi := len(bk.At)/10, len(bk.At)*9/10
+		if d := (bk.At[hi] - bk.At[lo]).Seconds(); hi > lo && d > 0 {
+			middle = append(middle, float64(hi-lo)/d/(rate-liveRate))
+		}
 	}
 	slices.Sort(ratio)
+	slices.Sort(middle)
+	slices.Sort(first)
 	if n := len(ratio); n > 0 {
 		fmt.Fprintf(w, "    bulk drain ÷ quota live traffic leaves (%.1f − %.2f live pushes/s a bucket), over %d buckets: min %.0f%%, median %.0f%%, max %.0f%%\n",
 			rate, liveRate, n, 100*ratio[0], 100*ratio[n/2], 100*ratio[n-1])
+		fmt.Fprintf(w, "      first bulk push after the resync: median %v (max %v)", ms(first[n/2]), ms(first[n-1]))
+		if m := len(middle); m > 0 {
+			fmt.Fprintf(w, "; between a bucket's 10th and 90th percentile bulk push: min %.0f%%, median %.0f%%, max %.0f%%", 100*middle[0], 100*middle[m/2], 100*middle[m-1])
+		}
+		fmt.Fprintln(w)
 	}
 }
