@@ -204,9 +204,9 @@ func report(out io.Writer, o options, lim gcra.Limit, otas map[string]*mockota.S
 		}
 		fmt.Fprintln(out)
 	}
-	fmt.Fprintf(out, "  slots wasted %d (%.1f%% of pushes); lane jobs deferred %d times, nothing to push %d, shed %d, dead-lettered %d; messages left for redelivery %d, received again %d\n",
+	fmt.Fprintf(out, "  slots wasted %d (%.1f%% of pushes); lane jobs deferred %d times, nothing to push %d, shed %d, dead-lettered %d; messages left for redelivery %d, received again %d; lanes the sweeper took over %d\n",
 		t.wasted, 100*float64(t.wasted)/float64(max(t.pushes, 1)), t.outcomes[dispatch.Deferred], t.outcomes[dispatch.Coalesced],
-		t.outcomes[dispatch.Shed], t.outcomes[dispatch.DeadLettered], t.failed.Load(), t.receivedAgain.Load())
+		t.outcomes[dispatch.Shed], t.outcomes[dispatch.DeadLettered], t.failed.Load(), t.receivedAgain.Load(), t.swept.Load())
 	if len(t.lateness) > 0 {
 		late := append([]time.Duration(nil), t.lateness...)
 		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })

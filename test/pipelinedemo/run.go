@@ -99,6 +99,9 @@ type tally struct {
 	refused, isolation, warnings int
 	limiterCalls, stateCalls     atomic.Int64
 	failed                       atomic.Int64
+	// swept counts the lanes the sweeper took over: left dirty with no
+	// job on its way.
+	swept atomic.Int64
 	// receivedAgain counts the messages handed to a worker a second time
 	// or more: each had been left for redelivery (failed), or received
 	// without reaching a worker, and came back after the visibility
@@ -271,7 +274,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		case <-tick.C:
 			progress(out, start, otas, t)
 		}
-		if nSent >= 0 && settled(runCtx, st) {
+		if nSent >= 0 && settled(runCtx, st) && clean(runCtx, st, cfg) {
 			break
 		}
 	}
@@ -305,6 +308,7 @@ func sweepEvery(ctx context.Context, sy *syncer.Syncer, interval time.Duration, 
 		if err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "pipelinedemo: sweep: %v\n", err)
 		}
+		t.swept.Add(int64(rep.Lanes))
 		t.add([]syncer.MessageResult{{Jobs: rep.Results}})
 	}
 }
@@ -641,6 +645,24 @@ func settled(ctx context.Context, st *stack) bool {
 		for _, v := range out.Attributes {
 			if v != "0" {
 				return false
+			}
+		}
+	}
+	return true
+}
+
+// clean reports whether every lane of the run is clean: nothing pending.
+// A lane left dirty with the queues empty has no job on its way, and
+// waits for the sweeper (demoSweepInterval).
+func clean(ctx context.Context, st *stack, cfg *config.Config) bool {
+	lanes := &lane.Store{DB: st.db, Table: st.stateTable}
+	for prop, conns := range cfg.Properties {
+		for _, kind := range config.Kinds {
+			for _, t := range config.TargetsOf(cfg, conns, kind) {
+				p, err := lanes.Read(ctx, lane.ID{Property: prop, Kind: kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef})
+				if err != nil || len(p.Elements) > 0 {
+					return false
+				}
 			}
 		}
 	}
