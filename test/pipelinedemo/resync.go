@@ -113,7 +113,7 @@ func resyncReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*moc
 	floor := time.Duration(0)
 	for _, ch := range channels {
 		for _, kind := range ch.endpoints {
-			done, unreached := time.Time{}, 0
+			done, unreached, first := time.Time{}, 0, ""
 			items := map[string]int{} // per month
 			for _, c := range rs.seeded {
 				if c.Kind != kind {
@@ -123,7 +123,9 @@ func resyncReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*moc
 					items[d[:7]]++
 					at, ok := reached(o, ch, copies, tr, change{Change: c, at: rs.sent}, otacopy.Day{HotelRef: c.PropertyID, Kind: kind, RoomType: c.RoomType, RatePlan: c.RatePlan, Date: d})
 					if !ok {
-						unreached++
+						if unreached++; first == "" {
+							first = fmt.Sprintf(", first %s/%s %s", c.RoomType, c.RatePlan, d)
+						}
 					} else if at.After(done) {
 						done = at
 					}
@@ -137,8 +139,8 @@ func resyncReport(out io.Writer, o options, lim gcra.Limit, otas map[string]*moc
 				end = done
 			}
 			span := done.Sub(rs.sent)
-			fmt.Fprintf(out, "    %-26s in sync after %5.1fs (%d dates unreached); bulk requests %3d (%d at the largest messages), live %3d meanwhile: floor %5.1fs\n",
-				ch.name+" / "+kind, span.Seconds(), unreached, bulk, need, countUntil(live, done), f.Seconds())
+			fmt.Fprintf(out, "    %-26s in sync after %5.1fs (%d dates unreached%s); bulk requests %3d (%d at the largest messages), live %3d meanwhile: floor %5.1fs\n",
+				ch.name+" / "+kind, span.Seconds(), unreached, first, bulk, need, countUntil(live, done), f.Seconds())
 		}
 	}
 	during, outside := liveLatencies(o, copies, tr, rs.sent, end)

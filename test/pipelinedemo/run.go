@@ -472,6 +472,7 @@ func handler(pool chan *syncer.Syncer, deferred bool, t *tally) poller.Handler {
 		for _, r := range results {
 			if r.Err != nil {
 				failed = append(failed, r.ID)
+				fmt.Fprintf(os.Stderr, "pipelinedemo: %s message %s left for redelivery: %v\n", map[bool]string{false: "changes", true: "deferred"}[deferred], r.ID, r.Err)
 			}
 		}
 		return failed, nil
