@@ -200,6 +200,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		seq    int64
 		values string
 	}{}}
+	// The resync hotel's past is written before the run's clock starts:
+	// on a busy emulator it takes a while.
+	var rs *resyncRun
+	if o.resync {
+		seeded, err := seedResync(ctx, st, tr)
+		if err != nil {
+			return err
+		}
+		rs = &resyncRun{seeded: seeded}
+	}
 	runCtx, cancel := context.WithTimeout(ctx, o.duration+2*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -239,14 +249,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	wg.Go(func() { sweepEvery(runCtx, sweeper, demoSweepInterval, t) })
-	var rs *resyncRun
-	if o.resync {
-		seeded, err := seedResync(ctx, st, tr)
-		if err != nil {
-			return err
-		}
-		rs = &resyncRun{seeded: seeded}
-	}
 	resyncSent := make(chan error, 1)
 	start := time.Now()
 	t.start = start
@@ -277,6 +279,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if nSent >= 0 && settled(runCtx, st) && clean(runCtx, st, cfg) {
 			break
 		}
+	}
+	if runCtx.Err() != nil && ctx.Err() == nil {
+		fmt.Fprintf(out, "pipelinedemo: the run reached its limit of %v with work still pending: what did not reach the OTAs shows as stale\n", o.duration+2*time.Minute)
 	}
 	cancel()
 	wg.Wait()
