@@ -118,6 +118,9 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 				break
 			}
 		}
+		if req, late = d.spendable(req); late {
+			res.WastedSlots++
+		}
 		resp, err := d.send(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
 		var perm *otapush.PermanentError
@@ -189,7 +192,11 @@ func mergeHeader(route, m http.Header) http.Header {
 // vendor's window would count the request beside the slots granted since,
 // past what the bucket's margin leaves free (docs/design.md, the margin).
 // The request books a fresh token instead, as a later message of a push
-// does, and late says the held slot went unused.
+// does, and late says the held slot went unused. It is asked before a held
+// slot takes its unit of a quota (heldQuota), so that a slot late already
+// takes none, and again after it, since the take's write is lateness too:
+// a slot the take made late leaves its unit spent, as a late grant stays
+// charged.
 func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late bool) {
 	if !req.Reserved || req.Slot.IsZero() || d.now().Sub(req.Slot) <= d.grace(req.Bucket.Limit) {
 		return req, false

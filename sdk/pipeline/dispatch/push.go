@@ -101,6 +101,9 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 			return res, nil, err
 		}
 	}
+	if req, late = d.spendable(req); late {
+		res.WastedSlots++
+	}
 	resp, err := d.send(ctx, req)
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {

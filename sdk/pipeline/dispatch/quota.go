@@ -56,9 +56,17 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j job.Job, t *task, bound in
 		return ended(res), err
 	}
 	for try := 0; ; try++ {
-		_, err := taker(ctx, t.buckets(), *t.Quota, 1, j.ID)
+		r, err := taker(ctx, t.buckets(), *t.Quota, 1, j.ID)
 		if err == nil {
-			return booking{hold: job.Hold{At: d.now(), Tokens: 1, Quota: true}}, nil
+			// The slot is the now the transaction's write claimed, not
+			// its answer: the store's latency between them is lateness,
+			// which the grace counts as the request leaves (spendable). A
+			// taker that names no slot (a fake) is taken at its word.
+			at := r.Slot
+			if at.IsZero() {
+				at = d.now()
+			}
+			return booking{hold: job.Hold{At: at, Tokens: 1, Quota: true}}, nil
 		}
 		if ctx.Err() != nil {
 			return ended(Result{}), ctx.Err()
