@@ -373,9 +373,12 @@ func (l *Limiter) ReleaseLease(ctx context.Context, lease Lease) error {
 	return contention(LeaseKey(lease.Key), err)
 }
 
-// handOver passes lease's slot to a new holder under f in one write: the
-// release of one push and the acquire of the next.
-func (l *Limiter) handOver(ctx context.Context, lease Lease, f InFlight) (Lease, error) {
+// HandOverLease passes lease's slot to a new holder under f in one write:
+// the release of one push and the acquire of the next (LeaseGate does it
+// for the waiters of its process). It fails with ErrLeaseLost when the
+// slot is no longer lease's (it expired and was taken), or when a slot at
+// or above f.Max is live (max was lowered: those drain first).
+func (l *Limiter) HandOverLease(ctx context.Context, lease Lease, f InFlight) (Lease, error) {
 	owner := newCallTag().id
 	now := micros(l.now())
 	exp := now + f.Hold.Microseconds()

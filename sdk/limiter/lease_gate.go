@@ -16,7 +16,7 @@ import (
 // them asks the store (once, and again after the wait AcquireLease
 // reports: when the earliest lease expires, or sooner when every push now
 // under a lease has ended), and a release of this process
-// hands its slot to the first waiter in the same write (handOver: one
+// hands its slot to the first waiter in the same write (HandOverLease: one
 // write for a release and an acquire). A slot freed by another process is
 // found by this process's first waiter at the latest when that slot's
 // lease would have expired, or when the push under it must have ended.
@@ -33,9 +33,10 @@ import (
 // pushing gives its slots up), so with more pushes than slots across the
 // fleet, the processes that hold the slots do the pushing.
 //
-// A LeaseGate is safe for concurrent use; use one per process and Limiter.
+// A LeaseGate is safe for concurrent use; use one per process and lease
+// store.
 type LeaseGate struct {
-	l      *Limiter
+	s      LeaseStore
 	mu     sync.Mutex
 	queues map[string][]*leaseWaiter
 	// busyUntil is, per key, when the last acquire that found no slot said
@@ -43,9 +44,20 @@ type LeaseGate struct {
 	busyUntil map[string]time.Time
 }
 
-// NewLeaseGate returns a gate over l's leases.
-func NewLeaseGate(l *Limiter) *LeaseGate {
-	return &LeaseGate{l: l, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}}
+// LeaseStore is where a LeaseGate takes and frees its leases: *Limiter,
+// on the fleet's table, or limitertest's in-memory limiter in a unit test.
+type LeaseStore interface {
+	AcquireLease(ctx context.Context, f InFlight) (Lease, error)
+	ReleaseLease(ctx context.Context, lease Lease) error
+	HandOverLease(ctx context.Context, lease Lease, f InFlight) (Lease, error)
+	// Now is the clock the store stamps its leases with, by which the
+	// gate reads their expiries.
+	Now() time.Time
+}
+
+// NewLeaseGate returns a gate over s's leases (a *Limiter).
+func NewLeaseGate(s LeaseStore) *LeaseGate {
+	return &LeaseGate{s: s, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}}
 }
 
 type leaseWaiter struct {
@@ -70,12 +82,12 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 	if err := f.Validate(); err != nil {
 		return Lease{}, err
 	}
-	bound, err := g.l.waitBound(ctx, maxWait)
+	bound, err := boundWait(ctx, g.s.Now(), maxWait)
 	if err != nil {
 		return Lease{}, err
 	}
 	if bound == 0 {
-		return g.l.AcquireLease(ctx, f)
+		return g.s.AcquireLease(ctx, f)
 	}
 	w := &leaseWaiter{f: f, handed: make(chan handedLease, 1), turn: make(chan struct{}, 1)}
 	g.enqueue(w)
@@ -122,7 +134,7 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 			}
 			return Lease{}, ctx.Err()
 		}
-		lease, err := g.l.AcquireLease(ctx, f)
+		lease, err := g.s.AcquireLease(ctx, f)
 		if err == nil {
 			g.clearBusy(f.Key)
 			if g.dequeue(w) {
@@ -162,7 +174,7 @@ func (g *LeaseGate) Contended(key string) bool {
 		return true
 	}
 	until, ok := g.busyUntil[key]
-	return ok && until.After(g.l.now())
+	return ok && until.After(g.s.Now())
 }
 
 // leave ends a wait that ran out: the lease handed over meanwhile if one
@@ -191,21 +203,21 @@ func (g *LeaseGate) Release(ctx context.Context, lease Lease) error {
 	w := g.next(lease)
 	if w == nil {
 		g.clearBusy(lease.Key)
-		return g.l.ReleaseLease(ctx, lease)
+		return g.s.ReleaseLease(ctx, lease)
 	}
-	if lease.Expires.Sub(g.l.now()) >= w.f.need() {
+	if lease.Expires.Sub(g.s.Now()) >= w.f.need() {
 		// Enough of the lease is left for the waiter's whole push: the
 		// store already shows the slot held until Expires, by this
 		// process, so passing it costs nothing.
 		w.handed <- handedLease{lease: lease}
 		return nil
 	}
-	next, err := g.l.handOver(ctx, lease, w.f)
+	next, err := g.s.HandOverLease(ctx, lease, w.f)
 	w.handed <- handedLease{lease: next, err: err}
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		// The store failed: the slot may still be ours; free it, or it
 		// frees itself at Expires.
-		_ = g.l.ReleaseLease(ctx, lease)
+		_ = g.s.ReleaseLease(ctx, lease)
 	}
 	return err
 }
@@ -290,7 +302,7 @@ func (g *LeaseGate) remove(key string, i int) {
 func (g *LeaseGate) sawBusy(key string, busy *LeaseBusyError) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.busyUntil[key] = g.l.now().Add(busy.RetryAfter)
+	g.busyUntil[key] = g.s.Now().Add(busy.RetryAfter)
 }
 
 func (g *LeaseGate) lastBusy(f InFlight) *LeaseBusyError {
@@ -298,7 +310,7 @@ func (g *LeaseGate) lastBusy(f InFlight) *LeaseBusyError {
 	until, ok := g.busyUntil[f.Key]
 	g.mu.Unlock()
 	wait := f.need()
-	if now := g.l.now(); ok && until.After(now) {
+	if now := g.s.Now(); ok && until.After(now) {
 		wait = until.Sub(now)
 	}
 	return &LeaseBusyError{Key: f.Key, Max: f.Max, Held: f.Max, RetryAfter: wait}
@@ -310,7 +322,7 @@ func (g *LeaseGate) busyFor(key string) (time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	until, ok := g.busyUntil[key]
-	if d := until.Sub(g.l.now()); ok && d > 0 {
+	if d := until.Sub(g.s.Now()); ok && d > 0 {
 		return d, true
 	}
 	return 0, false

@@ -363,9 +363,19 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 // ctx's deadline comes first. A deadline already passed is an error, so
 // nothing is reserved that could not be waited for.
 func (l *Limiter) waitBound(ctx context.Context, maxWait time.Duration) (time.Duration, error) {
+	return boundWait(ctx, l.now(), maxWait)
+}
+
+// Now reads the limiter's clock (WithClock): the one its slots and leases
+// are stamped with.
+func (l *Limiter) Now() time.Time { return l.now() }
+
+// boundWait is maxWait, or less if ctx's deadline comes first by the
+// clock's reading now; a deadline already passed is an error.
+func boundWait(ctx context.Context, now time.Time, maxWait time.Duration) (time.Duration, error) {
 	bound := maxWait
 	if deadline, ok := ctx.Deadline(); ok {
-		bound = min(bound, deadline.Sub(l.now()))
+		bound = min(bound, deadline.Sub(now))
 	}
 	if bound < 0 {
 		if err := ctx.Err(); err != nil {

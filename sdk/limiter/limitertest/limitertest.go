@@ -1,7 +1,8 @@
 // Package limitertest is an in-memory limiter for unit tests: the methods
 // of *limiter.Limiter that callers use (Take, Reserve, Wait, ReserveBatch,
 // TakeMulti, ReserveMulti, WaitMulti, Penalize, Reset, Silence, State,
-// Confirm, First) with the
+// Confirm, First, and the in-flight leases a limiter.LeaseGate takes
+// through it: lease.go) with the
 // same arguments, the same decisions and the same typed errors, kept in a
 // map in one process instead of a DynamoDB table, on a clock the test
 // moves.
@@ -40,7 +41,8 @@ type Limiter struct {
 	fault   func(op, key string) error
 	buckets map[string]*bucket
 	fences  map[string]fence
-	tags    int // FirstAfter's tags so far
+	leases  map[string]*[limiter.MaxLeases]leaseSlot
+	tags    int // FirstAfter's tags and lease owners so far
 }
 
 // bucket is what the real limiter keeps in a bucket's item: tat, and the
@@ -61,8 +63,9 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 
 // WithFault makes every call ask fault first, with the operation's name
 // ("Take", "Reserve", "Wait", "ReserveBatch", "TakeMulti", "ReserveMulti",
-// "Penalize", "Reset", "Silence", "State", "Confirm", "First") and the
-// bucket's key (each bucket's in turn for a multi-bucket call): a non-nil
+// "Penalize", "Reset", "Silence", "State", "Confirm", "First",
+// "AcquireLease", "ReleaseLease", "HandOverLease", "Leases") and the
+// bucket's (or lease set's) key (each bucket's in turn for a multi-bucket call): a non-nil
 // error is the call's answer, and nothing changes. An error that wraps
 // limiter.ErrUnavailable, as fmt.Errorf("%w: store down",
 // limiter.ErrUnavailable) does, is an outage to the code under test.
@@ -70,7 +73,8 @@ func WithFault(fault func(op, key string) error) Option { return func(l *Limiter
 
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
-	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{}}
+	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{},
+		leases: map[string]*[limiter.MaxLeases]leaseSlot{}}
 	for _, o := range opts {
 		o(l)
 	}

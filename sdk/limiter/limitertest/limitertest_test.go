@@ -15,6 +15,7 @@ import (
 var (
 	_ otapush.Limiter     = (*Limiter)(nil)
 	_ otapush.MultiWaiter = (*Limiter)(nil)
+	_ limiter.LeaseStore  = (*Limiter)(nil)
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

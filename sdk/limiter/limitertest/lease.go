@@ -1,0 +1,163 @@
+package limitertest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+)
+
+// The in-flight leases (limiter.InFlight), as *limiter.Limiter keeps them
+// in a lease set's item: per slot an expiry, an owner and when it was
+// taken, a slot free once its expiry is not after now. Every answer is
+// the table's (test/integration's TestLimitertestLeasesAnswerAsTheTable
+// runs one script on both): a slot at or above a lowered max that is
+// still live keeps every other slot from being taken, a busy set says when
+// to ask again, a release of a slot someone else took is ErrLeaseLost.
+// Where the table leaves a choice to chance, this limiter does not: it
+// takes the lowest free slot, where *limiter.Limiter tries a random one.
+
+// leaseSlot is one slot of a lease set; owner "" is a released slot.
+type leaseSlot struct {
+	exp, at int64 // Unix µs
+	owner   string
+}
+
+func (l *Limiter) leaseSet(key string) *[limiter.MaxLeases]leaseSlot {
+	s, ok := l.leases[key]
+	if !ok {
+		s = &[limiter.MaxLeases]leaseSlot{}
+		l.leases[key] = s
+	}
+	return s
+}
+
+// owner is a new holder's id, unique within the limiter.
+func (l *Limiter) owner() string {
+	l.tags++
+	return fmt.Sprintf("o%d", l.tags)
+}
+
+// Now reads the limiter's clock (WithClock), by which a LeaseGate over
+// it reads the leases' expiries.
+func (l *Limiter) Now() time.Time { return l.now() }
+
+// AcquireLease takes one of f's slots now, or fails with a
+// *limiter.LeaseBusyError saying when to ask again: the earliest expiry
+// of a held slot below f.Max (the latest of those live above it, which
+// must drain first), but no later than one push's time (f.Timeout, or
+// f.Hold).
+func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter.Lease, error) {
+	if err := l.leaseFault("AcquireLease", f.Key); err != nil {
+		return limiter.Lease{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return limiter.Lease{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now().UnixMicro()
+	set := l.leaseSet(f.Key)
+	free, held := -1, 0
+	var earliest, highLatest int64
+	for i, s := range set {
+		switch live := s.exp > now; {
+		case !live && i < f.Max && free < 0:
+			free = i
+		case !live:
+		case i >= f.Max:
+			held++
+			highLatest = max(highLatest, s.exp)
+		default:
+			held++
+			if earliest == 0 || s.exp < earliest {
+				earliest = s.exp
+			}
+		}
+	}
+	if free >= 0 && highLatest == 0 {
+		return l.take(set, f, free, now), nil
+	}
+	until := highLatest
+	if free < 0 {
+		until = max(until, earliest)
+	}
+	need := f.Timeout
+	if need == 0 {
+		need = f.Hold
+	}
+	until = min(until, now+need.Microseconds())
+	return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: micros(until - now)}
+}
+
+// take gives slot of set to a new holder under f from now.
+func (l *Limiter) take(set *[limiter.MaxLeases]leaseSlot, f limiter.InFlight, slot int, now int64) limiter.Lease {
+	s := leaseSlot{exp: now + f.Hold.Microseconds(), at: now, owner: l.owner()}
+	set[slot] = s
+	return limiter.Lease{Key: f.Key, Slot: slot, Owner: s.owner, Acquired: time.UnixMicro(s.at), Expires: time.UnixMicro(s.exp)}
+}
+
+// ReleaseLease frees lease's slot. A slot found free already is no error;
+// one another holder took after lease expired is limiter.ErrLeaseLost.
+func (l *Limiter) ReleaseLease(ctx context.Context, lease limiter.Lease) error {
+	if err := l.leaseFault("ReleaseLease", lease.Key); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	set := l.leaseSet(lease.Key)
+	switch s := &set[lease.Slot]; s.owner {
+	case lease.Owner:
+		*s = leaseSlot{}
+	case "":
+	default:
+		return fmt.Errorf("%w: %q slot %d", limiter.ErrLeaseLost, lease.Key, lease.Slot)
+	}
+	return nil
+}
+
+// HandOverLease passes lease's slot to a new holder under f, as
+// *limiter.Limiter's one write does: limiter.ErrLeaseLost when the slot is
+// no longer lease's, or a slot at or above f.Max is live.
+func (l *Limiter) HandOverLease(ctx context.Context, lease limiter.Lease, f limiter.InFlight) (limiter.Lease, error) {
+	if err := l.leaseFault("HandOverLease", lease.Key); err != nil {
+		return limiter.Lease{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now().UnixMicro()
+	set := l.leaseSet(lease.Key)
+	lost := set[lease.Slot].owner != lease.Owner
+	for _, s := range set[f.Max:] {
+		lost = lost || s.exp > now
+	}
+	if lost {
+		return limiter.Lease{}, fmt.Errorf("%w: %q slot %d", limiter.ErrLeaseLost, lease.Key, lease.Slot)
+	}
+	return l.take(set, f, lease.Slot, now), nil
+}
+
+// Leases is key's live leases, by slot.
+func (l *Limiter) Leases(ctx context.Context, key string) ([]limiter.Lease, error) {
+	if err := l.leaseFault("Leases", key); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now().UnixMicro()
+	var live []limiter.Lease
+	for i, s := range l.leaseSet(key) {
+		if s.exp > now {
+			live = append(live, limiter.Lease{Key: key, Slot: i, Owner: s.owner, Acquired: time.UnixMicro(s.at), Expires: time.UnixMicro(s.exp)})
+		}
+	}
+	return live, nil
+}
+
+func (l *Limiter) leaseFault(op, key string) error {
+	if l.fault == nil {
+		return nil
+	}
+	return l.fault(op, key)
+}
