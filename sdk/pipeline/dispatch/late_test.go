@@ -63,8 +63,7 @@ func TestPushPastItsGraceAfterBeginBooksAFreshToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.begin.String()+"+"+tt.grant.String(), func(t *testing.T) {
 			r := newRig(t)
-			var events []string
-			p := &leasePusher{events: &events}
+			p := &leasePusher{events: &eventLog{}}
 			r.d.Routes, r.d.Pusher, r.d.Work = marginRouter{}, p, &slowBegin{work: r.work, took: tt.begin}
 			r.d.Limiter = slowGrant{reserver: r.lim, took: tt.grant}
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))

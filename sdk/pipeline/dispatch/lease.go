@@ -69,20 +69,11 @@ import (
 // With Timeout below Hold, a lease with at least Timeout left passes to
 // the next push of the process with no write (limiter.InFlight.Timeout).
 
-// LeaseGate is the part of *limiter.LeaseGate the dispatcher uses.
-type LeaseGate interface {
-	Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error)
-	Release(ctx context.Context, lease limiter.Lease) error
-	// Contended reports whether a lease of key is likely waited for now
-	// (see situation.reserve).
-	Contended(key string) bool
-}
-
 // Leases is a process's in-flight leases, and the bounds vendors publish
 // on them (a RateLimit-Policy in concurrent-requests, see Lower). Use one
 // per process, over one *limiter.LeaseGate.
 type Leases struct {
-	Gate LeaseGate
+	Gate *limiter.LeaseGate
 
 	mu sync.Mutex
 	// published is, per lease key, the last concurrency the vendor
@@ -95,7 +86,7 @@ type Leases struct {
 }
 
 // NewLeases returns the leases of gate.
-func NewLeases(gate LeaseGate) *Leases {
+func NewLeases(gate *limiter.LeaseGate) *Leases {
 	return &Leases{Gate: gate, published: map[string]int{}, going: map[string]int{}}
 }
 

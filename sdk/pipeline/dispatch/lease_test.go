@@ -2,55 +2,152 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// gate is a scripted LeaseGate: it grants, or fails with err, and records
-// what it was asked and what was released, in order with the pushes.
-type gate struct {
-	err      error
-	asked    []limiter.InFlight
-	maxWaits []time.Duration
-	released []limiter.Lease
-	events   *[]string
-	expires  time.Time
-	// contended is what Contended says: a lease of the key is waited for.
-	contended bool
+// leaseRig is a rig whose in-flight leases go through a real
+// limiter.LeaseGate over limitertest's leases, in a synctest bubble (the
+// gate waits on timers); the store's lease calls are recorded among the
+// push's events (acquire, handover, release).
+type leaseRig struct {
+	*rig
+	store *limitertest.Limiter
+	gate  *limiter.LeaseGate
+	ev    *eventLog
 }
 
-func (g *gate) Wait(_ context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error) {
-	g.asked, g.maxWaits = append(g.asked, f), append(g.maxWaits, maxWait)
-	if g.err != nil {
-		return limiter.Lease{}, g.err
+// eventLog is a push's events in order; fail, by store call, is what the
+// call answers instead.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+	fail   map[string]error
+}
+
+func (e *eventLog) add(event string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = append(e.events, event)
+}
+
+func (e *eventLog) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return strings.Join(e.events, ",")
+}
+
+func (e *eventLog) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = nil
+}
+
+// leaseCalls names the store's lease calls among the events.
+var leaseCalls = map[string]string{"AcquireLease": "acquire", "HandOverLease": "handover", "ReleaseLease": "release"}
+
+// newLeaseRig is a leaseRig; call it inside synctest.Test.
+func newLeaseRig(t *testing.T) *leaseRig {
+	t.Helper()
+	r := newRig(t)
+	r.clock.bubble = true
+	ev := &eventLog{fail: map[string]error{}}
+	store := limitertest.New(limitertest.WithClock(r.clock.Now), limitertest.WithFault(func(op, _ string) error {
+		if e, ok := leaseCalls[op]; ok {
+			ev.add(e)
+		}
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return ev.fail[op]
+	}))
+	gate := limiter.NewLeaseGate(store)
+	r.d.Leases = NewLeases(gate)
+	return &leaseRig{rig: r, store: store, gate: gate, ev: ev}
+}
+
+// holdFor has another push of this process hold one of f's leases, and
+// give it back after d (to the first push waiting for one, if any).
+func (r *leaseRig) holdFor(t *testing.T, f limiter.InFlight, d time.Duration) {
+	t.Helper()
+	l, err := r.gate.Wait(t.Context(), f, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	*g.events = append(*g.events, "acquire")
-	return limiter.Lease{Key: f.Key, Slot: 0, Owner: "me", Expires: g.expires}, nil
+	go func() {
+		time.Sleep(d)
+		_ = r.gate.Release(context.Background(), l)
+	}()
 }
 
-func (g *gate) Contended(string) bool { return g.contended }
+// heldElsewhere has another process take n of f's leases now.
+func (r *leaseRig) heldElsewhere(t *testing.T, f limiter.InFlight, n int) (*limiter.LeaseGate, []limiter.Lease) {
+	t.Helper()
+	other := limiter.NewLeaseGate(r.store)
+	var held []limiter.Lease
+	for range n {
+		l, err := other.Wait(t.Context(), f, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	return other, held
+}
 
-func (g *gate) Release(_ context.Context, l limiter.Lease) error {
-	g.released = append(g.released, l)
-	*g.events = append(*g.events, "release")
-	return nil
+// toldBusy has this process ask for one of f's leases, all held, and be
+// told when one frees: its gate knows the set contended until then.
+func (r *leaseRig) toldBusy(t *testing.T, f limiter.InFlight) {
+	t.Helper()
+	var busy *limiter.LeaseBusyError
+	if _, err := r.gate.Wait(t.Context(), f, time.Nanosecond); !errors.As(err, &busy) {
+		t.Fatalf("asking for a lease of a full set: %v, want a *LeaseBusyError", err)
+	}
+}
+
+// toldBusyFor has this process told that none of f's leases frees for
+// left, after which another process gives back the one it held, which
+// this process does not hear of: the set is free, and known contended.
+func (r *leaseRig) toldBusyFor(t *testing.T, f limiter.InFlight, left time.Duration) {
+	t.Helper()
+	other, held := r.heldElsewhere(t, f, f.Max)
+	time.Sleep(f.Hold - left)
+	r.toldBusy(t, f)
+	for _, l := range held {
+		if err := other.Release(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// leasesLeft is how many of key's leases are still live.
+func (r *leaseRig) leasesLeft(t *testing.T, key string) int {
+	t.Helper()
+	live, err := r.store.Leases(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(live)
 }
 
 // leasePusher records the order of events and each push's deadline.
 type leasePusher struct {
-	events    *[]string
+	events    *eventLog
 	deadlines []time.Time
 	reserved  []bool // whether each request went on its held slot
 }
 
 func (p *leasePusher) Push(ctx context.Context, req otapush.Request) (otapush.Response, error) {
-	*p.events = append(*p.events, "push")
+	p.events.add("push")
 	p.reserved = append(p.reserved, req.Reserved)
 	d, _ := ctx.Deadline()
 	p.deadlines = append(p.deadlines, d)
@@ -65,76 +162,85 @@ func (r leaseRouter) Route(job.Job) (Route, error) {
 
 func TestLeaseAroundThePush(t *testing.T) {
 	f := &limiter.InFlight{Key: "k", Max: 3, Hold: 25 * time.Second}
-	expires := time.Date(2026, 12, 1, 12, 0, 25, 0, time.UTC)
 	tests := []struct {
-		name    string
-		f       *limiter.InFlight
-		gateErr error
-		noGate  bool
-		check   func(t *testing.T, res Result, g *gate, p *leasePusher, q *fakeQueue, events []string)
+		name  string
+		f     *limiter.InFlight
+		setup func(t *testing.T, r *leaseRig)
+		check func(t *testing.T, res Result, r *leaseRig, p *leasePusher, start time.Time)
 	}{
-		{"no max_in_flight: no lease", nil, nil, false, func(t *testing.T, res Result, g *gate, p *leasePusher, q *fakeQueue, events []string) {
-			if res.Outcome != Pushed || len(g.asked) != 0 || strings.Join(events, ",") != "push" {
-				t.Fatalf("result %+v, events %v, gate asked %d times; want a push and no lease", res, events, len(g.asked))
+		{"no max_in_flight: no lease", nil, nil, func(t *testing.T, res Result, r *leaseRig, p *leasePusher, start time.Time) {
+			if res.Outcome != Pushed || r.ev.String() != "push" {
+				t.Fatalf("result %+v, events %v; want a push and no lease", res, r.ev)
 			}
 		}},
-		{"a free lease: token, lease, push, release", f, nil, false, func(t *testing.T, res Result, g *gate, p *leasePusher, q *fakeQueue, events []string) {
-			if res.Outcome != Pushed || strings.Join(events, ",") != "acquire,push,release" {
-				t.Fatalf("result %+v, events %v; want acquire, push, release", res, events)
+		{"a free lease: token, lease, push, release", f, nil, func(t *testing.T, res Result, r *leaseRig, p *leasePusher, start time.Time) {
+			if res.Outcome != Pushed || r.ev.String() != "acquire,push,release" {
+				t.Fatalf("result %+v, events %v; want acquire, push, release", res, r.ev)
 			}
-			if !p.deadlines[0].Equal(expires) {
-				t.Fatalf("the push ran until %v, want its lease's expiry %v", p.deadlines[0], expires)
-			}
-			if g.maxWaits[0] != DefaultPolicy.MaxHold {
-				t.Fatalf("the push waited up to %v for a lease, want the call's hold %v", g.maxWaits[0], DefaultPolicy.MaxHold)
+			if want := start.Add(f.Hold); !p.deadlines[0].Equal(want) {
+				t.Fatalf("the push ran until %v, want its lease's expiry %v", p.deadlines[0], want)
 			}
 		}},
 		{"no lease within the hold: deferred to the earliest expiry, slot kept", f,
-			&limiter.LeaseBusyError{Key: "k", Max: 3, Held: 3, RetryAfter: 7 * time.Second}, false,
-			func(t *testing.T, res Result, g *gate, p *leasePusher, q *fakeQueue, events []string) {
-				if res.Outcome != Deferred || len(q.deferred) != 1 || q.deferred[0].wait != 7*time.Second || len(events) != 0 {
-					t.Fatalf("result %+v, deferrals %+v, events %v; want deferred 7s, no push", res, q.deferred, events)
+			func(t *testing.T, r *leaseRig) {
+				// Another process took all three 18 s ago: the first
+				// expires in 7 s.
+				r.heldElsewhere(t, *f, 3)
+				time.Sleep(18 * time.Second)
+			},
+			func(t *testing.T, res Result, r *leaseRig, p *leasePusher, start time.Time) {
+				q := r.queue
+				if res.Outcome != Deferred || len(q.deferred) != 1 || q.deferred[0].wait != 7*time.Second || r.ev.String() != "acquire" {
+					t.Fatalf("result %+v, deferrals %+v, events %v; want one ask, deferred 7s, no push", res, q.deferred, r.ev)
 				}
 				if !q.deferred[0].j.Hold.Held() || !strings.Contains(res.Reason, "3 of 3 in-flight leases held") {
 					t.Fatalf("deferred job %+v (%q): want its slot kept and the reason", q.deferred[0].j, res.Reason)
 				}
-			}},
-		{"the lease store down: fail closed", f, fmt.Errorf("boom: %w", limiter.ErrUnavailable), false,
-			func(t *testing.T, res Result, g *gate, p *leasePusher, q *fakeQueue, events []string) {
-				if res.Outcome != Deferred || !res.StoreError || q.deferred[0].wait != DefaultPolicy.StoreCooldown || len(events) != 0 {
-					t.Fatalf("result %+v, deferrals %+v; want deferred for the store cooldown, no push", res, q.deferred)
+				if waited := r.clock.Now().Sub(start); waited != DefaultPolicy.MaxHold {
+					t.Fatalf("the push waited %v for a lease, want the call's hold %v", waited, DefaultPolicy.MaxHold)
 				}
 			}},
-		{"a route with max_in_flight and no Leases: dead-lettered, never pushed unbounded", f, nil, true,
-			func(t *testing.T, res Result, g *gate, p *leasePusher, q *fakeQueue, events []string) {
-				if res.Outcome != DeadLettered || len(events) != 0 || !strings.Contains(q.dead[0], "Dispatcher.Leases") {
-					t.Fatalf("result %+v, dead %v; want dead-lettered naming Dispatcher.Leases", res, q.dead)
+		{"the lease store down: fail closed", f,
+			func(t *testing.T, r *leaseRig) {
+				r.ev.fail["AcquireLease"] = fmt.Errorf("boom: %w", limiter.ErrUnavailable)
+			},
+			func(t *testing.T, res Result, r *leaseRig, p *leasePusher, start time.Time) {
+				q := r.queue
+				if res.Outcome != Deferred || !res.StoreError || q.deferred[0].wait != DefaultPolicy.StoreCooldown || r.ev.String() != "acquire" {
+					t.Fatalf("result %+v, deferrals %+v, events %v; want deferred for the store cooldown, no push", res, q.deferred, r.ev)
+				}
+			}},
+		{"a route with max_in_flight and no Leases: dead-lettered, never pushed unbounded", f,
+			func(t *testing.T, r *leaseRig) { r.d.Leases = nil },
+			func(t *testing.T, res Result, r *leaseRig, p *leasePusher, start time.Time) {
+				if res.Outcome != DeadLettered || r.ev.String() != "" || !strings.Contains(r.queue.dead[0], "Dispatcher.Leases") {
+					t.Fatalf("result %+v, dead %v; want dead-lettered naming Dispatcher.Leases", res, r.queue.dead)
 				}
 			}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t)
-			var events []string
-			g := &gate{err: tt.gateErr, events: &events, expires: expires}
-			p := &leasePusher{events: &events}
-			r.d.Routes, r.d.Pusher = leaseRouter{tt.f}, p
-			if !tt.noGate {
-				r.d.Leases = NewLeases(g)
+		t.Run(tt.name, synctestRun(func(t *testing.T) {
+			r := newLeaseRig(t)
+			if tt.setup != nil {
+				tt.setup(t, r)
 			}
-			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+			r.ev.reset()
+			p := &leasePusher{events: r.ev}
+			r.d.Routes, r.d.Pusher = leaseRouter{tt.f}, p
+			start := r.clock.Now()
+			res, err := r.d.HandleJob(context.Background(), testJob(start))
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.check(t, res, g, p, r.queue, events)
-		})
+			tt.check(t, res, r, p, start)
+		}))
 	}
 }
 
 // A vendor's published concurrency lowers the bound, and a later one
 // raises it back up to the configuration, never above it.
 func TestPublishedConcurrencyLowersMaxInFlight(t *testing.T) {
-	l := NewLeases(&gate{})
+	l := NewLeases(limiter.NewLeaseGate(limitertest.New()))
 	f := limiter.InFlight{Key: "bk#c#rates", Max: 3, Hold: time.Minute}
 	steps := []struct {
 		key  string
@@ -191,13 +297,14 @@ func TestLeaseAwaitedWithinTheHoldKeepsTheToken(t *testing.T) {
 		{1500 * time.Millisecond, false, 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.wait.String(), func(t *testing.T) {
-			r := newRig(t)
-			var events []string
-			g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute)}
-			waiting := &waitingGate{gate: g, clock: r.clock, wait: tt.wait}
-			p := &leasePusher{events: &events}
-			r.d.Routes, r.d.Pusher, r.d.Leases = leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, p, NewLeases(waiting)
+		t.Run(tt.wait.String(), synctestRun(func(t *testing.T) {
+			r := newLeaseRig(t)
+			f := limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}
+			// Another push of the process holds the lease, and hands
+			// it over after tt.wait.
+			r.holdFor(t, f, tt.wait)
+			p := &leasePusher{events: r.ev}
+			r.d.Routes, r.d.Pusher = leaseRouter{&f}, p
 			start := r.clock.Now()
 			res, err := r.d.HandleJob(context.Background(), testJob(start))
 			if err != nil {
@@ -210,31 +317,15 @@ func TestLeaseAwaitedWithinTheHoldKeepsTheToken(t *testing.T) {
 			if p.reserved[0] != tt.reserved {
 				t.Fatalf("the request went on its held slot: %v; want %v", p.reserved[0], tt.reserved)
 			}
-		})
+		}))
 	}
-}
-
-// waitingGate grants after the clock moved by wait (a release of another
-// push of the process).
-type waitingGate struct {
-	*gate
-	clock *clock
-	wait  time.Duration
-}
-
-func (w *waitingGate) Wait(ctx context.Context, f limiter.InFlight, maxWait time.Duration) (limiter.Lease, error) {
-	if w.wait > maxWait {
-		return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: f.Max, RetryAfter: w.wait}
-	}
-	_ = w.clock.Sleep(ctx, w.wait)
-	return w.gate.Wait(ctx, f, maxWait)
 }
 
 // settlingWork records when the work settles a push, among the lease's
 // events, and whether the context it settles on is still live.
 type settlingWork struct {
 	*work
-	events   *[]string
+	events   *eventLog
 	messages bool
 	ctxErr   error
 }
@@ -247,7 +338,7 @@ func (w *settlingWork) Begin(ctx context.Context, j job.Job) (job.Job, Payload, 
 }
 
 func (w *settlingWork) Done(ctx context.Context, j job.Job, p Payload) (*job.Job, error) {
-	*w.events = append(*w.events, "done")
+	w.events.add("done")
 	w.ctxErr = ctx.Err()
 	return w.work.Done(ctx, j, p)
 }
@@ -265,22 +356,25 @@ func TestInFlightLeaseIsFreedBeforeThePushSettles(t *testing.T) {
 		{"messages", true, "acquire,push,push,release,done"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t)
-			var events []string
-			g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute)}
-			w := &settlingWork{work: &work{clock: r.clock}, events: &events, messages: tt.messages}
-			r.d.Routes, r.d.Pusher, r.d.Leases, r.d.Work = leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, &leasePusher{events: &events}, NewLeases(g), w
+		t.Run(tt.name, synctestRun(func(t *testing.T) {
+			r := newLeaseRig(t)
+			w := &settlingWork{work: &work{clock: r.clock}, events: r.ev, messages: tt.messages}
+			r.d.Routes, r.d.Pusher, r.d.Work = leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, &leasePusher{events: r.ev}, w
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 			if err != nil || res.Outcome != Pushed {
 				t.Fatalf("result %+v, %v; want pushed", res, err)
 			}
-			if got := strings.Join(events, ","); got != tt.want || len(g.released) != 1 {
-				t.Fatalf("events %s, %d releases; want %s and one release", got, len(g.released), tt.want)
+			if got := r.ev.String(); got != tt.want || r.leasesLeft(t, "k") != 0 {
+				t.Fatalf("events %s, %d leases left; want %s and none", got, r.leasesLeft(t, "k"), tt.want)
 			}
 			if w.ctxErr != nil {
 				t.Fatalf("the push settled on a context that had ended: %v", w.ctxErr)
 			}
-		})
+		}))
 	}
+}
+
+// synctestRun runs f in a synctest bubble, as t.Run's function.
+func synctestRun(f func(t *testing.T)) func(t *testing.T) {
+	return func(t *testing.T) { synctest.Test(t, f) }
 }

@@ -3,8 +3,8 @@ package dispatch
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
@@ -14,11 +14,11 @@ import (
 // bookingReserver records each booking among the lease's events.
 type bookingReserver struct {
 	*reserver
-	events *[]string
+	events *eventLog
 }
 
 func (r bookingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	*r.events = append(*r.events, "reserve")
+	r.events.add("reserve")
 	return r.reserver.Reserve(ctx, b, n, maxDelay)
 }
 
@@ -36,67 +36,83 @@ func (r leaseFirstRouter) Route(j job.Job) (Route, error) {
 	return route, err
 }
 
-// A push whose lease set this process knows to be contended (the gate
-// says so, or more of its pushes go for a lease than its max) takes its
-// lease first and books its token after it: the token is spent at once,
-// whatever the lease wait, and none is booked that the push cannot spend.
-// The route's grace is 875 ms (half the burst's refill of PerSecond(4, 8)).
-// A lease that is free keeps the token first; a token the bucket can only
-// give past its grace, or a horizon's denial slept for, hands the lease
-// back while it waits; shadow routes keep their order.
+// A push whose lease set this process knows to be contended (its gate
+// was told a moment ago that none is free, or more of its pushes go for a
+// lease than its max) takes its lease first and books its token after it:
+// the token is spent at once, whatever the lease wait, and none is booked
+// that the push cannot spend. The route's grace is 875 ms (half the
+// burst's refill of PerSecond(4, 8)). A lease that is free keeps the token
+// first; a token the bucket can only give past its grace, or a horizon's
+// denial slept for, hands the lease back while it waits; shadow routes
+// keep their order. The events are the bookings, the pushes and the lease
+// store's calls: an acquire that finds the set full is one too, and a
+// lease another push of the process hands over is a handover.
 func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
+	f := limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}
 	tests := []struct {
-		name      string
-		contended bool
-		going     int // pushes of the process already going for a lease
-		shadow    bool
-		horizon   time.Duration // the route's booking horizon
-		denied    time.Duration // the first booking is denied for this long
-		leaseWait time.Duration // how long the gate takes to grant
-		slotIn    time.Duration // how far ahead the bucket's next slot is
-		maxHold   time.Duration // 0: DefaultPolicy's
-		events    string
-		outcome   Outcome
-		reserved  []bool // whether each request went on its held slot
-		wasted    int
-		bookings  int
+		name string
+		// heldFor: another push of this process holds the lease and
+		// hands it over after this long; toldBusy: the gate was told
+		// so. freeIn: the gate was told that no lease frees before
+		// this, but the other process that held it gave it back since.
+		heldFor  time.Duration
+		toldBusy bool
+		freeIn   time.Duration
+		going    int // pushes of the process already going for a lease
+		shadow   bool
+		horizon  time.Duration // the route's booking horizon
+		denied   time.Duration // the first booking is denied for this long
+		slotIn   time.Duration // how far ahead the bucket's next slot is
+		maxHold  time.Duration // 0: DefaultPolicy's
+		events   string
+		outcome  Outcome
+		reserved []bool // whether each request went on its held slot
+		wasted   int
+		bookings int
 	}{
-		{name: "free: the token, then the lease", leaseWait: 0,
+		{name: "free: the token, then the lease",
 			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
-		{name: "not known contended, the lease awaited past the grace: the token is booked again", leaseWait: 1500 * time.Millisecond,
-			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
-		{name: "a lease going to as many pushes of the process as its max: the lease, then the token", going: 1, leaseWait: 1500 * time.Millisecond,
+		{name: "not known contended, the lease awaited past the grace: the token is booked again", heldFor: 1500 * time.Millisecond,
+			events: "reserve,acquire,handover,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
+		{name: "a lease going to as many pushes of the process as its max: the lease, then the token", going: 1, heldFor: 1500 * time.Millisecond,
+			events: "acquire,handover,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "contended, free soon: the lease, then the token", freeIn: 100 * time.Millisecond,
 			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
-		{name: "contended, granted at once: the lease, then the token", contended: true,
-			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
-		{name: "contended, the lease awaited past the grace: one token, after the lease, none wasted", contended: true, leaseWait: 1500 * time.Millisecond,
-			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
-		{name: "contended, the token past its grace: the lease goes back while it waits", contended: true, slotIn: 900 * time.Millisecond,
+		{name: "contended, the lease awaited past the grace: one token, after the lease, none wasted", heldFor: 1500 * time.Millisecond, toldBusy: true,
+			events: "handover,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "contended, the token past its grace: the lease goes back while it waits", freeIn: 100 * time.Millisecond, slotIn: time.Second,
 			events: "acquire,reserve,release,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
-		{name: "contended, the token beyond blocking distance: the lease goes back, the job is deferred with its slot", contended: true, slotIn: 5 * time.Second,
+		{name: "contended, the token beyond blocking distance: the lease goes back, the job is deferred with its slot", freeIn: 100 * time.Millisecond, slotIn: 5 * time.Second,
 			events: "acquire,reserve,release", outcome: Deferred, bookings: 1},
-		{name: "contended, a horizon's denial: the lease goes back while the push sleeps for its token", contended: true, horizon: 10 * time.Second, denied: 500 * time.Millisecond,
+		{name: "contended, a horizon's denial: the lease goes back while the push sleeps for its token", freeIn: 100 * time.Millisecond, horizon: 10 * time.Second, denied: 500 * time.Millisecond,
 			events: "acquire,reserve,release,reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 2},
-		{name: "contended, no lease within the hold: deferred with no token booked", contended: true, leaseWait: 3 * time.Second, maxHold: time.Second,
+		{name: "contended, no lease within the hold: deferred with no token booked", heldFor: 3 * time.Second, toldBusy: true, maxHold: time.Second,
 			events: "", outcome: Deferred, bookings: 0},
-		{name: "shadow, contended: the token first, as before", contended: true, shadow: true, leaseWait: 1500 * time.Millisecond,
-			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
+		{name: "shadow, contended: the token first, as before", heldFor: 1500 * time.Millisecond, toldBusy: true, shadow: true,
+			events: "reserve,handover,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t)
-			var events []string
+		t.Run(tt.name, synctestRun(func(t *testing.T) {
+			r := newLeaseRig(t)
+			if tt.heldFor > 0 {
+				r.holdFor(t, f, tt.heldFor)
+			}
+			if tt.toldBusy {
+				r.toldBusy(t, f)
+			}
+			if tt.freeIn > 0 {
+				r.toldBusyFor(t, f, tt.freeIn)
+			}
+			r.ev.reset()
 			start := r.clock.Now()
 			r.lim.next = start.Add(tt.slotIn)
-			g := &gate{events: &events, expires: start.Add(time.Minute), contended: tt.contended}
-			p := &leasePusher{events: &events}
-			r.d.Routes = leaseFirstRouter{leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, tt.shadow, tt.horizon}
+			p := &leasePusher{events: r.ev}
+			r.d.Routes = leaseFirstRouter{leaseRouter{&f}, tt.shadow, tt.horizon}
 			if tt.denied > 0 {
 				r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
 				r.d.Jitter = func(time.Duration) time.Duration { return 0 }
 			}
-			r.d.Limiter, r.d.Pusher, r.d.Work = bookingReserver{r.lim, &events}, p, nil
-			r.d.Leases = NewLeases(&waitingGate{gate: g, clock: r.clock, wait: tt.leaseWait})
+			r.d.Limiter, r.d.Pusher, r.d.Work = bookingReserver{r.lim, r.ev}, p, nil
 			if tt.going > 0 {
 				r.d.Leases.going["k"] = tt.going
 			}
@@ -107,7 +123,7 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(events, ","); got != tt.events {
+			if got := r.ev.String(); got != tt.events {
 				t.Errorf("events %s; want %s", got, tt.events)
 			}
 			if res.Outcome != tt.outcome || res.WastedSlots != tt.wasted || r.lim.calls != tt.bookings {
@@ -122,21 +138,24 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			if going := r.d.Leases.going["k"]; going != tt.going {
 				t.Errorf("%d pushes going for a lease after the push, want the %d before it", going, tt.going)
 			}
-			if len(g.released) != strings.Count(tt.events, "acquire") {
-				t.Errorf("%d leases released of %d taken", len(g.released), strings.Count(tt.events, "acquire"))
+			// Past the other push's hold, a lease the push kept would
+			// still be live.
+			time.Sleep(tt.heldFor)
+			if left := r.leasesLeft(t, "k"); left != 0 {
+				t.Errorf("%d leases left held after the push", left)
 			}
-		})
+		}))
 	}
 }
 
 // bookingQuotaTaker records each take among the lease's events.
 type bookingQuotaTaker struct {
 	*quotaTaker
-	events *[]string
+	events *eventLog
 }
 
 func (q bookingQuotaTaker) TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, qb limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error) {
-	*q.events = append(*q.events, "take")
+	q.events.add("take")
 	return q.quotaTaker.TakeWithQuota(ctx, buckets, qb, n, id)
 }
 
@@ -152,17 +171,19 @@ func (r quotaLeaseRouter) Route(j job.Job) (Route, error) {
 // the hold: with its lease taken first (contended), the lease goes back
 // for that sleep, and the push takes one again with its token in hand.
 func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
-	r := newRig(t)
-	var events []string
-	g := &gate{events: &events, expires: r.clock.Now().Add(time.Minute), contended: true}
-	q := &quotaTaker{reserver: r.lim, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
-	p := &leasePusher{events: &events}
-	r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work, r.d.Leases = quotaLeaseRouter{}, bookingQuotaTaker{q, &events}, p, nil, NewLeases(g)
-	res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
-	if err != nil || res.Outcome != Pushed {
-		t.Fatalf("result %+v, %v; want pushed", res, err)
-	}
-	if got, want := strings.Join(events, ","), "acquire,take,release,take,acquire,push,release"; got != want {
-		t.Fatalf("events %s; want %s", got, want)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newLeaseRig(t)
+		r.toldBusyFor(t, limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}, 100*time.Millisecond)
+		r.ev.reset()
+		q := &quotaTaker{reserver: r.lim, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
+		p := &leasePusher{events: r.ev}
+		r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = quotaLeaseRouter{}, bookingQuotaTaker{q, r.ev}, p, nil
+		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
+		if err != nil || res.Outcome != Pushed {
+			t.Fatalf("result %+v, %v; want pushed", res, err)
+		}
+		if got, want := r.ev.String(), "acquire,take,release,take,acquire,push,release"; got != want {
+			t.Fatalf("events %s; want %s", got, want)
+		}
+	})
 }
