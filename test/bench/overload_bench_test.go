@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -133,7 +134,7 @@ func (r *overloadRun) worker(mode string) handleFunc {
 	if mode == "take-or-defer" {
 		return takeOrDefer{routes: r, lim: lim, push: push, queue: q}.handle
 	}
-	d := &dispatch.Dispatcher{Routes: r, Limiter: lim, Pusher: push, Queue: q, Policy: dispatch.DefaultPolicy, Log: quiet}
+	d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: lim, Pusher: push, Queue: q, Policy: dispatch.DefaultPolicy, Log: quiet}, Routes: r}
 	if err := d.Validate(); err != nil {
 		r.b.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func (r *overloadRun) Route(j job.Job) (dispatch.Route, error) {
 // or put the job back on the queue for the wait the denial named, and take
 // again when it returns.
 type takeOrDefer struct {
-	routes dispatch.Router
+	routes payloadjob.Router
 	lim    *limiter.Limiter
 	push   *otapush.Client
 	queue  *queue.Queue

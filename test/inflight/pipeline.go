@@ -3,6 +3,7 @@ package inflight
 import (
 	"context"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"net/http"
 	"strconv"
 	"sync"
@@ -81,8 +82,8 @@ func runPipeline(ctx context.Context, f workerFlags, l *limiter.Limiter, client 
 	// A push waits for a lease within the call's hold: the whole run, so
 	// that what is measured is the leases, not trips through a queue.
 	policy.MaxHold = time.Until(end) + time.Second
-	d := &dispatch.Dispatcher{Routes: fixedRoute(pipelineRoute(f)), Limiter: l, Pusher: leasedPusher{pusher}, Queue: q, Policy: policy,
-		Leases: dispatch.NewLeases(limiter.NewLeaseGate(l))}
+	d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: l, Pusher: leasedPusher{pusher}, Queue: q, Policy: policy,
+		Leases: dispatch.NewLeases(limiter.NewLeaseGate(l))}, Routes: fixedRoute(pipelineRoute(f))}
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func runPipeline(ctx context.Context, f workerFlags, l *limiter.Limiter, client 
 					j = job.Job{ID: fmt.Sprintf("p%d-w%d-%d", f.process, w, n), Channel: "inflight", Credential: "c", Endpoint: "availability",
 						FirstSeen: time.Now(), Payload: []byte(`{}`)}
 				}
-				res, err := d.Do(ctx, d.Resolve(j), end)
+				res, err := d.Do(ctx, d.Task(j), end)
 				switch {
 				case err != nil:
 					note(func(r *WorkerReport) { r.errorf(err) })

@@ -156,7 +156,7 @@ func TestExpiredSlotReacquires(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
-	d := p.dispatcher(workerOpts{now: clock.Now})
+	d := p.payload(workerOpts{now: clock.Now})
 	d.Fence = nil // this test counts the reservation's writes; the fence's own write is TestDuplicatePayloadJobPushesOnce's
 	counter := p.lastCounter
 	j := pushJob(1, "availability", clock.Now())
@@ -205,7 +205,7 @@ func TestDispatcherBooksABatchWithOneWrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPipeline(t, tt.limit, mockota.Config{Limit: tt.vendor, OmitRateLimitHeaders: true})
 			p.shards = tt.shards
-			d := p.dispatcher(workerOpts{})
+			d := p.payload(workerOpts{})
 			d.Fence = nil // the fence writes once per push, apart from the booking
 			counter := p.lastCounter
 			jobs := make([]job.Job, 10)

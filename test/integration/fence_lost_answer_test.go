@@ -11,6 +11,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 )
 
 // A job whose fence write landed but whose answer was lost (an attempt
@@ -145,7 +146,7 @@ type lostAnswers struct {
 // handleWithLostAnswers handles job 1 once on a pipeline whose store loses
 // the answers of its UpdateItems numbered from..to (from 1) after they
 // landed, and returns the rig and its dispatcher for what comes back.
-func handleWithLostAnswers(t *testing.T, from, to int64) (*pipeline, *dispatch.Dispatcher, lostAnswers) {
+func handleWithLostAnswers(t *testing.T, from, to int64) (*pipeline, payloadjob.Dispatcher, lostAnswers) {
 	t.Helper()
 	lim := limiter.PerSecond(20, 5)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
@@ -162,7 +163,7 @@ func handleWithLostAnswers(t *testing.T, from, to int64) (*pipeline, *dispatch.D
 	}}}
 	policy := dispatch.DefaultPolicy
 	policy.StoreCooldown = time.Second
-	d := p.dispatcher(workerOpts{db: db, policy: policy})
+	d := p.payload(workerOpts{db: db, policy: policy})
 	res, err := d.HandleJob(context.Background(), pushJob(1, "availability", time.Now()))
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func TestDuplicatePayloadJobPushesOnce(t *testing.T) {
 			}
 			var outcomes []dispatch.Outcome
 			for _, c := range []job.Job{a, b} {
-				res, err := p.dispatcher(workerOpts{}).HandleJob(context.Background(), c)
+				res, err := p.payload(workerOpts{}).HandleJob(context.Background(), c)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,7 +99,7 @@ func TestPayloadJobsSharingAnIDBothArrive(t *testing.T) {
 				p := newPipeline(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow})
 				first := base(time.Now())
 				jobs := []job.Job{first, other(first), first} // the last is a copy of the first
-				d := p.dispatcher(workerOpts{})
+				d := p.payload(workerOpts{})
 				var outcomes []dispatch.Outcome
 				if batch {
 					results, errs := d.HandleJobs(context.Background(), jobs)

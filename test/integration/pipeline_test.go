@@ -26,6 +26,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"github.com/fleetbucket/fleetbucket/test/poller"
 )
 
@@ -156,7 +157,7 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 		p.t.Fatal(err)
 	}
 	d := &dispatch.Dispatcher{
-		Routes: p, Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim.FirstAfter,
+		Limiter: lim, Pusher: push, Policy: o.policy, Now: o.now, Log: quiet, Fence: lim.FirstAfter,
 		Leases: dispatch.NewLeases(limiter.NewLeaseGate(lim)),
 		Queue:  &queue.Queue{SQS: o.sqs, DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: o.now},
 	}
@@ -164,6 +165,11 @@ func (p *pipeline) dispatcher(o workerOpts) *dispatch.Dispatcher {
 		p.t.Fatal(err)
 	}
 	return d
+}
+
+// payload is one worker's stack for payload jobs, routed by p's syncer.
+func (p *pipeline) payload(o workerOpts) payloadjob.Dispatcher {
+	return payloadjob.Dispatcher{Dispatcher: p.dispatcher(o), Routes: p}
 }
 
 // patientPolicy is the dispatcher's policy for the tests that pace a
@@ -317,9 +323,9 @@ func (p *pipeline) start(ctx context.Context, n int, o workerOpts) (stop func())
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, url := range []string{p.changesURL, p.deferredURL} {
-		pool := make(chan *dispatch.Dispatcher, n)
+		pool := make(chan payloadjob.Dispatcher, n)
 		for range n {
-			pool <- p.dispatcher(o)
+			pool <- p.payload(o)
 		}
 		pl := &poller.Poller{SQS: p.sqs, QueueURL: url, Visibility: 60 * time.Second, Concurrency: n, ShortPoll: 20 * time.Millisecond, Handler: p.handler(pool),
 			OnError: func(err error) { p.t.Logf("poller: %v", err) }}
@@ -333,7 +339,7 @@ func (p *pipeline) start(ctx context.Context, n int, o workerOpts) (stop func())
 
 // handler is what the sync Lambda does with a batch: every message is
 // handled; the ones whose handling failed stay on the queue.
-func (p *pipeline) handler(pool chan *dispatch.Dispatcher) poller.Handler {
+func (p *pipeline) handler(pool chan payloadjob.Dispatcher) poller.Handler {
 	return func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
 		d := <-pool
 		defer func() { pool <- d }()

@@ -27,7 +27,7 @@ func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	p.adaptive = &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}
 	t0 := clock.Now()
 	ctx := context.Background()
-	d := p.dispatcher(workerOpts{now: clock.Now})
+	d := p.payload(workerOpts{now: clock.Now})
 	other := newWorker(t, p.table, limiter.WithClock(clock.Now))
 	b, err := p.Route(pushJob(0, "rates", t0))
 	if err != nil {

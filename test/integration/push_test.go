@@ -166,7 +166,7 @@ func TestLongWaitChains(t *testing.T) {
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
 	rec := &recordingSQS{countingSQS: countingSQS{emulator.SQS(t), &p.sends}}
-	d := p.dispatcher(workerOpts{now: clock.Now, sqs: rec})
+	d := p.payload(workerOpts{now: clock.Now, sqs: rec})
 	d.Sleep = func(_ context.Context, wait time.Duration) error { clock.Set(clock.Now().Add(wait)); return nil }
 	ctx := context.Background()
 	t0 := clock.Now()
@@ -251,7 +251,7 @@ func TestShedOnDeadlineSpendsNoToken(t *testing.T) {
 	lim := limiter.PerSecond(1, 2)
 	clock := newManualClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
-	d := p.dispatcher(workerOpts{now: clock.Now})
+	d := p.payload(workerOpts{now: clock.Now})
 	d.Sleep = func(context.Context, time.Duration) error { return nil }
 	ctx := context.Background()
 	t0 := clock.Now()
@@ -301,7 +301,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	lim := limiter.PerSecond(20, 5)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
 	deadDB := &dynamotest.Faulty{DB: emulator.DynamoDB(t), F: dynamotest.Fault{Before: func(string) error { return errInjected }}}
-	d := p.dispatcher(workerOpts{db: deadDB})
+	d := p.payload(workerOpts{db: deadDB})
 	ctx := context.Background()
 	jobs := makeJobs(20, "availability")
 	for _, j := range jobs {
@@ -321,7 +321,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	}
 	// SQS down as well: the dispatcher reports failure, so the message stays.
 	deadSQS := failingSQS{}
-	d2 := p.dispatcher(workerOpts{db: deadDB, sqs: deadSQS})
+	d2 := p.payload(workerOpts{db: deadDB, sqs: deadSQS})
 	for _, j := range jobs[:5] {
 		if res, err := d2.HandleJob(ctx, j); err == nil {
 			t.Fatalf("job %s with store and queue down: %+v and no error; the message would be deleted and lost", j.ID, res)
@@ -344,7 +344,7 @@ func TestMalformedAndUnroutableJobsAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	lim := limiter.PerSecond(20, 5)
 	p := newPipeline(t, lim, mockota.Config{Limit: lim})
-	d := p.dispatcher(workerOpts{})
+	d := p.payload(workerOpts{})
 	unknownChannel := pushJob(1, "availability", time.Now())
 	unknownChannel.Channel = "trivago"
 	unknownEndpoint := pushJob(2, "inventory", time.Now())

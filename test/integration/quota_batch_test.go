@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"net/http"
 	"sync"
 	"testing"
@@ -87,8 +88,8 @@ func TestBatchedQuotaJobsEachTakeTheQuota(t *testing.T) {
 			route := dispatch.Route{Bucket: limiter.Bucket{Key: key, Limit: limiter.PerSecond(100, 100)}, URL: ota.URL() + "/v1/availability",
 				Header: http.Header{"Authorization": {"Bearer c1"}}, Quota: &limiter.QuotaBucket{Key: key, Quota: q}, MaxAge: 7 * 24 * time.Hour}
 			queue := &lockedQueue{q: quotaQueue{clock: clock}}
-			d := &dispatch.Dispatcher{Routes: quotaRoute(route), Limiter: lim, Pusher: client, Queue: queue, Policy: dispatch.DefaultPolicy,
-				Now: clock.Now, Sleep: advance}
+			d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: lim, Pusher: client, Queue: queue, Policy: dispatch.DefaultPolicy,
+				Now: clock.Now, Sleep: advance}, Routes: quotaRoute(route)}
 			if err := d.Validate(); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"sort"
 	"testing"
 	"time"
@@ -82,8 +83,8 @@ func TestPipelineQuotaAcrossADSTDay(t *testing.T) {
 		Quota: &limiter.QuotaBucket{Key: key, Quota: q}, MaxAge: 7 * 24 * time.Hour}
 	pusher := &quotaPusher{clock: clock, at: map[string]time.Time{}}
 	queue := &quotaQueue{clock: clock}
-	d := &dispatch.Dispatcher{Routes: quotaRoute(route), Limiter: w.Limiter, Pusher: pusher, Queue: queue, Policy: dispatch.DefaultPolicy,
-		Now: clock.Now, Sleep: func(_ context.Context, d time.Duration) error { clock.Set(clock.Now().Add(d)); return nil }}
+	d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: w.Limiter, Pusher: pusher, Queue: queue, Policy: dispatch.DefaultPolicy,
+		Now: clock.Now, Sleep: func(_ context.Context, d time.Duration) error { clock.Set(clock.Now().Add(d)); return nil }}, Routes: quotaRoute(route)}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}

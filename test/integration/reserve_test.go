@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ type meterRig struct {
 	clock          *manualClock
 	lim            *limiter.Limiter
 	ota            *mockota.Server
-	d              *dispatch.Dispatcher
+	d              payloadjob.Dispatcher
 	normal, urgent dispatch.Route
 }
 
@@ -90,8 +91,8 @@ func newMeterRig(t *testing.T, vendor limiter.Limit, attempts int) *meterRig {
 		t.Fatal(err)
 	}
 	sy := &syncer.Syncer{Config: meterConfig(t, r.ota.URL()), Token: func(string) string { return "tok" }}
-	r.d = &dispatch.Dispatcher{Routes: sy, Limiter: r.lim, Pusher: client, Queue: &recordingQueue{}, Policy: dispatch.DefaultPolicy,
-		Now: r.clock.Now, Sleep: advance, Jitter: func(max time.Duration) time.Duration { return max / 4 }}
+	r.d = payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: r.lim, Pusher: client, Queue: &recordingQueue{}, Policy: dispatch.DefaultPolicy,
+		Now: r.clock.Now, Sleep: advance, Jitter: func(max time.Duration) time.Duration { return max / 4 }}, Routes: sy}
 	r.normal, r.urgent = r.route(t, "rates"), r.route(t, "availability")
 	return r
 }

@@ -173,7 +173,7 @@ func newBulkRig(t *testing.T, hotels int, limit limiter.Limit) *bulkRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &dispatch.Dispatcher{Routes: p, Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Sleep: sleep, Log: quiet, Fence: lim.FirstAfter,
+	d := &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Sleep: sleep, Log: quiet, Fence: lim.FirstAfter,
 		Queue: &queue.Queue{SQS: emulator.SQS(t), DeferredURL: p.deferredURL, DeadURL: p.dlqURL, Now: clock.Now}}
 	if err := handTo(sy, d); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"log/slog"
 	"math"
 	"sort"
@@ -165,7 +166,7 @@ func latestSlot(jobs []job.Job) time.Time {
 // manualDispatcher is one worker on the manual clock: it sleeps by moving
 // the clock, defers into sent (the test delivers), and pushes once per job
 // (a 429 defers the job: the retry's own Wait would sleep in real time).
-func manualDispatcher(t *testing.T, routes dispatch.Router, clock *manualClock, db limiter.DynamoDBAPI, sent *sentMessages) *dispatch.Dispatcher {
+func manualDispatcher(t *testing.T, routes payloadjob.Router, clock *manualClock, db limiter.DynamoDBAPI, sent *sentMessages) payloadjob.Dispatcher {
 	t.Helper()
 	lim, err := limiter.New(db, limiter.WithTable("limits"), limiter.WithClock(clock.Now))
 	if err != nil {
@@ -180,11 +181,10 @@ func manualDispatcher(t *testing.T, routes dispatch.Router, clock *manualClock, 
 	}
 	policy := dispatch.DefaultPolicy
 	policy.BlockThreshold, policy.LateRatio = 10*time.Millisecond, 0
-	d := &dispatch.Dispatcher{
-		Routes: routes, Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lim.FirstAfter,
+	d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lim.FirstAfter,
 		Sleep: func(_ context.Context, w time.Duration) error { clock.Set(clock.Now().Add(w)); return nil },
 		Queue: &queue.Queue{SQS: sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: clock.Now},
-	}
+	}, Routes: routes}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestOneAskerPerBucketDrainsAtTheRateWithoutPolling(t *testing.T) {
 		vendor := &arrivals{at: map[string][]time.Time{}}
 		policy := DefaultPolicy
 		policy.MaxHold = 5 * time.Second
-		d := &Dispatcher{Routes: fixedRoute(route), Limiter: store, Pusher: vendor, Queue: &fakeQueue{}, Policy: policy}
+		d := &worker{&Dispatcher{Limiter: store, Pusher: vendor, Queue: &fakeQueue{}, Policy: policy}, nil, fixedRoute(route)}
 		t0 := time.Now()
 		js := make([]job.Job, 10)
 		for i := range js {

@@ -36,8 +36,8 @@
 //
 // A caller hands the dispatcher Tasks (task.go): a job, the route its
 // caller resolved once, and the work it carries (Work; nil for a payload
-// job). Run handles a batch of them under one hold, Do one; each hands
-// back Results. The dispatcher calls nothing of its caller but the task's
+// job, which pushes its own payload). Run handles a batch of them under
+// one hold, Do one; each hands back Results. The dispatcher calls nothing of its caller but the task's
 // Work, which is that job's own; a context carries only cancellation and
 // deadlines.
 //
@@ -142,13 +142,6 @@ type MultiReserver func(ctx context.Context, buckets []limiter.Bucket, n int, ma
 // with an error.
 type Fence func(ctx context.Context, key string, earlier []string, until time.Time) (first bool, tag string, err error)
 
-// Router resolves a job's channel, credential and endpoint. An error means
-// the job can never be pushed (unknown channel or endpoint), except a
-// *RouteUnavailableError: not now (a token that cannot be read).
-type Router interface {
-	Route(j job.Job) (Route, error)
-}
-
 // Reserver is the part of *limiter.Limiter the dispatcher uses.
 type Reserver interface {
 	Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error)
@@ -166,17 +159,13 @@ type Queue interface {
 }
 
 // Dispatcher handles jobs. Its fields are its dependencies; all are required
-// except Routes, Fence, LocalShare, Leases, Now, Sleep, Jitter, Log, Can and
-// Needs. Build it with sdk/pipeline.New, or call Validate before its first
-// job.
+// except Fence, LocalShare, Leases, Now, Sleep, Jitter, Log, Can and Needs.
+// Build it with sdk/pipeline.New, or call Validate before its first job.
 //
-// A caller that resolves its jobs itself (sdk/pipeline/syncer) hands them
-// over as Tasks (Run, Do); Handle, HandleJob and HandleJobs resolve
-// payload jobs through Routes first.
+// Its callers resolve their jobs themselves and hand them over as Tasks
+// (Run, Do): sdk/pipeline/syncer its lane jobs, with their lanes' work; a
+// service that pushes payload jobs of its own, each with its route.
 type Dispatcher struct {
-	// Routes resolves the jobs of Handle, HandleJob and HandleJobs; Run
-	// and Do take jobs resolved already and do without it.
-	Routes  Router
 	Limiter Reserver
 	Pusher  Pusher
 	Queue   Queue
@@ -186,8 +175,8 @@ type Dispatcher struct {
 	// answer was lost is a second message): each copy asks before pushing,
 	// at one write each, under the job's Identity and try, so copies that
 	// each booked a slot of their own still push once. A service pushing
-	// payload jobs of its own (Handle) needs it; pipeline.New leaves it
-	// unset, its lane jobs being fenced by their lane's claim.
+	// payload jobs of its own (Tasks with no Work) needs it; pipeline.New
+	// leaves it unset, its lane jobs being fenced by their lane's claim.
 	Fence Fence
 	// LocalShare paces LocalShare routes while the limiter store is
 	// unreachable; it must be sized for the fleet's maximum number of
@@ -243,47 +232,6 @@ func (d *Dispatcher) Validate() error {
 		return err
 	}
 	return d.Policy.Validate()
-}
-
-// Handle decodes a message body and handles the payload job in it (see
-// HandleJob). A malformed body is dead-lettered with the reason. A non-nil
-// error means the message must stay on its source queue (the queue itself
-// was unreachable, or ctx ended).
-func (d *Dispatcher) Handle(ctx context.Context, body string) (Result, error) {
-	j, err := job.Decode(body)
-	if err != nil {
-		return d.deadLetterBody(ctx, "", body, DeadLettered, err.Error())
-	}
-	return d.HandleJob(ctx, j)
-}
-
-// HandleJob handles a payload job resolved by Routes, within the policy's
-// MaxHold (see Do).
-func (d *Dispatcher) HandleJob(ctx context.Context, j job.Job) (Result, error) {
-	return d.Do(ctx, d.Resolve(j), time.Time{})
-}
-
-// HandleJobs handles a batch of payload jobs resolved by Routes, as Run
-// does.
-func (d *Dispatcher) HandleJobs(ctx context.Context, jobs []job.Job) ([]Result, []error) {
-	tasks := make([]Task, len(jobs))
-	for i, j := range jobs {
-		tasks[i] = d.Resolve(j)
-	}
-	return d.Run(ctx, tasks, time.Time{})
-}
-
-// Resolve is j as a payload job's task: its route by Routes, no work, no
-// credential refresh (a caller that can refresh one resolves its tasks
-// itself, with Task.Refresh).
-func (d *Dispatcher) Resolve(j job.Job) Task {
-	d.init()
-	if d.Routes == nil {
-		return Task{Job: j, Err: errors.New("the dispatcher has no Routes to resolve payload jobs")}
-	}
-	t := Task{Job: j}
-	t.Route, t.Err = d.Routes.Route(j)
-	return t
 }
 
 // Do applies the policy to one task and, for state-backed work, to the

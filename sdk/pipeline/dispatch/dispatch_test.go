@@ -165,8 +165,8 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	r := &rig{clock: c, lim: &reserver{clock: c, T: 250 * time.Millisecond}, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
-	r.d = &worker{&Dispatcher{Routes: router{}, Limiter: r.lim, Pusher: r.push, Queue: r.queue, Policy: DefaultPolicy,
-		Now: c.Now, Sleep: c.Sleep}, r.work}
+	r.d = &worker{&Dispatcher{Limiter: r.lim, Pusher: r.push, Queue: r.queue, Policy: DefaultPolicy,
+		Now: c.Now, Sleep: c.Sleep}, r.work, router{}}
 	// Tests swap the rig's parts before its first job, which reads the
 	// dispatcher's capabilities (Validate would read them now).
 	if err := r.d.Policy.Validate(); err != nil {

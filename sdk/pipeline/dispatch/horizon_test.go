@@ -37,8 +37,8 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 			b := newMemBucket(t, c, normalShare.Bucket, 1200*ms)
 			q := &fakeQueue{}
 			p := &timedPusher{clock: c, t0: t0}
-			d := &Dispatcher{Routes: fixedRoute(normalShare), Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
-				Jitter: func(time.Duration) time.Duration { return 0 }}
+			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
+				Jitter: func(time.Duration) time.Duration { return 0 }}, nil, fixedRoute(normalShare)}
 			j := testJob(t0)
 			tt.bound(&j)
 			res, err := d.HandleJob(context.Background(), j)

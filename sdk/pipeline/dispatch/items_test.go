@@ -78,8 +78,8 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 			vendor := &itemsVendor{clock: c}
 			// A store that cannot be reached.
 			down := newMemBucket(t, c, itemsRoute.Bucket, 0, limitertest.WithFault(func(string, string) error { return storeDown() }))
-			d := &worker{&Dispatcher{Routes: fixedRoute(itemsRoute), Limiter: down, Pusher: vendor, Queue: &fakeQueue{},
-				Policy: DefaultPolicy, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}, itemsWork{items: items}}
+			d := &worker{&Dispatcher{Limiter: down, Pusher: vendor, Queue: &fakeQueue{},
+				Policy: DefaultPolicy, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}, itemsWork{items: items}, fixedRoute(itemsRoute)}
 			start := c.Now()
 			for c.Now().Sub(start) < 10*time.Second {
 				// A job back from an earlier slot: it still says the 20
@@ -131,8 +131,8 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	}))
 	vendor := &timedPusher{clock: c, t0: c.Now()}
 	pacer := fallback.New(1)
-	d := &Dispatcher{Routes: fixedRoute(route), Limiter: b, Pusher: vendor, Queue: &fakeQueue{}, Policy: DefaultPolicy,
-		LocalShare: pacer, Now: c.Now, Sleep: c.Sleep}
+	d := &worker{&Dispatcher{Limiter: b, Pusher: vendor, Queue: &fakeQueue{}, Policy: DefaultPolicy,
+		LocalShare: pacer, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(route)}
 	for c.Now().Sub(vendor.t0) < 3*time.Second {
 		res, err := d.HandleJob(t.Context(), testJob(c.Now()))
 		if err != nil {
@@ -153,7 +153,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 		jobs[i] = testJob(c.Now())
 		jobs[i].ID, idx[i] = fmt.Sprintf("job-%d", i), i
 	}
-	tasks := (&worker{Dispatcher: d}).tasks(jobs)
+	tasks := d.tasks(jobs)
 	bookAll(t.Context(), d.dueGroups(b.ReserveBatch, tasks, idx))
 	jobs = jobsOf(tasks)
 	var at []time.Time
@@ -242,8 +242,8 @@ func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	}
 	route := itemsRoute
 	route.URL, route.LocalShare = vendor.URL, false
-	d := &worker{&Dispatcher{Routes: fixedRoute(route), Limiter: lim, Pusher: client, Queue: &fakeQueue{}, Policy: DefaultPolicy,
-		Now: c.Now, Sleep: c.Sleep}, monthsWork{first: 10, month: 30, total: 70}}
+	d := &worker{&Dispatcher{Limiter: lim, Pusher: client, Queue: &fakeQueue{}, Policy: DefaultPolicy,
+		Now: c.Now, Sleep: c.Sleep}, monthsWork{first: 10, month: 30, total: 70}, fixedRoute(route)}
 	start := c.Now()
 	for c.Now().Sub(start) < 10*time.Second {
 		j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: 70}

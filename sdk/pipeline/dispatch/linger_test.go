@@ -134,7 +134,7 @@ func TestLingerYieldsToAFillingBucket(t *testing.T) {
 			c := &clock{now: t0}
 			b := newMemBucket(t, c, tt.route.Bucket, tt.tat)
 			p := &timedPusher{clock: c, t0: t0}
-			d := &Dispatcher{Routes: fixedRoute(tt.route), Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}
+			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(tt.route)}
 			j := testJob(t0)
 			j.NotBefore, j.Linger = t0.Add(time.Second), tt.linger
 			res, err := d.HandleJob(context.Background(), j)
@@ -178,14 +178,14 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
 			b := newMemBucket(t, c, tt.route.Bucket, tt.tat)
-			d := &Dispatcher{Routes: fixedRoute(tt.route), Limiter: b, Pusher: &timedPusher{clock: c, t0: t0}, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}
+			d := &worker{&Dispatcher{Limiter: b, Pusher: &timedPusher{clock: c, t0: t0}, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(tt.route)}
 			jobs := make([]job.Job, 5)
 			for i := range jobs {
 				jobs[i] = testJob(t0)
 				jobs[i].ID = fmt.Sprintf("lane-%d@tok", i)
 				jobs[i].NotBefore, jobs[i].Linger = t0.Add(time.Second), true
 			}
-			tasks := (&worker{Dispatcher: d}).tasks(jobs)
+			tasks := d.tasks(jobs)
 			bookAll(context.Background(), d.lingerGroups(b.ReserveBatch, tasks, []int{0, 1, 2, 3, 4}))
 			jobs = jobsOf(tasks)
 			var got []string
@@ -235,8 +235,8 @@ func TestHorizonDenialsRetrySpread(t *testing.T) {
 			b := newMemBucket(t, c, normalShare.Bucket, 1200*ms)
 			p := &timedPusher{clock: c, t0: t0}
 			var asked []time.Duration
-			d := &Dispatcher{Routes: fixedRoute(normalShare), Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
-				Jitter: func(max time.Duration) time.Duration { asked = append(asked, max); return tt.jitter(max) }}
+			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
+				Jitter: func(max time.Duration) time.Duration { asked = append(asked, max); return tt.jitter(max) }}, nil, fixedRoute(normalShare)}
 			res, err := d.HandleJob(context.Background(), testJob(t0))
 			if err != nil || res.Outcome != Pushed {
 				t.Fatalf("result %+v, err %v; want pushed", res, err)

@@ -94,8 +94,8 @@ func TestLingerYieldNeverOverspendsTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &slowStore{lim: limitertest.New(), latency: map[string]time.Duration{full.Bucket.Key: 5 * ms, other.Bucket.Key: 90 * ms}}
 		vendor := &arrivals{at: map[string][]time.Time{}}
-		d := &worker{&Dispatcher{Routes: byJob{"rates": full, "availability": other}, Limiter: store, Pusher: vendor,
-			Queue: &fakeQueue{}, Policy: DefaultPolicy}, slowWork{"rates-0@tok": 30 * ms, "rates-1@tok": 30 * ms}}
+		d := &worker{&Dispatcher{Limiter: store, Pusher: vendor,
+			Queue: &fakeQueue{}, Policy: DefaultPolicy}, slowWork{"rates-0@tok": 30 * ms, "rates-1@tok": 30 * ms}, byJob{"rates": full, "availability": other}}
 		t0 := time.Now()
 		jobs := func(endpoint string, n int, linger bool) []job.Job {
 			js := make([]job.Job, n)

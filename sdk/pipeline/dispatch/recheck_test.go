@@ -48,7 +48,7 @@ func TestRecheckJobsDoNotSpendSlots(t *testing.T) {
 	q := &fakeQueue{}
 	p := &timedPusher{clock: c, t0: t0}
 	w := &ownerWork{clock: c, alive: 2}
-	d := &worker{&Dispatcher{Routes: fixedRoute(plain), Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, w}
+	d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, w, fixedRoute(plain)}
 	j := testJob(t0)
 	j.Payload = []byte("recheck")
 	var outcomes []string

@@ -8,12 +8,20 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// worker is a Dispatcher handed its jobs as the syncer hands them: each
+// worker is a Dispatcher handed its jobs as its callers hand them: each
 // job resolved once by Routes into a task whose work is Work (nil: a
 // payload job), with what Work can also do.
 type worker struct {
 	*Dispatcher
-	Work scripted
+	Work   scripted
+	Routes routes
+}
+
+// routes resolves a job's channel, credential and endpoint, as the
+// syncer's route does: an error means the job can never be pushed, but
+// for a *RouteUnavailableError (not now).
+type routes interface {
+	Route(j job.Job) (Route, error)
 }
 
 // scripted is the work a test scripts: Abandon, Shrink, Refused and
@@ -38,7 +46,8 @@ func (w asWork) Abandon(ctx context.Context, j job.Job, o Outcome) error {
 }
 
 func (w *worker) task(j job.Job) Task {
-	t := w.Resolve(j)
+	t := Task{Job: j}
+	t.Route, t.Err = w.Routes.Route(j)
 	if r, ok := w.Routes.(router); ok && r.rotated != nil {
 		t.Refresh = func() bool { return *r.rotated }
 	}

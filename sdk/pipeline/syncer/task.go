@@ -111,7 +111,4 @@ func (w *laneWork) made(j job.Job, id lane.ID, ref laneRef, done []lane.Element)
 	return j
 }
 
-var (
-	_ dispatch.Work   = (*laneWork)(nil)
-	_ dispatch.Router = (*Syncer)(nil)
-)
+var _ dispatch.Work = (*laneWork)(nil)
