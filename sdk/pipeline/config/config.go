@@ -436,7 +436,13 @@ func (c *Config) Endpoint(channel, endpoint string) (string, limiter.Limit, erro
 	if !ok {
 		return "", limiter.Limit{}, fmt.Errorf("channel %q has no endpoint %q", channel, endpoint)
 	}
-	return strings.TrimRight(ch.BaseURL, "/") + "/" + strings.TrimLeft(ep.Path, "/"), ep.withMargin(limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}), nil
+	return ch.URL(endpoint), ep.withMargin(limiter.Limit{Rate: ep.Limit.Rate, Burst: ep.Limit.Burst}), nil
+}
+
+// URL is where the channel's endpoint is pushed: its path under the
+// channel's base URL.
+func (ch Channel) URL(endpoint string) string {
+	return strings.TrimRight(ch.BaseURL, "/") + "/" + strings.TrimLeft(ch.Endpoints[endpoint].Path, "/")
 }
 
 // MaxConcurrency sizes the function's concurrency from the quota: enough

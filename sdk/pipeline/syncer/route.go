@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -51,10 +52,8 @@ func (s *Syncer) Needs() dispatch.Needs {
 // its payload names (a lane job's), for an endpoint with a per-property
 // share.
 func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
-	url, _, err := s.Config.Endpoint(j.Channel, j.Endpoint)
-	if err != nil {
-		return dispatch.Route{}, err
-	}
+	// Limits refuses an unknown channel or endpoint; what else the route
+	// needs of them is read off them here, once.
 	limits, err := s.Config.Limits(j.Channel, j.Endpoint)
 	if err != nil {
 		return dispatch.Route{}, err
@@ -62,9 +61,11 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
 	if limits.PropertyShare != nil && property == "" {
 		return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
 	}
-	key := s.Config.BucketKey(j.Channel, j.Credential, j.Endpoint)
+	ch := s.Config.Channels[j.Channel]
+	url := ch.URL(j.Endpoint)
+	key := config.BucketKey(j.Channel, j.Credential, ch.MeterOf(j.Endpoint))
 	buckets := limits.Buckets(key, property)
-	cred, ok := s.Config.Channels[j.Channel].Credentials[j.Credential]
+	cred, ok := ch.Credentials[j.Credential]
 	if !ok {
 		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
 	}
@@ -74,7 +75,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
 		s := limits.Sharded(key)
 		sharded = &s
 	}
-	ep := s.Config.Channels[j.Channel].Endpoints[j.Endpoint]
+	ep := ch.Endpoints[j.Endpoint]
 	maxAge, maxDeferrals := ep.Lifetime()
 	var horizon time.Duration
 	reserve := 0
@@ -125,7 +126,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
 	if err != nil {
 		return dispatch.Route{}, fmt.Errorf("credential %q: %w", j.Credential, err)
 	}
-	if f, err := s.Config.Channels[j.Channel].MessageFormat(); err == nil && f.Traits().Credential == format.CredentialToken {
+	if f, err := ch.MessageFormat(); err == nil && f.Traits().Credential == format.CredentialToken {
 		route.Header = http.Header{"Authorization": {"Bearer " + token}}
 	}
 	return route, nil
