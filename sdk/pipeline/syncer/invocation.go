@@ -18,7 +18,7 @@
 //
 // And a read: those lanes carry the same elements (one mark added them to
 // every lane), so the state their first pushes render is read once
-// (sharedRead). A change that lands after the read is pending on each
+// (invocation.shared). A change that lands after the read is pending on each
 // lane beside what the push carried, so the lane's finish fails and its
 // next push reads that change's state.
 
@@ -129,26 +129,35 @@ func (inv *invocation) current(tokens []string) []string {
 	return out
 }
 
-// read is the state of ranges, read once per invocation for the first
-// pushes that ask for the same ranges; the state is only ever read.
-func (inv *invocation) read(ctx context.Context, ranges []ari.Range, read func() (map[string][]ari.Day, error)) (map[string][]ari.Day, error) {
+// shared is the read of ranges that the first pushes of this invocation
+// asking for the same ranges share: first is true for the one push that
+// reads the store and publishes what it read (sharedRead.publish); the
+// others wait for it (sharedRead.wait). A nil invocation shares nothing:
+// r is nil, and the push reads alone.
+func (inv *invocation) shared(ranges []ari.Range) (r *sharedRead, first bool) {
 	if inv == nil {
-		return read()
+		return nil, false
 	}
 	k := readKey(ranges)
 	inv.mu.Lock()
-	r := inv.reads[k]
-	first := r == nil
-	if first {
+	defer inv.mu.Unlock()
+	if r = inv.reads[k]; r == nil {
 		r = &sharedRead{ready: make(chan struct{})}
 		inv.reads[k] = r
+		return r, true
 	}
-	inv.mu.Unlock()
-	if first {
-		r.state, r.err = read()
-		close(r.ready)
-		return r.state, r.err
-	}
+	return r, false
+}
+
+// publish hands the state read (or the read's error) to the pushes that
+// wait for it; the state is only ever read.
+func (r *sharedRead) publish(state map[string][]ari.Day, err error) {
+	r.state, r.err = state, err
+	close(r.ready)
+}
+
+// wait is the state the first push read, once it is in.
+func (r *sharedRead) wait(ctx context.Context) (map[string][]ari.Day, error) {
 	select {
 	case <-r.ready:
 		return r.state, r.err

@@ -101,7 +101,7 @@ func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
 // endpoint's max_items, in one call, and encodes them (see fitBytes). It
 // returns the body, its item count, the elements it carries and the state
 // it read. A fresh lane's first push shares the read with the other lanes
-// of its item in inv, the invocation that marked it (invocation.read); nil:
+// of its item in inv, the invocation that marked it (invocation.shared); nil:
 // it reads alone.
 func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
 	maxItems, maxBytes := s.requestLimits(id)
@@ -110,8 +110,17 @@ func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, pendin
 	for i, e := range els {
 		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
 	}
-	read := func() (map[string][]ari.Day, error) { return s.State.Read(ctx, ranges) }
-	state, err := inv.read(ctx, ranges, read)
+	var state map[string][]ari.Day
+	var err error
+	switch r, first := inv.shared(ranges); {
+	case first:
+		state, err = s.State.Read(ctx, ranges)
+		r.publish(state, err)
+	case r != nil:
+		state, err = r.wait(ctx)
+	default:
+		state, err = s.State.Read(ctx, ranges)
+	}
 	if err != nil {
 		return nil, 0, nil, nil, err
 	}
