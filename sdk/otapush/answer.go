@@ -30,6 +30,15 @@ func (c *Client) throttleWait(req Request, h http.Header, r Reading) time.Durati
 	return wait
 }
 
+// interval is l's emission interval, the time one token takes to come
+// back; zero for a limit with no rate.
+func interval(l limiter.Limit) time.Duration {
+	if !(l.Rate > 0) {
+		return 0
+	}
+	return time.Duration(l.Interval()) * time.Microsecond
+}
+
 // readSignals acts on what the answer's headers said (r). A low count or
 // percentage left empties the fleet bucket: someone else (another system,
 // a hidden sub-limit) is using the credential, and the next request would

@@ -210,7 +210,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 		}
 		elapsed := c.now().Sub(start)
 		if attempt >= c.policy.MaxAttempts || elapsed+retryIn >= c.policy.MaxElapsed || pastDeadline(ctx, c.now().Add(retryIn)) {
-			return resp, &DeferError{After: retryIn, Status: a.status, Cause: err}
+			return resp, &DeferError{After: retryIn, Status: a.status, Throttled: a.throttled, Cause: err}
 		}
 		if err := c.sleep(ctx, retryIn); err != nil {
 			return resp, err
@@ -299,6 +299,11 @@ func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *li
 		if wait <= 0 || wait > c.policy.MaxRetryAfter {
 			wait = c.throttleWait(req, resp.Header, r)
 		}
+		// A vendor that refuses and says "now" (Retry-After: 0, as some
+		// answer a request they can never take) is asked again no sooner
+		// than the bucket's next token: a silence of nothing would let the
+		// fleet send at once what was just refused.
+		wait = max(wait, interval(req.Bucket.Limit))
 		until := c.now().Add(wait)
 		c.throttle(ctx, req, granted, until)
 		// The backoff's jitter may add to Retry-After, never undercut it.

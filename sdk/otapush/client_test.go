@@ -150,6 +150,10 @@ func TestPush(t *testing.T) {
 			[]time.Duration{3 * time.Second}, []time.Duration{3 * time.Second}, 0},
 		{"429 http-date", []scripted{{status: 429, header: map[string]string{"Retry-After": "Mon, 30 Nov 2026 12:00:04 GMT"}}, ok}, true, nil, 2, 1,
 			[]time.Duration{4 * time.Second}, []time.Duration{4 * time.Second}, 0},
+		// Adversary seed 84: a vendor answered a request it could never
+		// take 429 with Retry-After 0, and the fleet asked again at once.
+		{"429 Retry-After 0 waits the bucket's interval (5/s: 200 ms)", []scripted{{status: 429, header: map[string]string{"Retry-After": "0"}}, ok}, true, nil, 2, 1,
+			[]time.Duration{200 * time.Millisecond}, []time.Duration{200 * time.Millisecond}, 0},
 		{"429 garbage Retry-After uses the default", []scripted{{status: 429, header: map[string]string{"Retry-After": "later"}}, ok}, true, nil, 2, 1,
 			[]time.Duration{2 * time.Second}, []time.Duration{2 * time.Second}, 0},
 		{"429 negative Retry-After uses the default", []scripted{{status: 429, header: map[string]string{"Retry-After": "-7"}}, ok}, true, nil, 2, 1,

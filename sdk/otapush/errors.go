@@ -97,7 +97,11 @@ type DeferError struct {
 	// Status is the last HTTP status seen (0 for a network error or when no
 	// request was sent).
 	Status int
-	Cause  error
+	// Throttled: the last attempt was throttled (a 429, or the endpoint's
+	// throttle statuses): the bucket is the vendor's to pace, not the
+	// push's to give up on.
+	Throttled bool
+	Cause     error
 }
 
 func (e *DeferError) Error() string {

@@ -125,17 +125,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
-	// Failed in the first 200-seed run with this round's parts, unlisted
-	// then; fails on today's code (smallest -parts items,halving,slow-store).
-	// Traced: booking meters items (cost items, burst 10, max_items 31) and
-	// halves its real limit at 19 s; p0's rates lane then pushes 7 items a
-	// request, more than the halved vendor takes at once, and every push
-	// is answered 429 with Retry-After 0 (621 of 642 requests): the job
-	// fails 9 pushes in a row and is dead-lettered for throttles, which
-	// names no change, so 403 days stay stale. Neither a push sized down
-	// after such throttles nor the vendor's answer (a Retry-After of 0 for
-	// a request that can never fit) is settled; not fixed.
-	84: "an items endpoint whose vendor halves its limit below a push's items: every push 429s with Retry-After 0 and the lane's changes are dead-lettered as throttled (smallest -parts items,halving,slow-store)",
 	// Traced: its requests inside a silence were the vendor's own error. On
 	// a 2 s push budget and a vendor answering in seconds, a push gave up
 	// on a request before its 429 came; the vendor still watched the

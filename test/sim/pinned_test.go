@@ -74,6 +74,15 @@ func TestAdversaryPinned(t *testing.T) {
 		// seed 25: 31 never delivered). A defect of the simulation, not
 		// of the pipeline: its seed and resync now name the cells live
 		// changes write (onboard.go, hasPlan).
+		// An endpoint metered by items whose vendor halved its limit below
+		// a push's items (7 against a burst of 5) and answered every try
+		// 429 with Retry-After 0: the lane's job failed 9 pushes in a row
+		// and was dead-lettered for throttles, naming no change, and 403
+		// days stayed stale. A throttled request now goes smaller (half its
+		// items, job.Fit), a Retry-After of 0 waits the bucket's interval,
+		// and throttles never dead-letter a job (dispatch
+		// TestItemsPushTheVendorCannotTakeIsSentSmaller).
+		{"items push larger than a halved vendor takes", Case{Seed: 84, Parts: []string{"items", "halving", "slow-store"}}},
 		{"resync of availability at a rate plan the OTA has not", Case{Seed: 9, Parts: []string{"refuse-hotel", "resync"}}},
 		{"resync of availability at a rate plan beside malformed XML", Case{Seed: 3, Parts: []string{"malformed-xml", "resync"}}},
 		{"resync of availability at a rate plan beside parity", Case{Seed: 25, Parts: []string{"parity", "resync"}}},

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -43,12 +44,62 @@ func tokensFor(items int, w float64) int {
 // itemsFor is the most items tokens pay for at weight w.
 func itemsFor(tokens int, w float64) int { return int(float64(tokens)/w + 1e-9) }
 
-// slotTokens is how many tokens j's slot books on route.
+// slotTokens is how many tokens j's slot books on route: the items it
+// expects, at most what one request of it may carry (requestTokens).
 func slotTokens(route Route, j job.Job) int {
 	if route.ItemWeight <= 0 {
 		return 1
 	}
-	return min(tokensFor(j.Items, route.ItemWeight), route.Bucket.Limit.Capacity())
+	return min(tokensFor(j.Items, route.ItemWeight), requestTokens(route, j, route.Bucket))
+}
+
+// requestTokens is the most tokens one request of j may cost on bucket:
+// its capacity, the most one instant may take, or fewer once the vendor
+// throttled larger requests of j (job.Fit).
+func requestTokens(route Route, j job.Job, bucket limiter.Bucket) int {
+	most := bucket.Limit.Capacity()
+	if j.Fit > 0 {
+		most = min(most, tokensFor(j.Fit, route.ItemWeight))
+	}
+	return most
+}
+
+// fitAfterThrottle is job.Fit after the vendor throttled, to the end of a
+// push, a request of items items: half of them, and never more than fit
+// was. A vendor that halves its limit, or never published it, can refuse a
+// request its bucket takes whole, and answer every try 429 (with a
+// Retry-After of 0, as there is no time after which it fits): sent again
+// unchanged it would never go, and only a smaller request can. A request
+// of one item cannot go smaller, and leaves fit as it was.
+func fitAfterThrottle(fit, items int) int {
+	if items <= 1 {
+		return fit
+	}
+	half := items / 2
+	if fit > 0 {
+		return min(fit, half)
+	}
+	return half
+}
+
+// fitOf is the Fit of next, a job the push of j handed back: the smaller
+// of the two, where either bounds its requests.
+func fitOf(next, j job.Job) int {
+	if next.Fit == 0 || j.Fit > 0 && j.Fit < next.Fit {
+		return j.Fit
+	}
+	return next.Fit
+}
+
+// throttledItems is j after a request of items items failed with err on
+// route: with a smaller Fit if the vendor throttled it on an endpoint
+// metered by items.
+func throttledItems(route Route, j job.Job, items int, err error) job.Job {
+	var later *otapush.DeferError
+	if route.ItemWeight > 0 && errors.As(err, &later) && later.Throttled {
+		j.Fit = fitAfterThrottle(j.Fit, items)
+	}
+	return j
 }
 
 // attemptTokens is what each attempt of a push of p costs: a retry
@@ -67,22 +118,19 @@ func attemptTokens(route Route, p Payload) int {
 // push has more items than its slot paid for) and shrinks the push to
 // what the tokens pay for. A push of several messages pays for each: the
 // slot for the first, spare tokens of the slot or a booking of their own
-// for the others (pushMessages); a message with more items than the
-// bucket's capacity could never be paid for at one instant, so such a push
-// is first rendered again with at most that many items (messages that fit
-// it). A push whose first unit of work needs more tokens than it can have
+// for the others (pushMessages); a request with more items than the
+// bucket's capacity could never be paid for at one instant, nor one larger
+// than the vendor took of the job (job.Fit) be taken, so such a push is
+// rendered again with at most that many items (requests that fit it). A push whose first unit of work needs more tokens than it can have
 // now is deferred to book them (its slot is counted wasted); then res is
 // set and the push does not go out.
 func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, bucket limiter.Bucket) (Payload, *Result, error) {
 	w := t.ItemWeight
 	held := max(j.Hold.Tokens, 1)
-	if most := largestMessage(p); tokensFor(most, w) > bucket.Limit.Capacity() {
-		var res *Result
-		var err error
-		if p, res, err = d.shrink(ctx, j, p, t, itemsFor(bucket.Limit.Capacity(), w), held, tokensFor(most, w)); res != nil || err != nil {
-			return p, res, err
-		}
-	}
+	limit := requestTokens(t.Route, j, bucket)
+	// over: a request of the push costs more than one instant may take
+	// (limit), so the push is rendered again with at most that many.
+	over := tokensFor(largestRequest(p), w) > limit
 	need := tokensFor(p.Items, w)
 	if len(p.Messages) > 0 {
 		// The slot pays for the first message; the others book their own.
@@ -91,7 +139,7 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, 
 	// One push reaches the vendor at one instant: it may take at most the
 	// burst (less the margin), however many tokens have come free since
 	// its slot.
-	want := min(need, bucket.Limit.Capacity())
+	want := min(need, limit)
 	if want > held {
 		booker := d.Can.Batch
 		if booker == nil {
@@ -104,10 +152,16 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, 
 		}
 		held += len(b.Slots)
 	}
-	if held >= need {
+	if !over && held >= need {
 		return p, nil, nil
 	}
-	return d.shrink(ctx, j, p, t, itemsFor(held, w), held, need)
+	// Rendered again once, to the smaller bound: a render that split a
+	// change by date leaves nothing a second one could take apart.
+	most := limit
+	if held < want {
+		most = held
+	}
+	return d.shrink(ctx, j, p, t, itemsFor(most, w), held, need)
 }
 
 // shrink renders p again with at most items items (held and need, in
@@ -128,9 +182,12 @@ func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, t *task, 
 	return Payload{}, &res, err
 }
 
-// largestMessage is the most items one message of p carries; 0 for a
-// push of one request.
-func largestMessage(p Payload) int {
+// largestRequest is the most items one request of p carries: its
+// largest message's, or its own for a push of one request.
+func largestRequest(p Payload) int {
+	if len(p.Messages) == 0 {
+		return p.Items
+	}
 	most := 0
 	for _, m := range p.Messages {
 		most = max(most, m.Items)

@@ -123,6 +123,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 		}
 		resp, err := d.send(ctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
+		j = throttledItems(t.Route, j, m.Items, err)
 		var perm *otapush.PermanentError
 		switch {
 		case err == nil:

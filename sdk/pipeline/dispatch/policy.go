@@ -46,7 +46,9 @@ type Policy struct {
 	MaxHold time.Duration
 	// MaxFailures bounds the pushes of one job in a row that fail
 	// transiently; the next failure dead-letters what it carries, with
-	// the reason. Each failed push defers the job FailureBackoff·2^(k−1)
+	// the reason. Throttles are not such failures: a push throttled to its
+	// end backs off as one, however often, and MaxAge and MaxDeferrals
+	// end it. Each failed push defers the job FailureBackoff·2^(k−1)
 	// for its k-th failure (at least what the vendor asked for, at most
 	// SQS's 15 minutes), so a vendor that keeps failing is asked less and
 	// less often rather than drained of a token every few seconds.
@@ -56,7 +58,7 @@ type Policy struct {
 	// no bound of its own: a job first seen MaxAge ago, or about to be
 	// deferred for the (MaxDeferrals+1)-th time, is dead-lettered as
 	// Expired instead. Failures alone cannot loop (MaxFailures), but
-	// everything else that defers can: a store that stays down, a lane
+	// everything else that defers can: a vendor that keeps throttling, a store that stays down, a lane
 	// rechecked again and again, a bucket booked beyond MaxReserve for
 	// good.
 	MaxAge       time.Duration

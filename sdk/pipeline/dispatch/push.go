@@ -108,7 +108,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
 		out.release()
-		return d.pushFailed(out.base, j, t, p, res, err)
+		return d.pushFailed(out.base, throttledItems(t.Route, j, p.Items, err), t, p, res, err)
 	}
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
 	return d.done(out, j, t, p, res)
@@ -218,6 +218,11 @@ func (d *Dispatcher) done(out settle, j job.Job, t *task, p Payload, res Result)
 		return res, nil, nil
 	}
 	next, err := t.work.Done(ctx, j, p)
+	if next != nil {
+		// The lane's next push goes to the same vendor, which took no
+		// larger request of this one.
+		next.Fit = fitOf(*next, j)
+	}
 	if err != nil {
 		// The push went out; what it carried is still pending and will be
 		// pushed again: the vendor gets the same state twice, never less.

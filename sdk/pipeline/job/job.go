@@ -103,6 +103,12 @@ type Job struct {
 	// Items is how many items the job expects its push to carry, on an
 	// endpoint metered by items: its slot books their tokens.
 	Items int `json:"items,omitempty"`
+	// Fit is the most items one request of the job may carry, on an
+	// endpoint metered by items, since the vendor throttled a larger one
+	// to the end of a push (half of its items, halved again by each such
+	// throttle); 0 bounds nothing below the bucket's burst. The lane's
+	// next jobs carry it on.
+	Fit int `json:"fit,omitempty"`
 	// NotBefore is when a job deferred for longer than SQS allows is due;
 	// redelivered earlier, it is deferred again for the remainder.
 	NotBefore time.Time `json:"not_before,omitzero"`
@@ -115,7 +121,8 @@ type Job struct {
 	// Failures counts the pushes of this job in a row that failed
 	// transiently (5xx, network, 429s past the retry budget): each trip
 	// backs off longer, and past the dispatcher's MaxFailures the job is
-	// dead-lettered rather than retried forever.
+	// dead-lettered rather than retried forever, unless its last push was
+	// throttled (the limiter's to pace: it backs off, within its max age).
 	Failures int `json:"failures,omitempty"`
 	// Tries counts the pushes of this job that began (the dispatcher's
 	// fence let them through): copies of one delivery share it, so only

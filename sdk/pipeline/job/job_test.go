@@ -19,7 +19,7 @@ func TestRoundTrip(t *testing.T) {
 	j := valid()
 	j.Hold.At = j.FirstSeen.Add(3 * time.Second)
 	j.Deadline = j.FirstSeen.Add(time.Hour)
-	j.Deferrals = 2
+	j.Deferrals, j.Items, j.Fit = 2, 7, 3
 	body, err := Encode(j)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.V = Version
-	if !got.Hold.At.Equal(j.Hold.At) || !got.Deadline.Equal(j.Deadline) || got.ID != j.ID || got.Deferrals != 2 || string(got.Payload) != string(j.Payload) {
+	if !got.Hold.At.Equal(j.Hold.At) || !got.Deadline.Equal(j.Deadline) || got.ID != j.ID || got.Deferrals != 2 || got.Items != 7 || got.Fit != 3 || string(got.Payload) != string(j.Payload) {
 		t.Fatalf("round trip: got %+v, want %+v", got, j)
 	}
 	if strings.Contains(body, "not_before") {
