@@ -341,3 +341,50 @@ func TestAcceptedMonthsOfAChangeAreNotSentAgain(t *testing.T) {
 		})
 	}
 }
+
+// A change with more items than a push's tokens pay for goes in parts by
+// date; with split_by month a part crossing a month went as two messages.
+// Its later message could fail alone (a 429 at the end of its push), and
+// the lane's next push resumed after the part's last date: the dates of
+// that message never went (adversary seed 84's full draw: 2 days of a
+// resync at booking stale). The part now ends with its first message.
+func TestPartOfAChangeNeverCrossesAMessage(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":50,"burst":50},"cost":"items","split_by":"month"}},"credentials":{"c1":{"token_env":"T"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Syncer{Config: cfg}
+	id := lane.ID{Property: "hotel-1", Kind: "rates", Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
+	cross := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-30", To: "2027-02-05", Sequence: 1}
+	var days []ari.Day
+	for _, d := range (ari.Change{From: cross.From, To: cross.To}).Dates() {
+		days = append(days, ari.Day{Date: d, Sequence: 1, Values: json.RawMessage(`{"a":1}`)})
+	}
+	full := pushed{lane: id, owner: "t", elements: []lane.Element{cross}, state: map[string][]ari.Day{cellOf(id, cross): days}, settled: newSettlement()}
+	for _, tt := range []struct {
+		items    int
+		wantTo   string // the part's last date
+		wantFrom string // where the lane's next push resumes
+	}{
+		{1, "2027-01-30", "2027-01-31"},
+		{2, "2027-01-31", "2027-02-01"},
+		{4, "2027-01-31", "2027-02-01"}, // 01-30..02-02 would cross the month
+	} {
+		p, err := s.Shrink(context.Background(), job.Job{ID: "j"}, dispatch.Payload{State: full}, tt.items)
+		if err != nil {
+			t.Fatalf("Shrink(%d): %v", tt.items, err)
+		}
+		st := p.State.(pushed)
+		if len(p.Messages) > 1 || st.part == nil || st.part.From != tt.wantFrom {
+			t.Fatalf("Shrink(%d): %d messages, part %+v; want one message and the next push resuming at %s", tt.items, len(p.Messages), st.part, tt.wantFrom)
+		}
+		c, _ := p.Messages[0].State.(carriage)
+		var sp span
+		for _, v := range c.spans {
+			sp = v
+		}
+		if sp.from != cross.From || sp.to != tt.wantTo {
+			t.Fatalf("Shrink(%d) sends %s..%s, want %s..%s", tt.items, sp.from, sp.to, cross.From, tt.wantTo)
+		}
+	}
+}

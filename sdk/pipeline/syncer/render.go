@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -76,14 +77,30 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 	if len(body) > maxBytes {
 		return dispatch.Payload{}, fmt.Errorf("job %q: the first %d dates of %s are %d bytes, over max_bytes %d", j.ID, items, first, len(body), maxBytes)
 	}
+	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled, target: st.target}, body, n)
+	if err != nil {
+		return pay, err
+	}
+	if len(pay.Messages) > 1 {
+		// The dates cross a boundary the format splits at (split_by
+		// month): a later message may fail alone, and the lane's next push
+		// resumes after the part's last date, so the dates of that message
+		// would never go. The part ends with the first message's dates.
+		if c, ok := pay.Messages[0].State.(carriage); ok {
+			if sp, ok := c.spans[head]; ok && sp.to < head.To {
+				if i := slices.Index(dates, sp.to); i >= 0 {
+					return s.split(ctx, j, st, i+1)
+				}
+			}
+		}
+	}
 	whole := st.held(first)
 	st.part = &partRef{Element: whole.String(), From: tail.From}
 	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
 	st.whole = map[lane.Element]lane.Element{tail: whole}
 	st.elements, st.more = nil, true
-	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled, target: st.target}, body, n)
 	pay.State = st
-	return pay, err
+	return pay, nil
 }
 
 // expectedItems is what a push of pending would carry, for the slot of an
