@@ -183,6 +183,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 	start := c.now()
 	sig := c.signalsFor(req)
 	var resp Response
+	throttled := false // the last answer was a throttle
 	for attempt := 1; ; attempt++ {
 		// granted is the reservation this attempt is sent on, nil when the
 		// caller reserved it (or for several buckets): a throttle answer
@@ -190,12 +191,19 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 		var granted *limiter.Reservation
 		if attempt > 1 || !req.Reserved {
 			r, err := c.acquire(ctx, req, start)
+			var later *DeferError
+			if errors.As(err, &later) && throttled {
+				// No token within the budget after a throttle: the bucket
+				// the throttle emptied paces the push, not the vendor.
+				later.Throttled = true
+			}
 			if err != nil {
 				return resp, err
 			}
 			granted = r
 		}
 		a, retryIn, err := c.send(ctx, req, sig, granted, attempt, start)
+		throttled = a.throttled
 		resp.Status, resp.Attempts = a.status, attempt
 		if a.throttled {
 			resp.Throttled++

@@ -268,3 +268,45 @@ func TestPolicyValidate(t *testing.T) {
 		}
 	}
 }
+
+// Adversary seed 63: a push throttled by a vendor's in-flight cap that
+// then found no token within its budget came back as a plain failure, and
+// a slow vendor's lane job counted such pushes with its timeouts until it
+// gave up. A push that fails for want of a token after a throttle, or on a
+// throttle, says it was throttled; one that fails on a 5xx, or on a token
+// before any throttle, does not.
+func TestDeferSaysWhetherThePushEndedThrottled(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	exhausted := &limiter.ExhaustedError{Key: "booking_com#c1#availability", N: 1, RetryAfter: time.Second}
+	for _, tt := range []struct {
+		name      string
+		script    []scripted
+		reserved  bool
+		waitErr   error
+		throttled bool
+	}{
+		{"a 429, then no token within the budget", []scripted{{status: 429, header: map[string]string{"Retry-After": "1"}}}, true, exhausted, true},
+		{"a 429 past the budget", []scripted{{status: 429, header: map[string]string{"Retry-After": "30"}}}, true, nil, true},
+		{"5xx to the last attempt", []scripted{{status: 503}}, true, nil, false},
+		{"no token before any request", []scripted{{status: 200}}, false, exhausted, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := vendor(t, tt.script...)
+			bl := &bucketLog{waitErr: tt.waitErr}
+			c, err := New(srv.Client(), bl, DefaultPolicy, WithClock(func() time.Time { return now }),
+				WithJitter(func(time.Duration) time.Duration { return 100 * time.Millisecond }), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.sleep = func(context.Context, time.Duration) error { return nil }
+			_, err = c.Push(context.Background(), Request{
+				Bucket: limiter.Bucket{Key: "booking_com#c1#availability", Limit: limiter.PerSecond(5, 5)},
+				URL:    srv.URL, JobID: "job-1", Body: []byte(`{}`), Header: http.Header{"Authorization": {"Bearer secret"}}, Reserved: tt.reserved,
+			})
+			var de *DeferError
+			if !errors.As(err, &de) || de.Throttled != tt.throttled {
+				t.Fatalf("Push = %#v, want a DeferError with Throttled %v", err, tt.throttled)
+			}
+		})
+	}
+}

@@ -98,8 +98,9 @@ type DeferError struct {
 	// request was sent).
 	Status int
 	// Throttled: the last attempt was throttled (a 429, or the endpoint's
-	// throttle statuses): the bucket is the vendor's to pace, not the
-	// push's to give up on.
+	// throttle statuses), or the push found no token within its budget
+	// after one: the bucket is the limiter's to pace, not the push's to
+	// give up on.
 	Throttled bool
 	Cause     error
 }

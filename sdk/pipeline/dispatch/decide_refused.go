@@ -105,11 +105,12 @@ func decideFailure(f failure) (d decision, ok bool) {
 		// Throttled to the end of its push: the vendor is there and
 		// answers, and the 429 has paced the bucket for the whole fleet
 		// (and, on an endpoint metered by items, made the job's requests
-		// smaller: job.Fit). Pacing is the limiter's, never a reason to
-		// give up on the lane's changes: the job backs off as a failed
-		// push does, however many times, within its max age and max
-		// deferrals.
-		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, later.After), Reason: later.Error(), CountFailure: true, ReportSlot: true}, true
+		// smaller: job.Fit). Pacing is the limiter's, never a failure of
+		// the push: the job comes back after what the vendor asked, and
+		// no sooner than its failures so far back it off, however many
+		// times, within its max age and max deferrals; nor does a throttle
+		// bring a slow vendor's job nearer to giving up.
+		return decision{Act: actDefer, Wait: failureWait(f.Policy, k, later.After), Reason: later.Error(), ReportSlot: true}, true
 	case errors.As(f.Err, &later) && k > f.Policy.MaxFailures:
 		// Given up, as a refusal is (above): the job is dead-lettered and
 		// its work stays pending.

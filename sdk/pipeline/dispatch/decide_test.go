@@ -217,10 +217,14 @@ func TestDecideFailure(t *testing.T) {
 			decision{Act: actDeadLetter, Outcome: DeadLettered, Reason: "gave up after 9 failed pushes in a row: " + (&otapush.DeferError{}).Error()}, false},
 		// Adversary seed 84: a lane's job throttled to the end of 9 pushes
 		// was dead-lettered, naming no change, and its days stayed stale.
-		{"throttled past MaxFailures: back off, never give up (the limiter paces it)", failure{Err: &otapush.DeferError{Throttled: true, Status: 429}, Failures: 8},
-			decision{Act: actDefer, Wait: 512 * time.Second, Reason: (&otapush.DeferError{Throttled: true, Status: 429}).Error(), CountFailure: true, ReportSlot: true}, false},
+		// Adversary seed 63: a slow vendor's lane job counted the pushes it
+		// lost to a vendor's in-flight cap (a 429, then no token within its
+		// 2 s budget) with its timeouts, gave up after 9 and left its lane
+		// to the sweep's 15-minute backoff.
+		{"throttled past MaxFailures: back off as far as its failures, never give up, not counted", failure{Err: &otapush.DeferError{Throttled: true, Status: 429}, Failures: 8},
+			decision{Act: actDefer, Wait: 512 * time.Second, Reason: (&otapush.DeferError{Throttled: true, Status: 429}).Error(), ReportSlot: true}, false},
 		{"throttled, at least what the vendor asked", failure{Err: &otapush.DeferError{Throttled: true, After: 40 * time.Second}, Failures: 0},
-			decision{Act: actDefer, Wait: 40 * time.Second, Reason: (&otapush.DeferError{Throttled: true, After: 40 * time.Second}).Error(), CountFailure: true, ReportSlot: true}, false},
+			decision{Act: actDefer, Wait: 40 * time.Second, Reason: (&otapush.DeferError{Throttled: true, After: 40 * time.Second}).Error(), ReportSlot: true}, false},
 		{"the push ran out of its time (its lease's deadline), the call goes on: a failed push, counted and backed off",
 			failure{Err: fmt.Errorf("network: %w", context.DeadlineExceeded), Failures: 1},
 			decision{Act: actDefer, Wait: 4 * time.Second, Reason: "push deferred for 0s: no answer within the push's time: network: context deadline exceeded",

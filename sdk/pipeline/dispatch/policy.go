@@ -47,8 +47,8 @@ type Policy struct {
 	// MaxFailures bounds the pushes of one job in a row that fail
 	// transiently; the next failure dead-letters what it carries, with
 	// the reason. Throttles are not such failures: a push throttled to its
-	// end backs off as one, however often, and MaxAge and MaxDeferrals
-	// end it. Each failed push defers the job FailureBackoff·2^(k−1)
+	// end backs off as far as the job's failures so far, however often,
+	// and MaxAge and MaxDeferrals end it. Each failed push defers the job FailureBackoff·2^(k−1)
 	// for its k-th failure (at least what the vendor asked for, at most
 	// SQS's 15 minutes), so a vendor that keeps failing is asked less and
 	// less often rather than drained of a token every few seconds.

@@ -119,10 +119,11 @@ type Job struct {
 	// Deferrals counts trips through the deferred queue.
 	Deferrals int `json:"deferrals"`
 	// Failures counts the pushes of this job in a row that failed
-	// transiently (5xx, network, 429s past the retry budget): each trip
+	// transiently (5xx, network, no answer in time): each trip
 	// backs off longer, and past the dispatcher's MaxFailures the job is
-	// dead-lettered rather than retried forever, unless its last push was
-	// throttled (the limiter's to pace: it backs off, within its max age).
+	// dead-lettered rather than retried forever. A push throttled to its
+	// end is not counted: pacing is the limiter's (it backs off as far as
+	// the failures so far, within its max age).
 	Failures int `json:"failures,omitempty"`
 	// Tries counts the pushes of this job that began (the dispatcher's
 	// fence let them through): copies of one delivery share it, so only
