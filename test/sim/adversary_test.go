@@ -125,15 +125,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
-	// Traced: its requests inside a silence were the vendor's own error. On
-	// a 2 s push budget and a vendor answering in seconds, a push gave up
-	// on a request before its 429 came; the vendor still watched the
-	// silence that answer asked for, which nobody heard (fixed in the
-	// vendor: TestVendorWatchesOnlyTheSilencesItsClientHeard). With that,
-	// its smallest case failed 1 run in 12 another way: 2 messages left on
-	// the queues an hour after the load and 3 lanes the final sweep
-	// found, after jobs dead-lettered as "gave up after 9 failed pushes in
-	// a row" (every attempt past the push's budget). Not traced.
 	// Traced (12 failing runs of about 270, 100.3–117% of the bound): the
 	// bucket keeps no margin, so the dispatcher spends a held slot up to
 	// its grace late, 100 ms (minGrace) there, two intervals at 20/s; a
@@ -147,7 +138,6 @@ var knownOpen = map[uint64]string{
 	// slots (TestDispatcherBooksABatchWithOneWrite: 15 writes, want 1).
 	// Open: the grace, or the oracle's allowance for no-margin buckets.
 	21: "a burst-1 bucket at 20/s (no margin) with a calendar quota and linger: a held slot spent up to the dispatcher's 100 ms grace, two intervals, beside the next two slots: 3 arrivals in 28–49 ms (100.3–117% of burst 1 + 1 + 20·W), about 1 run in 22; the grace without a margin, or the oracle's allowance for it, to decide",
-	63: "a shared ari meter with an urgent reserve, a vendor in-flight cap, a slow vendor past a 2 s push budget: now and then messages left after the hour and lanes the final sweep finds (smallest -parts urgent,limits,push_timeout,linger,retry-after,vendor-in-flight,slow,db-outage,lost-answers,hot-property,slow-store; the liveness part not traced)",
 }
 
 // TestAdversary runs the first 30 adversary cases that are not known
