@@ -259,7 +259,8 @@ type Scenario struct {
 	// it kept with minidyn's (items.go); the small runs set it.
 	CheckItems bool
 	// Drain is how long the run may go on after the load, for the fleet to
-	// catch up; it ends as soon as every lane is fresh and the queues empty.
+	// catch up; it ends as soon as every lane is fresh, the queues are
+	// empty and no lane is left to the sweep.
 	Drain time.Duration
 	// SweepEvery is the sweep schedule (syncer.SweepInterval by default).
 	SweepEvery time.Duration
