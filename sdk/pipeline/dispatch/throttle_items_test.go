@@ -96,8 +96,8 @@ func TestItemsPushTheVendorCannotTakeIsSentSmaller(t *testing.T) {
 	}
 	route := Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.PerSecond(5, 10)}, URL: vendor.URL, Header: http.Header{}, ItemWeight: 1}
 	q := &fakeQueue{}
-	d := &worker{&Dispatcher{Routes: fixedRoute(route), Limiter: lim, Pusher: client, Queue: q, Policy: DefaultPolicy,
-		Now: c.Now, Sleep: c.Sleep, Log: quiet}, backlogWork{clock: c, items: 7}}
+	d := &worker{Dispatcher: &Dispatcher{Limiter: lim, Pusher: client, Queue: q, Policy: DefaultPolicy,
+		Now: c.Now, Sleep: c.Sleep, Log: quiet}, Work: backlogWork{clock: c, items: 7}, Routes: fixedRoute(route)}
 	start := c.Now()
 	j := job.Job{ID: "lane@t", Channel: "bk", Credential: "c", Endpoint: "rates", FirstSeen: c.Now(), Items: 7}
 	for c.Now().Sub(start) < 2*time.Minute {
