@@ -2,7 +2,6 @@ package syncer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,109 +15,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
-
-// laneRef is a lane job's payload: which lane, and the owner token the job
-// pushes under.
-type laneRef struct {
-	PropertyID string `json:"property_id"`
-	HotelRef   string `json:"hotel_ref"`
-	Token      string `json:"token"`
-	// SeenOwner is set on a job that found another owner holding the lane
-	// and comes back to see whether that owner is still alive.
-	SeenOwner string `json:"seen_owner,omitempty"`
-	// Pushed are the elements the owner's previous push carried, which
-	// its next claim clears.
-	Pushed []string `json:"pushed,omitempty"`
-	// Part and Parts name pending changes whose dates before From went
-	// out already: the lane's pushes carry the rest, then clear them. A
-	// change too large for one push on an endpoint metered by items goes
-	// so, and so does one whose first messages (a month each, split_by)
-	// were accepted and whose later ones had to wait. The first part is
-	// Part, which the previous release also reads; Parts holds the others.
-	Part  *partRef  `json:"part,omitempty"`
-	Parts []partRef `json:"parts,omitempty"`
-	// Refused is set on the dead letter of a change the vendor refused
-	// (refusedLetter): the job, redriven, marks the lane with it again.
-	Refused []string `json:"refused,omitempty"`
-	// Unanswered are the tokens this job's claims offered as next that
-	// failed without an answer (at most lane.MaxUnanswered, the newest):
-	// one that landed made its token the lane's owner, which is the job's
-	// own (lane.Store.ClaimAfter).
-	Unanswered []string `json:"unanswered,omitempty"`
-	// Bulk: the job pushes at the bulk class (bulk.go), under bulk owner
-	// tokens.
-	Bulk bool `json:"bulk,omitempty"`
-	// Apart are groups of pending changes, as the lane holds them, that
-	// the previous push's isolation of a refusal had still to send
-	// apart: this push sends each in messages of its own (apart.go).
-	Apart [][]string `json:"apart,omitempty"`
-}
-
-// parts is every part ref names.
-func (ref laneRef) parts() []partRef {
-	if ref.Part == nil {
-		return ref.Parts
-	}
-	return append([]partRef{*ref.Part}, ref.Parts...)
-}
-
-// withParts is ref naming parts (Part the first, Parts the rest).
-func (ref laneRef) withParts(parts []partRef) laneRef {
-	ref.Part, ref.Parts = nil, nil
-	if len(parts) > 0 {
-		first := parts[0]
-		ref.Part, ref.Parts = &first, parts[1:]
-	}
-	return ref
-}
-
-// ours reports whether owner is one of the tokens ref's unanswered
-// claims offered, or the parked token of ref's pushing token (a bulk
-// push that did not go out, parked by Hold): the lane is the job's though
-// it carries another token.
-func (ref laneRef) ours(owner string) bool {
-	return owner != "" && slices.Contains(ref.earlier(), owner)
-}
-
-// earlier are the tokens other than ref.Token that hold the lane for ref's
-// job (ours), newest last.
-func (ref laneRef) earlier() []string {
-	if !isPushingToken(ref.Token) {
-		return ref.Unanswered
-	}
-	return append(slices.Clip(ref.Unanswered), parkedOf(ref.Token))
-}
-
-// partRef is a pending element pushed in parts: its dates from From on
-// are still to go.
-type partRef struct {
-	Element string `json:"element"`
-	From    string `json:"from"`
-}
-
-// laneJob is the job that pushes lane id under ref.Token.
-func (s *Syncer) laneJob(id lane.ID, ref laneRef) job.Job {
-	ref.PropertyID, ref.HotelRef = id.Property, id.HotelRef
-	payload, _ := json.Marshal(ref)
-	return job.Job{
-		ID:      id.String() + "@" + ref.Token,
-		Channel: id.Channel, Credential: id.Credential, Endpoint: id.Kind,
-		Payload: payload, FirstSeen: s.now(),
-	}
-}
-
-// rebased is j under ref: the same job (slot, deferrals, timing) pushing
-// under another owner token.
-func (s *Syncer) rebased(j job.Job, id lane.ID, ref laneRef) job.Job {
-	next := s.laneJob(id, ref)
-	j.ID, j.Payload = next.ID, next.Payload
-	return j
-}
-
-// rebased is j under ref (see Syncer.rebased), its lane known.
-func (w *laneWork) rebased(j job.Job, id lane.ID, ref laneRef, done []lane.Element) job.Job {
-	return w.made(w.s.rebased(j, id, ref), id, ref, done)
-}
 
 // pushed is what a push carried, for Done to clear.
 type pushed struct {
@@ -302,35 +198,6 @@ func (s *Syncer) payload(ctx context.Context, st pushed, body []byte, items int)
 		}
 	}
 	return p, nil
-}
-
-// resume is pending with each element parts name (if still pending) cut
-// to its dates from the part's From on, and the map from each cut element
-// to the lane's.
-func resume(pending []lane.Element, parts []partRef) ([]lane.Element, map[lane.Element]lane.Element) {
-	if len(parts) == 0 {
-		return pending, nil
-	}
-	from := make(map[string]string, len(parts))
-	for _, p := range parts {
-		from[p.Element] = p.From
-	}
-	out := append([]lane.Element(nil), pending...)
-	var whole map[lane.Element]lane.Element
-	for i, e := range out {
-		f, ok := from[e.String()]
-		if !ok || f <= e.From || f > e.To {
-			continue
-		}
-		cut := e
-		cut.From = f
-		out[i] = cut
-		if whole == nil {
-			whole = map[lane.Element]lane.Element{}
-		}
-		whole[cut] = e
-	}
-	return out, whole
 }
 
 // notOwner decides what becomes of a job whose lane has another owner. If
