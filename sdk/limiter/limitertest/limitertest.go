@@ -1,5 +1,5 @@
 // Package limitertest is an in-memory limiter for unit tests: the methods
-// of *limiter.Limiter that callers use (Take, Reserve, Wait, ReserveBatch,
+// of *limiter.Limiter that callers use (Take, Reserve, ReserveAhead, Wait, ReserveBatch,
 // TakeMulti, ReserveMulti, WaitMulti, Penalize, Reset, Silence, State,
 // Confirm, First, and the in-flight leases a limiter.LeaseGate takes
 // through it: lease.go) with the
@@ -62,7 +62,7 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 }
 
 // WithFault makes every call ask fault first, with the operation's name
-// ("Take", "Reserve", "Wait", "ReserveBatch", "TakeMulti", "ReserveMulti",
+// ("Take", "Reserve", "ReserveAhead", "Wait", "ReserveBatch", "TakeMulti", "ReserveMulti",
 // "Penalize", "Reset", "Silence", "State", "Confirm", "First",
 // "AcquireLease", "ReleaseLease", "HandOverLease", "Leases") and the
 // bucket's (or lease set's) key (each bucket's in turn for a multi-bucket call): a non-nil
@@ -134,7 +134,11 @@ func (l *Limiter) reserve(op string, b limiter.Bucket, n int, maxDelay time.Dura
 
 // book decides a request for n tokens within delay µs and applies it.
 func (l *Limiter) book(b limiter.Bucket, n int, delay int64) (limiter.Reservation, error) {
-	now := l.now().UnixMicro()
+	return l.bookAt(b, n, delay, l.now().UnixMicro())
+}
+
+// bookAt is book deciding at now (µs), the time a write claims.
+func (l *Limiter) bookAt(b limiter.Bucket, n int, delay, now int64) (limiter.Reservation, error) {
 	s := l.state(b.Key)
 	d := gcra.Decide(s.tat, now, b.Limit, n, delay)
 	if !d.Allowed {
@@ -142,6 +146,22 @@ func (l *Limiter) book(b limiter.Bucket, n int, delay int64) (limiter.Reservatio
 	}
 	s.tat, s.booked = d.TAT, d.TAT
 	return limiter.Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(d.Slot), Remaining: d.Remaining, Rate: b.Limit.Rate}, nil
+}
+
+// ReserveAhead is Reserve deciding at the time ahead from now (at most
+// maxDelay, of which it takes its share), as a write claiming that time
+// would: every slot it grants lies at least that far ahead.
+func (l *Limiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
+	if err := l.check("ReserveAhead", b); err != nil {
+		return limiter.Reservation{}, err
+	}
+	ahead = min(max(ahead, 0), max(maxDelay, 0))
+	if err := gcra.Check(b.Limit, n, (maxDelay - ahead).Microseconds()); err != nil {
+		return limiter.Reservation{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bookAt(b, n, (maxDelay - ahead).Microseconds(), l.now().Add(ahead).UnixMicro())
 }
 
 // Wait reserves n tokens and sleeps until their slot. It fails at once,
@@ -198,12 +218,13 @@ func (l *Limiter) sleepUntil(ctx context.Context, slot time.Time) error {
 
 // ReserveBatch books up to req.N slots one emission interval apart, as
 // one write would: all N or a denial with the exact wait, or with Partial
-// as many as fit within req.MaxDelay.
+// as many as fit within req.MaxDelay; req.Ahead as ReserveAhead's ahead.
 func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
 	if err := l.check("ReserveBatch", b); err != nil {
 		return limiter.Batch{}, err
 	}
-	delay := req.MaxDelay.Microseconds()
+	ahead := min(max(req.Ahead, 0), max(req.MaxDelay, 0))
+	delay := (req.MaxDelay - ahead).Microseconds()
 	switch {
 	case req.N < 1:
 		return limiter.Batch{}, &limiter.ArgumentError{Field: "n", Reason: fmt.Sprintf("%d, want ≥ 1", req.N)}
@@ -221,7 +242,7 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limite
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now().UnixMicro()
+	now := l.now().Add(ahead).UnixMicro()
 	s := l.state(b.Key)
 	n := req.N
 	if req.Partial {
@@ -229,7 +250,7 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limite
 		// next slot.
 		n = max(gcra.Fit(s.tat, now, b.Limit, req.N, delay), 1)
 	}
-	r, err := l.book(b, n, delay)
+	r, err := l.bookAt(b, n, delay, now)
 	if err != nil {
 		return limiter.Batch{}, err
 	}

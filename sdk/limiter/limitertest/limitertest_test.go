@@ -48,6 +48,13 @@ func reserve(b limiter.Bucket, n int, maxDelay time.Duration) func(context.Conte
 	}
 }
 
+func reserveAhead(b limiter.Bucket, n int, maxDelay, ahead time.Duration) func(context.Context, *Limiter) (time.Time, error) {
+	return func(ctx context.Context, l *Limiter) (time.Time, error) {
+		r, err := l.ReserveAhead(ctx, b, n, maxDelay, ahead)
+		return r.Slot, err
+	}
+}
+
 func penalize(b limiter.Bucket, until time.Duration) func(context.Context, *Limiter) (time.Time, error) {
 	return func(ctx context.Context, l *Limiter) (time.Time, error) {
 		return time.Time{}, l.Penalize(ctx, b, t0.Add(until))
@@ -81,6 +88,10 @@ func TestDocumentedBehaviour(t *testing.T) {
 			{at: 0, call: reserve(ten, 1, time.Second), slot: 100 * time.Millisecond},
 			{at: 0, call: reserve(ten, 1, time.Second), slot: 200 * time.Millisecond},
 			{at: 0, call: reserve(ten, 1, 250*time.Millisecond), wait: 50 * time.Millisecond},
+		}},
+		{"a reservation ahead decides at the now it claims, at most its max delay ahead", []step{
+			{at: 0, call: reserveAhead(ten, 1, time.Second, 150*time.Millisecond), slot: 150 * time.Millisecond},
+			{at: 0, call: reserveAhead(ten, 1, 100*time.Millisecond, 150*time.Millisecond), slot: 100 * time.Millisecond},
 		}},
 		{"a penalty empties the bucket until its end, and it refills gradually after", []step{
 			{at: 0, call: penalize(ten, 2*time.Second)},
@@ -202,6 +213,8 @@ func TestReserveBatch(t *testing.T) {
 	}{
 		{"a full bucket: the burst at once, then T apart", 0, limiter.BatchRequest{N: 7, MaxDelay: time.Second},
 			[]time.Duration{0, 0, 0, 0, 0, 100 * time.Millisecond, 200 * time.Millisecond}, 0, nil},
+		{"ahead: every slot at least that far off", 0, limiter.BatchRequest{N: 7, MaxDelay: time.Second, Ahead: 150 * time.Millisecond},
+			[]time.Duration{150 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond, 350 * time.Millisecond}, 0, nil},
 		{"whole or nothing: the wait until it fits", 5, limiter.BatchRequest{N: 3, MaxDelay: 100 * time.Millisecond}, nil, 200 * time.Millisecond, nil},
 		{"partial: what fits", 5, limiter.BatchRequest{N: 3, MaxDelay: 200 * time.Millisecond, Partial: true},
 			[]time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, 0, nil},

@@ -169,7 +169,7 @@ func (d *Dispatcher) shardGroups(booker Booker, route Route, tasks []Task, idx [
 // grants no slot reserves on its own.
 func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter.Bucket, tasks []Task, idx []int) {
 	now := d.now()
-	batch, err := booker(ctx, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
+	batch, err := d.bookBatch(ctx, booker, shard, limiter.BatchRequest{N: len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil {
 		d.log().Info("shard booking failed; its jobs reserve on their own", "bucket", shard.Key, "jobs", len(idx), "err", err)
 		return
@@ -195,6 +195,18 @@ func (d *Dispatcher) bookingLead(tasks []Task, idx []int) time.Duration {
 	return lead
 }
 
+// bookBatch books req in b with booker, learning how long its write took
+// to be answered, as reserveAhead does: the next booking ahead, a batch's
+// or a single job's, claims a now that far ahead.
+func (d *Dispatcher) bookBatch(ctx context.Context, booker Booker, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
+	start := d.now()
+	batch, err := booker(ctx, b, req)
+	if err == nil {
+		d.granting.observe(d.now().Sub(start))
+	}
+	return batch, err
+}
+
 // latest is the later of a and b.
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -211,7 +223,7 @@ func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, ta
 	// (see pendingLocal): its first slots are theirs, spent already,
 	// so that the bucket, full again, grants no burst on top of them.
 	local := d.pendingLocal(route)
-	batch, err := booker(ctx, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
+	batch, err := d.bookBatch(ctx, booker, route.Bucket, limiter.BatchRequest{N: local + len(idx), MaxDelay: d.Policy.MaxReserve, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil {
 		d.log().Info("batch booking failed; jobs reserve on their own", "bucket", route.Bucket.Key, "jobs", len(idx), "err", err)
 		return
@@ -285,21 +297,24 @@ func (d *Dispatcher) lingerGroups(booker Booker, tasks []Task, todo []int) map[s
 }
 
 // bookLingering books the early slots of the lingering jobs idx of
-// route's bucket, within reach.
+// route's bucket, within reach, ahead by the store's latency and the
+// jobs' work (bookingLead), as a due batch is: the first slot of a bucket
+// full already is the now its write claims.
 func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Route, reach time.Duration, tasks []Task, idx []int) {
 	now := d.now()
 	// The local pushes of an outage first, as in bookDue.
 	local := d.pendingLocal(route)
-	batch, err := booker(ctx, burstOne(route.Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach, Partial: true})
+	batch, err := d.bookBatch(ctx, booker, burstOne(route.Bucket), limiter.BatchRequest{N: local + len(idx), MaxDelay: reach, Partial: true, Ahead: d.bookingLead(tasks, idx)})
 	if err != nil || len(batch.Slots) < local {
 		batch = limiter.Batch{}
 	} else {
 		d.drainLocal(route, now)
 		batch.Slots = batch.Slots[local:]
 	}
+	answered := latest(now, d.now())
 	for n, i := range idx {
 		if n < len(batch.Slots) {
-			tasks[i].Job.Hold, tasks[i].Job.NotBefore = newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(now)), time.Time{}
+			tasks[i].Job.Hold, tasks[i].Job.NotBefore = newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(answered)), time.Time{}
 		}
 		tasks[i].Job.Linger = false // asked; lingerSlot does not ask again
 	}

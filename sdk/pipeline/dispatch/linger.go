@@ -22,15 +22,17 @@ import (
 // bucket fills. Jobs lingering on one bucket so queue at successive slots
 // until NotBefore (Run books a batch's with one write), and the
 // rest linger on. Denied, or the store failing, the job lingers as
-// before: its reservation after the linger deals with errors.
+// before: its reservation after the linger deals with errors. The slot is
+// booked ahead by the store's latency, as a due job's is (reserveAhead):
+// a bucket that is full already grants it at the now its write claims,
+// and one claimed at the call's start is late by the whole answer.
 func (d *Dispatcher) lingerSlot(ctx context.Context, route Route, reach time.Duration) (job.Hold, bool) {
-	now := d.now()
-	r, err := d.Limiter.Reserve(ctx, burstOne(route.Bucket), 1, reach)
+	r, err := d.reserveAhead(ctx, burstOne(route.Bucket), 1, reach)
 	if err != nil {
 		return job.Hold{}, false
 	}
 	// lingerReach leaves adaptive buckets out: no stamp.
-	return newHold(r.Slot, "", 1, nil, r.Slot.Sub(now)), true
+	return newHold(r.Slot, "", 1, nil, r.Slot.Sub(d.now())), true
 }
 
 // lingerReach is how far ahead a lingering job may book a slot of route's

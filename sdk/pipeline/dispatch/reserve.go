@@ -157,17 +157,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		r, err := sharder(ctx, *route.Sharded, n, maxDelay)
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
-		if a := d.Can.Ahead; a != nil {
-			// The grant is answered before its slot as long as the store
-			// is no slower than it was: the push then leaves at the slot.
-			start := d.now()
-			r, err := a(ctx, route.Bucket, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, route.Bucket.Limit.Margin), maxDelay))
-			if err == nil {
-				d.granting.observe(d.now().Sub(start))
-			}
-			return r.Slot, "", granted(r.Stamp()), err
-		}
-		r, err := d.Limiter.Reserve(ctx, route.Bucket, n, maxDelay)
+		r, err := d.reserveAhead(ctx, route.Bucket, n, maxDelay)
 		return r.Slot, "", granted(r.Stamp()), err
 	}
 	multi := d.Can.Multi
@@ -189,6 +179,24 @@ func firstShard(route Route) string {
 		return "" // pushBuckets reports it
 	}
 	return shards[0].Key
+}
+
+// reserveAhead reserves n tokens of b within maxDelay, its write claiming
+// a now as far ahead as grants have taken to be answered (Can.Ahead), so
+// that the grant is answered before its slot as long as the store is no
+// slower than it was: the push then leaves at the slot. It learns how
+// long this grant took. A limiter that cannot book ahead reserves as is.
+func (d *Dispatcher) reserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	a := d.Can.Ahead
+	if a == nil {
+		return d.Limiter.Reserve(ctx, b, n, maxDelay)
+	}
+	start := d.now()
+	r, err := a(ctx, b, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, b.Limit.Margin), maxDelay))
+	if err == nil {
+		d.granting.observe(d.now().Sub(start))
+	}
+	return r, err
 }
 
 // AheadReserver books a slot with its write claiming a now ahead of the
