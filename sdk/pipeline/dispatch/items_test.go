@@ -219,21 +219,12 @@ func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	var mu sync.Mutex
 	var at []time.Time
 	var sizes []int
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		n, err := strconv.Atoi(strings.TrimPrefix(string(body), "items:"))
-		if err != nil {
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
+	vendor := itemsHTTPVendor(t, &mu, func(w http.ResponseWriter, n int) {
 		for range n {
 			at = append(at, c.Now())
 		}
 		sizes = append(sizes, n)
-	}))
-	t.Cleanup(vendor.Close)
+	})
 	lim := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))
 	client, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(c.Now), otapush.WithSleep(c.Sleep),
 		otapush.WithJitter(func(time.Duration) time.Duration { return time.Millisecond }))
@@ -264,4 +255,25 @@ func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	}
 	w, _ := window.Fullest(at, limit)
 	t.Logf("%d items in %d messages over 10 s; fullest window %v", len(at), len(sizes), w)
+}
+
+// itemsHTTPVendor is an HTTP vendor that reads the item count of each body
+// ("items:n", as the tests' payloads carry it) and hands it to judge under
+// mu, which the test holds to read what judge recorded; a body without a
+// count is answered 400.
+func itemsHTTPVendor(t *testing.T, mu *sync.Mutex, judge func(w http.ResponseWriter, n int)) *httptest.Server {
+	t.Helper()
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		n, err := strconv.Atoi(strings.TrimPrefix(string(body), "items:"))
+		if err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		judge(w, n)
+	}))
+	t.Cleanup(vendor.Close)
+	return vendor
 }

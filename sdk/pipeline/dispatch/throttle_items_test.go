@@ -2,13 +2,10 @@ package dispatch
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,15 +62,7 @@ func TestItemsPushTheVendorCannotTakeIsSentSmaller(t *testing.T) {
 	var taken []time.Time
 	var sizes []int
 	refused := 0
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		n, err := strconv.Atoi(strings.TrimPrefix(string(body), "items:"))
-		if err != nil {
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
+	vendor := itemsHTTPVendor(t, &mu, func(w http.ResponseWriter, n int) {
 		with := slices.Clone(taken)
 		for range n {
 			with = append(with, c.Now())
@@ -85,8 +74,7 @@ func TestItemsPushTheVendorCannotTakeIsSentSmaller(t *testing.T) {
 			return
 		}
 		taken, sizes = with, append(sizes, n)
-	}))
-	t.Cleanup(vendor.Close)
+	})
 	lim := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))
 	quiet := slog.New(slog.DiscardHandler)
 	client, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(c.Now), otapush.WithSleep(c.Sleep),
