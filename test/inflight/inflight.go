@@ -58,10 +58,18 @@ type Request struct {
 
 // Vendor is the mock OTA: it answers every POST after Latency and keeps
 // its own count of concurrent requests.
+//
+// With Gather set, a request is answered as soon as Gather requests have
+// run at once since it entered, and after Latency at the latest. A test
+// that the leases let Max pushes run together then checks that they did
+// whatever the store's latency: a fleet whose leases allow fewer keeps
+// every request for Latency and never reaches Gather.
 type Vendor struct {
 	Latency time.Duration
+	Gather  int
 
 	mu        sync.Mutex
+	gathered  chan struct{} // closed when Gather requests run at once
 	running   int
 	runningBy map[int]int // running requests by process
 	peak      int
@@ -71,12 +79,12 @@ type Vendor struct {
 }
 
 // StartVendor listens on 127.0.0.1.
-func StartVendor(latency time.Duration) (*Vendor, error) {
+func StartVendor(latency time.Duration, gather int) (*Vendor, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	v := &Vendor{Latency: latency, ln: ln, runningBy: map[int]int{}}
+	v := &Vendor{Latency: latency, Gather: gather, gathered: make(chan struct{}), ln: ln, runningBy: map[int]int{}}
 	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = v.srv.Serve(ln) }()
 	return v, nil
@@ -97,9 +105,14 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 	v.runningBy[p]++
 	inflight := v.running
 	v.peak = max(v.peak, v.running)
+	gathered := v.gathered
+	if v.Gather > 0 && v.running >= v.Gather {
+		close(v.gathered)
+		v.gathered = make(chan struct{})
+	}
 	v.mu.Unlock()
 	// The vendor works on, whether or not the client is still there.
-	time.Sleep(v.Latency)
+	v.work(gathered)
 	slot, _ := strconv.Atoi(q.Get("slot"))
 	exp, _ := strconv.ParseInt(q.Get("expires"), 10, 64)
 	v.mu.Lock()
@@ -109,6 +122,19 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 		Expires: time.UnixMicro(exp), Start: start, End: time.Now(), Inflight: inflight})
 	v.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
+}
+
+func (v *Vendor) work(gathered <-chan struct{}) {
+	if v.Gather == 0 {
+		time.Sleep(v.Latency)
+		return
+	}
+	t := time.NewTimer(v.Latency)
+	defer t.Stop()
+	select {
+	case <-gathered:
+	case <-t.C:
+	}
 }
 
 // Peak is the most requests the vendor ever had running at once.
@@ -142,6 +168,7 @@ type Config struct {
 	Hold           time.Duration // the lease's hold (the crash bound)
 	Timeout        time.Duration // the push's timeout (0: Hold)
 	Latency        time.Duration // the vendor's
+	Gather         int           // the vendor's (see Vendor)
 	Duration       time.Duration
 	// Worker is the command that runs WorkerMain; Env is added to its
 	// environment.
@@ -189,7 +216,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, err
 	}
 	defer drop()
-	v, err := StartVendor(c.Latency)
+	v, err := StartVendor(c.Latency, c.Gather)
 	if err != nil {
 		return nil, err
 	}

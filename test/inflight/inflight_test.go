@@ -24,18 +24,20 @@ func config(c Config) Config {
 }
 
 // 40 pushers in 4 OS processes share max_in_flight 3: the vendor, counting
-// its own running requests, never sees a 4th, and no job arrives twice.
-// Throughput is the benchmark's to report (BenchmarkLeaseThroughput); the
-// test logs it.
+// its own running requests, never sees a 4th, does see a 3rd, and no job
+// arrives twice. Throughput is the benchmark's to report
+// (BenchmarkLeaseThroughput).
 func TestVendorNeverSeesMoreThanMaxInFlight(t *testing.T) { neverOverMaxInFlight(t, false) }
 
 // neverOverMaxInFlight runs 4 processes × 10 pushers with max_in_flight 3,
-// through the library's LeaseGate or (pipeline) through each process's
-// dispatcher, and checks what the vendor counted itself.
+// through the library's leases or (pipeline) through each process's
+// dispatcher, and checks what the vendor counted itself. The vendor holds
+// each request until 3 run at once (for at most 2.5 s), so a 3rd slot
+// that the leases grant is seen however slowly the emulator grants it.
 func neverOverMaxInFlight(t *testing.T, pipeline bool) {
 	emulator.Config(t)
-	r, err := Run(t.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: 2 * time.Second,
-		Timeout: time.Second, Latency: 100 * time.Millisecond, Duration: 3 * time.Second, Pipeline: pipeline}))
+	r, err := Run(t.Context(), config(Config{Procs: 4, Pushers: 10, Max: 3, Hold: 4 * time.Second,
+		Timeout: 3 * time.Second, Latency: 2500 * time.Millisecond, Gather: 3, Duration: 3 * time.Second, Pipeline: pipeline}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +66,7 @@ func neverOverMaxInFlight(t *testing.T, pipeline bool) {
 	if pipeline {
 		what = "writes per push (token and lease)"
 	}
-	t.Logf("%d pushes, peak %d, throughput %.2f/s = %.1f%% of max ÷ latency (%.1f/s), steady utilization %.1f%%, %.2f %s",
-		pushes, r.Peak, r.Throughput, 100*r.Throughput/r.Ideal, r.Ideal, 100*r.Utilization, float64(writes)/float64(pushes), what)
+	t.Logf("%d pushes, peak %d, %.2f %s", pushes, r.Peak, float64(writes)/float64(pushes), what)
 }
 
 // Process 0 starts first, takes every lease, and is killed mid-push. Its
