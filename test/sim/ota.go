@@ -198,7 +198,7 @@ func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 	// against a nanosecond clock.
 	now := time.UnixMicro(time.Now().UnixMicro())
 	lat := v.latency.draw(v.rng)
-	if v.spec.Hang > 0 && v.rng.Float64() < v.spec.Hang || within(v.spec.HangSpan, v.start, now) {
+	if v.spec.Hang > 0 && v.rng.Float64() < v.spec.Hang || within(v.spec.HangSpan, v.start, now) || within(v.spec.LateSpan, v.start, now) {
 		v.Hung++
 		lat = 24 * time.Hour // past every timeout: the client gives up
 	}

@@ -88,8 +88,8 @@ func TestAdversaryPinned(t *testing.T) {
 		// dead-lettered, its lane kept for the sweep's 15-minute backoff,
 		// while the OTA held every day. The drain ended on the ledger's
 		// freshness alone, and the final sweep found the lane (1 run in 8
-		// to 10). The drain now also waits for the sweep index to empty.
-		// Replayed pinnedRuns times.
+		// to 10). The drain now also waits for the sweep index to empty,
+		// which TestDrainWaitsForALaneLeftToTheSweep checks every run.
 		{"lane left to the sweep while the OTA is fresh", Case{Seed: 63, Parts: []string{"urgent", "limits", "push_timeout", "linger", "retry-after", "vendor-in-flight", "slow", "db-outage", "lost-answers", "hot-property", "refuse-hotel", "slow-store", "resync", "share"}}},
 		{"resync of availability at a rate plan the OTA has not", Case{Seed: 9, Parts: []string{"refuse-hotel", "resync"}}},
 		{"resync of availability at a rate plan beside malformed XML", Case{Seed: 3, Parts: []string{"malformed-xml", "resync"}}},
@@ -138,8 +138,6 @@ func TestAdversaryPinned(t *testing.T) {
 var pinnedRuns = map[string]int{
 	// Without its fix, 5 runs of 27 failed (2 of 16 in a row).
 	"multi-bucket slot spent inside a silence": 12,
-	// Without its fix, 6 to 8 runs of 60 failed.
-	"lane left to the sweep while the OTA is fresh": 20,
 }
 
 // pinnedOpen are pinned cases that fail again now and then, each naming

@@ -137,6 +137,10 @@ type VendorSpec struct {
 	// HangSpan is a span of the run during which the vendor answers no
 	// request (past every timeout).
 	HangSpan [2]time.Duration
+	// LateSpan is a span of the run during which the vendor applies
+	// every request it accepts but answers none (past every timeout):
+	// the OTA holds a push its sender counts as failed.
+	LateSpan [2]time.Duration
 	// Overload is the share of requests the vendor answers 429 whatever
 	// the bucket holds (its own overload), asking each time for Penalty
 	// (at least a second) in RetryAfter's form.
