@@ -124,26 +124,7 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // names it. TestAdversary skips them (visibly), and so does
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
-var knownOpen = map[uint64]string{
-	// Traced (12 failing runs of about 270, 100.3–117% of the bound): the
-	// bucket keeps no margin, so the dispatcher spends a held slot up to
-	// its grace late, 100 ms (minGrace) there, two intervals at 20/s; a
-	// lingering batch's first slot answered 45–85 ms after the now its
-	// write claimed went beside the next two slots. The check's quota take
-	// and a quota route's answer time added to it (fixed: dispatch
-	// TestHeldSlotLeavesWithinItsLatenessBound). docs/design.md allows a
-	// no-margin bucket b + r·(W + d_max) with d_max the grace, where the
-	// oracle allows ⌈r·2·p99⌉ = 1 token: a grace of one interval without a
-	// margin passed 240 runs of 240, but on the loaded emulator it wasted
-	// slots (TestDispatcherBooksABatchWithOneWrite: 15 writes, want 1).
-	// A lingering slot is now booked ahead by the store's latency (dispatch
-	// TestLingeringSlotsAreBookedAheadOfTheStoresLatency); a grace of at
-	// least one interval rather than 100 ms without a margin passed 177
-	// runs of 177 with it, but still wasted a slot on the emulator at load
-	// 9 (docs/benchmarks.md). Open: the grace, or the oracle's allowance
-	// for no-margin buckets.
-	21: "a burst-1 bucket at 20/s (no margin) with a calendar quota and linger: a held slot spent up to the dispatcher's 100 ms grace, two intervals, beside the next two slots: 3 arrivals in 28–49 ms (100.3–117% of burst 1 + 1 + 20·W), about 1 run in 22; the grace without a margin, or the oracle's allowance for it, to decide",
-}
+var knownOpen = map[uint64]string{}
 
 // TestAdversary runs the first 30 adversary cases that are not known
 // open, from seed 1, and skips the known open ones among them visibly

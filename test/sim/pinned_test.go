@@ -91,6 +91,18 @@ func TestAdversaryPinned(t *testing.T) {
 		// to 10). The drain now also waits for the sweep index to empty,
 		// which TestDrainWaitsForALaneLeftToTheSweep checks every run.
 		{"lane left to the sweep while the OTA is fresh", Case{Seed: 63, Parts: []string{"urgent", "limits", "push_timeout", "linger", "retry-after", "vendor-in-flight", "slow", "db-outage", "lost-answers", "hot-property", "refuse-hotel", "slow-store", "resync", "share"}}},
+		// A 20/s bucket of burst 1 with a calendar quota keeps no margin,
+		// and the dispatcher let a held slot be spent up to 100 ms late
+		// there (two intervals): a lingering batch's first slot, answered
+		// 45-85 ms after the now its write claimed, went beside the next
+		// two, 3 requests in 28-49 ms against burst 1 + 1 + 20·W, about 1
+		// run in 22. The grace without a margin is half the burst's refill,
+		// at least one interval (not 100 ms): one interval here (dispatch
+		// TestGraceIsBoundedByTheMargin, TestHeldSlotLeavesWithinItsLatenessBound),
+		// and a lingering slot is booked ahead by the store's latency
+		// (dispatch TestLingeringSlotsAreBookedAheadOfTheStoresLatency), so
+		// it is not late at the source. Replayed pinnedRuns times.
+		{"held slot spent two intervals late without a margin", Case{Seed: 21, Parts: []string{"quota", "split_by", "lifetime", "throttle", "linger", "duplicates", "hot-property", "secrets-outage", "bulk-lane", "disconnect", "resync"}}},
 		{"resync of availability at a rate plan the OTA has not", Case{Seed: 9, Parts: []string{"refuse-hotel", "resync"}}},
 		{"resync of availability at a rate plan beside malformed XML", Case{Seed: 3, Parts: []string{"malformed-xml", "resync"}}},
 		{"resync of availability at a rate plan beside parity", Case{Seed: 25, Parts: []string{"parity", "resync"}}},
@@ -135,7 +147,10 @@ func TestAdversaryPinned(t *testing.T) {
 
 // pinnedRuns replays a pinned case whose failure hangs on goroutine order
 // at one simulated instant that many times, failing on any run.
-var pinnedRuns = map[string]int{}
+var pinnedRuns = map[string]int{
+	// Without its fix, 12 runs of about 270 failed.
+	"held slot spent two intervals late without a margin": 4,
+}
 
 // pinnedOpen are pinned cases that fail again now and then, each naming
 // what it found; skipped visibly until traced, as knownOpen's seeds are.

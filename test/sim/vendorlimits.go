@@ -115,8 +115,11 @@ func keepsMargin(c ChannelSpec) bool {
 // noMarginAllowance is what a channel whose buckets keep no margin may
 // send over burst + rate·W while the store is slow: docs/design.md's
 // b + r·(W + d_max), d_max a grant's two writes at the slow store's
-// longest, the clock skew, and the dispatcher's grace where there is no
-// margin (half the burst's refill).
+// longest and the clock skew, and b/2 tokens for the dispatcher's grace
+// where there is no margin (half the burst's refill, (b−1)/2 tokens, but
+// at least one interval, 1 token: b/2 covers it from a burst of 2, and
+// the slow store's writes dwarf the half token it leaves out at a burst
+// of 1).
 func noMarginAllowance(c ChannelSpec, f Faults) int {
 	return int(math.Ceil(c.Rate*(2*f.SlowCap.Seconds()+f.ClockSkew.Seconds()) + float64(c.Burst)/2))
 }

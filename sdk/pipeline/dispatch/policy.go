@@ -133,16 +133,29 @@ func (d *Dispatcher) lifetime(route Route) (maxAge time.Duration, maxDeferrals i
 // expiring slots on it would re-acquire every job of a small-burst bucket.
 const minGrace = 100 * time.Millisecond
 
-// grace is how late a job may use its slot under limit l. A bucket with
-// a margin keeps that much refill free for requests that reach the vendor
-// after their slots, so a job later than its margin books a new slot
-// rather than arrive where the vendor's window counts it beside slots
-// granted since (docs/design.md, the margin); without one, half the
-// burst's refill. Never under minGrace, the process's own latency.
+// grace is how late a job may use its slot under limit l, from the slot
+// its grant's write claimed to the moment its request leaves. A bucket
+// with a margin keeps that much refill free for requests that reach the
+// vendor after their slots, so a job later than its margin books a new
+// slot rather than arrive where the vendor's window counts it beside
+// slots granted since (docs/design.md, the margin): the margin, at most
+// half the burst's refill, and never under minGrace, the process's own
+// latency.
+//
+// A bucket with no margin keeps nothing free: half the burst's refill,
+// the (b−1)/2 requests over b + r·W that design.md allows it, but never
+// under one emission interval T rather than minGrace. minGrace is several
+// intervals of a fast bucket with a small burst, and a slot spent that
+// late meets as many slots granted since: at 20/s with a burst of 1 (two
+// intervals), three requests reached the vendor within 50 ms (adversary
+// seed 21). One interval late, the arrivals in a vendor's window
+// [t, t+W] have their slots in [t − T, t+W], at most b + 1 + r·W: the one
+// request over that a write's own latency may put there (design.md, clock
+// skew).
 func (d *Dispatcher) grace(l limiter.Limit) time.Duration {
 	slack := time.Duration(int64(l.Burst-1)*l.Interval()/2) * time.Microsecond
-	if l.Margin > 0 {
-		slack = min(slack, l.Margin)
+	if l.Margin <= 0 {
+		return min(d.Policy.Grace, max(slack, time.Duration(l.Interval())*time.Microsecond))
 	}
-	return min(d.Policy.Grace, max(slack, minGrace))
+	return min(d.Policy.Grace, max(min(slack, l.Margin), minGrace))
 }
