@@ -213,8 +213,10 @@ func (d *Dispatcher) spendable(req otapush.Request) (_ otapush.Request, late boo
 // spent up to its grace late, seconds on a slow bucket, and a 429 may land
 // meanwhile; asked before them, the answer would be that much older
 // (the replay of adversary seed 15 still sent a request inside a silence
-// then). It comes just before the grace is checked (spendable), so that
-// a slow read makes the slot late rather than the request. The slot goes unused and j comes back at the silence's end with
+// then). It comes before the sleep to the slot, which a push not begun
+// ahead starts SilenceAfter early for (silenceAsked), and before the grace
+// is checked (spendable), so that a slow read makes the slot late rather
+// than the request. The slot goes unused and j comes back at the silence's end with
 // its work, neither failed nor dropped; a store that cannot say defers it
 // for the cooldown (fail closed). ok: the request may leave.
 func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, t *task, req otapush.Request, res Result) (_ Result, ok bool, _ error) {
