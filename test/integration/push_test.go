@@ -48,9 +48,19 @@ func makeJobs(n int, endpoint string) []job.Job {
 // grace, were booked again (wasting their slots), and the extra SQS
 // traffic slowed moto's SQS further: 229 of the 1000 jobs landed in 4
 // minutes, with 12 SQS messages a push.
+//
+// The fleet's bucket keeps a margin (docs/design.md, the margin). Without
+// one, a job may use its slot up to half the burst's refill late (450 ms
+// here) and the design allows the vendor's window (b − 1)/2 requests over
+// b + r·W: on a loaded emulator, whose grants are answered hundreds of ms
+// after the now they claim, the vendor answered 5 to 17 429s after the
+// opening seconds (4 runs of 5, load 14-22), which measured the machine.
+// A margin of 600 ms keeps the refill free that a slot used up to its
+// grace (450 ms) late and the send's own latency need, so that 0 429s is
+// what the design promises here however slow the emulator is.
 func TestFleetPushesUnderTheVendorLimit(t *testing.T) {
 	lim := limiter.PerSecond(10, 10)
-	p := newPipeline(t, lim, mockota.Config{Limit: lim})
+	p := newPipeline(t, withMargin(lim, 600*time.Millisecond), mockota.Config{Limit: lim})
 	jobs := makeJobs(300, "availability")
 	streamed := make(chan struct{})
 	go func() {
