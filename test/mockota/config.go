@@ -73,6 +73,15 @@ type Config struct {
 	// (entered, not yet answered) with no code shared with the limiter;
 	// PeakConcurrent reports the most it saw, refusals included.
 	MaxConcurrent int
+	// Gather, when positive, holds each request of a (credential,
+	// endpoint), before its Latency, until Gather of them run at once, at
+	// most GatherWait, and only until they first have. A test that the
+	// fleet lets Gather requests run together then checks that they did
+	// whatever the fleet's own latency, with one wait at most in the run:
+	// a fleet that allows fewer makes each request wait GatherWait and
+	// never reaches Gather.
+	Gather     int
+	GatherWait time.Duration
 	// PublishConcurrency sends MaxConcurrent on every answer as an IETF
 	// RateLimit-Policy in concurrent-requests (draft-11 qu).
 	PublishConcurrency bool
@@ -121,6 +130,9 @@ func (c Config) validate() error {
 	}
 	if c.Latency < 0 {
 		return fmt.Errorf("mockota: Latency %v, want ≥ 0", c.Latency)
+	}
+	if c.Gather < 0 || c.GatherWait < 0 {
+		return fmt.Errorf("mockota: Gather %d, GatherWait %v, want ≥ 0", c.Gather, c.GatherWait)
 	}
 	if err := c.Wire.validate(); err != nil {
 		return err

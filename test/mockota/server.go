@@ -42,6 +42,10 @@ type Server struct {
 	// running counts the requests of each bucket in their handler, and
 	// peak the most at once (concurrent.go).
 	running, peak map[bucketKey]int
+	// gathering is closed, by bucket, when Config.Gather requests first
+	// run at once, and gathered says they have (concurrent.go).
+	gathering map[bucketKey]chan struct{}
+	gathered  map[bucketKey]bool
 	// held is what a Wire vendor holds (holding.go).
 	held map[heldKey]map[string]any
 }
@@ -63,15 +67,17 @@ func Start(cfg Config) (*Server, error) {
 	// waiting out Config.Latency.
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:      cfg,
-		creds:    make(map[string]bool, len(cfg.Credentials)),
-		url:      "http://" + ln.Addr().String(),
-		cancel:   cancel,
-		buckets:  make(map[bucketKey]tats),
-		windows:  make(map[bucketKey]*window.Log),
-		failures: make(map[string][]int),
-		running:  make(map[bucketKey]int),
-		peak:     make(map[bucketKey]int),
+		cfg:       cfg,
+		creds:     make(map[string]bool, len(cfg.Credentials)),
+		url:       "http://" + ln.Addr().String(),
+		cancel:    cancel,
+		buckets:   make(map[bucketKey]tats),
+		windows:   make(map[bucketKey]*window.Log),
+		failures:  make(map[string][]int),
+		running:   make(map[bucketKey]int),
+		peak:      make(map[bucketKey]int),
+		gathering: make(map[bucketKey]chan struct{}),
+		gathered:  make(map[bucketKey]bool),
 	}
 	for _, c := range cfg.Credentials {
 		s.creds[c] = true
@@ -127,9 +133,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// was 61.97 on a loaded machine).
 	rec.At = time.UnixMicro(s.cfg.Now().UnixMicro())
 	over := false
+	var gathering <-chan struct{}
 	if status == 0 {
 		k := bucketKey{rec.Credential, rec.Endpoint}
-		over = s.enter(k)
+		over, gathering = s.enter(k)
 		defer s.leave(k)
 	}
 	if status == 0 && over {
@@ -167,6 +174,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
+	s.gather(r.Context(), gathering)
 	if d := s.cfg.Latency; d > 0 {
 		t := time.NewTimer(d)
 		select {
