@@ -40,10 +40,7 @@ type Shape struct {
 // tokens.
 func Encode(f Format, w Work, s Shape) ([]Request, error) {
 	t := f.Traits()
-	split := s.SplitBy
-	if split == "" {
-		split = t.SplitBy
-	}
+	split := SplitOf(f, s)
 	maxItems := s.MaxItems
 	if t.MaxItems > 0 && (maxItems == 0 || t.MaxItems < maxItems) {
 		maxItems = t.MaxItems
@@ -65,6 +62,15 @@ func Encode(f Format, w Work, s Shape) ([]Request, error) {
 		}
 	}
 	return out, nil
+}
+
+// SplitOf is the split Encode applies to f's messages under s: the
+// endpoint's SplitBy, or the format's own.
+func SplitOf(f Format, s Shape) string {
+	if s.SplitBy != "" {
+		return s.SplitBy
+	}
+	return f.Traits().SplitBy
 }
 
 // encodeFit encodes w, halving it while its body is over maxBytes and it

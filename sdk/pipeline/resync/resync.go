@@ -201,6 +201,37 @@ func runs(c ari.ResyncCell, days []ari.Day) []lane.Element {
 	return out
 }
 
+// ByMonth cuts each element at the edges of calendar months, for an
+// endpoint that sends each month in requests of its own (format.SplitOf is
+// format.SplitMonth). A push carries whole elements, so a cell's year
+// would go as twelve requests of that cell alone, and each month once per
+// cell; cut by month, a bulk push carries the same month of every cell
+// together (the syncer orders bulk elements by date), and a month goes in
+// one request for all of them. An element whose dates do not parse is kept
+// as it is.
+func ByMonth(els []lane.Element) []lane.Element {
+	out := make([]lane.Element, 0, len(els))
+	for _, e := range els {
+		from, err1 := time.Parse(ari.DateLayout, e.From)
+		to, err2 := time.Parse(ari.DateLayout, e.To)
+		if err1 != nil || err2 != nil {
+			out = append(out, e)
+			continue
+		}
+		for !from.After(to) {
+			end := time.Date(from.Year(), from.Month()+1, 0, 0, 0, 0, 0, time.UTC) // the month's last day
+			if end.After(to) {
+				end = to
+			}
+			part := e
+			part.From, part.To = from.Format(ari.DateLayout), end.Format(ari.DateLayout)
+			out = append(out, part)
+			from = end.AddDate(0, 0, 1)
+		}
+	}
+	return out
+}
+
 func windowOf(r ari.Resync, c ari.ResyncCell) (string, string) {
 	if c.From != "" {
 		return c.From, c.To

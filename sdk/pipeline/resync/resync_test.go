@@ -10,6 +10,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
 // state is a stored state written by hand: cell → dates held.
@@ -144,6 +145,26 @@ func TestTriggerResyncsWhatAConnectionWriteMakesNew(t *testing.T) {
 		cells, all, some := Trigger(tt.was, tt.now)
 		if got := fmt.Sprint(cells); got != tt.cells && !(tt.cells == "[]" && cells == nil) || all != tt.all || some != tt.some {
 			t.Errorf("%s: Trigger = %v, all %v, any %v; want %s, %v, %v", tt.name, cells, all, some, tt.cells, tt.all, tt.some)
+		}
+	}
+}
+
+func TestByMonthCutsElementsAtCalendarMonths(t *testing.T) {
+	tests := []struct {
+		from, to string
+		want     string
+	}{
+		{"2027-01-05", "2027-01-20", "[D#B#2027-01-05#2027-01-20#0]"},
+		{"2027-01-30", "2027-02-02", "[D#B#2027-01-30#2027-01-31#0 D#B#2027-02-01#2027-02-02#0]"},
+		{"2028-02-28", "2028-03-01", "[D#B#2028-02-28#2028-02-29#0 D#B#2028-03-01#2028-03-01#0]"},
+		{"2027-12-31", "2028-01-01", "[D#B#2027-12-31#2027-12-31#0 D#B#2028-01-01#2028-01-01#0]"},
+		{"2027-03-01", "2027-06-30", "[D#B#2027-03-01#2027-03-31#0 D#B#2027-04-01#2027-04-30#0 D#B#2027-05-01#2027-05-31#0 D#B#2027-06-01#2027-06-30#0]"},
+		{"bad", "2027-01-01", "[D#B#bad#2027-01-01#0]"},
+	}
+	for _, tt := range tests {
+		got := fmt.Sprint(ByMonth([]lane.Element{{RoomType: "D", RatePlan: "B", From: tt.from, To: tt.to}}))
+		if got != tt.want {
+			t.Errorf("ByMonth(%s..%s) = %s, want %s", tt.from, tt.to, got, tt.want)
 		}
 	}
 }

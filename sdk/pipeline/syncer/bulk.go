@@ -17,10 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
@@ -85,9 +87,11 @@ func bulkRoute(r dispatch.Route) dispatch.Route {
 }
 
 // forClass is what a push of its class carries of pending: a bulk push
-// the live elements first, then the bulk ones; a live push only the live
-// ones (the bulk ones are left to the lane's bulk push). handOff: a live
-// job found only bulk elements pending.
+// the live elements first, then the bulk ones in date order (the first
+// dates of every cell, then the next: on an endpoint that sends each
+// month apart, a month of every cell goes in one request); a live push
+// only the live ones (the bulk ones are left to the lane's bulk push).
+// handOff: a live job found only bulk elements pending.
 func forClass(pending []lane.Element, bulk bool) (out []lane.Element, handOff bool) {
 	live := make([]lane.Element, 0, len(pending))
 	var rest []lane.Element
@@ -101,7 +105,38 @@ func forClass(pending []lane.Element, bulk bool) (out []lane.Element, handOff bo
 	if !bulk {
 		return live, len(live) == 0 && len(rest) > 0
 	}
+	// Dates in ari.DateLayout sort as strings.
+	slices.SortStableFunc(rest, func(a, b lane.Element) int { return strings.Compare(a.From, b.From) })
 	return append(live, rest...), false
+}
+
+// wholeMonths is els (a prefix of pending that fits one push) less its
+// last month's bulk elements when pending holds more of that month, for an
+// endpoint that sends each month apart: that month then goes whole in the
+// lane's next push, in one request, rather than in one request of each.
+// It keeps els as it is if nothing else would go.
+func wholeMonths(els, pending []lane.Element) []lane.Element {
+	if len(els) == len(pending) || !pending[len(els)].Bulk() {
+		return els
+	}
+	month := monthOf(pending[len(els)].From)
+	n := len(els)
+	for n > 0 && els[n-1].Bulk() && monthOf(els[n-1].From) == month {
+		n--
+	}
+	if n == 0 {
+		return els
+	}
+	return els[:n]
+}
+
+func monthOf(date string) string { return date[:min(len(date), 7)] }
+
+// byMonth reports whether lane id's endpoint sends each calendar month in
+// requests of its own.
+func (s *Syncer) byMonth(id lane.ID) bool {
+	f, shape, err := s.messageFormat(id)
+	return err == nil && format.SplitOf(f, shape) == format.SplitMonth
 }
 
 // hasLive reports whether any of els is a live change's.

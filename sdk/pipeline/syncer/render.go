@@ -123,6 +123,9 @@ func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
 func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
 	maxItems, maxBytes := s.requestLimits(id)
 	els := fitItems(pending, maxItems)
+	if s.byMonth(id) {
+		els = wholeMonths(els, pending)
+	}
 	ranges := make([]ari.Range, len(els))
 	for i, e := range els {
 		ranges[i] = ari.Range{Cell: cellOf(id, e), From: e.From, To: e.To}
