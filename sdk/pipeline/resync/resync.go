@@ -37,7 +37,8 @@ type Cell struct {
 	ari.ResyncCell
 	// Sparse marks a cell the store need not hold: a rate plan's own
 	// status of a kind its format holds per room type (a rate plan closed
-	// on Expedia AR or OpenTravel). It is pushed where held and never
+	// on Expedia AR or OpenTravel), or a room type's own cell of a kind
+	// held per room type × rate plan. It is pushed where held and never
 	// reported missing.
 	Sparse bool
 }
@@ -48,8 +49,11 @@ type Cell struct {
 // cells alike, see named):
 //   - a kind held per room type: each room type alone, and each room type ×
 //     rate plan as a sparse cell;
-//   - any other kind: every (room type, rate plan) pair, each room type
-//     alone where the mapping names no rate plan.
+//   - any other kind: every (room type, rate plan) pair, and each room
+//     type alone, as a sparse cell where the mapping names rate plans: a
+//     PMS may send a kind per room type (inventory) to a format that
+//     passes its cells through (json), and a live change so keyed is
+//     pushed so.
 //
 // A connection that maps no codes names no cells: the resync must name
 // them.
@@ -79,6 +83,9 @@ func Cells(r ari.Resync, t config.Target, kind string) ([]Cell, error) {
 				continue
 			}
 			out = append(out, Cell{ResyncCell: ari.ResyncCell{RoomType: room, RatePlan: plan}, Sparse: perRoom})
+		}
+		if !perRoom && plans[0] != "" {
+			out = append(out, Cell{ResyncCell: ari.ResyncCell{RoomType: room}, Sparse: true})
 		}
 	}
 	return out, nil

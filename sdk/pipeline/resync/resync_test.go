@@ -65,7 +65,8 @@ func TestPlanPushesStoredRunsAndReportsCellsWithoutState(t *testing.T) {
 // may only close on its own), so the room type's cell is read once, not
 // once per rate plan, and it alone is reported missing; rates are per room
 // type × rate plan; json passes codes through, so every kind is read per
-// pair as the mapping names them.
+// pair as the mapping names them, and per room type as a sparse cell: a
+// PMS may send inventory per room type, which json pushes as it is.
 func TestWholeResyncReadsEachKindByItsFormatsKey(t *testing.T) {
 	st := state{
 		"h#availability#DBL#":    {"2027-01-01", "2027-01-02"},
@@ -87,7 +88,7 @@ func TestWholeResyncReadsEachKindByItsFormatsKey(t *testing.T) {
 		{format.OpenTravel, "availability", nil, "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
 		{format.ExpediaAR, "availability", nil, "[DBL##2027-01-01#2027-01-02#0 DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{TWN   }]", 1 + 3},
 		{format.OpenTravel, "rates", nil, "[DBL#BAR#2027-01-01#2027-01-01#0 TWN#NRF#2027-01-01#2027-01-01#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
-		{format.JSON, "availability", nil, "[DBL#BAR#2027-01-02#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 2, 2, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
+		{format.JSON, "availability", nil, "[DBL#BAR#2027-01-02#2027-01-02#0 DBL##2027-01-01#2027-01-02#0 TWN#NRF#2027-01-03#2027-01-03#0]", 3, 4, "[{DBL NRF  } {TWN BAR  }]", 2 + 2 + 3 + 3},
 		// A mapping fix names the remapped room's pairs (Trigger): its
 		// availability is the room type's.
 		{format.ExpediaAR, "availability", []ari.ResyncCell{{RoomType: "TWN", RatePlan: "BAR"}, {RoomType: "TWN", RatePlan: "NRF"}},
