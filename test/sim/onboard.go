@@ -22,7 +22,17 @@ type Onboard struct {
 	Rooms, Plans int
 	Days         int
 	At           time.Duration
+	// Whole resyncs each hotel's whole connections, as `fleetbucket
+	// resync <property>` does: the event names no cells, and the worker
+	// reads those the connections map (they map every room type and rate
+	// plan the run uses to itself), each kind by its format's key.
+	// Otherwise the event names the seeded cells.
+	Whole bool
 }
+
+// mapsCodes reports whether property p's connections map its codes: an
+// onboarding hotel resynced whole.
+func (o *Onboard) mapsCodes(p int) bool { return o != nil && o.Whole && p < o.Properties }
 
 // BulkStats are the bulk class's jobs as their results tell them (a bulk
 // job's id names its owner token, which starts "b-").
@@ -129,6 +139,16 @@ func (s *sim) resyncOnboard(ctx context.Context, o Onboard) {
 		return
 	}
 	for p := range o.Properties {
+		if o.Whole {
+			r := ari.Resync{ResyncID: "onboard-" + propID(p), PropertyID: propID(p), From: day0.Format(ari.DateLayout),
+				To: day0.AddDate(0, 0, o.Days-1).Format(ari.DateLayout)}
+			body, err := r.Event(time.Now())
+			if err != nil {
+				panic(err)
+			}
+			s.sqs.Put(s.changes, body)
+			continue
+		}
 		// Where availability is the room type's (its cells have no rate
 		// plan), one event a kind: a resync's cells are every kind's.
 		kinds := [][]int{{0, 1, 2}}

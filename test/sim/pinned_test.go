@@ -106,6 +106,14 @@ func TestAdversaryPinned(t *testing.T) {
 		{"resync of availability at a rate plan the OTA has not", Case{Seed: 9, Parts: []string{"refuse-hotel", "resync"}}},
 		{"resync of availability at a rate plan beside malformed XML", Case{Seed: 3, Parts: []string{"malformed-xml", "resync"}}},
 		{"resync of availability at a rate plan beside parity", Case{Seed: 25, Parts: []string{"parity", "resync"}}},
+		// A whole-connection resync read availability on a json channel at
+		// every room type × rate plan its mapping names, but the PMS sends
+		// it per room type (as where a channel speaks an XML format), and
+		// json pushes the cell as the PMS keys it: the room type's own
+		// cell was never read, 104 days stale. A whole resync now reads
+		// each room type alone too, as a sparse cell (resync
+		// TestWholeResyncReadsEachKindByItsFormatsKey).
+		{"whole resync of per-room-type availability on json", Case{Seed: 9, Parts: []string{"refuse-hotel", "resync-whole"}}},
 		// quota-5xx sized booking's hourly quota (18) to 13 lanes of one
 		// request; strict-slow-store then put all 26 properties behind one
 		// credential, and refuse-hotel wired OpenTravel, one request per

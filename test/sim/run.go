@@ -364,7 +364,11 @@ func connections(sc Scenario) string {
 		var conns []string
 		for _, c := range sc.Channels {
 			for n := range max(c.Connections, 1) {
-				conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "c%d", "hotel_ref": %q}`, c.Name, p%c.Creds, hotelRef(p, n)))
+				codes := ""
+				if sc.Onboard.mapsCodes(p) {
+					codes = identityCodes(sc)
+				}
+				conns = append(conns, fmt.Sprintf(`{"channel": %q, "credential": "c%d", "hotel_ref": %q%s}`, c.Name, p%c.Creds, hotelRef(p, n), codes))
 			}
 		}
 		props = append(props, fmt.Sprintf(`%q: [%s]`, propID(p), strings.Join(conns, ", ")))
@@ -372,6 +376,24 @@ func connections(sc Scenario) string {
 	top := map[string]string{"max_range_days": "366"}
 	maps.Copy(top, sc.Top)
 	return fmt.Sprintf(`{%s, "channels": {%s}, "properties": {%s}}`, jsonFields(top), strings.Join(chs, ","), strings.Join(props, ","))
+}
+
+// identityCodes are a connection's code mappings (as JSON members) of
+// every room type and rate plan sc's load and onboarding use, each to
+// itself.
+func identityCodes(sc Scenario) string {
+	rooms, plans := sc.Load.Rooms, sc.Load.Plans
+	if o := sc.Onboard; o != nil {
+		rooms, plans = max(rooms, o.Rooms), max(plans, o.Plans)
+	}
+	var rs, ps []string
+	for _, n := range roomNames[:rooms] {
+		rs = append(rs, fmt.Sprintf("%q: %q", n, n))
+	}
+	for _, n := range planNames[:plans] {
+		ps = append(ps, fmt.Sprintf("%q: %q", n, n))
+	}
+	return fmt.Sprintf(`, "room_types": {%s}, "rate_plans": {%s}`, strings.Join(rs, ", "), strings.Join(ps, ", "))
 }
 
 // hotelRef is property p's id at an OTA on its n-th connection there.
