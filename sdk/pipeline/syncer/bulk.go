@@ -91,8 +91,11 @@ func bulkRoute(r dispatch.Route) dispatch.Route {
 // dates of every cell, then the next: on an endpoint that sends each
 // month apart, a month of every cell goes in one request); a live push
 // only the live ones (the bulk ones are left to the lane's bulk push).
-// handOff: a live job found only bulk elements pending.
-func forClass(pending []lane.Element, bulk bool) (out []lane.Element, handOff bool) {
+// handOff: a live job found only bulk elements pending. whole maps the
+// rest of an element a push left part of (resume) to the element: it
+// keeps the element's place, so that the push that split it carries the
+// rest first (Shrink, split), and the next push resumes it, not another.
+func forClass(pending []lane.Element, whole map[lane.Element]lane.Element, bulk bool) (out []lane.Element, handOff bool) {
 	live := make([]lane.Element, 0, len(pending))
 	var rest []lane.Element
 	for _, e := range pending {
@@ -105,8 +108,14 @@ func forClass(pending []lane.Element, bulk bool) (out []lane.Element, handOff bo
 	if !bulk {
 		return live, len(live) == 0 && len(rest) > 0
 	}
+	from := func(e lane.Element) string {
+		if w, ok := whole[e]; ok {
+			return w.From
+		}
+		return e.From
+	}
 	// Dates in ari.DateLayout sort as strings.
-	slices.SortStableFunc(rest, func(a, b lane.Element) int { return strings.Compare(a.From, b.From) })
+	slices.SortStableFunc(rest, func(a, b lane.Element) int { return strings.Compare(from(a), from(b)) })
 	return append(live, rest...), false
 }
 

@@ -13,20 +13,32 @@ import (
 func TestForClass(t *testing.T) {
 	live := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-02", To: "2027-01-02", Sequence: 7}
 	bulk := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-12-31", Sequence: lane.BulkSequence}
+	// Bulk elements cut by month: DBL's January, then February; SGL's
+	// January; and the rest of DBL's January from the 20th (a part).
+	dblJan := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-31"}
+	dblFeb := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-02-01", To: "2027-02-28"}
+	sglJan := lane.Element{RoomType: "SGL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-31"}
+	dblJanRest := dblJan
+	dblJanRest.From = "2027-01-20"
 	tests := []struct {
 		name    string
 		pending []lane.Element
+		whole   map[lane.Element]lane.Element
 		bulk    bool
 		want    string
 		handOff bool
 	}{
-		{"a live push carries the live elements alone", []lane.Element{bulk, live}, false, "[DBL#BAR#2027-01-02#2027-01-02#7]", false},
-		{"a live push with only bulk pending hands off", []lane.Element{bulk}, false, "[]", true},
-		{"a bulk push carries live first, then bulk", []lane.Element{bulk, live}, true, "[DBL#BAR#2027-01-02#2027-01-02#7 DBL#BAR#2027-01-01#2027-12-31#0]", false},
-		{"nothing pending: no hand-off", nil, false, "[]", false},
+		{"a live push carries the live elements alone", []lane.Element{bulk, live}, nil, false, "[DBL#BAR#2027-01-02#2027-01-02#7]", false},
+		{"a live push with only bulk pending hands off", []lane.Element{bulk}, nil, false, "[]", true},
+		{"a bulk push carries live first, then bulk", []lane.Element{bulk, live}, nil, true, "[DBL#BAR#2027-01-02#2027-01-02#7 DBL#BAR#2027-01-01#2027-12-31#0]", false},
+		{"bulk in date order, every cell's month together", []lane.Element{dblJan, dblFeb, sglJan}, nil, true,
+			"[DBL#BAR#2027-01-01#2027-01-31#0 SGL#BAR#2027-01-01#2027-01-31#0 DBL#BAR#2027-02-01#2027-02-28#0]", false},
+		{"a part resumed keeps its element's place", []lane.Element{dblJanRest, dblFeb, sglJan}, map[lane.Element]lane.Element{dblJanRest: dblJan}, true,
+			"[DBL#BAR#2027-01-20#2027-01-31#0 SGL#BAR#2027-01-01#2027-01-31#0 DBL#BAR#2027-02-01#2027-02-28#0]", false},
+		{"nothing pending: no hand-off", nil, nil, false, "[]", false},
 	}
 	for _, tt := range tests {
-		got, handOff := forClass(tt.pending, tt.bulk)
+		got, handOff := forClass(tt.pending, tt.whole, tt.bulk)
 		if fmt.Sprint(got) != tt.want || handOff != tt.handOff {
 			t.Errorf("%s: forClass = %v, %v; want %s, %v", tt.name, got, handOff, tt.want, tt.handOff)
 		}

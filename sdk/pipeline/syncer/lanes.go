@@ -141,7 +141,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		}
 	}
 	pending, whole := resume(p.Elements, ref.parts())
-	pending, handOff := forClass(pending, ref.Bulk)
+	pending, handOff := forClass(pending, whole, ref.Bulk)
 	if handOff {
 		// A live job's slot, and only a resync's elements pending: they go
 		// at the bulk class. The slot goes unused.
