@@ -117,17 +117,18 @@ func (s *sim) seedOnboard(ctx context.Context, o Onboard) error {
 	return err
 }
 
-// aside runs f with no latency and restores the counters after it: what
-// f does is not the run's.
+// aside runs f with no latency and no lost answers, and restores the
+// counters after it: what f does is not the run's, and no fault of the
+// run's reaches it.
 func (d *DB) aside(f func()) {
 	d.mu.Lock()
-	stats, hot, lat := d.stats, d.hot, d.latency
+	stats, hot, lat, lose := d.stats, d.hot, d.latency, d.lose
 	d.stats = DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}
-	d.hot, d.latency = map[string]*itemHeat{}, Latency{}
+	d.hot, d.latency, d.lose = map[string]*itemHeat{}, Latency{}, 0
 	d.mu.Unlock()
 	f()
 	d.mu.Lock()
-	d.stats, d.hot, d.latency = stats, hot, lat
+	d.stats, d.hot, d.latency, d.lose = stats, hot, lat, lose
 	d.mu.Unlock()
 }
 
