@@ -114,6 +114,9 @@ type DB struct {
 	// the same (Faults.LostAnswers), drawn with loseRNG.
 	lose    float64
 	loseRNG *rand.Rand
+	// answerAll answers every write (aside); the draw of a loss is made all
+	// the same, so that the run's losses fall as they would without it.
+	answerAll bool
 	// Lost counts the answers lost.
 	Lost int
 	// LaneWentBack counts writes that replaced a lane's pending set with
@@ -255,7 +258,7 @@ func (d *DB) call(ctx context.Context, table, op string, step func() error) erro
 	} else {
 		err = step()
 		d.classify(err)
-		if err == nil && d.lose > 0 && op != "GetItem" && op != "BatchGetItem" && op != "Query" && d.loseRNG.Float64() < d.lose {
+		if err == nil && d.lose > 0 && op != "GetItem" && op != "BatchGetItem" && op != "Query" && d.loseRNG.Float64() < d.lose && !d.answerAll {
 			d.Lost++
 			err = &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op,
 				Err: &types.InternalServerError{Message: aws.String("simulated lost answer: the write landed")}}

@@ -122,13 +122,13 @@ func (s *sim) seedOnboard(ctx context.Context, o Onboard) error {
 // run's reaches it.
 func (d *DB) aside(f func()) {
 	d.mu.Lock()
-	stats, hot, lat, lose := d.stats, d.hot, d.latency, d.lose
+	stats, hot, lat := d.stats, d.hot, d.latency
 	d.stats = DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}
-	d.hot, d.latency, d.lose = map[string]*itemHeat{}, Latency{}, 0
+	d.hot, d.latency, d.answerAll = map[string]*itemHeat{}, Latency{}, true
 	d.mu.Unlock()
 	f()
 	d.mu.Lock()
-	d.stats, d.hot, d.latency, d.lose = stats, hot, lat, lose
+	d.stats, d.hot, d.latency, d.answerAll = stats, hot, lat, false
 	d.mu.Unlock()
 }
 
