@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	connstore "github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
@@ -122,7 +123,7 @@ type connAdmin struct {
 func (a *connAdmin) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	a.DB.mu.Lock()
 	defer a.DB.mu.Unlock()
-	return a.DB.c.Query(ctx, in)
+	return a.DB.queryShard(aws.ToString(in.TableName), in).Query(ctx, in)
 }
 
 func (a *connAdmin) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
@@ -131,10 +132,11 @@ func (a *connAdmin) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ..
 	d := a.DB
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out, err := d.c.PutItem(ctx, in)
+	table := *in.TableName
+	key := keyOf(d.keys[table], in.Item)
+	out, err := d.shardOf(table, key).PutItem(ctx, in)
 	if err == nil {
-		table := *in.TableName
-		d.sizes[sizeKey(table, keyOf(d.keys[table], in.Item))] = itemSize(in.Item)
+		d.sizes[sizeKey(table, key)] = itemSize(in.Item)
 	}
 	return out, err
 }

@@ -53,11 +53,11 @@ func (l *connLoader) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWrite
 			if r.PutRequest == nil {
 				return nil, errors.New("sim: an import only puts")
 			}
-			// Query reads d.c: the item goes there, not to an ARI shard.
-			if _, err := d.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: r.PutRequest.Item}); err != nil {
+			key := keyOf(d.keys[table], r.PutRequest.Item)
+			if _, err := d.shardOf(table, key).PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: r.PutRequest.Item}); err != nil {
 				return nil, err
 			}
-			d.sizes[sizeKey(table, keyOf(d.keys[table], r.PutRequest.Item))] = itemSize(r.PutRequest.Item)
+			d.sizes[sizeKey(table, key)] = itemSize(r.PutRequest.Item)
 		}
 	}
 	return &dynamodb.BatchWriteItemOutput{}, nil

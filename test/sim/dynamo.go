@@ -98,8 +98,10 @@ type DB struct {
 	keys map[string][]string
 	// indexes are each table's global secondary indexes by name (index.go).
 	indexes map[string]map[string]gsi
-	stats   DBStats
-	hot     map[string]*itemHeat
+	// laneTables are the tables that hold lane items (shards.go).
+	laneTables map[string]bool
+	stats      DBStats
+	hot        map[string]*itemHeat
 	// sizes are every stored item's size by sizeKey, kept on each write,
 	// so that billing a read or a write needs no copy of the item.
 	sizes map[string]int
@@ -160,7 +162,7 @@ type itemHeat struct {
 
 // NewDB is an empty store drawing latencies from lat with r.
 func NewDB(r *rand.Rand, lat Latency) *DB {
-	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{}, indexes: map[string]map[string]gsi{},
+	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{}, indexes: map[string]map[string]gsi{}, laneTables: map[string]bool{},
 		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{},
 		items: map[string]map[string]types.AttributeValue{}}
 }
@@ -513,7 +515,7 @@ func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dyna
 		if in.IndexName != nil {
 			out, err = d.queryIndex(ctx, in)
 		} else {
-			out, err = d.c.Query(ctx, in)
+			out, err = d.queryShard(table, in).Query(ctx, in)
 		}
 		if err != nil {
 			return err

@@ -431,6 +431,12 @@ func steady(size Size) Scenario {
 	if d, err := time.ParseDuration(os.Getenv("FLEETBUCKET_SIM_DURATION")); err == nil && d > 0 {
 		dur = d
 	}
+	// FLEETBUCKET_SIM_PROPERTIES sets the fleet's size: every bucket keeps
+	// its load (100 properties a credential), so a run between the small
+	// and the full one shows how the simulation's cost grows with the fleet.
+	if n, err := strconv.Atoi(os.Getenv("FLEETBUCKET_SIM_PROPERTIES")); err == nil && n > 0 {
+		props = n
+	}
 	s := steadyOf("steady", props, dur)
 	s.StoredConnections = true
 	return s

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"hash/fnv"
+	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,8 +18,9 @@ import (
 // items over shards, each a minidyn client with every table, by a hash of
 // their partition key; lane items (sort key lane.SortKey), the only ones
 // the sweep's index Query reads, all stay in shard 0 with the limiter's
-// items, so a Query and a transaction see one client. 1,024 shards keep a
-// 2,000-property storm's shards at about 250 items each, so each insert
+// items, so the index Query and a transaction see one client. A Query on
+// a table reads the shard of its partition (queryShard). 1,024 shards keep
+// a 2,000-property storm's shards at about 250 items each, so each insert
 // sorts 250 keys (3,750 at 64 shards).
 const dbShards = 1024
 
@@ -37,15 +39,49 @@ func (d *DB) shardOf(table string, key map[string]types.AttributeValue) *client.
 		return d.c
 	}
 	if sk, ok := key[names[1]].(*types.AttributeValueMemberS); !ok || sk.Value == lane.SortKey {
+		if ok {
+			d.laneTables[table] = true
+		}
 		return d.c
 	}
 	pk, ok := key[names[0]].(*types.AttributeValueMemberS)
 	if !ok {
 		return d.c
 	}
+	return d.partitionShard(pk.Value)
+}
+
+func (d *DB) partitionShard(pk string) *client.Client {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(pk.Value))
+	_, _ = h.Write([]byte(pk))
 	return d.shards[h.Sum32()%uint32(len(d.shards))]
+}
+
+// keyEquals is a key condition's leading "name = :value".
+var keyEquals = regexp.MustCompile(`^\s*(#?\w+)\s*=\s*(:\w+)\s*(?:$|AND\s)`)
+
+// queryShard is the client a Query on table (not an index) reads: the
+// shard of the partition its key condition names, which holds every item
+// of that partition (a property's connections), so that a Query reads
+// tens of items, not every item of the fleet (minidyn parses the key
+// condition again for each item it scans). A table that holds lane items
+// keeps them in shard 0 apart from the rest of their partition: a Query
+// there reads shard 0.
+func (d *DB) queryShard(table string, in *dynamodb.QueryInput) *client.Client {
+	names := d.keys[table]
+	m := keyEquals.FindStringSubmatch(aws.ToString(in.KeyConditionExpression))
+	if len(names) < 2 || len(d.shards) == 0 || m == nil || d.laneTables[table] {
+		return d.c
+	}
+	name := m[1]
+	if n, ok := in.ExpressionAttributeNames[name]; ok {
+		name = n
+	}
+	pk, ok := in.ExpressionAttributeValues[m[2]].(*types.AttributeValueMemberS)
+	if name != names[0] || !ok {
+		return d.c
+	}
+	return d.partitionShard(pk.Value)
 }
 
 // batchGet reads every requested key from its shard, one BatchGetItem per
