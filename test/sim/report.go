@@ -239,6 +239,20 @@ func (r *Report) Cost() Cost {
 	}
 }
 
+// LimiterWrites are the limiter table's writes (every call but its
+// reads) and those of them whose condition failed: a guess of the
+// bucket's state that another writer had changed.
+func (r *Report) LimiterWrites() (writes, failed int) {
+	for where, site := range r.DB.Sites {
+		f := strings.Fields(where)
+		if len(f) < 2 || f[0] != "limits" || f[1] == "GetItem" || f[1] == "BatchGetItem" || f[1] == "Query" {
+			continue
+		}
+		writes, failed = writes+site.Calls, failed+site.Conditional
+	}
+	return writes, failed
+}
+
 // DBCalls is every DynamoDB call, and the limiter table's.
 func (r *Report) DBCalls() (all, limiter int) {
 	for k, n := range r.DB.Calls {
@@ -284,6 +298,9 @@ func (r *Report) Write(w io.Writer) {
 	}
 	sort.Strings(ops)
 	fmt.Fprintf(w, "    per change by table and call: %s\n", strings.Join(ops, ", "))
+	lw, lf := r.LimiterWrites()
+	fmt.Fprintf(w, "    limiter writes %d: %.3f per push, %.2f per change; failed conditional writes (guesses of a bucket another writer changed) %.3f per change\n",
+		lw, per(float64(lw), float64(st.Pushes)), per(float64(lw), ch), per(float64(lf), ch))
 	if r.Scenario.StoredConnections {
 		reads, rcu := r.ConnectionReads()
 		fmt.Fprintf(w, "    connections read from the store (each environment's cache, %v): %d Queries, %.4f per change, %.0f RCU, $%.4f per million changes\n",

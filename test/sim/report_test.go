@@ -32,3 +32,20 @@ func TestCostPricesTheUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiterWritesCountTheLimiterTablesWrites: the limiter's writes are
+// every call on its table but reads, whatever the call site.
+func TestLimiterWritesCountTheLimiterTablesWrites(t *testing.T) {
+	r := &Report{}
+	r.DB.Sites = map[string]*Site{
+		"limits UpdateItem limiter.(*Limiter).ReserveAhead ← dispatch.(*Dispatcher).reserveAhead":  {Calls: 10, Conditional: 3},
+		"limits UpdateItem limiter.(*Limiter).ReserveBatch ← dispatch.(*Dispatcher).bookBatch":     {Calls: 4, Conditional: 1},
+		"limits TransactWriteItems limiter.(*Limiter).TakeWithQuota ← dispatch.(*Dispatcher).take": {Calls: 2, Conditional: 2},
+		"limits GetItem limiter.(*Limiter).Silence ← dispatch.(*Dispatcher).silenced":              {Calls: 7},
+		"state UpdateItem lane.(*Store).Mark ← syncer.(*Syncer).markMapped":                        {Calls: 5, Conditional: 1},
+		"connections Query connections.(*Cache).Targets ← syncer.(*Syncer).prepare":                {Calls: 9},
+	}
+	if w, f := r.LimiterWrites(); w != 16 || f != 6 {
+		t.Errorf("limiter writes %d, failed %d; want 16 and 6 (10+4+2 writes, 3+1+2 failed; reads and other tables apart)", w, f)
+	}
+}
