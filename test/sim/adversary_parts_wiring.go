@@ -134,9 +134,10 @@ func (a *connAdmin) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ..
 	defer d.mu.Unlock()
 	table := *in.TableName
 	key := keyOf(d.keys[table], in.Item)
+	d.forget(sizeKey(table, key))
 	out, err := d.shardOf(table, key).PutItem(ctx, in)
 	if err == nil {
-		d.sizes[sizeKey(table, key)] = itemSize(in.Item)
+		d.setSize(table, key, itemSize(in.Item))
 	}
 	return out, err
 }

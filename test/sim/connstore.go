@@ -54,10 +54,11 @@ func (l *connLoader) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWrite
 				return nil, errors.New("sim: an import only puts")
 			}
 			key := keyOf(d.keys[table], r.PutRequest.Item)
+			d.forget(sizeKey(table, key))
 			if _, err := d.shardOf(table, key).PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: r.PutRequest.Item}); err != nil {
 				return nil, err
 			}
-			d.sizes[sizeKey(table, key)] = itemSize(r.PutRequest.Item)
+			d.setSize(table, key, itemSize(r.PutRequest.Item))
 		}
 	}
 	return &dynamodb.BatchWriteItemOutput{}, nil

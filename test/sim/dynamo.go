@@ -103,8 +103,10 @@ type DB struct {
 	stats      DBStats
 	hot        map[string]*itemHeat
 	// sizes are every stored item's size by sizeKey, kept on each write,
-	// so that billing a read or a write needs no copy of the item.
+	// so that billing a read or a write needs no copy of the item; parts
+	// are the keys of each partition's items (partition.go).
 	sizes map[string]int
+	parts map[string]map[string]map[string]types.AttributeValue
 	// items are stored items by sizeKey as DB last wrote or read them
 	// (items.go): a read copies one instead of having minidyn convert it.
 	items map[string]map[string]types.AttributeValue
@@ -163,7 +165,7 @@ type itemHeat struct {
 // NewDB is an empty store drawing latencies from lat with r.
 func NewDB(r *rand.Rand, lat Latency) *DB {
 	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{}, indexes: map[string]map[string]gsi{}, laneTables: map[string]bool{},
-		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{},
+		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{}, parts: map[string]map[string]map[string]types.AttributeValue{},
 		items: map[string]map[string]types.AttributeValue{}}
 }
 
@@ -439,7 +441,7 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 			return &smithy.GenericAPIError{Code: "ValidationException",
 				Message: fmt.Sprintf("Item size to update has exceeded the maximum allowed size (%d bytes)", afterSize)}
 		}
-		d.sizes[sk] = afterSize
+		d.setSize(table, in.Key, afterSize)
 		d.keep(sk, after)
 		for i, a := range replaced {
 			if why := laneWentBack(sets[i], stringSet(after, a)); why != "" {
@@ -503,7 +505,8 @@ func (d *DB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _
 }
 
 // Query bills the items it returns, summed and then rounded up to 4 KB. A
-// Query on an index is DB's own (index.go).
+// Query on an index is DB's own (index.go), and so is one for a whole
+// partition (partition.go).
 func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	var out *dynamodb.QueryOutput
 	table := aws.ToString(in.TableName)
@@ -512,9 +515,10 @@ func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dyna
 			return err
 		}
 		var err error
+		var whole bool
 		if in.IndexName != nil {
 			out, err = d.queryIndex(ctx, in)
-		} else {
+		} else if out, whole = d.queryPartition(ctx, in); !whole {
 			out, err = d.queryShard(table, in).Query(ctx, in)
 		}
 		if err != nil {
@@ -568,7 +572,7 @@ func (d *DB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteI
 			if err == nil {
 				d.forget(sizeKey(t, it.Update.Key))
 				after := itemSize(d.peek(t, it.Update.Key))
-				d.sizes[sizeKey(t, it.Update.Key)] = after
+				d.setSize(t, it.Update.Key, after)
 				size = max(size, after)
 			}
 			d.bill(t, it.Update.Key, 2*writeUnits(size), err == nil)
@@ -588,11 +592,11 @@ func (d *DB) peek(table string, key map[string]types.AttributeValue) map[string]
 func (d *DB) restore(ctx context.Context, table string, key, before map[string]types.AttributeValue) {
 	d.forget(sizeKey(table, key))
 	if before == nil {
-		delete(d.sizes, sizeKey(table, key))
+		d.dropSize(table, key)
 		_, _ = d.shardOf(table, key).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
 		return
 	}
-	d.sizes[sizeKey(table, key)] = itemSize(before)
+	d.setSize(table, key, itemSize(before))
 	_, _ = d.shardOf(table, key).PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: before})
 }
 
