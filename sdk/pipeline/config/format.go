@@ -33,6 +33,17 @@ func (e Endpoint) Shape() format.Shape {
 	return format.Shape{MaxItems: maxItems, MaxBytes: maxBytes, SplitBy: e.SplitBy, KindsPerMessage: max(e.KindsPerMessage, 1)}
 }
 
+// Encoding is what a push to the channel's endpoint is encoded with: the
+// channel's registered format and the endpoint's shape, read together so
+// that a job's route resolves both once and its push reads neither again.
+func (ch Channel) Encoding(endpoint string) (format.Format, format.Shape, error) {
+	f, err := ch.MessageFormat()
+	if err != nil {
+		return nil, format.Shape{}, err
+	}
+	return f, ch.Endpoints[endpoint].Shape(), nil
+}
+
 // validateFormat checks a channel's format and its endpoints' shaping keys;
 // at is the channel's place in the file.
 func validateFormat(at string, ch Channel) []error {

@@ -144,7 +144,7 @@ func monthOf(date string) string { return date[:min(len(date), 7)] }
 // byMonth reports whether lane id's endpoint sends each calendar month in
 // requests of its own.
 func (s *Syncer) byMonth(id lane.ID) bool {
-	f, shape, err := s.messageFormat(id)
+	f, shape, err := s.Config.Channels[id.Channel].Encoding(id.Kind)
 	return err == nil && format.SplitOf(f, shape) == format.SplitMonth
 }
 

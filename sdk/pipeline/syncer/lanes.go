@@ -46,6 +46,9 @@ type pushed struct {
 	target *config.Target
 	// apart are the groups the job's ref names apart (laneRef.Apart).
 	apart [][]string
+	// enc is the encoding the job's route resolved; nil: messages reads
+	// it from the config.
+	enc *encoding
 }
 
 // held is e as the lane holds it.
@@ -159,7 +162,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		return j, dispatch.Payload{}, err
 	}
 	st := pushed{lane: id, owner: next, elements: els, more: len(els) < len(pending), at: start,
-		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart}
+		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart, enc: w.enc}
 	pay, err := s.payload(ctx, st, body, items)
 	if err != nil {
 		return j, dispatch.Payload{}, err

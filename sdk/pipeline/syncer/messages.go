@@ -48,14 +48,22 @@ func newSettlement() *settlement {
 	return &settlement{dead: map[lane.Element]bool{}, handled: map[int]bool{}}
 }
 
-// messageFormat is the lane's channel's format and its endpoint's shape.
-func (s *Syncer) messageFormat(id lane.ID) (format.Format, format.Shape, error) {
-	ch := s.Config.Channels[id.Channel]
-	f, err := ch.MessageFormat()
-	if err != nil {
-		return nil, format.Shape{}, err
+// encoding is a lane's channel's format and its endpoint's shape, as its
+// job's route resolved them (route).
+type encoding struct {
+	format format.Format
+	shape  format.Shape
+}
+
+// encodingOf is the encoding of st, a push of lane id: the one its job's
+// route resolved, or, for a push made without a route, id's config read
+// now.
+func (s *Syncer) encodingOf(id lane.ID, st pushed) (encoding, error) {
+	if st.enc != nil {
+		return *st.enc, nil
 	}
-	return f, ch.Endpoints[id.Kind].Shape(), nil
+	f, shape, err := s.Config.Channels[id.Channel].Encoding(id.Kind)
+	return encoding{format: f, shape: shape}, err
 }
 
 // secret is the lane's credential's secret, for the format to place.
@@ -86,10 +94,11 @@ func workOf(id lane.ID, els []lane.Element, state map[string][]ari.Day, secret f
 // value the format cannot carry is dead-lettered at once (in st) and left
 // out; the others are encoded without it.
 func (s *Syncer) messages(ctx context.Context, id lane.ID, els []lane.Element, st pushed) ([]dispatch.Message, error) {
-	f, shape, err := s.messageFormat(id)
+	enc, err := s.encodingOf(id, st)
 	if err != nil {
 		return nil, err
 	}
+	f, shape := enc.format, enc.shape
 	if st.settled == nil {
 		st.settled = newSettlement()
 	}

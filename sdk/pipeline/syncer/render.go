@@ -77,7 +77,7 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 	if len(body) > maxBytes {
 		return dispatch.Payload{}, fmt.Errorf("job %q: the first %d dates of %s are %d bytes, over max_bytes %d", j.ID, items, first, len(body), maxBytes)
 	}
-	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled, target: st.target}, body, n)
+	pay, err := s.payload(ctx, pushed{lane: st.lane, elements: []lane.Element{head}, state: st.state, settled: st.settled, target: st.target, enc: st.enc}, body, n)
 	if err != nil {
 		return pay, err
 	}

@@ -26,7 +26,8 @@ func (s *Syncer) Route(j job.Job) (dispatch.Route, error) {
 	if err := json.Unmarshal(j.Payload, &ref); err != nil {
 		ref = laneRef{}
 	}
-	return s.route(j, ref.PropertyID)
+	route, _, err := s.route(j, ref.PropertyID)
+	return route, err
 }
 
 // Needs is what the routes of s's config ask of a dispatcher (see
@@ -51,15 +52,15 @@ func (s *Syncer) Needs() dispatch.Needs {
 // route resolves j against the connections config; property is the one
 // its payload names (a lane job's), for an endpoint with a per-property
 // share.
-func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
+func (s *Syncer) route(j job.Job, property string) (dispatch.Route, *encoding, error) {
 	// Limits refuses an unknown channel or endpoint; what else the route
 	// needs of them is read off them here, once.
 	limits, err := s.Config.Limits(j.Channel, j.Endpoint)
 	if err != nil {
-		return dispatch.Route{}, err
+		return dispatch.Route{}, nil, err
 	}
 	if limits.PropertyShare != nil && property == "" {
-		return dispatch.Route{}, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
+		return dispatch.Route{}, nil, fmt.Errorf("job %q names no property, and endpoint %q has a per-property share", j.ID, j.Endpoint)
 	}
 	ch := s.Config.Channels[j.Channel]
 	url := ch.URL(j.Endpoint)
@@ -67,7 +68,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
 	buckets := limits.Buckets(key, property)
 	cred, ok := ch.Credentials[j.Credential]
 	if !ok {
-		return dispatch.Route{}, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
+		return dispatch.Route{}, nil, fmt.Errorf("channel %q has no credential %q", j.Channel, j.Credential)
 	}
 	var sharded *limiter.ShardedBucket
 	if limits.Shards > 1 {
@@ -113,7 +114,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
 		InFlight:     ep.InFlight(key, s.Config.PushTimeout()),
 	}
 	if route.Quota, err = ep.CalendarQuota(key); err != nil {
-		return dispatch.Route{}, err
+		return dispatch.Route{}, nil, err
 	}
 	// The token is read last, so that a job whose token cannot be read
 	// now is deferred under its route's lifetime bounds.
@@ -121,15 +122,21 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, error) {
 	var unreadable *dispatch.RouteUnavailableError
 	if errors.As(err, &unreadable) {
 		unreadable.Route, unreadable.Err = route, fmt.Errorf("credential %q: %w", j.Credential, unreadable.Err)
-		return route, unreadable
+		return route, nil, unreadable
 	}
 	if err != nil {
-		return dispatch.Route{}, fmt.Errorf("credential %q: %w", j.Credential, err)
+		return dispatch.Route{}, nil, fmt.Errorf("credential %q: %w", j.Credential, err)
 	}
-	if f, err := ch.MessageFormat(); err == nil && f.Traits().Credential == format.CredentialToken {
+	// The push encodes with what is resolved here (a format it cannot
+	// find fails the push, which reads the config again for the error).
+	f, shape, err := ch.Encoding(j.Endpoint)
+	if err != nil {
+		return route, nil, nil
+	}
+	if f.Traits().Credential == format.CredentialToken {
 		route.Header = http.Header{"Authorization": {"Bearer " + token}}
 	}
-	return route, nil
+	return route, &encoding{format: f, shape: shape}, nil
 }
 
 // RefreshCredential drops the job's cached credential token and reports

@@ -32,6 +32,9 @@ type laneWork struct {
 	ref     laneRef
 	done    []lane.Element
 	err     error
+
+	// enc is the encoding the job's route resolved, for its push.
+	enc *encoding
 }
 
 // resolve is j's task: its route, computed once, and its lane's work.
@@ -47,7 +50,7 @@ func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
 		Recheck: w.err == nil && w.ref.SeenOwner != "",
 		Refresh: func() bool { return s.RefreshCredential(j) }}
 	if w.err == nil {
-		t.Route, t.Err = s.route(j, w.ref.PropertyID)
+		t.Route, w.enc, t.Err = s.route(j, w.ref.PropertyID)
 		if w.ref.Bulk {
 			t.Route, t.AtSlot = bulkRoute(t.Route), true
 		}
