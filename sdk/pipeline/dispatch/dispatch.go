@@ -47,8 +47,9 @@
 // refused take, a work with nothing to push and a failed push), grace,
 // revocation, the horizon's and a quota route's short waits, the lease
 // before the token and shadow mode included; the dispatcher carries it out (serve.go), and reserve.go,
-// push.go, failure.go and defer.go are the I/O it does: booking a slot,
-// sending the push, handling its failure, deferring or dead-lettering.
+// work.go, push.go, failure.go and defer.go are the I/O it does: booking a slot,
+// beginning and settling the task's work, sending the push, handling its
+// failure, deferring or dead-lettering.
 //
 // State-backed work that a dead-lettered job carried is given up
 // (Work.Abandon), so the next job to take it up finds it pending: that

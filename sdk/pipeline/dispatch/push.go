@@ -115,79 +115,6 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	return d.done(out, j, t, p, res)
 }
 
-// begin returns what j pushes. A payload job first takes its fence: the
-// key is the push (job.Identity) and its try, not its slot, since copies
-// of one delivery may each have booked a slot of their own by now. Only
-// the first copy to ask pushes; every later try of the job (a retry after
-// a failed push) asks under the next number, since the job carries Tries
-// on from here.
-func (d *Dispatcher) begin(ctx context.Context, j job.Job, t *task) (job.Job, Payload, error) {
-	if t.work != nil {
-		start := d.now()
-		j, p, err := t.work.Begin(ctx, j)
-		if err == nil {
-			d.prep.observe(d.now().Sub(start))
-		}
-		return j, p, err
-	}
-	if d.Fence != nil {
-		// Copies come as long as the job lives.
-		maxAge, _ := d.lifetime(t.Route)
-		first, tag, err := d.Fence(ctx, fmt.Sprintf("%s@%d", j.Identity(), j.Tries), j.FenceTags, j.FirstSeen.Add(maxAge))
-		if err != nil {
-			if tag != "" {
-				// The write may have landed: the job, deferred for the
-				// store error, takes over what it holds when it comes back.
-				j = j.WithFenceTag(tag)
-			}
-			return j, Payload{}, err
-		}
-		if !first {
-			return j, Payload{}, fmt.Errorf("%w: another delivery of job %q (try %d) pushes", ErrNothingToPush, j.ID, j.Tries)
-		}
-		j.Tries, j.FenceTags = j.Tries+1, nil
-	}
-	return j, Payload{Body: j.Payload, Items: 1}, nil
-}
-
-// beginFailed handles a Work.Begin that handed back no push. held says
-// whether j held a slot, which then goes unused (a wasted slot).
-func (d *Dispatcher) beginFailed(ctx context.Context, j job.Job, t *task, res Result, held bool, err error) (Result, error) {
-	dec, ok := decideBegin(err, held, d.now())
-	if !ok {
-		res, _, err = d.workFailed(ctx, j, t, res, err)
-		return res, err
-	}
-	if dec.Act == actCoalesce {
-		res.Outcome, res.Reason = Coalesced, dec.Reason
-		if dec.Wasted {
-			res.WastedSlots = 1
-		}
-		return res, nil
-	}
-	out, err := d.act(ctx, j, t, dec)
-	if dec.Act == actDefer {
-		out.WastedSlots = 0
-		if dec.Wasted {
-			out.WastedSlots = 1
-		}
-	}
-	return out, err
-}
-
-// recheck begins j, which holds no slot yet, to find out whether its work
-// is its own. owned is j as the work's owner when it is, and p what Begin
-// rendered, which its push carries (the preparation); otherwise res is
-// what became of j (deferred to look again, or ended), with no slot spent.
-func (d *Dispatcher) recheck(ctx context.Context, j job.Job, t *task) (owned *job.Job, p Payload, res Result, err error) {
-	next, p, err := d.begin(ctx, j, t)
-	if err == nil {
-		return &next, p, Result{}, nil
-	}
-	res, err = d.beginFailed(ctx, next, t, Result{JobID: j.ID}, false, err)
-	return nil, Payload{}, res, err
-}
-
 // silenceAsked is when a push of h not begun ahead begins, so that its
 // silence (silentSlot, after the begin and the lease) is asked as decide
 // woke it for: limiter.SilenceAfter before a slot booked ahead, as
@@ -222,48 +149,6 @@ type settle struct {
 	base    context.Context // the push's context before the lease
 	lease   *limiter.Lease  // nil: the route has no in-flight cap
 	release func()          // frees the lease; safe to call twice
-}
-
-// done settles a push with the work and returns the work's next job. The
-// vendor has answered by now, so a push's in-flight lease is freed first:
-// the lease bounds requests at the vendor, and settling is a store write
-// that may also wait for the lane's siblings (syncer's finish groups),
-// which would otherwise hold the vendor's concurrency idle.
-func (d *Dispatcher) done(out settle, j job.Job, t *task, p Payload, res Result) (Result, *job.Job, error) {
-	out.release()
-	ctx := out.base
-	if t.work == nil {
-		return res, nil, nil
-	}
-	next, err := t.work.Done(ctx, j, p)
-	if next != nil {
-		// The lane's next push goes to the same vendor, which took no
-		// larger request of this one.
-		next.Fit = fitOf(*next, j)
-	}
-	if err != nil {
-		// The push went out; what it carried is still pending and will be
-		// pushed again: the vendor gets the same state twice, never less.
-		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
-		j.Hold = job.Hold{}
-		def, derr := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
-		def.StoreError = true
-		return res.then(def), nil, derr
-	}
-	return res, next, nil
-}
-
-// workFailed handles a Work.Begin that could not read its state: the slot
-// is lost, and the job comes back after the store cooldown (fail closed).
-func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, t *task, res Result, err error) (Result, *job.Job, error) {
-	if ctx.Err() != nil {
-		return Result{}, nil, ctx.Err()
-	}
-	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
-	j.Hold = job.Hold{}
-	def, derr := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
-	def.StoreError, def.WastedSlots = true, 1
-	return def, nil, derr
 }
 
 // silenceReason is why a job whose slot lies inside a vendor's silence
