@@ -26,7 +26,6 @@ package syncer
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -60,15 +59,13 @@ type sharedRead struct {
 	err   error
 }
 
-// newInvocation starts what one HandleBatch's jobs share; each job's lane
-// work holds it (laneWork.inv). A nil *invocation shares nothing: every
-// method is safe on it.
-func newInvocation() *invocation {
-	return &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}, moved: map[string]string{}, nonce: newNonce()}
+// newInvocation starts what one HandleBatch's jobs share, its mark tokens
+// deriving from nonce (newNonce); each job's lane work holds it
+// (laneWork.inv). A nil *invocation shares nothing: every method is safe
+// on it.
+func newInvocation(nonce string) *invocation {
+	return &invocation{fresh: map[string]lane.Pending{}, groups: map[string]*finishGroup{}, reads: map[string]*sharedRead{}, moved: map[string]string{}, nonce: nonce}
 }
-
-// newNonce is an invocation's mark nonce (owners.go).
-func newNonce() string { return "n-" + newToken()[2:18] }
 
 // marked records the fresh marks of one property and kind: their first
 // pushes may go out unclaimed, and finish together.
@@ -258,37 +255,4 @@ func (g *finishGroup) finish(ctx context.Context, store *lane.Store, d lane.Done
 	}
 	r := g.out[i]
 	return r.Released, r.Pending, r.Err
-}
-
-// claim makes the lane the push's, under the owner token it returns, and
-// returns what is pending. A lane this invocation marked fresh is the
-// job's already, under the mark's token, while most of its lease is left;
-// any other is claimed (lane.Store.ClaimAfter, from the job's token or an
-// unanswered claim's), and then finishes on its own. A claim that failed
-// otherwise than on its condition returns the token it offered all the
-// same, which the lane may now hold.
-func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref laneRef, done []lane.Element) (string, lane.Pending, error) {
-	if len(done) == 0 && len(ref.parts()) == 0 && ref.SeenOwner == "" {
-		p, fresh := inv.unclaimed(ref.Token)
-		if fresh && p.LeaseUntil.Sub(s.now()) > s.Lanes.LeaseLength()/2 {
-			return ref.Token, p, nil
-		}
-	}
-	inv.leave(ref.Token)
-	next := newToken()
-	if ref.Bulk {
-		next = newPushingToken()
-	}
-	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.earlier(), next, done)
-	var other *lane.NotOwnerError
-	if errors.As(err, &other) && other.Pending.Owner == next {
-		// The claim landed and its answer was lost; the SDK's retry then
-		// found the lane already ours, and what it saw is what is pending.
-		p, err = other.Pending, nil
-	}
-	if err == nil {
-		s.owned.leased(next, p.LeaseUntil)
-		inv.claimed(ref.Token, next)
-	}
-	return next, p, err
 }

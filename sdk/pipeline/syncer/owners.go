@@ -28,6 +28,13 @@ func newToken() string {
 	return "t-" + hex.EncodeToString(b)
 }
 
+// newNonce is an invocation's mark nonce: 16 random hex digits.
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "n-" + hex.EncodeToString(b)
+}
+
 // markTail is the part of the mark token nonce's invocation gives lane id
 // that follows the kin (16 of its 26 characters).
 func markTail(nonce string, id lane.ID) string { return tailOf(nonce, id.String()) }

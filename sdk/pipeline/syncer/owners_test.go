@@ -79,7 +79,7 @@ func TestOffersHoldOnlyTheFailedDeliverysLanes(t *testing.T) {
 // marked, the tokens its claims moved its lanes to, and what it carried
 // itself (its own claims followed), once each.
 func TestHeldAfterCarriesTheNonceMovedTokensAndWhatCameBefore(t *testing.T) {
-	inv := newInvocation()
+	inv := newInvocation(newNonce())
 	carriedNonce, carriedTok := "n-fedcba9876543210", "t-000000000000000000000001"
 	mark1, mark2 := "m-00000000"+markTail(inv.nonce, lane.ID{HotelRef: "1"}), "m-00000000"+markTail(inv.nonce, lane.ID{HotelRef: "2"})
 	inv.claimed(mark1, "t-000000000000000000000002")

@@ -184,7 +184,7 @@ const prepareConcurrency = 10
 // one write (dispatch.Dispatcher.Run).
 func (s *Syncer) HandleBatch(ctx context.Context, msgs []Message) []MessageResult {
 	out := make([]MessageResult, len(msgs))
-	inv := newInvocation()
+	inv := newInvocation(newNonce())
 	jobsOf := make([][]dispatch.Task, len(msgs))
 	changes := make([]*change, len(msgs))
 	var wg sync.WaitGroup

@@ -1,0 +1,41 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+)
+
+// claim makes the lane the push's, under the owner token it returns, and
+// returns what is pending. A lane this invocation marked fresh is the
+// job's already, under the mark's token, while most of its lease is left;
+// any other is claimed (lane.Store.ClaimAfter, from the job's token or an
+// unanswered claim's), and then finishes on its own. A claim that failed
+// otherwise than on its condition returns the token it offered all the
+// same, which the lane may now hold.
+func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref laneRef, done []lane.Element) (string, lane.Pending, error) {
+	if len(done) == 0 && len(ref.parts()) == 0 && ref.SeenOwner == "" {
+		p, fresh := inv.unclaimed(ref.Token)
+		if fresh && p.LeaseUntil.Sub(s.now()) > s.Lanes.LeaseLength()/2 {
+			return ref.Token, p, nil
+		}
+	}
+	inv.leave(ref.Token)
+	next := newToken()
+	if ref.Bulk {
+		next = newPushingToken()
+	}
+	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.earlier(), next, done)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) && other.Pending.Owner == next {
+		// The claim landed and its answer was lost; the SDK's retry then
+		// found the lane already ours, and what it saw is what is pending.
+		p, err = other.Pending, nil
+	}
+	if err == nil {
+		s.owned.leased(next, p.LeaseUntil)
+		inv.claimed(ref.Token, next)
+	}
+	return next, p, err
+}
