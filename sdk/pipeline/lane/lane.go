@@ -293,6 +293,42 @@ func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []s
 	return pendingOf(out.Attributes, id)
 }
 
+// Finish clears done and releases the lane, in one write, if done is all
+// that is pending. released is false, with nothing changed, when more is
+// pending (new changes arrived during the push, or Compact merged what was
+// pending meanwhile): owner keeps the lane, its
+// next push's Claim clears done, and pending is the lane as the refused
+// write found it (done included). A lane owner lost meanwhile fails with a
+// *NotOwnerError.
+func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element) (released bool, pending Pending, err error) {
+	if len(done) == 0 {
+		p, err := s.Release(ctx, id, owner)
+		return err == nil && len(p.Elements) == 0, p, err
+	}
+	names := map[string]string{}
+	d, o, l, f, x := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "f", id, 0), attr(names, "x", id, 0)
+	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.Table,
+		Key:              key(id),
+		UpdateExpression: strPtr(fmt.Sprintf("DELETE %s :done REMOVE %s, %s, %s", d, o, l, f)),
+		// Only the owner removes elements (and Compact, which raises x)
+		// and done were all pending when the push read them, so a set of
+		// done's size is exactly done.
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND size(%s) = :n AND attribute_not_exists(%s)", o, d, x)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":done": elementSet(done), ":o": str(owner), ":n": &types.AttributeValueMemberN{Value: strconv.Itoa(len(done))}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		p, err := refused(item, id, owner)
+		return false, p, err
+	}
+	if err != nil {
+		return false, Pending{}, fmt.Errorf("finish lane %s: %w", id, err)
+	}
+	return true, Pending{}, nil
+}
+
 // uniqueElements drops repeats, which a string set refuses.
 func uniqueElements(els []Element) []Element {
 	seen := make(map[Element]bool, len(els))
