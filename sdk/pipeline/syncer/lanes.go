@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -338,99 +337,4 @@ func (w *laneWork) finish(ctx context.Context, st pushed) (bool, lane.Pending, e
 		return g.finish(ctx, w.s.Lanes, d)
 	}
 	return w.s.Lanes.Finish(ctx, d.Lane, d.Owner, d.Elements)
-}
-
-// Hold renews the job's lease to cover a deferral until until, when the
-// lease it holds would not.
-func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
-	s := w.s
-	id, ref, _, err := w.lane(j)
-	if err != nil || ref.SeenOwner != "" {
-		return nil // not an owner: nothing to hold
-	}
-	w.inv.leave(ref.Token) // it leaves the invocation
-	need := s.Lanes.LeaseFor(until)
-	if isPushingToken(ref.Token) {
-		// A bulk push that did not go out (failed, throttled): its lane
-		// waits parked, for a live change to take, until it is back.
-		return w.park(ctx, id, ref, need)
-	}
-	lease, known := s.owned.lease(ref.Token)
-	switch {
-	case known && !lease.Before(need.Add(-s.Lanes.LeaseLength()/2)):
-		return nil
-	case !known && until.Sub(s.now()) < s.Lanes.LeaseLength()/2:
-		// Deferred again before this process claimed it: its owner's
-		// last write covered this deferral.
-		return nil
-	}
-	err = s.Lanes.Renew(ctx, id, ref.Token, need)
-	var other *lane.NotOwnerError
-	if errors.As(err, &other) && ref.ours(other.Pending.Owner) {
-		// A claim of this job landed with its answer lost.
-		err = s.Lanes.Renew(ctx, id, other.Pending.Owner, need)
-		if err == nil {
-			return nil
-		}
-	}
-	if errors.As(err, &other) {
-		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
-	}
-	if err == nil {
-		s.owned.leased(ref.Token, need)
-	}
-	return err
-}
-
-// park moves the lane of ref, a bulk job deferred after its claim, from
-// its pushing token to the parked one, its lease to need. The job keeps
-// its token and claims from either when it is back (laneRef.earlier).
-func (w *laneWork) park(ctx context.Context, id lane.ID, ref laneRef, need time.Time) error {
-	s := w.s
-	parked := parkedOf(ref.Token)
-	p, err := s.Lanes.ClaimAfter(ctx, id, ref.Token, ref.Unanswered, parked, nil)
-	var other *lane.NotOwnerError
-	if errors.As(err, &other) && other.Pending.Owner == parked {
-		p, err = other.Pending, nil // parked already, or its answer lost
-	}
-	if errors.As(err, &other) {
-		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
-	}
-	if err != nil {
-		return err
-	}
-	if p.LeaseUntil.Before(need) {
-		if err := s.Lanes.Renew(ctx, id, parked, need); err != nil {
-			if errors.As(err, &other) {
-				return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
-			}
-			return err
-		}
-		p.LeaseUntil = need
-	}
-	s.owned.leased(parked, p.LeaseUntil)
-	return nil
-}
-
-// ownership is what this process knows of the lanes it owns: the lease of
-// each owner token it wrote.
-type ownership struct {
-	mu     sync.Mutex
-	leases map[string]time.Time
-}
-
-func (o *ownership) leased(token string, until time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.leases == nil || len(o.leases) > 10_000 {
-		o.leases = map[string]time.Time{} // tokens of long-gone jobs; renewing costs one write
-	}
-	o.leases[token] = until
-}
-
-func (o *ownership) lease(token string) (time.Time, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	t, ok := o.leases[token]
-	return t, ok
 }
