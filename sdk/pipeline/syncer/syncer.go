@@ -251,13 +251,8 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 			rep, err := s.reject(ctx, "", m.Body, err.Error())
 			return nil, nil, rep, err
 		}
-		w := &laneWork{s: s, inv: inv}
-		if id, ref, _, err := w.lane(j); err == nil && len(ref.Refused) > 0 {
-			// A refused change redriven from the dead-letter queue.
-			tasks, err := s.remark(ctx, inv, j, id, ref)
-			return tasks, nil, ChangeReport{}, err
-		}
-		return []dispatch.Task{s.taskOf(w, j)}, nil, ChangeReport{}, nil
+		tasks, err := s.deferredTasks(ctx, inv, j)
+		return tasks, nil, ChangeReport{}, err
 	}
 	if ari.IsResync(m.Body) {
 		tasks, rep, err := s.prepareResync(ctx, inv, m)

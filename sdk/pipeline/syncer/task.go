@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -58,6 +59,17 @@ func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
 		t.Route, t.Err = s.Route(j)
 	}
 	return t
+}
+
+// deferredTasks are what j, back from the deferred queue, dispatches: its
+// own task, or, for a refused change redriven from the dead-letter queue,
+// the push its lane's mark schedules (remark).
+func (s *Syncer) deferredTasks(ctx context.Context, inv *invocation, j job.Job) ([]dispatch.Task, error) {
+	w := &laneWork{s: s, inv: inv}
+	if id, ref, _, err := w.lane(j); err == nil && len(ref.Refused) > 0 {
+		return s.remark(ctx, inv, j, id, ref)
+	}
+	return []dispatch.Task{s.taskOf(w, j)}, nil
 }
 
 // Task is j resolved as the syncer hands it to its dispatcher outside a
