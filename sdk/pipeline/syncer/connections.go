@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/format"
@@ -60,54 +59,6 @@ func (s *Syncer) targetOf(ctx context.Context, id lane.ID) (config.Target, bool,
 		}
 	}
 	return config.Target{}, false, err
-}
-
-// markMapped marks each lane with the elements of changes its connection
-// maps, in one write per set of lanes that take the same elements (one in
-// all when nothing is unmapped). Each change a lane's connection does not
-// map is dead-lettered for that lane (a refused change's letter: redriven
-// once the mapping is fixed, it marks the lane again) and counted.
-func (s *Syncer) markMapped(ctx context.Context, ids []lane.ID, targets []config.Target, cs []ari.Change, els []lane.Element, token func(lane.ID) string) ([]lane.Mark, error) {
-	type group struct {
-		ids []lane.ID
-		els []lane.Element
-	}
-	var order []string
-	groups := map[string]*group{}
-	for i, t := range targets {
-		key := make([]byte, len(cs))
-		var ok []lane.Element
-		for n, c := range cs {
-			key[n] = '1'
-			if _, _, err := t.Codes.Map(c.RoomType, c.RatePlan); err != nil {
-				key[n] = '0'
-				if err := s.deadLetterUnmapped(ctx, ids[i], els[n], err); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			ok = append(ok, els[n])
-		}
-		if len(ok) == 0 {
-			continue
-		}
-		g, seen := groups[string(key)]
-		if !seen {
-			g = &group{els: ok}
-			groups[string(key)] = g
-			order = append(order, string(key))
-		}
-		g.ids = append(g.ids, ids[i])
-	}
-	var marks []lane.Mark
-	for _, k := range order {
-		m, err := s.Lanes.Mark(ctx, groups[k].ids, groups[k].els, token)
-		if err != nil {
-			return marks, err
-		}
-		marks = append(marks, m...)
-	}
-	return marks, nil
 }
 
 // deadLetterUnmapped dead-letters e for lane id, naming the code, the

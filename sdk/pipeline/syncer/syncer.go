@@ -3,7 +3,6 @@ package syncer
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,32 +89,6 @@ const (
 // simulated steady fleet) to wait less than a second. Pushes further
 // away, a quota-bound backlog's, are deferred as before.
 const ChangesHold = 500 * time.Millisecond
-
-// lingerYields reports whether a lane's linger ends early when its bucket
-// would fill up (FillQuota).
-func (s *Syncer) lingerYields(id lane.ID) bool {
-	ep := s.Config.Channels[id.Channel].Endpoints[id.Kind]
-	return s.FillQuota || ep.FillQuota || (ep.UrgentReserve > 0 && !ep.Urgent())
-}
-
-// lingerOf is the linger of a lane: none for an urgent endpoint's, whose
-// pushes must not wait to merge.
-func (s *Syncer) lingerOf(id lane.ID) time.Duration {
-	if s.Config.Channels[id.Channel].Endpoints[id.Kind].Urgent() {
-		return 0
-	}
-	return s.linger()
-}
-
-func (s *Syncer) linger() time.Duration {
-	switch {
-	case s.Linger < 0:
-		return 0
-	case s.Linger == 0:
-		return DefaultLinger
-	}
-	return s.Linger
-}
 
 // ChangeReport is what became of one change event.
 type ChangeReport struct {
@@ -350,129 +323,6 @@ func (s *Syncer) rejectMarks(ctx context.Context, msgs []Message, changes []*cha
 		rep.Applied = applied
 		out[i].Change, out[i].Err = rep, errors.Join(out[i].Err, derr)
 	}
-}
-
-// compactAbove is how many pending elements a lane holds before a mark
-// compacts them (lane.Coalesce): well above what a lane gathers between
-// two pushes at a normal load, whose pushes then carry exactly the dates
-// that changed, and far below what fills the lane item (about 40 bytes an
-// element, for every lane of a property and kind, against 400 KB).
-const compactAbove = 256
-
-// compact merges a lane's pending elements once they pass compactAbove,
-// into one per cell and block of max_range_days dates. It is
-// opportunistic: a lane that changed since the mark, or a write that
-// failed, is left to the next mark (the mark itself stands). It reports
-// whether it tried: the lane may no longer hold what the mark read.
-func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
-	if len(m.Pending.Elements) <= compactAbove {
-		return false
-	}
-	merged := lane.Coalesce(m.Pending.Elements, s.Config.MaxRangeDays)
-	if len(merged) >= len(m.Pending.Elements) {
-		return false
-	}
-	_, _ = s.Lanes.Compact(ctx, m.Lane, m.Pending, merged)
-	return true
-}
-
-// mark marks the lanes of changes (one property and kind, whose
-// connections are targets) dirty with one
-// write and returns a job for each lane it found idle. For a redelivered
-// change it also returns a recheck job for each lane it found owned: that
-// owner may be the worker that died with this very message, and the job
-// takes the lane over if its lease runs out unrenewed. So does a change
-// that finds its lane owned by another delivery of the same changes (a
-// duplicate receive), whose worker may die after this one deleted the
-// message. A lane that offered holds (what a failed delivery of these
-// changes held, Message.Owners) is this delivery's: its job claims it at
-// once. held are the owner tokens of the lanes this delivery holds.
-func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, targets []config.Target, redelivered bool, offered offers) (jobs []dispatch.Task, lanes, scheduled int, held []string, err error) {
-	if len(targets) == 0 {
-		return nil, 0, 0, nil, nil
-	}
-	ids := make([]lane.ID, len(targets))
-	for i, t := range targets {
-		ids[i] = lane.ID{Property: cs[0].PropertyID, Kind: cs[0].Kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
-	}
-	els := make([]lane.Element, len(cs))
-	seed := ""
-	for i, c := range cs {
-		els[i] = lane.Element{RoomType: c.RoomType, RatePlan: c.RatePlan, From: c.From, To: c.To, Sequence: c.Sequence}
-		seed += c.EventID + "\x00" + els[i].String() + "\x00"
-	}
-	// The token is this delivery's own, so that its first push may go out
-	// without a claim (invocation.go): a second delivery of the same
-	// changes finds the lane owned and pushes nothing of its own. A
-	// delivery that died holding the lane is recovered by its lease: the
-	// next change takes the lane over, or the recheck below. The token
-	// starts with what every delivery of these changes shares, so that
-	// another delivery knows it; 26 characters in all, as long as a
-	// claim's (every byte of the lane item is billed on every write). Its
-	// tail derives from the invocation's nonce, which a copy of a failed
-	// delivery is given (owners.go).
-	var nonce string
-	if inv != nil {
-		nonce = inv.nonce
-	} else {
-		nonce = newNonce()
-	}
-	kins, tokens := markTokens(seed, nonce, ids)
-	kin := func(id lane.ID) string { return kins[id] }
-	tokenOf := func(id lane.ID) string { return tokens[id] }
-	marks, err := s.markMapped(ctx, ids, targets, cs, els, tokenOf)
-	if err != nil {
-		return nil, 0, 0, nil, err
-	}
-	for i, m := range marks {
-		if s.compact(ctx, m) {
-			marks[i].Fresh = false
-		}
-		if !m.Claimed && takeable(m.Pending.Owner) {
-			// A bulk job holds the lane, waiting for its slot: the change
-			// takes it, to be pushed at the live class (bulk.go). A bulk
-			// push on its way out hands it over when done.
-			if m.Pending, m.Claimed, err = s.takeFromBulk(ctx, m.Lane, m.Pending, tokenOf(m.Lane)); err != nil {
-				return nil, 0, 0, nil, err
-			}
-		}
-		if !m.Claimed && offered.holds(m.Pending.Owner, m.Lane) {
-			// Our failed delivery's: not fresh, so its push claims, and
-			// only one of this job and a deferred job of that delivery
-			// under the same token pushes.
-			m.Claimed, marks[i].Fresh = true, false
-		}
-		switch {
-		case m.Claimed:
-			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
-			ref := laneRef{Token: m.Pending.Owner}
-			j := s.laneJob(m.Lane, ref)
-			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
-			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
-			jobs, scheduled = append(jobs, s.laneTask(inv, j, m.Lane, ref)), scheduled+1
-			held = append(held, m.Pending.Owner)
-		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane)) || s.leaseRunsOut(m.Pending)):
-			ref := laneRef{Token: newToken(), SeenOwner: m.Pending.Owner}
-			j := s.laneJob(m.Lane, ref)
-			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
-			jobs = append(jobs, s.laneTask(inv, j, m.Lane, ref))
-		}
-	}
-	inv.marked(marks)
-	return jobs, len(marks), scheduled, held, nil
-}
-
-// leaseRunsOut reports whether a lane another delivery owns has less than
-// half a lease left: its owner has not written for over half a lease, as
-// one that died mid-batch does. A change that finds it so schedules a
-// recheck for the lease's end, as a redelivered change does; otherwise
-// nothing would come for the lane after its lease but its next change or
-// the dead batch's return after the queue's visibility timeout (the
-// simulated faults run, seed 1: days 5–9 minutes late). A fresh lease is
-// left to its owner, which pushes what the change added: rechecking every
-// owned lane would cost a deferred message for most of them.
-func (s *Syncer) leaseRunsOut(p lane.Pending) bool {
-	return p.LeaseUntil.Sub(s.now()) < s.Lanes.LeaseLength()/2
 }
 
 func (s *Syncer) reject(ctx context.Context, id, body, reason string) (ChangeReport, error) {
