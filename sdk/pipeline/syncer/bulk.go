@@ -203,8 +203,7 @@ func (s *Syncer) handToLive(ctx context.Context, inv *invocation, id lane.ID, ow
 	}
 	inv.claimed(owner, next)
 	s.owned.leased(next, p.LeaseUntil)
-	j := s.laneJob(id, laneRef{Token: next}.withParts(parts))
-	j.Items = s.expectedItems(id, func() []lane.Element { return p.Elements })
+	j := s.pushJob(id, laneRef{Token: next}.withParts(parts), func() []lane.Element { return p.Elements })
 	if err := s.Dispatcher.Queue.Defer(ctx, j, 0); err != nil {
 		return fmt.Errorf("hand lane %s to its live push: %w", id, err)
 	}

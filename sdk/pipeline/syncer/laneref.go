@@ -102,6 +102,25 @@ func (s *Syncer) laneJob(id lane.ID, ref laneRef) job.Job {
 	}
 }
 
+// pushJob is the job that pushes pending, lane id's, under ref.Token,
+// with the items the push would carry (expectedItems).
+func (s *Syncer) pushJob(id lane.ID, ref laneRef, pending func() []lane.Element) job.Job {
+	j := s.laneJob(id, ref)
+	j.Items = s.expectedItems(id, pending)
+	return j
+}
+
+// expectedItems is what a push of pending would carry, for the slot of an
+// endpoint metered by items to book its tokens; 0 (unused) elsewhere, so
+// request-metered lanes do not count items on every mark and push.
+func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
+	if s.Config.Channels[id.Channel].Endpoints[id.Kind].ItemCost() == 0 {
+		return 0
+	}
+	maxItems, _ := s.requestLimits(id)
+	return min(countItems(pending()), maxItems)
+}
+
 // rebased is j under ref: the same job (slot, deferrals, timing) pushing
 // under another owner token.
 func (s *Syncer) rebased(j job.Job, id lane.ID, ref laneRef) job.Job {

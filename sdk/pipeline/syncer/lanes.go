@@ -270,8 +270,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
 	}
-	next := w.made(s.laneJob(st.lane, ref), st.lane, ref, cleared)
-	next.Items = s.expectedItems(st.lane, rest)
+	next := w.made(s.pushJob(st.lane, ref, rest), st.lane, ref, cleared)
 	// A lane that is still dirty has a backlog: it takes the next slot
 	// the bucket has, collecting for only a quarter of the linger, so that
 	// the quota is used in full while there is work.
@@ -323,8 +322,7 @@ func (w *laneWork) parkBulk(ctx context.Context, st pushed, cleared []lane.Eleme
 		return nil, s.handToLive(ctx, w.inv, st.lane, parked, nil, st.next())
 	}
 	ref := laneRef{Token: parked, Bulk: true}.withParts(st.next())
-	next := w.made(s.laneJob(st.lane, ref), st.lane, ref, nil)
-	next.Items = s.expectedItems(st.lane, func() []lane.Element { return p.Elements })
+	next := w.made(s.pushJob(st.lane, ref, func() []lane.Element { return p.Elements }), st.lane, ref, nil)
 	return &next, nil // a bulk slot is a free token: take it at once
 }
 

@@ -86,9 +86,8 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 		case m.Claimed:
 			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
 			ref := laneRef{Token: m.Pending.Owner}
-			j := s.laneJob(m.Lane, ref)
+			j := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
-			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
 			jobs, scheduled = append(jobs, s.laneTask(inv, j, m.Lane, ref)), scheduled+1
 			held = append(held, m.Pending.Owner)
 		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane)) || s.leaseRunsOut(m.Pending)):

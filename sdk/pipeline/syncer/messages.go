@@ -323,8 +323,7 @@ func (s *Syncer) remark(ctx context.Context, inv *invocation, j job.Job, id lane
 		if m.Claimed {
 			s.owned.leased(token, m.Pending.LeaseUntil)
 			ref := laneRef{Token: token}
-			nj := s.laneJob(m.Lane, ref)
-			nj.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
+			nj := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			tasks = append(tasks, s.laneTask(inv, nj, m.Lane, ref))
 		}
 	}

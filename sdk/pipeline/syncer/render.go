@@ -103,17 +103,6 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 	return pay, nil
 }
 
-// expectedItems is what a push of pending would carry, for the slot of an
-// endpoint metered by items to book its tokens; 0 (unused) elsewhere, so
-// request-metered lanes do not count items on every mark and push.
-func (s *Syncer) expectedItems(id lane.ID, pending func() []lane.Element) int {
-	if s.Config.Channels[id.Channel].Endpoints[id.Kind].ItemCost() == 0 {
-		return 0
-	}
-	maxItems, _ := s.requestLimits(id)
-	return min(countItems(pending()), maxItems)
-}
-
 // render reads the state of the oldest pending elements that fit the
 // endpoint's max_items, in one call, and encodes them (see fitBytes). It
 // returns the body, its item count, the elements it carries and the state

@@ -54,8 +54,7 @@ func (s *Syncer) Sweep(ctx context.Context) (SweepReport, error) {
 		for _, m := range marks {
 			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
 			ref := laneRef{Token: m.Pending.Owner}
-			j := s.laneJob(m.Lane, ref)
-			j.Items = s.expectedItems(m.Lane, func() []lane.Element { return m.Pending.Elements })
+			j := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			tasks = append(tasks, s.laneTask(nil, j, m.Lane, ref))
 		}
 	}
