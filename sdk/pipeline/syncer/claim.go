@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
@@ -38,4 +39,21 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 		inv.claimed(ref.Token, next)
 	}
 	return next, p, err
+}
+
+// ours reports whether owner is one of the tokens ref's unanswered
+// claims offered, or the parked token of ref's pushing token (a bulk
+// push that did not go out, parked by Hold): the lane is the job's though
+// it carries another token.
+func (ref laneRef) ours(owner string) bool {
+	return owner != "" && slices.Contains(ref.earlier(), owner)
+}
+
+// earlier are the tokens other than ref.Token that hold the lane for ref's
+// job (ours), newest last.
+func (ref laneRef) earlier() []string {
+	if !isPushingToken(ref.Token) {
+		return ref.Unanswered
+	}
+	return append(slices.Clip(ref.Unanswered), parkedOf(ref.Token))
 }

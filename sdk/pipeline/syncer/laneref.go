@@ -6,7 +6,6 @@ package syncer
 
 import (
 	"encoding/json"
-	"slices"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
@@ -65,23 +64,6 @@ func (ref laneRef) withParts(parts []partRef) laneRef {
 		ref.Part, ref.Parts = &first, parts[1:]
 	}
 	return ref
-}
-
-// ours reports whether owner is one of the tokens ref's unanswered
-// claims offered, or the parked token of ref's pushing token (a bulk
-// push that did not go out, parked by Hold): the lane is the job's though
-// it carries another token.
-func (ref laneRef) ours(owner string) bool {
-	return owner != "" && slices.Contains(ref.earlier(), owner)
-}
-
-// earlier are the tokens other than ref.Token that hold the lane for ref's
-// job (ours), newest last.
-func (ref laneRef) earlier() []string {
-	if !isPushingToken(ref.Token) {
-		return ref.Unanswered
-	}
-	return append(slices.Clip(ref.Unanswered), parkedOf(ref.Token))
 }
 
 // partRef is a pending element pushed in parts: its dates from From on
