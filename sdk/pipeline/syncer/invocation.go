@@ -73,7 +73,7 @@ func (inv *invocation) marked(marks []lane.Mark) {
 	if inv == nil {
 		return
 	}
-	g := newFinishGroup()
+	g := &finishGroup{waiting: map[string]bool{}, done: make(chan struct{}), written: make(chan struct{})}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, m := range marks {
@@ -204,10 +204,6 @@ type finishGroup struct {
 	done    chan struct{} // closed once no lane is on its way
 	written chan struct{} // closed once out is set
 	out     []lane.Finished
-}
-
-func newFinishGroup() *finishGroup {
-	return &finishGroup{waiting: map[string]bool{}, done: make(chan struct{}), written: make(chan struct{})}
 }
 
 func (g *finishGroup) leave(token string) {
