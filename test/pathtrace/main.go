@@ -14,13 +14,15 @@
 // are counted apart.
 //
 //	eval "$(scripts/localstack.sh start)"; export FLEETBUCKET_INTEGRATION=1
-//	go run ./test/pathtrace [-max 2]
+//	go run ./test/pathtrace [-max 2 [-allow dispatch/decide.go=4,...]]
 //
 // It prints each file's entries twice: every call counted, and leaf calls
 // aside (a call that returns without calling another function of
 // sdk/pipeline: an accessor such as Dispatcher.now, a value's method such
 // as lane.ID.String), which are the path's steps. With -max, it fails
-// when a file is entered for a step more often than that.
+// when a file is entered for a step more often than that, or than -allow
+// grants the files it names (paths under sdk/pipeline/); test/layout runs
+// it so on the local stack.
 package main
 
 import (
@@ -93,7 +95,12 @@ func pathtraceEnter() {
 func main() {
 	maxEntries := flag.Int("max", 0, "fail when a file is entered for a step (leaf calls aside) more often than this (0: report only)")
 	keep := flag.Bool("keep", false, "keep the instrumented copy and the trace")
+	allowFlag := flag.String("allow", "", "file=N,...: files of sdk/pipeline/ that may be entered for up to N steps, over -max")
 	flag.Parse()
+	allow, err := parseAllow(*allowFlag)
+	if err != nil {
+		log.Fatal(err)
+	}
 	log.SetFlags(0)
 	root, err := os.Getwd()
 	if err != nil {
@@ -125,16 +132,57 @@ func main() {
 	if err := cmd.Run(); err != nil {
 		log.Fatal("the traced test failed: ", err)
 	}
-	worst, err := report(trace, filepath.Join(root, "sdk", "pipeline")+string(filepath.Separator))
+	steps, err := report(trace, filepath.Join(root, "sdk", "pipeline")+string(filepath.Separator))
 	if err != nil {
 		log.Fatal(err)
 	}
 	if *keep {
 		fmt.Println("trace:", trace)
 	}
-	if *maxEntries > 0 && worst > *maxEntries {
-		log.Fatalf("a file of sdk/pipeline is entered for %d steps on the path, more than %d", worst, *maxEntries)
+	if *maxEntries > 0 {
+		if over := overLimit(steps, *maxEntries, allow); len(over) > 0 {
+			log.Fatalf("files of sdk/pipeline entered for more steps on the path than allowed: %s", strings.Join(over, "; "))
+		}
 	}
+}
+
+// parseAllow reads -allow: file=N pairs, comma-separated.
+func parseAllow(s string) (map[string]int, error) {
+	allow := map[string]int{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair == "" {
+			continue
+		}
+		file, n, ok := strings.Cut(pair, "=")
+		limit, err := strconv.Atoi(n)
+		if !ok || err != nil || limit < 1 {
+			return nil, fmt.Errorf("-allow %q: want file=N, N at least 1", pair)
+		}
+		allow[file] = limit
+	}
+	return allow, nil
+}
+
+// overLimit names each file entered for more steps than its limit
+// (allow's, or maxSteps), and each file allow names that is entered for fewer
+// steps than it grants, so that an allowance is lowered as its file is.
+func overLimit(steps map[string]int, maxSteps int, allow map[string]int) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(steps)) {
+		limit, named := allow[name]
+		if !named {
+			limit = maxSteps
+		}
+		if steps[name] > limit {
+			out = append(out, fmt.Sprintf("%s %d (at most %d)", name, steps[name], limit))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(allow)) {
+		if steps[name] < allow[name] {
+			out = append(out, fmt.Sprintf("%s %d, under its allowance of %d: lower it", name, steps[name], allow[name]))
+		}
+	}
+	return out
 }
 
 // instrument writes a copy of every non-test Go file under dir into tmp
@@ -215,11 +263,11 @@ type call struct {
 // report prints, from the trace between its MARK lines, how often each
 // file under prefix was entered, all calls counted and leaf calls aside
 // (a call that returns without calling another function of sdk/pipeline:
-// an accessor, a value's method), and returns the most of the latter.
-func report(trace, prefix string) (int, error) {
+// an accessor, a value's method), and returns the latter by file.
+func report(trace, prefix string) (map[string]int, error) {
 	f, err := os.Open(trace)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer f.Close()
 	var calls []call
@@ -244,7 +292,7 @@ func report(trace, prefix string) (int, error) {
 		calls = append(calls, call{calleeFile: strings.TrimPrefix(rec[0], prefix), callee: rec[1], callerFile: rec[2], caller: rec[3], g: rec[4], depth: depth, leaf: true})
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	// A call is no leaf when the next call of its goroutine is deeper.
 	last := map[string]int{}
@@ -275,9 +323,7 @@ func report(trace, prefix string) (int, error) {
 	})
 	fmt.Printf("lane job's path: %d calls into sdk/pipeline, %d functions, %d files entered in %d packages\n", len(calls), len(funcs), len(files), len(pkgs))
 	fmt.Printf("%-32s %14s %14s %s\n", "file (sdk/pipeline/)", "entered", "leaves aside", "called back by the standard library")
-	worst := 0
 	for _, name := range files {
-		worst = max(worst, steps[name])
 		fmt.Printf("%-32s %14d %14d %d\n", name, entries[name], steps[name], callbacks[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(callbacks)) {
@@ -285,7 +331,7 @@ func report(trace, prefix string) (int, error) {
 			fmt.Printf("%-32s %14d %14d %d\n", name, 0, 0, callbacks[name])
 		}
 	}
-	return worst, nil
+	return steps, nil
 }
 
 // stdlib reports whether fn (runtime.Frame.Function) belongs to the
