@@ -142,10 +142,11 @@ func wholeMonths(els, pending []lane.Element) []lane.Element {
 func monthOf(date string) string { return date[:min(len(date), 7)] }
 
 // byMonth reports whether lane id's endpoint sends each calendar month in
-// requests of its own.
-func (s *Syncer) byMonth(id lane.ID) bool {
-	f, shape, err := s.Config.Channels[id.Channel].Encoding(id.Kind)
-	return err == nil && format.SplitOf(f, shape) == format.SplitMonth
+// requests of its own, by enc, the encoding its job's route resolved (nil:
+// read from the config).
+func (s *Syncer) byMonth(id lane.ID, enc *encoding) bool {
+	e, err := s.encodingOf(id, pushed{enc: enc})
+	return err == nil && format.SplitOf(e.format, e.shape) == format.SplitMonth
 }
 
 // hasLive reports whether any of els is a live change's.

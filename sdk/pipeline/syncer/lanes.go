@@ -156,7 +156,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	if next == ref.Token {
 		shared = inv
 	}
-	body, items, els, state, err := s.render(ctx, shared, id, pending)
+	body, items, els, state, err := s.render(ctx, shared, id, w.enc, pending)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}

@@ -106,13 +106,13 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 // render reads the state of the oldest pending elements that fit the
 // endpoint's max_items, in one call, and encodes them (see fitBytes). It
 // returns the body, its item count, the elements it carries and the state
-// it read. A fresh lane's first push shares the read with the other lanes
+// it read; enc is the encoding its job's route resolved. A fresh lane's first push shares the read with the other lanes
 // of its item in inv, the invocation that marked it (invocation.shared); nil:
 // it reads alone.
-func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
+func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, enc *encoding, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
 	maxItems, maxBytes := s.requestLimits(id)
 	els := fitItems(pending, maxItems)
-	if s.byMonth(id) {
+	if s.byMonth(id, enc) {
 		els = wholeMonths(els, pending)
 	}
 	ranges := make([]ari.Range, len(els))

@@ -80,7 +80,7 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 			if len(plan.Elements) == 0 {
 				continue
 			}
-			if s.byMonth(id) {
+			if s.byMonth(id, nil) {
 				plan.Elements = resync.ByMonth(plan.Elements)
 			}
 			marks, err := s.Lanes.Mark(ctx, []lane.ID{id}, plan.Elements, func(lane.ID) string { return newBulkToken() })
