@@ -94,3 +94,25 @@ func TestLateEdits(t *testing.T) {
 		})
 	}
 }
+
+// TestParityGap: checks come every Every while the load runs and for
+// Every after it, then as far apart as the load is behind, up to an hour
+// (never closer than Every).
+func TestParityGap(t *testing.T) {
+	for _, tt := range []struct {
+		every, afterLoad, want time.Duration
+	}{
+		{20 * time.Second, -time.Minute, 20 * time.Second},
+		{20 * time.Second, 0, 20 * time.Second},
+		{20 * time.Second, 15 * time.Second, 20 * time.Second},
+		{20 * time.Second, 25 * time.Second, 25 * time.Second},
+		{3 * time.Minute, 10 * time.Minute, 10 * time.Minute},
+		{20 * time.Second, 59 * time.Minute, 59 * time.Minute},
+		{20 * time.Second, 5 * time.Hour, time.Hour},
+		{2 * time.Hour, 5 * time.Hour, 2 * time.Hour},
+	} {
+		if got := parityGap(tt.every, tt.afterLoad); got != tt.want {
+			t.Errorf("parityGap(%v, %v) = %v, want %v", tt.every, tt.afterLoad, got, tt.want)
+		}
+	}
+}
