@@ -186,7 +186,7 @@ func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter
 // batch's later slots are further off already.
 func (d *Dispatcher) bookingLead(tasks []Task, idx []int) time.Duration {
 	m := tasks[idx[0]].Route.Bucket.Limit.Margin
-	lead := d.granting.lead(d.Policy.MaxHold, unseenLatency(tasks[idx[0]].Route.Bucket.Limit))
+	lead := d.granting.lead(d.Policy.MaxHold, m)
 	for _, i := range idx {
 		if tasks[i].Work != nil {
 			return min(lead+d.prep.lead(d.Policy.MaxHold, m), d.Policy.MaxHold)

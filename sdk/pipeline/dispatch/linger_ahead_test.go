@@ -47,11 +47,10 @@ var noMargin = Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.Pe
 // to be answered, so that a store as slow again answers before it: on a
 // full bucket the slot is otherwise the now the write claimed, and the
 // push leaves the store's whole latency after it. The first booking has
-// seen no answer yet, and the bucket keeps no margin to go by: it books
-// minGrace (100 ms) ahead. The next, a second later on a full bucket
-// again, has seen one answer of 40 ms and books 50 ms ahead (a quarter
-// more, as the slowest-call lead keeps). Both are answered before their
-// slots.
+// seen no answer yet (and the bucket keeps no margin to go by): its
+// first slot is answered 40 ms late. The next, a second later on a full
+// bucket again, has seen one answer of 40 ms and books 50 ms ahead (a
+// quarter more, as the slowest-call lead keeps): on time.
 func TestLingeringSlotsAreBookedAheadOfTheStoresLatency(t *testing.T) {
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 	ms := time.Millisecond
@@ -63,8 +62,8 @@ func TestLingeringSlotsAreBookedAheadOfTheStoresLatency(t *testing.T) {
 		wantSlots [2][]time.Duration
 		wantLate  [2]time.Duration
 	}{
-		{"alone", 1, [2][]time.Duration{{100 * ms}, {50 * ms}}, [2]time.Duration{0, 0}},
-		{"a batch of three", 3, [2][]time.Duration{{100 * ms, 150 * ms, 200 * ms}, {50 * ms, 100 * ms, 150 * ms}}, [2]time.Duration{0, 0}},
+		{"alone", 1, [2][]time.Duration{{0}, {50 * ms}}, [2]time.Duration{40 * ms, 0}},
+		{"a batch of three", 3, [2][]time.Duration{{0, 50 * ms, 100 * ms}, {50 * ms, 100 * ms, 150 * ms}}, [2]time.Duration{40 * ms, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

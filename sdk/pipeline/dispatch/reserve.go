@@ -192,25 +192,11 @@ func (d *Dispatcher) reserveAhead(ctx context.Context, b limiter.Bucket, n int, 
 		return d.Limiter.Reserve(ctx, b, n, maxDelay)
 	}
 	start := d.now()
-	r, err := a(ctx, b, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, unseenLatency(b.Limit)), maxDelay))
+	r, err := a(ctx, b, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, b.Limit.Margin), maxDelay))
 	if err == nil {
 		d.granting.observe(d.now().Sub(start))
 	}
 	return r, err
-}
-
-// unseenLatency is how long a grant of a bucket under l is taken to be
-// answered before one has been: its margin, which an operator sets to the
-// store latency the fleet sees (docs/design.md), or minGrace, the
-// process's own latency, where it keeps none. A bucket without a margin
-// lets a slot be spent one interval late at most (grace), less than a
-// loaded store takes to answer, and a first booking claiming the call's
-// own now would waste its slots due at once.
-func unseenLatency(l limiter.Limit) time.Duration {
-	if l.Margin > 0 {
-		return l.Margin
-	}
-	return minGrace
 }
 
 // AheadReserver books a slot with its write claiming a now ahead of the
