@@ -14,7 +14,7 @@ import (
 //
 // Why: a channel manager's changes follow a day's curve, and the same
 // units provisioned cost about 2.4 times less than on demand (the simulated
-// steady run: $2.94 per million changes all-in against $6.44;
+// steady run's DynamoDB: $2.51 per million changes against $6.07;
 // docs/benchmarks.md). What it costs: a burst above the provisioned rate
 // draws on DynamoDB's burst capacity (up to 300 s of unused capacity) and,
 // past that, is throttled until auto scaling catches up, which takes

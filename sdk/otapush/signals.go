@@ -174,8 +174,8 @@ type Reading struct {
 
 	// The IETF draft-11 fields beyond a request rate. None of them changes
 	// what Low or a Client does; the pipeline acts on them. (A policy in
-	// content-bytes or concurrent-requests is no longer read as a request
-	// rate, nor what is left of it as requests left.)
+	// content-bytes or concurrent-requests is not read as a request rate,
+	// nor what is left of it as requests left.)
 
 	// Concurrency is the lowest quota of a RateLimit-Policy in
 	// concurrent-requests (qu), the vendor's max_in_flight; 0 if none.

@@ -2,9 +2,10 @@ package sim
 
 import "testing"
 
-// The smallest cases in which the adversary found defects 2 and 3 of issue
-// #27 on the commit before their fixes (docs/benchmarks.md, the
-// adversary), replayed on today's code.
+// The smallest cases in which the adversary found two defects of the
+// formats: a credential refused inside a 200 dead-lettered every pending
+// change, and a vendor hanging past the lease was taken for the
+// invocation ending.
 func TestAdversaryPinnedFormats(t *testing.T) {
 	for _, tt := range []struct {
 		name string

@@ -9,10 +9,10 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// Issue 17, item 13: a normal push denied by its horizon sleeps for the
-// next token; a deadline or max age that passes during that sleep made
-// the retry ask for a negative maxDelay, which the limiter refuses, and
-// the job was dead-lettered as "route has an invalid limit". It is shed
+// A normal push denied by its horizon sleeps for the next token; a
+// deadline or max age that passes during that sleep must not make the
+// retry ask for a negative maxDelay, which the limiter refuses (the job
+// would be dead-lettered as "route has an invalid limit"). It is shed
 // (deadline) or expired (max age), with no token spent.
 func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)

@@ -66,11 +66,12 @@ func (v *itemsVendor) Push(_ context.Context, req otapush.Request) (otapush.Resp
 var itemsRoute = Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.PerSecond(40, 20)}, URL: "http://ota.invalid",
 	Header: http.Header{}, ItemWeight: 1, LocalShare: true}
 
-// Issue 17, item 2: with the store down, a local-share push on an endpoint
-// metered by items took one local token and counted a stale j.Tokens from
-// an earlier slot as held, so 8 items went out on one token. Each process
-// of 2 has a share of 20 items/s, burst 10: the items it sends, counted
-// by the vendor's own window check, stay within it.
+// With the store down, a local-share push on an endpoint metered by items
+// pays the local share for every item it sends: one that took a single
+// token and counted a stale j.Tokens from an earlier slot as held would
+// send 8 items on one token. Each process of 2 has a share of 20 items/s,
+// burst 10: the items it sends, counted by the vendor's own window check,
+// stay within it.
 func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 	for _, items := range []int{8, 30} {
 		t.Run(fmt.Sprintf("%d items pending", items), func(t *testing.T) {
@@ -111,12 +112,12 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 	}
 }
 
-// Issue 17, item 3: the first booking after an outage must book the
-// pushes the local share let through, as a single reservation does
-// (pendingLocal); a batch booked them not, so the shared bucket, full
-// again, granted its whole burst on top of them. The vendor sees the
-// local pushes when they went out and the batch's jobs at their slots;
-// its own window check (4/s, burst 8) must hold over both.
+// The first booking after an outage must book the pushes the local share
+// let through, as a single reservation does (pendingLocal): a batch that
+// books them not lets the shared bucket, full again, grant its whole burst
+// on top of them. The vendor sees the local pushes when they went out and
+// the batch's jobs at their slots; its own window check (4/s, burst 8)
+// must hold over both.
 func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 	route := plain
@@ -207,13 +208,14 @@ func (w monthsWork) Shrink(_ context.Context, _ job.Job, _ Payload, items int) (
 func (monthsWork) Done(context.Context, job.Job, Payload) (*job.Job, error) { return nil, nil }
 func (monthsWork) Hold(context.Context, job.Job, time.Time) error           { return nil }
 
-// Issue 27, item 5: on an endpoint metered by items, the slot paid for the
-// first message of a push, and every later message booked at most the
-// burst's tokens (attemptTokens' cap) while the vendor counted every item
-// it carried. Pushes of 70 items in messages of 10, 30 and 30 on a burst
-// of 20 at 40/s, through the real push client (each later message books
-// its own tokens) and a vendor that counts the items in each body it
-// receives: its window never holds more than burst + rate·W items.
+// On an endpoint metered by items, every message of a push pays for the
+// items it carries, the vendor counting every one: a slot paying for the
+// first message only, and later messages booking at most the burst's
+// tokens (attemptTokens' cap), would overspend. Pushes of 70 items in
+// messages of 10, 30 and 30 on a burst of 20 at 40/s, through the real
+// push client (each later message books its own tokens) and a vendor that
+// counts the items in each body it receives: its window never holds more
+// than burst + rate·W items.
 func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 	var mu sync.Mutex

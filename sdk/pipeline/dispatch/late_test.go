@@ -45,7 +45,7 @@ func (r slowGrant) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDela
 // past its margin (here a grant the store answered late) is left unused
 // and the request books a fresh token, since the vendor's window would
 // count it beside the slots granted since. Within the margin, the request
-// goes on its slot. A slow claim and render no longer make it late: the
+// goes on its slot. A slow claim and render do not make it late: the
 // work is begun before the slot is booked.
 func TestPushPastItsGraceAfterBeginBooksAFreshToken(t *testing.T) {
 	tests := []struct {

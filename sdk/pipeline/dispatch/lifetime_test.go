@@ -196,7 +196,7 @@ func TestNothingLoopsForever(t *testing.T) {
 		{"its lane is rechecked every 15 minutes forever", func(r *rig, w *abandoning) {
 			w.beginErr = &RecheckError{Reason: "owned by a worker that never finishes"}
 		}, Expired, 95, 95 * 15 * time.Minute},
-		// The vendor that answers 500 forever: MaxFailures ends it,
+		// A vendor that answers 500 forever: MaxFailures ends it,
 		// backing off 2 s·2^k: 2+4+…+256 s.
 		{"the vendor answers 500 forever", func(r *rig, _ *abandoning) {
 			r.push.err = &otapush.DeferError{After: time.Second, Status: 500, Cause: errors.New("vendor answered 500")}

@@ -36,11 +36,10 @@ func (w *ownerWork) Begin(_ context.Context, j job.Job) (job.Job, Payload, error
 func (w *ownerWork) Done(context.Context, job.Job, Payload) (*job.Job, error) { return nil, nil }
 func (w *ownerWork) Hold(context.Context, job.Job, time.Time) error           { return nil }
 
-// Issue 17, item 13: a job that only comes back to see whether another
-// owner of its work is still alive booked a real slot each time, and the
-// slot went unused and uncounted. It books none until its work is its own:
-// two rechecks find the owner alive, the third takes over and pushes, and
-// the bucket saw exactly one reservation.
+// A job that only comes back to see whether another owner of its work is
+// still alive books no slot (one would go unused and uncounted) until its
+// work is its own: two rechecks find the owner alive, the third takes
+// over and pushes, and the bucket sees exactly one reservation.
 func TestRecheckJobsDoNotSpendSlots(t *testing.T) {
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 	c := &clock{now: t0}
