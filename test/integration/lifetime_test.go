@@ -22,11 +22,3 @@ func laneItem(t *testing.T, r *laneRig, pk string) map[string]ddbtypes.Attribute
 	}
 	return out.Item
 }
-
-// attrN is a number attribute's text, or "" for anything else.
-func attrN(v ddbtypes.AttributeValue) string {
-	if n, ok := v.(*ddbtypes.AttributeValueMemberN); ok {
-		return n.Value
-	}
-	return ""
-}
