@@ -10,7 +10,6 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/cmd/fleetbucket/dlq"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
@@ -89,53 +88,6 @@ func assertLaneDeadLetters(t *testing.T, msgs []dlq.Message, want int, lanes ...
 		if !named {
 			t.Fatalf("dead-lettered job %s names none of the lanes %v", j.ID, lanes)
 		}
-	}
-}
-
-// A lane job expires at its max_age (no slot before it: the bucket is
-// booked past it) and is dead-lettered; the lane keeps its change. The
-// sweep pushes it once a slot is free, with no new change; and the
-// expired job, redriven afterwards, finds the lane served and pushes
-// nothing more.
-func TestExpiredLaneIsSweptAndPushed(t *testing.T) {
-	t.Parallel()
-	lim := limiter.PerSecond(10, 5)
-	r := newLaneRig(t, lim, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, oneHotelConfig(lim, ""))
-	r.linger = -1
-	r.tune = func(d *dispatch.Dispatcher) { d.Policy.MaxAge = 3 * time.Second }
-	src := newPMS("hotel-aurora")
-	ctx := context.Background()
-
-	booked := time.Now().Add(6 * time.Second)
-	if err := limiterFor(t, r).Penalize(ctx, limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: lim}, booked); err != nil {
-		t.Fatal(err)
-	}
-	out := r.worker().HandleBatch(ctx, []syncer.Message{{ID: "1", Body: src.change("rates", "DBL", "2027-04-01", "2027-04-02", 7)}})[0]
-	if out.Err != nil || len(out.Jobs) != 1 || out.Jobs[0].Outcome != dispatch.Expired {
-		t.Fatalf("change into a bucket booked past max_age: %+v, want its lane job expired", out)
-	}
-	if n := pendingIn(t, r, "hotel-aurora#rates", "booking_com#cred-1#BK-1001"); n != 1 {
-		t.Fatalf("the expired lane has %d pending, want its change", n)
-	}
-
-	time.Sleep(time.Until(booked))
-	rep := r.sweep()
-	r.run(1, time.Minute, 5*time.Second)
-	src.assertNewest(t, otaCopy(t, r.pipeline), "BK-1001")
-	if rep.Lanes != 1 {
-		t.Errorf("sweep: %+v, want the one stranded lane", rep)
-	}
-	pushes := len(r.ota.Accepted())
-
-	if moved := r.redrive(); moved != 1 {
-		t.Fatalf("redrive moved %d messages, want the expired job", moved)
-	}
-	r.run(1, time.Minute, 5*time.Second)
-	if n := len(r.ota.Accepted()); n != pushes {
-		t.Errorf("the redriven expired job pushed %d more, want none: the sweep served its lane", n-pushes)
-	}
-	if n := pendingIn(t, r, "hotel-aurora#rates", "booking_com#cred-1#BK-1001"); n != 0 {
-		t.Errorf("the lane still has %d pending", n)
 	}
 }
 
