@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -42,21 +41,14 @@ func lanesConfig(lim limiter.Limit, n int) func(string) string {
 	}
 }
 
-// countedLanes counts the lane store's writes (dynamotest.Counter) and,
-// with gate set, holds each delivery's mark until every delivery has
-// marked: the deliveries then overlap for certain.
+// countedLanes counts the lane store's writes (dynamotest.Counter).
 type countedLanes struct {
 	lane.DynamoDBAPI
 	writes *dynamotest.Counter
-	gate   *barrier
 }
 
 func (c countedLanes) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := c.writes.UpdateItem(ctx, in, o...)
-	if c.gate != nil && in.ReturnValues == types.ReturnValueAllNew && strings.HasPrefix(*in.UpdateExpression, "ADD ") {
-		c.gate.arrive(ctx)
-	}
-	return out, err
+	return c.writes.UpdateItem(ctx, in, o...)
 }
 
 // barrier holds each caller of arrive until want of them came (or its
@@ -82,10 +74,10 @@ func (g *barrier) arrive(ctx context.Context) {
 }
 
 // countLanes makes sy's lane store count its writes in w.
-func countLanes(sy *syncer.Syncer, w *dynamotest.Counter, gate *barrier) {
+func countLanes(sy *syncer.Syncer, w *dynamotest.Counter) {
 	db := sy.Lanes.DB
 	w.DB = db
-	sy.Lanes.DB = countedLanes{DynamoDBAPI: db, writes: w, gate: gate}
+	sy.Lanes.DB = countedLanes{DynamoDBAPI: db, writes: w}
 }
 
 // pushesPerLane counts the OTA's accepted pushes per hotel ref.
@@ -143,7 +135,7 @@ func oneChange(t *testing.T, lanes int) (writes, reads int64) {
 	r.linger = -1
 	sy := r.worker()
 	var w dynamotest.Counter
-	countLanes(sy, &w, nil)
+	countLanes(sy, &w)
 	var n atomic.Int64
 	sy.State.DB = countedReads{DynamoDBAPI: sy.State.DB, n: &n}
 	src := newPMS("hotel-aurora")
@@ -204,63 +196,6 @@ func TestMarkingInvocationReadsTheStateOnce(t *testing.T) {
 			if _, reads := oneChange(t, tt.lanes); reads != 1 {
 				t.Errorf("%d ARI reads for one change on %d lanes, want 1", reads, tt.lanes)
 			}
-		})
-	}
-}
-
-// Two deliveries of one change at once (SQS hands a message out twice,
-// or the visibility timeout ran out during its first invocation): each
-// marks the lanes with its own token, so only the first owns them and
-// only it pushes; a redelivery's recheck finds the lanes served and sends
-// nothing. With a token that both deliveries share, both would push
-// without a claim.
-func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
-	t.Parallel()
-	lim := limiter.PerSecond(20, 10)
-	for _, tt := range []struct {
-		name        string
-		redelivered bool // the second copy's receive count says so
-	}{
-		{"a duplicate receive", false},
-		{"a redelivery", true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, 3))
-			r.linger, r.lease = -1, 2*time.Second
-			src := newPMS("hotel-aurora")
-			body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
-			gate := newBarrier(2)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			var wg sync.WaitGroup
-			outs := make([]syncer.MessageResult, 2)
-			for i := range outs {
-				sy := r.worker()
-				countLanes(sy, &dynamotest.Counter{}, gate)
-				msg := syncer.Message{ID: "1", Body: body, Redelivered: i == 1 && tt.redelivered}
-				wg.Go(func() { outs[i] = sy.HandleBatch(ctx, []syncer.Message{msg})[0] })
-			}
-			wg.Wait()
-			scheduled := 0
-			for _, out := range outs {
-				if out.Err != nil {
-					t.Fatalf("delivery: %+v", out)
-				}
-				scheduled += out.Change.Scheduled
-			}
-			if scheduled != 3 {
-				t.Errorf("the two deliveries scheduled %d pushes, want 3 (one per lane)", scheduled)
-			}
-			r.run(1, time.Minute, 30*time.Second) // the redelivery's rechecks
-			for ref, n := range pushesPerLane(r) {
-				if n != 1 {
-					t.Errorf("lane %s pushed %d times, want once", ref, n)
-				}
-			}
-			for i := 1; i <= 3; i++ {
-				src.assertNewest(t, otaCopy(t, r.pipeline), fmt.Sprintf("BK-%d", i))
-			}
-			assertReleased(t, r)
 		})
 	}
 }
