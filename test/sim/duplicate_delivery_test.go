@@ -41,6 +41,7 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, credentialsConfig(lim, lanes), nil)
+			m.sy.Lanes.Lease = 2 * time.Second // m's worker delivers the rechecks
 			src := newPMSOracle("hotel-aurora")
 			body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
 			gate := &markGate{want: 2, all: make(chan struct{})}

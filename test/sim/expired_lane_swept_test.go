@@ -64,7 +64,6 @@ func TestExpiredLaneIsSweptAndPushed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.n++
 		m.handle([]syncer.Message{{ID: "redriven", Body: again, Deferred: true}})
 	}
 	m.drain(100)
