@@ -42,8 +42,7 @@ type pipeline struct {
 	limit                           limiter.Limit
 	adaptive                        *limiter.Adaptive // the buckets', if they adapt
 	endpoints                       map[string]bool
-	inFlight                        *limiter.InFlight // the routes' (its Key is replaced by the bucket's)
-	shards                          int               // the routes' shards (0: a plain bucket)
+	shards                          int // the routes' shards (0: a plain bucket)
 
 	sends atomic.Int64 // SQS messages sent: jobs enqueued plus deferrals
 	// lastCounter counts the DynamoDB calls of the last dispatcher built.
@@ -96,11 +95,6 @@ func (p *pipeline) Route(j job.Job) (dispatch.Route, error) {
 		Bucket: limiter.Bucket{Key: config.BucketKey(j.Channel, j.Credential, j.Endpoint), Limit: p.limit, Adaptive: p.adaptive},
 		URL:    p.ota.URL() + "/v1/" + j.Endpoint,
 		Header: http.Header{"Authorization": {"Bearer " + j.Credential}},
-	}
-	if p.inFlight != nil {
-		f := *p.inFlight
-		f.Key = r.Bucket.Key
-		r.InFlight = &f
 	}
 	if p.shards > 0 {
 		r.Sharded = &limiter.ShardedBucket{Key: r.Bucket.Key, Limit: p.limit, Shards: p.shards}
