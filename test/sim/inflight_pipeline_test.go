@@ -309,9 +309,11 @@ func (f *payloadFleet) lastAccepted() time.Duration {
 
 // handlerTransport reaches an http.Handler in memory: no socket, so the
 // bubble's clock stays in charge. A handler that aborts (the client gave
-// up while it waited: http.ErrAbortHandler) answers nothing.
+// up while it waited: http.ErrAbortHandler) answers nothing. answered, if
+// set, sees every answer as the client gets it.
 type handlerTransport struct {
-	h http.Handler
+	h        http.Handler
+	answered func(*http.Response)
 }
 
 func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err error) {
@@ -333,5 +335,8 @@ func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err e
 	t.h.ServeHTTP(w, r)
 	resp = w.Result()
 	resp.Request = r
+	if t.answered != nil {
+		t.answered(resp)
+	}
 	return resp, nil
 }
