@@ -30,14 +30,7 @@ import (
 // before that silence ends; the bucket then refills at the rate the vendor
 // allows, and no more 429s come. A fleet that does not back off spends
 // the slot it booked half a second in, inside the silence, and the vendor
-// refuses it.
-//
-// On the emulators the opening wave was smaller than the burst: moto
-// serializes the fleet's writes, so the first 429 was heard before every
-// token of the burst had been granted, and that version of this test
-// bounded the 429s by one per worker (10). A store that answers the
-// wave's grants together, as DynamoDB does, sends all 16. The store
-// answers here at moto's latencies and at DynamoDB's.
+// refuses it. The store answers at moto's latencies and at DynamoDB's.
 func TestHiddenSubLimitPenalizesTheFleet(t *testing.T) {
 	published := limiter.PerSecond(2, 16)
 	hidden := window.Limit{Rate: 2, Burst: 4}
