@@ -186,7 +186,9 @@ var catalogue = []part{
 		return []string{"mode=shadow"}, ""
 	}},
 	{"local-share", "config", func(b *build, r *rand.Rand) ([]string, string) {
-		setKey(b.channel(r), "on_store_unavailable", `"local-share"`)
+		c := b.channel(r)
+		setKey(c, "on_store_unavailable", `"local-share"`)
+		c.Vendor.LocalShare = true
 		return []string{"on_store_unavailable=local-share"}, ""
 	}},
 	{"max_bytes", "config", func(b *build, r *rand.Rand) ([]string, string) {

@@ -43,6 +43,11 @@ type Vendor struct {
 	// round trips); allowance is ⌈rate · 2 · DynamoDB p99⌉.
 	strict, check map[string]*window.Log
 	allowance     int
+	// localSpans are the stretches of the run (from its start) in which a
+	// LocalShare channel's processes may push on their local shares, and
+	// instances the N those shares divide the limits by (localLimit).
+	localSpans [][2]time.Duration
+	instances  int
 	// fail5xx reports whether the vendor answers 503 at a time.
 	fail5xx func(time.Time) bool
 	refuse  float64
@@ -362,11 +367,18 @@ func (v *Vendor) watch(key string, now time.Time, n float64) {
 		return
 	}
 	loose := window.Limit{Rate: v.published.Rate, Burst: v.published.Burst + v.allowance}
+	// Within reach of an outage a local-share channel is checked against
+	// that mode's bound, on logs of its own (the span's local sends would
+	// otherwise count in every later window of the main logs).
+	checked, local := key, v.localSpan(now)
+	if local {
+		checked, loose = key+"#local", v.localLimit(loose, v.published.Burst)
+	}
 	if v.spec.Items {
 		if ok, _ := weighted(v.itemsCheck, key+"#strict").admit(now, n, v.published, true); !ok {
 			v.Strict++
 		}
-		if ok, _ := weighted(v.itemsCheck, key).admit(now, n, loose, true); !ok {
+		if ok, _ := weighted(v.itemsCheck, checked).admit(now, n, loose, true); !ok {
 			v.Violations++
 			if v.FirstViolation == "" {
 				v.FirstViolation = fmt.Sprintf("%s %s at %v: a push of %g items over burst %d + rate %g·W", v.Name, key, now.Format(time.StampMicro), n, loose.Burst, loose.Rate)
@@ -379,19 +391,22 @@ func (v *Vendor) watch(key string, now time.Time, n float64) {
 				v.FirstStrict = v.describe(key, now, v.published)
 			}
 		}
-		if !admit(v.check, key, now, loose) {
+		if !admit(v.check, checked, now, loose) {
 			v.Violations++
 			if v.FirstViolation == "" {
 				v.FirstViolation = v.describe(key, now, loose)
 			}
 		}
 	}
-	logs := v.windowsCheck[key]
+	logs := v.windowsCheck[checked]
 	for i, w := range v.spec.Windows {
 		if len(logs) <= i {
 			logs = append(logs, &window.Log{})
 		}
 		wl := window.Limit{Rate: w.Rate, Burst: w.Burst + int(math.Ceil(w.Rate*float64(v.allowance)/v.published.Rate))}
+		if local {
+			wl = v.localLimit(wl, w.Burst)
+		}
 		if !logs[i].Admit(now, wl).Allowed {
 			v.Violations++
 			if v.FirstViolation == "" {
@@ -399,7 +414,7 @@ func (v *Vendor) watch(key string, now time.Time, n float64) {
 			}
 		}
 	}
-	v.windowsCheck[key] = logs
+	v.windowsCheck[checked] = logs
 }
 
 // enforce decides a send of weight n against the real limit and the extra

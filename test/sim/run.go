@@ -227,6 +227,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 		}
 		v.refuse = sc.Faults.Refusals
 		v.spec, v.maxInFlight = c.Vendor, c.Vendor.MaxInFlight
+		v.localSpans, v.instances = localSpans(sc.Faults, cfg.PushTimeout()), s.maxInstances
 		if c.Vendor.Unchecked {
 			v.allowance = math.MaxInt32
 		}
@@ -425,7 +426,7 @@ func (s *sim) newInstance() (*instance, error) {
 		db = tracedDB{DB: s.db, env: env, trace: s.trace}
 		hc = &http.Client{Transport: &tracedTransport{next: s.http.Transport, env: env, trace: s.trace}, Timeout: s.http.Timeout}
 	}
-	limOpts := []limiter.Option{limiter.WithCircuitBreaker(3, 10*time.Second)}
+	limOpts := []limiter.Option{limiter.WithCircuitBreaker(3, breakerCooldown)}
 	if skew := s.sc.Faults.ClockSkew; skew > 0 {
 		s.mu.Lock()
 		off := time.Duration(s.skewRNG.Int64N(int64(2*skew+1))) - skew

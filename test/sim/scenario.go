@@ -153,6 +153,13 @@ type VendorSpec struct {
 	// allowance for the store's latency (only the clock skew's rate·δ):
 	// docs/design.md's bound for a bucket that keeps a margin.
 	Strict bool
+	// LocalShare checks the channel's windows as on_store_unavailable
+	// local-share documents them (docs/design.md, "local-share can exceed
+	// the limit briefly"): from each store outage's start until every
+	// process's breaker can have closed after it and a push granted then
+	// has left (Vendor.localSpans), processes pacing locally add their
+	// shares to what the shared bucket grants others.
+	LocalShare bool
 	// Box, if > 0, is when (from the run's start) the vendor puts each
 	// bucket in a penalty box once: the bucket's first request from then
 	// is answered 429 asking for BoxFor, in RetryAfter's form

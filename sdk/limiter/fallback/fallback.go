@@ -16,7 +16,8 @@
 //     local share starts empty, and is emptied again (Drain) whenever the
 //     shared bucket grants this process a slot. A process whose share
 //     filled while other processes used the shared bucket still opens an
-//     outage with its share's burst: at most b more across the fleet.
+//     outage with its share's burst: at most N·max(1, ⌊b/N⌋) more across
+//     the fleet (at most b when N ≤ b, N when N > b).
 //   - End: the shared bucket comes back full, unaware of the local pushes
 //     just made. So the pacer counts them (Pending), and the process's
 //     first reservation after the outage books them too (n = 1 + pending,
