@@ -251,4 +251,5 @@ func (r *Report) writeOnboard(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	drainLossOf(r.Arrivals, o.At, rate).write(w)
 }

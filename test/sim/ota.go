@@ -102,6 +102,9 @@ type Vendor struct {
 	// reads meters parity reads, if the vendor answers them
 	// (adversary_parts_parity.go).
 	reads *reads
+	// Arrivals, if not nil, logs every request by bucket (the onboarding's
+	// drain breakdown, onboard.go).
+	Arrivals map[string][]arrival
 }
 
 // retryAfterCap is the most the fleet is documented to wait for one
@@ -223,6 +226,9 @@ func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 	}
 	v.perSec[key][sec]++
 	v.recent[key] = append(v.recent[key], sent{at: now, job: r.Header.Get("X-Job-Id")})
+	if v.Arrivals != nil {
+		v.Arrivals[key] = append(v.Arrivals[key], arrival{at: now, job: r.Header.Get("X-Job-Id")})
+	}
 	// Enough sends to hold a burst and what follows it.
 	if n, keep := len(v.recent[key]), 2*v.published.Burst+64; n > keep {
 		v.recent[key] = v.recent[key][n-keep:]

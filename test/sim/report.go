@@ -75,6 +75,9 @@ type Report struct {
 	// hotels' days reached each OTA, and OnboardLast when the last did.
 	OnboardFresh Hist
 	OnboardLast  time.Duration
+	// Arrivals are the requests each bucket ("vendor/key") met, from the
+	// run's start, with the job that sent each (Vendor.Arrivals).
+	Arrivals map[string][]arrival
 }
 
 func (s *sim) report() *Report {
@@ -101,6 +104,7 @@ func (s *sim) report() *Report {
 	s.mu.Unlock()
 	for _, v := range s.vendors {
 		v.mu.Lock()
+		r.addArrivals(v, s.start)
 		r.Requests += v.Sent
 		r.Accepted += v.Accepted
 		r.Throttled += v.Throttled

@@ -226,6 +226,9 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 			v.allowance = int(math.Ceil(c.Rate * sc.Faults.ClockSkew.Seconds()))
 		}
 		v.refuse = sc.Faults.Refusals
+		if sc.Onboard != nil {
+			v.Arrivals = map[string][]arrival{}
+		}
 		v.spec, v.maxInFlight = c.Vendor, c.Vendor.MaxInFlight
 		v.localSpans, v.instances = localSpans(sc.Faults, cfg.PushTimeout()), s.maxInstances
 		if c.Vendor.Unchecked {
