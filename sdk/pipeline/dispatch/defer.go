@@ -36,7 +36,8 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, t *task, wait time
 			d.log().Warn("could not extend the job's hold before deferring it", "job_id", j.ID, "err", err)
 		}
 	}
-	if err := d.Queue.Defer(ctx, j, wait); err != nil {
+	back, delay := sentBack(j, t.Route, d.now(), wait)
+	if err := d.Queue.Defer(ctx, back, delay); err != nil {
 		return Result{}, err
 	}
 	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Hold.At}, nil
@@ -79,4 +80,21 @@ func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outc
 	}
 	d.log().Warn("job dead-lettered", "job_id", id, "outcome", string(o), "reason", reason)
 	return Result{JobID: id, Outcome: o, Reason: reason}, nil
+}
+
+// sentBack is j as the queue takes it to come back after wait, and the
+// delay to send it with. A route that takes only tokens free at once
+// (OneAsker: a resync's bulk pushes) loses a token it asks for late, since
+// its burst of 1 keeps none, while an early ask costs one denied write;
+// and SQS delays come in whole seconds, so a job deferred 100 ms for its
+// next token came back after a second, in which its bucket's tokens went
+// unused unless another job asked for them. Such a job's wait under a
+// second goes with no delay: it is back at the queue's latency and sleeps
+// the rest (j.NotBefore) where it lands, in that call's hold.
+func sentBack(j job.Job, r Route, now time.Time, wait time.Duration) (job.Job, time.Duration) {
+	if r.OneAsker && wait > 0 && wait < time.Second {
+		j.NotBefore = now.Add(wait)
+		wait = 0
+	}
+	return j, wait
 }

@@ -62,13 +62,17 @@ func Delay(wait time.Duration) int32 {
 }
 
 // Defer sends j to the deferred queue to come back after wait. A wait past
-// MaxDelay is recorded in j.NotBefore and served in 15-minute legs.
+// MaxDelay is recorded in j.NotBefore and served in 15-minute legs. With no
+// wait, j comes back at once and keeps its NotBefore: a caller's way to
+// have a wait shorter than SQS's one-second step slept where j lands.
 func (q *Queue) Defer(ctx context.Context, j job.Job, wait time.Duration) error {
 	j.Deferrals++
 	now := q.now()
-	j.NotBefore = time.Time{}
-	if wait > MaxDelay {
+	switch {
+	case wait > MaxDelay:
 		j.NotBefore = now.Add(wait)
+	case wait > 0:
+		j.NotBefore = time.Time{}
 	}
 	j.DeferredAt, j.Due = now, now.Add(time.Duration(Delay(wait))*time.Second)
 	body, err := job.Encode(j)
