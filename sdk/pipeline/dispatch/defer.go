@@ -36,7 +36,7 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, t *task, wait time
 			d.log().Warn("could not extend the job's hold before deferring it", "job_id", j.ID, "err", err)
 		}
 	}
-	back, delay := sentBack(j, t.Route, d.now(), wait)
+	back, delay := sentBack(j, t.Route, d.now(), wait, d.Policy.MaxHold)
 	if err := d.Queue.Defer(ctx, back, delay); err != nil {
 		return Result{}, err
 	}
@@ -90,9 +90,11 @@ func (d *Dispatcher) deadLetterBody(ctx context.Context, id, body string, o Outc
 // next token came back after a second, in which its bucket's tokens went
 // unused unless another job asked for them. Such a job's wait under a
 // second goes with no delay: it is back at the queue's latency and sleeps
-// the rest (j.NotBefore) where it lands, in that call's hold.
-func sentBack(j job.Job, r Route, now time.Time, wait time.Duration) (job.Job, time.Duration) {
-	if r.OneAsker && wait > 0 && wait < time.Second {
+// the rest (j.NotBefore) where it lands, if a deferred call's hold (hold:
+// Policy.MaxHold) can; otherwise it would go round the queue until then,
+// each trip a deferral counted against max_deferrals.
+func sentBack(j job.Job, r Route, now time.Time, wait, hold time.Duration) (job.Job, time.Duration) {
+	if r.OneAsker && wait > 0 && wait < time.Second && wait <= hold {
 		j.NotBefore = now.Add(wait)
 		wait = 0
 	}

@@ -20,16 +20,22 @@ import (
 // by it (measured in the simulated onboarding: 6% of the quota live traffic
 // left, lost in gaps of 2 to 11 intervals between bulk pushes). The job
 // must come back by its token and push within 50 ms of it. A wait of more
-// than a second goes as it did: its delay rounds up by less than its share.
+// than a second goes as it did: its delay rounds up by less than its share;
+// so does one a deferred call's hold (Policy.MaxHold) could not sleep.
 func TestBulkJobDeferredUnderASecondComesBackAtItsToken(t *testing.T) {
 	ms := time.Millisecond
 	for _, tt := range []struct {
-		name   string
-		booked int // tokens live pushes booked ahead at 10/s
-		want   time.Duration
+		name    string
+		booked  int // tokens live pushes booked ahead at 10/s
+		maxHold time.Duration
+		want    time.Duration
 	}{
-		{"300 ms booked", 3, 300 * ms},
-		{"1.5 s booked", 15, 2 * time.Second}, // SQS's delay, rounded up to a whole second
+		{"300 ms booked", 3, DefaultPolicy.MaxHold, 300 * ms},
+		{"1.5 s booked", 15, DefaultPolicy.MaxHold, 2 * time.Second}, // SQS's delay, rounded up to a whole second
+		// A deferred call could not sleep the wait: sent back at once, the
+		// job would go round the queue until its token, each trip a
+		// deferral counted against max_deferrals.
+		{"300 ms booked, a deferred call holds 200 ms", 3, 200 * ms, time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -44,18 +50,17 @@ func TestBulkJobDeferredUnderASecondComesBackAtItsToken(t *testing.T) {
 				vendor := &arrivals{at: map[string][]time.Time{}}
 				q := &fakeQueue{}
 				policy := DefaultPolicy
-				policy.MaxHold = 100 * ms
+				policy.MaxHold = tt.maxHold
 				d := &worker{&Dispatcher{Limiter: lim, Pusher: vendor, Queue: q, Policy: policy}, nil, fixedRoute(route)}
 				j := job.Job{ID: "bulk", Channel: "ota", Credential: "c", Endpoint: "rates", FirstSeen: t0, Payload: []byte(`{}`)}
-				res, errs := d.HandleJobs(t.Context(), []job.Job{j})
+				res, errs := d.Run(t.Context(), d.tasks([]job.Job{j}), t0.Add(100*ms))
 				if errs[0] != nil || res[0].Outcome != Deferred || len(q.deferred) != 1 {
 					t.Fatalf("%+v, %v, %d deferrals; want deferred once", res[0], errs[0], len(q.deferred))
 				}
 				// The queue delivers it after its DelaySeconds (whole
-				// seconds, rounded up) to a call that holds the default 2 s.
+				// seconds, rounded up) to a call that holds MaxHold.
 				back := q.deferred[0]
 				time.Sleep(time.Duration(math.Ceil(back.wait.Seconds())) * time.Second)
-				d.Policy.MaxHold = DefaultPolicy.MaxHold
 				res, errs = d.HandleJobs(t.Context(), []job.Job{back.j})
 				if errs[0] != nil || res[0].Outcome != Pushed {
 					t.Fatalf("back from the queue: %+v, %v; want pushed", res[0], errs[0])
