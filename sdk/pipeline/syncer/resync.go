@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -46,6 +47,9 @@ func (s *Syncer) Resync(ctx context.Context, r ari.Resync, redelivered bool) ([]
 func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, redelivered bool) ([]dispatch.Task, ResyncReport, error) {
 	rep := ResyncReport{ResyncID: r.ResyncID}
 	var tasks []dispatch.Task
+	// A kind's connections that cover the same cells (every channel's,
+	// where each maps the same codes) read its state once.
+	plans := map[string]resync.Plan{}
 	for _, kind := range resync.Kinds(r) {
 		targets, _, err := s.connections().Targets(ctx, r.PropertyID, kind)
 		if err != nil {
@@ -69,10 +73,15 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 				}
 				mapped = append(mapped, c)
 			}
-			plan, err := resync.PlanKind(ctx, s.State, r, kind, mapped)
-			if err != nil {
-				return nil, rep, err
+			key := fmt.Sprint(kind, mapped)
+			plan, ok := plans[key]
+			if !ok {
+				if plan, err = resync.PlanKind(ctx, s.State, r, kind, mapped); err != nil {
+					return nil, rep, err
+				}
+				plans[key] = plan
 			}
+			plan.Elements = slices.Clone(plan.Elements) // this lane's
 			for _, c := range plan.Missing {
 				rep.Missing = append(rep.Missing, fmt.Sprintf("%s %s %s/%s", t.Channel, kind, c.RoomType, c.RatePlan))
 			}

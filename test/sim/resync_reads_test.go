@@ -1,0 +1,59 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/test/mockota"
+)
+
+// A resync of one kind on a hotel connected to three channels that cover
+// the same cells reads the kind's stored state once, not once a channel:
+// the onboarding's planning read each hotel's year 5 times (15 of its 45
+// BatchGetItems a hotel were needed), which delayed its first bulk push and
+// cost a third of the resync's read units. Every channel's lane is still
+// marked with all of it. The oracle: two cells × 12 months are 24
+// cell-months, one BatchGetItem (at most 100 keys each).
+func TestResyncReadsEachKindsStateOnceForAllItsChannels(t *testing.T) {
+	lim := limiter.PerSecond(10, 5)
+	channels := []string{"booking_com", "ota_b", "ota_c"}
+	m := newMemLanes(t, mockota.Config{Limit: lim}, func(url string) string {
+		chans, props := "", ""
+		for i, c := range channels {
+			sep := ""
+			if i > 0 {
+				sep = ", "
+			}
+			chans += fmt.Sprintf(`%s%q: {"base_url": %q, "allow_http": true, "format": "opentravel",
+    "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}}},
+    "credentials": {"cred-1": {"token_env": "T"}}}`, sep, c, url, lim.Rate, lim.Burst)
+			props += fmt.Sprintf(`%s{"channel": %q, "credential": "cred-1", "hotel_ref": "H-%d",
+    "room_types": {"DBL": "DBL", "SUI": "SUI"}, "rate_plans": {"BAR": "BAR"}}`, sep, c, i)
+		}
+		return fmt.Sprintf(`{"channels": {%s}, "properties": {"hotel-aurora": [%s]}}`, chans, props)
+	}, nil)
+	var seq int64
+	for _, room := range []string{"DBL", "SUI"} {
+		seq++
+		c := ari.Change{EventID: fmt.Sprintf("ev-%d", seq), PropertyID: "hotel-aurora", Sequence: seq, Kind: "rates", RoomType: room, RatePlan: "BAR",
+			From: "2027-01-01", To: "2027-12-31", Values: map[string]any{"amount": 100 + seq, "currency": "EUR"}}
+		if _, err := m.sy.State.Apply(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := m.store.Stats().Calls["state BatchGetItem"]
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-01-01", To: "2027-12-31"}
+	_, rep, err := m.sy.Resync(context.Background(), r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.store.Stats().Calls["state BatchGetItem"] - before; got != 1 {
+		t.Errorf("the resync read the state with %d BatchGetItems, want 1 (24 cell-months of one kind, whatever the channels)", got)
+	}
+	if days := 365; rep.Lanes != len(channels) || rep.Dates != len(channels)*2*days {
+		t.Errorf("marked %d lanes with %d dates, want %d lanes with %d (2 cells × %d days each)", rep.Lanes, rep.Dates, len(channels), len(channels)*2*days, days)
+	}
+}
