@@ -47,6 +47,8 @@ type drainLoss struct {
 	Start, Middle, Tail             float64
 	StartSpan, MiddleSpan, TailSpan time.Duration // summed
 	Lanes                           int           // summed
+	// PerBucket is each bucket's bulk requests ÷ its tokens left, sorted.
+	PerBucket []float64
 }
 
 // drainLossOf counts the loss over every bucket of arrivals that met a
@@ -98,6 +100,9 @@ func drainLossOf(arrivals map[string][]arrival, at time.Duration, rate float64) 
 				left[i]--
 			}
 		}
+		if l := left[0] + left[1] + left[2]; l > 0 {
+			d.PerBucket = append(d.PerBucket, (bulk[0]+bulk[1]+bulk[2])/l)
+		}
 		d.Buckets++
 		d.Lanes += len(lastOf)
 		d.Left += left[0] + left[1] + left[2]
@@ -109,16 +114,19 @@ func drainLossOf(arrivals map[string][]arrival, at time.Duration, rate float64) 
 		d.MiddleSpan += tail - first
 		d.TailSpan += last - tail
 	}
+	slices.Sort(d.PerBucket)
 	return d
 }
 
 // write prints d as shares of the tokens left.
 func (d drainLoss) write(w io.Writer) {
-	if d.Buckets == 0 || d.Left <= 0 {
+	if d.Buckets == 0 || d.Left <= 0 || len(d.PerBucket) == 0 {
 		return
 	}
 	n := time.Duration(d.Buckets)
 	pct := func(x float64) float64 { return 100 * x / d.Left }
-	fmt.Fprintf(w, "    bulk requests ÷ tokens live requests left, at the vendors, %d buckets (%.1f lanes each) from the resync to each one's last bulk request: %.1f%%; lost %.1f%% before the first bulk request (%v a bucket), %.1f%% while every lane had bulk work (%v), %.1f%% after the first lane's last (%v)\n",
-		d.Buckets, float64(d.Lanes)/float64(d.Buckets), pct(d.Bulk), pct(d.Start), ms(d.StartSpan/n), pct(d.Middle), ms(d.MiddleSpan/n), pct(d.Tail), ms(d.TailSpan/n))
+	b := d.PerBucket
+	fmt.Fprintf(w, "    at the vendors, bulk requests ÷ tokens live requests left, from the resync to a bucket's last bulk request, %d buckets (%.1f lanes each): %.1f%% in all (per bucket min %.0f%%, median %.0f%%, max %.0f%%); lost %.1f%% before the first bulk request (%v a bucket), %.1f%% while every lane had bulk work (%v), %.1f%% after the first lane's last (%v)\n",
+		d.Buckets, float64(d.Lanes)/float64(d.Buckets), pct(d.Bulk), 100*b[0], 100*b[len(b)/2], 100*b[len(b)-1],
+		pct(d.Start), ms(d.StartSpan/n), pct(d.Middle), ms(d.MiddleSpan/n), pct(d.Tail), ms(d.TailSpan/n))
 }
