@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -49,28 +48,6 @@ type countedLanes struct {
 
 func (c countedLanes) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	return c.writes.UpdateItem(ctx, in, o...)
-}
-
-// barrier holds each caller of arrive until want of them came (or its
-// context ends), so that what they do next overlaps for certain.
-type barrier struct {
-	mu   sync.Mutex
-	want int
-	all  chan struct{}
-}
-
-func newBarrier(want int) *barrier { return &barrier{want: want, all: make(chan struct{})} }
-
-func (g *barrier) arrive(ctx context.Context) {
-	g.mu.Lock()
-	if g.want--; g.want == 0 {
-		close(g.all)
-	}
-	g.mu.Unlock()
-	select {
-	case <-g.all:
-	case <-ctx.Done():
-	}
 }
 
 // countLanes makes sy's lane store count its writes in w.
