@@ -62,7 +62,7 @@ func TestLaneTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var slow, changes, writes, results int
+	var slow, changes, queued, writes, results int
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)
 		switch {
@@ -70,13 +70,15 @@ func TestLaneTrace(t *testing.T) {
 			slow++
 		case len(f) > 3 && f[2] == "C":
 			changes++
+		case len(f) > 3 && f[2] == "Q" && f[len(f)-1] == "change":
+			queued++
 		case len(f) > 3 && f[2] == "L":
 			writes++
 		case len(f) > 3 && f[2] == "J":
 			results++
 		}
 	}
-	if slow == 0 || changes == 0 || writes == 0 || results == 0 {
-		t.Errorf("trace has %d slow days, %d changes, %d lane writes, %d job results: want some of each", slow, changes, writes, results)
+	if slow == 0 || changes == 0 || queued == 0 || writes == 0 || results == 0 {
+		t.Errorf("trace has %d slow days, %d changes, %d changes queued, %d lane writes, %d job results: want some of each", slow, changes, queued, writes, results)
 	}
 }
