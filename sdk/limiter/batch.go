@@ -91,10 +91,18 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	// write; the rest, if any, are booked as always (a batch that must be
 	// whole books all of them).
 	var leased []time.Time
+	if req.N > 1 && !req.Partial && b.Share != nil {
+		l.shares.miss(MissSeveral, req.N)
+	}
 	if req.N == 1 || req.Partial {
 		for len(leased) < req.N {
-			r, ok := l.localGrant(b, 1, ahead)
-			if !ok {
+			r, why := l.tryLocal(b, 1, ahead)
+			if why != "" && len(leased) > 0 {
+				l.shares.miss(MissClump, req.N-len(leased))
+			} else if why != "" {
+				l.shares.miss(why, req.N)
+			}
+			if why != "" || b.Share == nil {
 				break
 			}
 			leased = append(leased, r.Slot)

@@ -122,6 +122,7 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 			l.learnSilence(b.Key, out.Attributes, at)
 			if b.Share != nil {
 				l.shares.learn(b.Key, out.Attributes)
+				l.shares.wroteForm(sf, sv)
 				if sf == lease {
 					l.shares.took(b.Key, *b.Share, b.Limit, now)
 				}

@@ -68,7 +68,10 @@ type shareView struct {
 	n      int   // sn
 	lease  gcra.Lease
 	leased bool // lease is this process's lease of lease.Epoch
+	spent  bool // lease has granted at least once
 	aged   bool // the deciding process has run for Quiet: no mark asserted
+	// why is, for a write of form whole, why it took no lease.
+	why string
 }
 
 type seenShares struct {
@@ -78,6 +81,58 @@ type seenShares struct {
 	// they made: the quota leases held that no request used is
 	// leased·(their tokens) − local.
 	leased, local, leasedTokens int64
+	// misses counts requests a lease did not grant, by why (the Miss
+	// names); wrote counts the share-aware writes that landed, by form.
+	misses, wrote map[string]int64
+}
+
+// Why a request of a bucket with shares was not granted by a lease: the
+// keys of ShareStats.Misses.
+const (
+	MissSeveral = "several tokens at once"
+	MissSilent  = "a silence known"
+	MissPenalty = "a penalty known"
+	MissNone    = "no lease of the bucket ever"
+	MissEnded   = "no lease in this epoch (the last one ended)"
+	MissFresh   = "the lease's pacer empty, never spent yet"
+	MissEmpty   = "the lease's pacer empty"
+	MissClump   = "a batch beyond what the lease banked"
+)
+
+// The forms of share-aware writes: the keys of ShareStats.Writes.
+const (
+	WroteLease    = "took a lease"
+	WroteShared   = "shared: bucket busy or several tokens"
+	WroteUnmarked = "unmarked item"
+	WroteFull     = "idle, no lease: the epoch's leases all taken (as seen)"
+	WroteHeld     = "idle, no lease: holds this epoch's lease"
+	WroteNotQuiet = "idle, no lease: not quiet"
+)
+
+func (s *seenShares) count(m *map[string]int64, why string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *m == nil {
+		*m = make(map[string]int64)
+	}
+	(*m)[why] += int64(n)
+}
+
+// miss records n requests of a bucket with shares that no lease granted.
+func (s *seenShares) miss(why string, n int) { s.count(&s.misses, why, n) }
+
+// wrote records a share-aware write of form f that landed.
+func (s *seenShares) wroteForm(f shareForm, v shareView) {
+	why := WroteShared
+	switch f {
+	case lease:
+		why = WroteLease
+	case unmarked:
+		why = WroteUnmarked
+	case whole:
+		why = v.why
+	}
+	s.count(&s.wrote, why, 1)
 }
 
 func (s *seenShares) get(key string) shareView {
@@ -116,44 +171,55 @@ func (s *seenShares) took(key string, sh Share, lim Limit, now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.m[key]
-	v.lease, v.leased = sh.NewLease(lim, now), true
+	v.lease, v.leased, v.spent = sh.NewLease(lim, now), true, false
 	s.m[key] = v
 	s.leased++
 	s.leasedTokens += sh.LeaseTokens(lim, now)
 }
 
 // spend takes one token of this process's lease of key at now, if it has
-// one to give.
-func (s *seenShares) spend(key string, sh Share, lim Limit, now int64) bool {
+// one to give; if not, why (a Miss name).
+func (s *seenShares) spend(key string, sh Share, lim Limit, now int64) (bool, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.m[key]
-	if !ok || !v.leased {
-		return false
+	switch {
+	case !ok || !v.leased:
+		return false, MissNone
+	case now >= sh.EpochEnd(v.lease.Epoch):
+		return false, MissEnded
 	}
 	next, ok := sh.Spend(lim, v.lease, now)
 	if !ok {
-		return false
+		if !v.spent {
+			return false, MissFresh
+		}
+		return false, MissEmpty
 	}
-	v.lease = next
+	v.lease, v.spent = next, true
 	s.m[key] = v
 	s.local++
-	return true
+	return true, ""
 }
 
 // ShareStats counts what this limiter's leases did: leases taken, the
 // tokens they could grant at most (their rate until their epoch's end),
 // and the requests they granted with no write. LeasedTokens − Local is
 // quota the fleet could not use because a lease held it.
+// Misses counts the requests a lease did not grant, by why (the Miss
+// names), and Writes the share-aware writes that landed, by form (the
+// Wrote names): what a cost analysis needs to see why pushes still write.
 type ShareStats struct {
 	Leases, LeasedTokens, Local int64
+	Misses, Writes              map[string]int64
 }
 
 // ShareStats returns the counts so far.
 func (l *Limiter) ShareStats() ShareStats {
 	l.shares.mu.Lock()
 	defer l.shares.mu.Unlock()
-	return ShareStats{Leases: l.shares.leased, LeasedTokens: l.shares.leasedTokens, Local: l.shares.local}
+	return ShareStats{Leases: l.shares.leased, LeasedTokens: l.shares.leasedTokens, Local: l.shares.local,
+		Misses: maps.Clone(l.shares.misses), Writes: maps.Clone(l.shares.wrote)}
 }
 
 // localGrant grants n tokens of b from this process's lease with no write,
@@ -164,21 +230,34 @@ func (l *Limiter) ShareStats() ShareStats {
 // lease interval apart whatever each caller's ahead, which is what bounds
 // its requests at the vendor.
 func (l *Limiter) localGrant(b Bucket, n int, ahead time.Duration) (Reservation, bool) {
-	if b.Share == nil || n != 1 {
-		return Reservation{}, false
+	r, why := l.tryLocal(b, n, ahead)
+	if why != "" {
+		l.shares.miss(why, n)
+	}
+	return r, why == "" && b.Share != nil
+}
+
+// tryLocal is localGrant without the count of misses: why is the Miss
+// name of a refusal ("" when granted, or when b has no shares).
+func (l *Limiter) tryLocal(b Bucket, n int, ahead time.Duration) (Reservation, string) {
+	switch {
+	case b.Share == nil:
+		return Reservation{}, ""
+	case n != 1:
+		return Reservation{}, MissSeveral
 	}
 	now := micros(l.now())
 	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
-		return Reservation{}, false
+		return Reservation{}, MissSilent
 	}
 	if tat, _ := l.seen.get(b.Key, now, 1<<62); tat > now+b.Limit.Tolerance() {
-		return Reservation{}, false // a penalty this process knows of
+		return Reservation{}, MissPenalty
 	}
 	slot := now + max(ahead, 0).Microseconds()
-	if !l.shares.spend(b.Key, *b.Share, b.Limit, slot) {
-		return Reservation{}, false
+	if ok, why := l.shares.spend(b.Key, *b.Share, b.Limit, slot); !ok {
+		return Reservation{}, why
 	}
-	return Reservation{Key: b.Key, Tokens: 1, Slot: time.UnixMicro(slot), Rate: b.Share.LeaseRate(b.Limit), Leased: true}, true
+	return Reservation{Key: b.Key, Tokens: 1, Slot: time.UnixMicro(slot), Rate: b.Share.LeaseRate(b.Limit), Leased: true}, ""
 }
 
 // shareDecision is the limit a share-aware write of b at now is decided
@@ -217,6 +296,12 @@ func (l *Limiter) shareDecision(b Bucket, tat, now int64, single bool) (Limit, s
 		return sh.SharedLimit(b.Limit, n), marked, v
 	case n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k):
 		return sh.SharedLimit(b.Limit, sh.Leases), lease, v
+	case n >= sh.Leases:
+		v.why = WroteFull
+	case !quiet:
+		v.why = WroteNotQuiet
+	default:
+		v.why = WroteHeld
 	}
 	return sh.SharedLimit(b.Limit, sh.Leases), whole, v
 }

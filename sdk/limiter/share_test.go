@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -148,5 +149,62 @@ func TestABatchTakesWhatTheLeaseBanked(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ShareStats says why each request a lease did not grant went to the
+// store: the simulation's report sums these to show which cause of the
+// writes left with shares is the largest.
+func TestShareStatsSayWhyNoLeaseGranted(t *testing.T) {
+	// Epochs of 10 s; 5 leases of half of 10/s: 1/s each, banking 1.
+	sh := &Share{Fraction: 0.5, Leases: 5, Epoch: 10 * time.Second}
+	b := Bucket{Key: "k", Limit: PerSecond(10, 20), Share: sh}
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	steps := []struct {
+		name  string
+		at    time.Duration // after the epoch's start
+		n     int
+		batch bool
+		miss  map[string]int64 // what the call adds to Misses
+	}{
+		{"first request: no lease, the write takes one", time.Second, 1, false, map[string]int64{MissNone: 1}},
+		{"before the lease's first token", 1500 * ms, 1, false, map[string]int64{MissFresh: 1}},
+		{"the lease's first token", 2200 * ms, 1, false, nil},
+		{"spent: its pacer is empty", 2400 * ms, 1, false, map[string]int64{MissEmpty: 1}},
+		{"a batch of three: the lease grants one", 3300 * ms, 3, true, map[string]int64{MissClump: 2}},
+		{"several tokens at once", 5 * time.Second, 2, false, map[string]int64{MissSeveral: 2}},
+		{"the next epoch: the lease ended", 10500 * ms, 1, false, map[string]int64{MissEnded: 1}},
+	}
+	now := epoch
+	store := &scripted{unreachable: unreachable{t}}
+	l, err := New(store, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want := map[string]int64{}
+	for _, st := range steps {
+		now = epoch.Add(st.at)
+		if st.miss != nil {
+			// The write leaves the bucket idle again at once.
+			store.steps = append(store.steps, granted(now.UnixMicro()))
+		}
+		if st.batch {
+			if _, err := l.ReserveBatch(ctx, b, BatchRequest{N: st.n, MaxDelay: time.Second, Partial: true}); err != nil {
+				t.Fatalf("%s: ReserveBatch: %v", st.name, err)
+			}
+		} else if _, err := l.Reserve(ctx, b, st.n, time.Second); err != nil {
+			t.Fatalf("%s: Reserve: %v", st.name, err)
+		}
+		for k, n := range st.miss {
+			want[k] += n
+		}
+		if got := l.ShareStats().Misses; !maps.Equal(got, want) {
+			t.Fatalf("%s: Misses %v, want %v", st.name, got, want)
+		}
+	}
+	if got := l.ShareStats().Writes[WroteLease]; got != 2 {
+		t.Errorf("writes that took a lease: %d, want 2 (one an epoch)", got)
 	}
 }

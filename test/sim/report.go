@@ -100,6 +100,8 @@ func (s *sim) report() *Report {
 		r.Shares.Leases += st.Leases
 		r.Shares.LeasedTokens += st.LeasedTokens
 		r.Shares.Local += st.Local
+		r.Shares.Misses = addCounts(r.Shares.Misses, st.Misses)
+		r.Shares.Writes = addCounts(r.Shares.Writes, st.Writes)
 	}
 	s.mu.Unlock()
 	for _, v := range s.vendors {
@@ -292,6 +294,8 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  leased shares %s: %d leases, %d pushes granted by a lease with no write (%.3f per push); quota leases held and no push used: %d tokens, %.0f a minute\n",
 			set, sh.Leases, sh.Local, per(float64(sh.Local), float64(st.Pushes)), unused, per(float64(unused), r.Simulated.Minutes()))
+		fmt.Fprintf(w, "    requests no lease granted, by why (a share of pushes): %s\n", countsPer(sh.Misses, float64(st.Pushes)))
+		fmt.Fprintf(w, "    share-aware limiter writes that landed, by form (a share of pushes): %s\n", countsPer(sh.Writes, float64(st.Pushes)))
 	}
 	fmt.Fprintf(w, "  DynamoDB calls %d: %.2f per change (limiter %.2f, state and lanes %.2f); WCU %.0f (%.2f per change), RCU %.0f (%.2f per change); conditional failures %d, outage errors %d, other errors %d, items refused over 400 KB %d\n",
 		all, per(float64(all), ch), per(float64(lim), ch), per(float64(all-lim), ch), r.DB.WCU, per(r.DB.WCU, ch), r.DB.RCU, per(r.DB.RCU, ch),
@@ -519,4 +523,33 @@ func (s *sim) stormDrain(b Burst, samples []Sample) string {
 	}
 	return fmt.Sprintf("while the wave arrived (%v–%v) each %s rates bucket sent %.0f–%.0f%% of its quota (%g/s); %s",
 		from, to, c.Name, 100*minUse, 100*maxUse, c.Rate, drained)
+}
+
+// addCounts adds b's counts to a's, making a if it is nil.
+func addCounts(a, b map[string]int64) map[string]int64 {
+	if a == nil && len(b) > 0 {
+		a = make(map[string]int64)
+	}
+	for k, n := range b {
+		a[k] += n
+	}
+	return a
+}
+
+// countsPer prints counts largest first, each with its count and its
+// share of of.
+func countsPer(m map[string]int64, of float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%s %d (%.3f)", k, m[k], per(float64(m[k]), of))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
