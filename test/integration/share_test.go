@@ -194,12 +194,11 @@ func TestMixedReleasesKeepTheBound(t *testing.T) {
 }
 
 // Six environments write one bucket in each of three epochs while it
-// idles: the first takes a lease with its first write of the epoch and a
-// second with its next (the first's pacer has no token yet), the next
-// three one each, the last two find none left, and the first writes again
-// after the others' leases changed the count it last saw. The only writes
-// that fail their conditions are the last two's asks for a lease when none
-// is left (twice an epoch): a lease write asserts only that the epoch has a lease
+// idles: the first five each take a lease with their first write of the
+// epoch, the sixth finds none left, and one of them writes again after
+// the others' leases changed the count it last saw. The only write that
+// fails its condition is the sixth's ask for a lease when none is left
+// (once an epoch): a lease write asserts only that the epoch has a lease
 // left (its count's name carries the epoch, so no environment guesses
 // whether the epoch's count has begun), and an idle one-token grant is
 // charged at the whole carve and asserts no count.
@@ -230,9 +229,9 @@ func TestLeaseWritesDoNotGuessTheEpochsCount(t *testing.T) {
 	for e := range epochs {
 		start := time.Duration(e) * f.b.Share.Epoch
 		ask(ws[0], start+100*time.Millisecond) // takes a lease
-		ask(ws[0], start+150*time.Millisecond) // a second lease: its first has no token yet
+		ask(ws[0], start+150*time.Millisecond) // books: its lease has no token yet
 		for i := 1; i < len(ws); i++ {
-			ask(ws[i], start+100*time.Millisecond+time.Duration(i)*500*time.Millisecond) // three leases, then none left
+			ask(ws[i], start+100*time.Millisecond+time.Duration(i)*500*time.Millisecond) // four leases, then none left
 		}
 		ask(ws[0], start+3*time.Second)                     // from its lease
 		ask(ws[0], start+3*time.Second+50*time.Millisecond) // books, having seen one lease taken
@@ -245,8 +244,8 @@ func TestLeaseWritesDoNotGuessTheEpochsCount(t *testing.T) {
 	if leased != epochs {
 		t.Errorf("%d leased grants; want %d (one an epoch)", leased, epochs)
 	}
-	if want := int64(10 * epochs); writes != want {
-		t.Errorf("%d writes; want %d, one a written grant and two an epoch for the last two environments' lease asks: the rest failed their conditions", writes, want)
+	if want := int64(9 * epochs); writes != want {
+		t.Errorf("%d writes; want %d, one a written grant and one an epoch for the sixth environment's lease ask: the rest failed their conditions", writes, want)
 	}
 	assertFleetInvariant(t, grants, f.b.Limit, 0)
 }
