@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,12 +66,9 @@ type shareView struct {
 	ow     int64 // µs
 	epoch  int64 // sk
 	n      int   // sn
-	// leases are this process's leases of one epoch (leases[0].Epoch):
-	// it takes another with a write its empty pacers could not spare, so
-	// that its clumps of pushes spend several. The bound counts leases,
-	// not processes.
-	leases []gcra.Lease
-	spent  bool // one of leases has granted
+	lease  gcra.Lease
+	leased bool // lease is this process's lease of lease.Epoch
+	spent  bool // lease has granted at least once
 	aged   bool // the deciding process has run for Quiet: no mark asserted
 	// why is, for a write of form whole, why it took no lease.
 	why string
@@ -109,6 +105,7 @@ const (
 	WroteShared   = "shared: bucket busy or several tokens"
 	WroteUnmarked = "unmarked item"
 	WroteFull     = "idle, no lease: the epoch's leases all taken (as seen)"
+	WroteHeld     = "idle, no lease: holds this epoch's lease"
 	WroteNotQuiet = "idle, no lease: not quiet"
 )
 
@@ -174,12 +171,7 @@ func (s *seenShares) took(key string, sh Share, lim Limit, now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.m[key]
-	l := sh.NewLease(lim, now)
-	if len(v.leases) == 0 || v.leases[0].Epoch != l.Epoch {
-		v.leases, v.spent = nil, false
-	}
-	// A copy: views handed out by get share the old array.
-	v.leases = append(slices.Clone(v.leases), l)
+	v.lease, v.leased, v.spent = sh.NewLease(lim, now), true, false
 	s.m[key] = v
 	s.leased++
 	s.leasedTokens += sh.LeaseTokens(lim, now)
@@ -192,26 +184,22 @@ func (s *seenShares) spend(key string, sh Share, lim Limit, now int64) (bool, st
 	defer s.mu.Unlock()
 	v, ok := s.m[key]
 	switch {
-	case !ok || len(v.leases) == 0:
+	case !ok || !v.leased:
 		return false, MissNone
-	case now >= sh.EpochEnd(v.leases[0].Epoch):
+	case now >= sh.EpochEnd(v.lease.Epoch):
 		return false, MissEnded
 	}
-	for i, ls := range v.leases {
-		next, ok := sh.Spend(lim, ls, now)
-		if !ok {
-			continue
+	next, ok := sh.Spend(lim, v.lease, now)
+	if !ok {
+		if !v.spent {
+			return false, MissFresh
 		}
-		v.leases = slices.Clone(v.leases)
-		v.leases[i], v.spent = next, true
-		s.m[key] = v
-		s.local++
-		return true, ""
+		return false, MissEmpty
 	}
-	if !v.spent {
-		return false, MissFresh
-	}
-	return false, MissEmpty
+	v.lease, v.spent = next, true
+	s.m[key] = v
+	s.local++
+	return true, ""
 }
 
 // ShareStats counts what this limiter's leases did: leases taken, the
@@ -306,14 +294,14 @@ func (l *Limiter) shareDecision(b Bucket, tat, now int64, single bool) (Limit, s
 	switch {
 	case tat > now || !single:
 		return sh.SharedLimit(b.Limit, n), marked, v
-	case n < sh.Leases && quiet:
-		// Also when this process holds leases of the epoch: this write is
-		// one their pacers could not spare.
+	case n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k):
 		return sh.SharedLimit(b.Limit, sh.Leases), lease, v
 	case n >= sh.Leases:
 		v.why = WroteFull
-	default:
+	case !quiet:
 		v.why = WroteNotQuiet
+	default:
+		v.why = WroteHeld
 	}
 	return sh.SharedLimit(b.Limit, sh.Leases), whole, v
 }

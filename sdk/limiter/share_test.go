@@ -3,11 +3,9 @@ package limiter
 import (
 	"context"
 	"maps"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
@@ -171,10 +169,10 @@ func TestShareStatsSayWhyNoLeaseGranted(t *testing.T) {
 		miss  map[string]int64 // what the call adds to Misses
 	}{
 		{"first request: no lease, the write takes one", time.Second, 1, false, map[string]int64{MissNone: 1}},
-		{"before the lease's first token: the write takes a second", 1500 * ms, 1, false, map[string]int64{MissFresh: 1}},
-		{"the first lease's first token", 2200 * ms, 1, false, nil},
-		{"both pacers empty: the write takes a third", 2400 * ms, 1, false, map[string]int64{MissEmpty: 1}},
-		{"a batch of three: the first two leases grant one each", 3300 * ms, 3, true, map[string]int64{MissClump: 1}},
+		{"before the lease's first token", 1500 * ms, 1, false, map[string]int64{MissFresh: 1}},
+		{"the lease's first token", 2200 * ms, 1, false, nil},
+		{"spent: its pacer is empty", 2400 * ms, 1, false, map[string]int64{MissEmpty: 1}},
+		{"a batch of three: the lease grants one", 3300 * ms, 3, true, map[string]int64{MissClump: 2}},
 		{"several tokens at once", 5 * time.Second, 2, false, map[string]int64{MissSeveral: 2}},
 		{"the next epoch: the lease ended", 10500 * ms, 1, false, map[string]int64{MissEnded: 1}},
 	}
@@ -206,70 +204,7 @@ func TestShareStatsSayWhyNoLeaseGranted(t *testing.T) {
 			t.Fatalf("%s: Misses %v, want %v", st.name, got, want)
 		}
 	}
-	// Every idle write of one token took a lease: the script's item shows
-	// none taken.
-	if got := l.ShareStats().Writes[WroteLease]; got != 5 {
-		t.Errorf("writes that took a lease: %d, want 5", got)
-	}
-}
-
-// A process whose lease's pacer is empty takes another of the epoch's
-// leases with the write that books the request it could not grant (a
-// write it makes anyway), so that its clumps of pushes of one bucket
-// spend two pacers. The bound counts leases, not processes: two leases of
-// one process are two of the epoch's M. Without it, every such write
-// took none, and a process held one lease of the M however many pushes it
-// sent (docs/benchmarks.md: the pacer empty or a batch beyond what it
-// banked were most of the writes left).
-func TestAnEmptyLeaseTakesAnotherWithItsWrite(t *testing.T) {
-	// Epochs of 10 s; 5 leases of half of 10/s: 1/s each, banking 1.
-	sh := &Share{Fraction: 0.5, Leases: 5, Epoch: 10 * time.Second}
-	b := Bucket{Key: "k", Limit: PerSecond(10, 20), Share: sh}
-	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	ms := time.Millisecond
-	steps := []struct {
-		name   string
-		at     time.Duration // after the epoch's start
-		leased bool          // granted by a lease, with no write
-		took   bool          // else its write takes a lease
-	}{
-		{"no lease: the write takes one", time.Second, false, true},
-		{"the first lease's token", 2200 * ms, true, false},
-		{"its pacer empty: the write takes a second", 2400 * ms, false, true},
-		{"the first lease's next token", 3500 * ms, true, false},
-		{"the second lease's first token", 3500 * ms, true, false},
-		{"both empty: a third", 3600 * ms, false, true},
-	}
-	now := epoch
-	store := &scripted{unreachable: unreachable{t}}
-	l, err := New(store, WithClock(func() time.Time { return now }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for _, st := range steps {
-		now = epoch.Add(st.at)
-		if !st.leased {
-			// The write leaves the bucket idle again at once.
-			store.steps = append(store.steps, granted(now.UnixMicro()))
-		}
-		before := len(store.sent)
-		r, err := l.Reserve(ctx, b, 1, time.Second)
-		if err != nil {
-			t.Fatalf("%s: Reserve: %v", st.name, err)
-		}
-		if r.Leased != st.leased || (len(store.sent) == before) != st.leased {
-			t.Fatalf("%s: Leased %v with %d writes, want leased %v", st.name, r.Leased, len(store.sent)-before, st.leased)
-		}
-		if st.leased {
-			continue
-		}
-		upd := aws.ToString(store.sent[len(store.sent)-1].UpdateExpression)
-		if took := strings.Contains(upd, "if_not_exists(#ck"); took != st.took {
-			t.Fatalf("%s: the write took a lease %v, want %v (%s)", st.name, took, st.took, upd)
-		}
-	}
-	if got := l.ShareStats().Leases; got != 3 {
-		t.Errorf("leases taken %d, want 3", got)
+	if got := l.ShareStats().Writes[WroteLease]; got != 2 {
+		t.Errorf("writes that took a lease: %d, want 2 (one an epoch)", got)
 	}
 }
