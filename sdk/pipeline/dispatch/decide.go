@@ -9,9 +9,15 @@ import (
 
 // The dispatcher decides, then acts, as sdk/gcra decides and sdk/limiter
 // writes: decide is a function of values (the job, what its route asks,
-// the policy, the clock's reading), with no I/O and no clock of its own,
-// and serve carries out what it says (reserve, sleep, push, defer,
-// dead-letter) and asks again with what changed.
+// the policy, the clock's reading), with no I/O and no clock of its own.
+// It returns a plan: the steps to take with the job, in order, as far as
+// they can be known before any is taken (begin its work, the lease or the
+// token first, book a slot), and serve carries them out. What a step
+// learns that the plan could not know (whether a lingering job's early
+// slot was granted, a recheck's answer, a revoked slot) ends the plan,
+// and serve asks decide again. A slot is known only once booked: what to
+// do with it (its grace, blocking distance, shadow mode, the push) is
+// decideSlot's (decide_slot.go), asked with the slot.
 
 // action is what decide says to do with a job next.
 type action int
@@ -55,13 +61,12 @@ const (
 	// first if decision.FreeLease.
 	actPrepare
 	// actJoinLease: count the push among those going for its route's
-	// in-flight lease (Leases.join) and read whether the lease set is
-	// crowded (situation.Lease), then ask again. Dropping an expired hold
-	// first if decision.DropHold.
+	// in-flight lease (Leases.join), after which the lease set's crowding
+	// is read (situation.Lease, decision.IfCrowded). Dropping an expired
+	// hold first if decision.DropHold.
 	actJoinLease
 	// actLeaseFirst: take the route's in-flight lease before the token
-	// (lease.go), then ask again; dropping an expired hold first if
-	// decision.DropHold.
+	// (lease.go); dropping an expired hold first if decision.DropHold.
 	actLeaseFirst
 )
 
@@ -87,7 +92,7 @@ type situation struct {
 	// (lingerReach); zero: it may not.
 	LingerReach time.Duration
 	// Rechecks: the job only comes back to see whether its work is its own
-	// (Task.Recheck).
+	// (Task.Recheck), which it finds out first unless it holds a slot.
 	Rechecks bool
 	// Shadow: the route pushes at once and records what enforcement would do.
 	Shadow bool
@@ -147,6 +152,10 @@ type decision struct {
 	Reason string
 	// Outcome is the dead letter's kind, for actDeadLetter.
 	Outcome Outcome
+	// IfCrowded: an actLeaseFirst planned before the push joined those
+	// going for a lease (actJoinLease), taken only if the lease set is
+	// crowded then; otherwise the token comes first (the next step).
+	IfCrowded bool
 	// DropHold: the hold expired before the job ran (a wasted slot).
 	DropHold bool
 	// Confirm: the slot carries a stamp, confirmed before it is spent.
@@ -173,30 +182,81 @@ type decision struct {
 	ShadowWouldDefer bool
 }
 
-// decide says what to do with a job next. The policy, in order: past its
-// max age or its deadline (dead-letter); handed back by a push of the call
-// past its hold (defer, unbooked); not due yet (book its early slot if its
-// bucket fills first; sleep a short wait, defer a long one); a job
-// that only rechecks its work (begin it first); a hold expired past its
-// grace, or none (reserve); a shadow route (push now); a slot beyond
-// blocking distance or the call's hold (defer, to come back early by the
-// lead); otherwise sleep to the slot and push.
-func decide(s situation) decision {
+// plan is what decide says to do with a job: its steps, taken in order.
+// The last one ends the call's hold on the job (push, defer,
+// dead-letter), or leaves the job holding a slot (Slot: decideSlot says
+// what follows), or learns what the plan could not know (serve asks decide
+// again).
+type plan struct {
+	Steps []decision
+	// Slot: after the last step the job holds a slot, booked in this call
+	// or begun for ahead of it.
+	Slot bool
+	// Until is when the plan stops holding: from then on the job may be
+	// past its max age or its deadline, or, handed back, past the call's
+	// hold, which decide checks before anything else. Zero: no bound (the
+	// job owns its work after a recheck, or booked its slot in the call).
+	Until time.Time
+	// StoreFailing is situation.StoreFailing as the plan read it: whether
+	// a job begins its work before booking depends on it.
+	StoreFailing bool
+}
+
+// holds reports whether p still says what decide would, at now and with
+// the limiter's store failing or not.
+func (p plan) holds(now time.Time, storeFailing bool) bool {
+	return (p.Until.IsZero() || now.Before(p.Until)) && storeFailing == p.StoreFailing
+}
+
+// decide says what to do with a job: the plan of its next steps. The
+// policy, in order: past its max age or its deadline (dead-letter);
+// handed back by a push of the call past its hold (defer, unbooked); not
+// due yet (book its early slot if its bucket fills first; sleep a short
+// wait, defer a long one); a job that only rechecks its work (begin it
+// first); a hold expired past its grace, or none (begin the work first,
+// then the lease or the token first, and book a slot); a slot held, to be
+// used (decideSlot). The plan takes each step's expected outcome for
+// granted (the work begun, the push counted among those going for a
+// lease, the lease taken) and ends where an outcome is not known ahead.
+func decide(s situation) plan {
+	p := plan{Until: s.until(), StoreFailing: s.StoreFailing}
+	for {
+		d, atSlot := s.next()
+		if atSlot {
+			rest := decideSlot(s)
+			p.Steps, p.Slot = append(p.Steps, rest.Steps...), rest.Slot
+			return p
+		}
+		if d.Act == actLeaseFirst && s.Lease.Crowded && len(p.Steps) > 0 && p.Steps[len(p.Steps)-1].Act == actJoinLease {
+			d.IfCrowded = true
+		}
+		p.Steps = append(p.Steps, d)
+		var known bool
+		if s, known = s.after(d); !known {
+			p.Slot = d.Act == actReserve || (d.Act == actPrepare && s.Job.Hold.Held())
+			return p
+		}
+	}
+}
+
+// next is the step decide takes in s, or atSlot: the job holds a slot to
+// use, which decideSlot plans for.
+func (s situation) next() (d decision, atSlot bool) {
 	j, now := s.Job, s.Now
 	if s.Revoked {
 		// Booked again rather than earn a 429: the rate is lower than the
 		// one the slot was granted at, or silence was asked past it.
-		return decision{Act: actRevoke}
+		return decision{Act: actRevoke}, false
 	}
 	if !s.Owned && !s.Booked {
 		// A job past its max age or its deadline ends first, whatever it
 		// waits for: deferred or slept, it would only come back to end.
 		if !now.Before(j.FirstSeen.Add(s.MaxAge)) {
 			return decision{Act: actDeadLetter, Outcome: Expired,
-				Reason: fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), s.MaxAge)}
+				Reason: fmt.Sprintf("expired: first seen %s, over its max_age %s ago", j.FirstSeen.Format(time.RFC3339), s.MaxAge)}, false
 		}
 		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
-			return decision{Act: actDeadLetter, Outcome: Shed, Reason: fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339))}
+			return decision{Act: actDeadLetter, Outcome: Shed, Reason: fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339))}, false
 		}
 		if s.Next && s.Sleep.over(now) {
 			// The call's hold bounds its chain of pushes, not only its
@@ -205,20 +265,20 @@ func decide(s situation) decision {
 			// with a backlog would keep the call pushing to its end. The
 			// job goes before booking a slot, which the queue's trip would
 			// waste.
-			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate}
+			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate}, false
 		}
 		if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
 			wait := j.NotBefore.Sub(now)
 			switch {
 			case !s.LingerAsked && s.LingerReach > 0:
-				return decision{Act: actBookLinger, Wait: s.LingerReach}
+				return decision{Act: actBookLinger, Wait: s.LingerReach}, false
 			case wait > s.Lead.lead(wait) || !s.Sleep.can(now, wait):
-				return decision{Act: actDefer, Wait: wait, Reason: "not due yet"}
+				return decision{Act: actDefer, Wait: wait, Reason: "not due yet"}, false
 			}
-			return decision{Act: actSleep, Wait: wait}
+			return decision{Act: actSleep, Wait: wait}, false
 		}
 		if !j.Hold.Held() && s.Rechecks {
-			return decision{Act: actRecheck}
+			return decision{Act: actRecheck}, false
 		}
 	}
 	// A job with work to begin begins it before booking: a slot booked
@@ -226,79 +286,72 @@ func decide(s situation) decision {
 	// while the limiter's store fails: no slot would follow, and the claim
 	// would be held through the cooldown's deferrals (a stale copy of a
 	// job would take its lane over only to expire with it).
-	prepare := s.Prepares && !s.Prepared && !s.Shadow
-	beginFirst := prepare && !s.StoreFailing
-	if !s.Booked && j.Hold.Held() && now.After(j.Hold.At.Add(s.Grace)) {
-		if beginFirst {
-			return decision{Act: actPrepare, DropHold: true}
-		}
-		if s.Prepared {
-			// Its work took longer to begin than it was given: the push
-			// goes now, and the request books a fresh token as it leaves
-			// (spendable), as any push reaching its slot late does. Booked
-			// again here, a store this slow would make every slot late and
-			// the job loop through the queue, claiming each time.
-			return decision{Act: actPush}
-		}
-		return s.reserve(true)
+	beginFirst := s.Prepares && !s.Prepared && !s.Shadow && !s.StoreFailing
+	switch {
+	case j.Hold.Held() && (s.Booked || s.Prepared || !s.expired()):
+		return decision{}, true
+	case j.Hold.Held() && beginFirst:
+		return decision{Act: actPrepare, DropHold: true}, false
+	case j.Hold.Held():
+		return s.reserve(true), false
+	case beginFirst:
+		return decision{Act: actPrepare}, false
 	}
-	if !j.Hold.Held() {
-		if beginFirst {
-			return decision{Act: actPrepare}
-		}
-		return s.reserve(false)
-	}
-	wait := j.Hold.At.Sub(now)
-	if s.Shadow {
-		// Enforcement would sleep or defer here; shadow mode records which
-		// and pushes now. The booked slot stays in the bucket, so the
-		// bucket shows the pace enforcement would keep.
-		d := decision{Act: actPush, Shadow: true}
-		if wait > 0 {
-			d.ShadowWait, d.ShadowWouldDefer = wait, wait > s.Lead.lead(wait) || !s.Sleep.can(now, wait)
-		}
-		return d
-	}
-	prepLead := time.Duration(0)
-	if prepare {
-		prepLead = s.PrepLead
-	}
-	bound := s.Sleep
-	if s.Prepared && wait <= s.PrepLead {
-		// Begun for this slot: the call's hold counted the work, which
-		// is no sleep, and the push sleeps what is left (the deadline
-		// still bounds it).
-		bound.Hold = time.Time{}
-	}
-	if lead := s.Lead.lead(wait) + prepLead; wait > lead || !bound.can(now, wait) {
-		// Come back once the slot is within blocking distance, and sleep
-		// the rest. SQS delays are whole seconds and deliveries run late
-		// (in proportion to the delay on the emulator, by seconds under a
-		// scaling event source mapping), so the job comes back early by
-		// the lateness seen, never less than BlockThreshold; a wait that
-		// lateness alone could eat is slept here instead.
-		return decision{Act: actDefer, Wait: max(wait-lead, 0), Reason: "waiting for its reserved slot"}
-	}
-	if prepare {
-		return decision{Act: actPrepare, Wait: max(wait-prepLead, 0), FreeLease: wait > s.Grace}
-	}
-	// A stamped slot is confirmed Early before it comes, and a silence
-	// asked Silence before it, so that the reads' latency does not delay
-	// the push past its slot: late pushes bunch at the vendor, and past
-	// the grace waste their slots. The push sleeps the rest.
-	d := decision{Act: actPush, Confirm: stampOf(j.Hold) != nil, FreeLease: wait > s.Grace}
-	early := time.Duration(0)
-	if d.Confirm {
-		early = s.Early
-	}
-	if j.Hold.Ahead {
-		early = max(early, s.Silence)
-	}
-	if wait > early {
-		d.Wait = wait - early
-	}
-	return d
+	return s.reserve(false), false
 }
+
+// after is s as step d, going as expected, leaves it, and whether the
+// next step is known in it: after beginning the work, after counting the
+// push among those going for a lease (as if the set were crowded: the
+// lease-first step this plans is taken only if it is, IfCrowded, and the
+// token booked next either way), and after taking the lease. The clock is
+// not moved: what the time a step takes changes is what plan.Until
+// bounds, and a slot to use is decideSlot's, asked at its time.
+func (s situation) after(d decision) (situation, bool) {
+	if d.DropHold {
+		s.Job.Hold = job.Hold{}
+	}
+	switch d.Act {
+	case actPrepare:
+		s.Prepared = true
+		return s, !s.Job.Hold.Held()
+	case actJoinLease:
+		s.Lease.Joined, s.Lease.Crowded = true, true
+		return s, true
+	case actLeaseFirst:
+		s.Lease.Held = true
+		return s, true
+	}
+	return s, false
+}
+
+// until is when the checks decide makes before anything else (max age,
+// deadline, a handed-back job past the call's hold) would say otherwise
+// than at s.Now; zero when they are not made (plan.Until).
+func (s situation) until() time.Time {
+	if s.Owned || s.Booked {
+		return time.Time{}
+	}
+	until := s.Job.FirstSeen.Add(s.MaxAge)
+	earliest := func(t time.Time) {
+		if !t.IsZero() && t.Before(until) {
+			until = t
+		}
+	}
+	earliest(s.Job.Deadline)
+	if s.Next {
+		if !s.Sleep.Hold.IsZero() {
+			earliest(s.Sleep.Hold.Add(time.Nanosecond)) // over: after the hold
+		}
+		if !s.Sleep.Deadline.IsZero() {
+			earliest(s.Sleep.Deadline.Add(-s.Sleep.Margin))
+		}
+	}
+	return until
+}
+
+// expired reports whether the slot the job holds passed its grace.
+func (s situation) expired() bool { return s.Now.After(s.Job.Hold.At.Add(s.Grace)) }
 
 // reserve says how a job with no slot books one, dropping its expired
 // hold first if drop: while its route's lease set is crowded, it takes

@@ -13,12 +13,16 @@ import (
 )
 
 // TestDecideProperties drives decide through random sequences of
-// situations, as serve would meet them one after the other, and checks
-// after every decision what must hold whatever the sequence:
+// situations, as serve would meet them one after the other: it takes each
+// plan's steps in turn, with random outcomes, asking decide again (or
+// decideSlot, for a slot booked or begun for) where serve would. It
+// checks every step, against the situation as it stands when the step is
+// taken, for what must hold whatever the sequence:
 //   - never a push without a token: a push holds a slot;
 //   - never a slot used later than its grace: a slot carried in is pushed
-//     no later than its grace after it (one booked in the call is checked
-//     at the request instead: spendable);
+//     no later than its grace after it (one booked in the call, or one
+//     whose work was begun for it, is checked at the request instead:
+//     spendable books a fresh token for a late request);
 //   - never a deferral past a deadline: a job is never deferred to come
 //     back past its deadline or its max age while it could still be
 //     served before them (a job that cannot is dead-lettered, not
@@ -37,8 +41,13 @@ import (
 //     next token, never for a spent quota, and never past the call's
 //     bounds, its deadline or its max age; it defers a job only to come
 //     back before them, and ends one only when the wait would not;
+//   - a plan ends at its first step that ends the call's hold on the job
+//     or learns what it could not know, books at most one slot, and holds
+//     no later than the job's deadline and max age while those are
+//     checked (its steps are then checked at the clock's reading when
+//     they are taken, not when the plan was made);
 //   - the sequence ends: every job is pushed, deferred or dead-lettered
-//     within a bounded number of decisions.
+//     within a bounded number of steps.
 //
 // The oracle is the list above, written against the situation's values;
 // it shares no code with decide. The seeds are fixed: a failure prints the
@@ -95,7 +104,8 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 		}
 	}
 	s.Rechecks = !s.Job.Hold.Held() && maybe(0.2)
-	s.Next = maybe(0.1)
+	// A job a push hands back is the work's next, made with no slot.
+	s.Next = !s.Job.Hold.Held() && maybe(0.1)
 	if maybe(0.5) {
 		s.Sleep.Hold = t0.Add(dur(10 * time.Second))
 	}
@@ -103,20 +113,53 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 		s.Sleep.Deadline, s.Sleep.Margin = t0.Add(dur(30*time.Second)), 3*time.Second
 	}
 	s.Lease.Gated = maybe(0.4)
+	s.Prepares = maybe(0.4)
+	s.PrepLead = dur(500 * time.Millisecond)
+	s.StoreFailing = maybe(0.2)
 	quota := maybe(0.3)
 	// carried is the hold the job came in with, checked for grace; nil
 	// once the call books its own.
 	carried := s.Job.Hold.Held()
 
+	var p plan
+	next := 0
 	for step := 0; step < maxSteps; step++ {
-		if s.Lease.Joined {
-			s.Lease.Crowded = maybe(0.5) // read again before every decision
+		if next >= len(p.Steps) || !p.holds(s.Now, s.StoreFailing) {
+			if s.Lease.Joined {
+				s.Lease.Crowded = maybe(0.5) // read again before every plan
+			}
+			if p.Slot && p.holds(s.Now, s.StoreFailing) {
+				p = decideSlot(s)
+			} else {
+				p = decide(s)
+			}
+			next = 0
+			trail = append(trail, fmt.Sprintf("  plan of %d steps until %v, slot=%v", len(p.Steps), at(p.Until, t0), p.Slot))
+			if err := checkPlan(s, p); err != nil {
+				return trail, err
+			}
 		}
-		d := decide(s)
-		trail = append(trail, fmt.Sprintf("  %2d now+%v hold=%v notBefore=%v owned=%v booked=%v lingerAsked=%v: %s wait=%v %s",
-			step, s.Now.Sub(t0), holdAt(s.Job.Hold, t0), at(s.Job.NotBefore, t0), s.Owned, s.Booked, s.LingerAsked, d.Act, d.Wait, d.Reason))
+		d := p.Steps[next]
+		next++
+		if d.DropHold {
+			s.Job.Hold = job.Hold{}
+		}
+		if d.IfCrowded {
+			if s.Lease.Crowded = maybe(0.5); !s.Lease.Crowded {
+				trail = append(trail, fmt.Sprintf("  %2d %s skipped: the lease set is not crowded", step, d.Act))
+				continue
+			}
+		}
+		trail = append(trail, fmt.Sprintf("  %2d now+%v hold=%v notBefore=%v owned=%v booked=%v prepared=%v lingerAsked=%v: %s wait=%v %s",
+			step, s.Now.Sub(t0), holdAt(s.Job.Hold, t0), at(s.Job.NotBefore, t0), s.Owned, s.Booked, s.Prepared, s.LingerAsked, d.Act, d.Wait, d.Reason))
+		if d.DropHold {
+			d.DropHold = false // dropped above, as serve does before the step
+		}
 		if err := checkDecision(s, d, carried); err != nil {
 			return trail, err
+		}
+		if maybe(0.05) {
+			s.StoreFailing = !s.StoreFailing // another job's reservation
 		}
 		switch d.Act {
 		case actPush, actDefer, actDeadLetter:
@@ -136,26 +179,25 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 			if maybe(0.5) {
 				return trail, nil // told to come back: decideBegin's, not decide's
 			}
-			s.Owned, s.Rechecks = true, false
+			s.Owned, s.Rechecks, s.Prepared = true, false, true
 			s.Now = s.Now.Add(dur(50 * time.Millisecond))
-		case actJoinLease:
-			if d.DropHold {
-				s.Job.Hold = job.Hold{}
+		case actPrepare:
+			if maybe(0.1) {
+				return trail, nil // nothing to push, or told to come back: decideBegin's
 			}
+			// Slept to its time, then the claim and the render, which may
+			// take longer than they were given.
+			s.Now = s.Now.Add(d.Wait + dur(time.Second))
+			s.Prepared = true
+		case actJoinLease:
 			s.Lease.Joined = true
 		case actLeaseFirst:
-			if d.DropHold {
-				s.Job.Hold = job.Hold{}
-			}
 			if maybe(0.2) {
 				return trail, nil // no lease within the hold: leaseRefused's
 			}
 			s.Lease.Held = true
 			s.Now = s.Now.Add(dur(2 * time.Second)) // the wait for a lease
 		case actReserve:
-			if d.DropHold {
-				s.Job.Hold = job.Hold{}
-			}
 			if quota && maybe(0.4) {
 				q := quotaRefusal{Err: []error{
 					&limiter.ExhaustedError{RetryAfter: dur(2 * time.Second)},
@@ -173,6 +215,7 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 				}
 				// Slept for the token with the lease freed; reserve asks again.
 				s.Now, s.Lease.Held = s.Now.Add(dq.Wait+dur(3*time.Millisecond)), false
+				p = plan{} // decide asked again, as it was before plans
 				continue
 			}
 			if maybe(0.2) {
@@ -200,6 +243,52 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 	return trail, errors.New("no push, deferral or dead letter within the steps")
 }
 
+// checkPlan is the oracle of a plan's shape: where it must end, what it
+// books, and how long it may hold, in s.
+func checkPlan(s situation, p plan) error {
+	if len(p.Steps) == 0 {
+		return errors.New("a plan of no steps")
+	}
+	reserves := 0
+	for i, d := range p.Steps {
+		last := i == len(p.Steps)-1
+		switch d.Act {
+		case actPush, actDefer, actDeadLetter, actBookLinger, actSleep, actRecheck, actRevoke:
+			if !last {
+				return fmt.Errorf("step %d of %d is %s, which ends the plan", i+1, len(p.Steps), d.Act)
+			}
+		case actReserve:
+			if reserves++; reserves > 1 {
+				return errors.New("a plan that books twice")
+			}
+			if !last {
+				return fmt.Errorf("steps after the booking (%d of %d), whose slot the plan cannot know", i+1, len(p.Steps))
+			}
+		case actLeaseFirst:
+			if d.IfCrowded && (i == 0 || p.Steps[i-1].Act != actJoinLease) {
+				return errors.New("a lease-first step that waits for crowding with no join before it")
+			}
+		}
+	}
+	lastAct := p.Steps[len(p.Steps)-1].Act
+	if p.Slot && lastAct != actReserve && lastAct != actPrepare {
+		return fmt.Errorf("a plan that leaves a slot to use after %s", lastAct)
+	}
+	if p.Slot != (lastAct == actReserve) && lastAct != actPrepare {
+		return fmt.Errorf("a plan that books and leaves no slot to use (slot=%v, last %s)", p.Slot, lastAct)
+	}
+	if !s.Owned && !s.Booked && (len(p.Steps) > 1 || p.Slot) {
+		end := s.Job.FirstSeen.Add(s.MaxAge)
+		if !s.Job.Deadline.IsZero() && s.Job.Deadline.Before(end) {
+			end = s.Job.Deadline
+		}
+		if p.Until.IsZero() || p.Until.After(end) {
+			return fmt.Errorf("a plan of %d steps holding until %v, past its deadline or max age %v", len(p.Steps), p.Until, end)
+		}
+	}
+	return nil
+}
+
 // checkDecision is the oracle: what d may never do in s.
 func checkDecision(s situation, d decision, carried bool) error {
 	j := s.Job
@@ -214,7 +303,7 @@ func checkDecision(s situation, d decision, carried bool) error {
 		if !j.Hold.Held() {
 			return errors.New("a push without a token")
 		}
-		if pushAt := maxTime(s.Now.Add(d.Wait), j.Hold.At); carried && !s.Shadow && pushAt.After(j.Hold.At.Add(s.Grace)) {
+		if pushAt := maxTime(s.Now.Add(d.Wait), j.Hold.At); carried && !s.Shadow && !s.Prepared && pushAt.After(j.Hold.At.Add(s.Grace)) {
 			return fmt.Errorf("the slot %v is used at %v, past its grace %v", j.Hold.At, pushAt, s.Grace)
 		}
 		if d.Wait < 0 {

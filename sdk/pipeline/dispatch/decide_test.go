@@ -14,8 +14,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// TestDecide covers every action decide takes, with the clock, the job and
-// the call's bounds as values: no limiter, queue or vendor is involved.
+// TestDecide covers every action decide takes first, with the clock, the
+// job and the call's bounds as values: no limiter, queue or vendor is
+// involved. TestDecidePlans covers the steps that follow.
 func TestDecide(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	base := func() situation {
@@ -162,9 +163,9 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := base()
 			tt.edit(&s)
-			got := decide(s)
+			got := decide(s).Steps[0]
 			if got != tt.want {
-				t.Fatalf("decide = %+v (%v), want %+v (%v)", got, got.Act, tt.want, tt.want.Act)
+				t.Fatalf("decide's first step = %+v (%v), want %+v (%v)", got, got.Act, tt.want, tt.want.Act)
 			}
 			seen[got.Act] = true
 		})
@@ -378,6 +379,85 @@ func TestDecideQuota(t *testing.T) {
 			tt.edit(&r)
 			if got := decideQuota(r); got != tt.want {
 				t.Fatalf("decideQuota = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecidePlans covers the steps a plan takes after its first: how far
+// decide plans ahead, where it leaves the rest to decideSlot or to being
+// asked again, and until when its plan holds.
+func TestDecidePlans(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	base := func() situation {
+		return situation{
+			Job:    job.Job{ID: "j", FirstSeen: t0.Add(-time.Minute)},
+			Now:    t0,
+			MaxAge: time.Hour, Grace: 2 * time.Second, Early: 100 * time.Millisecond,
+			Lead: leadRule{Floor: time.Second, Ratio: 0.1},
+		}
+	}
+	acts := func(p plan) []action {
+		var out []action
+		for _, d := range p.Steps {
+			out = append(out, d.Act)
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		edit     func(*situation)
+		want     []action
+		slot     bool
+		until    time.Time
+		crowdedA bool // the lease-first step waits for crowding (IfCrowded)
+	}{
+		{"no hold: book, then the slot", func(*situation) {}, []action{actReserve}, true, t0.Add(59 * time.Minute), false},
+		{"work to begin: begin it, then book", func(s *situation) { s.Prepares = true },
+			[]action{actPrepare, actReserve}, true, t0.Add(59 * time.Minute), false},
+		{"deadline sooner than the max age: the plan holds until it", func(s *situation) {
+			s.Prepares, s.Job.Deadline = true, t0.Add(time.Minute)
+		}, []action{actPrepare, actReserve}, true, t0.Add(time.Minute), false},
+		{"handed back: the plan holds until the call's hold ends", func(s *situation) {
+			s.Next, s.Sleep.Hold = true, t0.Add(time.Second)
+		}, []action{actReserve}, true, t0.Add(time.Second + time.Nanosecond), false},
+		{"handed back: ... or the invocation's margin begins", func(s *situation) {
+			s.Next, s.Sleep.Deadline, s.Sleep.Margin = true, t0.Add(5*time.Second), 3*time.Second
+		}, []action{actReserve}, true, t0.Add(2 * time.Second), false},
+		{"leases: join, the lease first if crowded then, book", func(s *situation) { s.Lease.Gated, s.Prepares = true, true },
+			[]action{actPrepare, actJoinLease, actLeaseFirst, actReserve}, true, t0.Add(59 * time.Minute), true},
+		{"leases joined, the set free: book", func(s *situation) { s.Lease = leaseState{Gated: true, Joined: true} },
+			[]action{actReserve}, true, t0.Add(59 * time.Minute), false},
+		{"leases joined, the set crowded: the lease first, then book", func(s *situation) {
+			s.Lease = leaseState{Gated: true, Joined: true, Crowded: true}
+		}, []action{actLeaseFirst, actReserve}, true, t0.Add(59 * time.Minute), false},
+		{"hold expired, a recheck due once it is dropped: begin, then ask again", func(s *situation) {
+			s.Job.Hold, s.Prepares, s.Rechecks = job.Hold{At: t0.Add(-3 * time.Second)}, true, true
+		}, []action{actPrepare, actRecheck}, false, t0.Add(59 * time.Minute), false},
+		{"slot carried in, work to begin: begin it ahead, then the slot again", func(s *situation) {
+			s.Job.Hold, s.Prepares, s.PrepLead = job.Hold{At: t0.Add(800 * time.Millisecond)}, true, 300*time.Millisecond
+		}, []action{actPrepare}, true, t0.Add(59 * time.Minute), false},
+		{"slot booked in the call: no checks before it, nothing bounds the plan", func(s *situation) {
+			s.Job.Hold, s.Booked = job.Hold{At: t0.Add(800 * time.Millisecond)}, true
+		}, []action{actPush}, false, time.Time{}, false},
+		{"not due: sleep, then ask again", func(s *situation) { s.Job.NotBefore, s.Prepares = t0.Add(500*time.Millisecond), true },
+			[]action{actSleep}, false, t0.Add(59 * time.Minute), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := base()
+			tt.edit(&s)
+			p := decide(s)
+			if got := acts(p); fmt.Sprint(got) != fmt.Sprint(tt.want) || p.Slot != tt.slot || !p.Until.Equal(tt.until) {
+				t.Fatalf("decide = %v slot=%v until %v, want %v slot=%v until %v", got, p.Slot, p.Until, tt.want, tt.slot, tt.until)
+			}
+			for _, d := range p.Steps {
+				if d.Act == actLeaseFirst && d.IfCrowded != tt.crowdedA {
+					t.Errorf("lease first IfCrowded=%v, want %v", d.IfCrowded, tt.crowdedA)
+				}
+			}
+			if !p.holds(s.Now, s.StoreFailing) || p.holds(s.Now, !s.StoreFailing) {
+				t.Errorf("the plan does not hold where it was made, or holds with the store's health turned")
 			}
 		})
 	}

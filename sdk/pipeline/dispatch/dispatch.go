@@ -42,7 +42,8 @@
 // deadlines.
 //
 // What to do with a job is decided by functions of values, with no I/O
-// (decide.go: decide; decide_refused.go: decideRefusal, decideQuota,
+// (decide.go: decide, the plan of a job's steps up to its slot;
+// decide_slot.go: decideSlot, what a slot held asks; decide_refused.go: decideRefusal, decideQuota,
 // decideBegin and decideFailure for a refused booking, a quota route's
 // refused take, a work with nothing to push and a failed push), grace,
 // revocation, the horizon's and a quota route's short waits, the lease

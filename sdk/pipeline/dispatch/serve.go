@@ -9,9 +9,10 @@ import (
 )
 
 // serve takes one job from its slot (or lack of one) to a push, a deferral
-// or a shed: it asks decide what to do, does it, and asks again with what
-// changed. handedBack says a push of this call handed j back; next is the
-// job j's push hands back, if any.
+// or a shed: it carries out the plan decide makes (decideSlot's once the
+// job holds a slot), and asks again when a step learns what the plan could
+// not know or the plan stops holding. handedBack says a push of this call
+// handed j back; next is the job j's push hands back, if any.
 func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Time, handedBack bool) (Result, *job.Job, error) {
 	var pre Result // what the call records of a job before its outcome
 	s := d.situation(ctx, t)
@@ -27,20 +28,19 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 	// carries the job as Begin left it, which begins again when it is back.
 	var prep *Payload
 	s.Prepares = t.work != nil && !t.atSlot
-	for {
-		s.Job, s.Now = j, now
-		if !s.LingerAsked && !s.Owned && !s.Booked {
-			s.LingerReach, _ = d.lingerReach(j, t.Route, now)
+	var p plan // asked for at the first step
+	for i := 0; ; i++ {
+		if i >= len(p.Steps) || !p.holds(now, d.storeFailing.Load()) {
+			s.Job, s.Now = j, now
+			d.refresh(&s, t, first)
+			if p.Slot && p.holds(now, s.StoreFailing) {
+				p = decideSlot(s)
+			} else {
+				p = decide(s)
+			}
+			i = 0
 		}
-		s.Rechecks = !j.Hold.Held() && t.recheck
-		s.Lead = d.leadRule()
-		s.PrepLead = d.prep.lead(d.Policy.MaxHold, t.Bucket.Limit.Margin)
-		s.StoreFailing = d.storeFailing.Load()
-		s.Lease.Held = first.held != nil
-		if s.Lease.Joined {
-			s.Lease.Crowded = d.Leases.crowded(d.Leases.Effective(*t.InFlight))
-		}
-		dec := decide(s)
+		dec := p.Steps[i]
 		if dec.DropHold {
 			d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
 			j.Hold = job.Hold{}
@@ -57,12 +57,12 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 					return Result{}, nil, err
 				}
 			}
-			begun, p, err := d.begin(ctx, j, t)
+			begun, pl, err := d.begin(ctx, j, t)
 			if err != nil {
 				res, err := d.beginFailed(ctx, begun, t, Result{JobID: j.ID, Slot: j.Hold.At}, held, err)
 				return pre.then(res), nil, err
 			}
-			j, prep, s.Prepared, now = begun, &p, true, d.now()
+			j, prep, s.Prepared, now = begun, &pl, true, d.now()
 			continue
 		case actBookLinger:
 			if hold, ok := d.lingerSlot(ctx, t.Route, dec.Wait); ok {
@@ -70,7 +70,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 				// the slot it booked rather than let the bucket lose tokens.
 				j.Hold, j.NotBefore, now = hold, time.Time{}, d.now()
 			}
-			s.LingerAsked = true
+			s.LingerAsked, p = true, plan{}
 			continue
 		case actSleep:
 			// A short wait for a job not due yet is slept here; the slot is
@@ -78,7 +78,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			if err := d.sleep(ctx, dec.Wait); err != nil {
 				return Result{}, nil, err
 			}
-			j.NotBefore, now = time.Time{}, d.now()
+			j.NotBefore, now, p = time.Time{}, d.now(), plan{}
 			continue
 		case actDefer, actDeadLetter:
 			// What a reservation recorded of a job it let through is the
@@ -90,20 +90,23 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		case actRecheck:
 			// Find out before booking a slot: a job told to come back again
 			// would leave it unused.
-			owned, p, res, err := d.recheck(ctx, j, t)
+			owned, pl, res, err := d.recheck(ctx, j, t)
 			if owned == nil {
 				return pre.then(res), nil, err
 			}
 			// It owns its work now: it never rechecks again, and what
 			// Begin rendered is its push's.
 			j, now, s.Owned, t.recheck = *owned, d.now(), true, false
-			prep, s.Prepared = &p, true
+			prep, s.Prepared, p = &pl, true, plan{}
 			continue
 		case actJoinLease:
 			first.leave = d.Leases.join(t.InFlight.Key)
 			s.Lease.Joined = true
 			continue
 		case actLeaseFirst:
+			if dec.IfCrowded && !d.Leases.crowded(d.Leases.Effective(*t.InFlight)) {
+				continue // the token first
+			}
 			held, ok, res, err := d.acquire(ctx, j, t)
 			if !ok {
 				return pre.then(res), nil, err
@@ -124,7 +127,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			// wait for its new slot, and no request of it is near.
 			first.free()
 			pre.RevokedSlots++
-			j.Hold, now = job.Hold{}, d.now()
+			j.Hold, now, p = job.Hold{}, d.now(), plan{}
 			s.Owned, s.Booked, s.LingerAsked, s.Revoked = false, false, false, false
 			continue
 		}
@@ -145,11 +148,30 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		}
 		if dec.Confirm {
 			if s.Revoked, revokeErr = d.revoked(ctx, j, t.Route); s.Revoked {
+				p = plan{}
 				continue
 			}
 		}
 		res, next, err := d.push(ctx, j, t, first.held, prep)
 		return pre.then(res), next, err
+	}
+}
+
+// refresh reads into s what may have changed since decide was last asked:
+// what the call learned (the lateness of deliveries, how long work takes
+// to begin, whether the limiter's store fails, the lease set's crowding)
+// and what follows from the job as it stands.
+func (d *Dispatcher) refresh(s *situation, t *task, first *firstLease) {
+	if !s.LingerAsked && !s.Owned && !s.Booked {
+		s.LingerReach, _ = d.lingerReach(s.Job, t.Route, s.Now)
+	}
+	s.Rechecks = t.recheck
+	s.Lead = d.leadRule()
+	s.PrepLead = d.prep.lead(d.Policy.MaxHold, t.Bucket.Limit.Margin)
+	s.StoreFailing = d.storeFailing.Load()
+	s.Lease.Held = first.held != nil
+	if s.Lease.Joined {
+		s.Lease.Crowded = d.Leases.crowded(d.Leases.Effective(*t.InFlight))
 	}
 }
 
