@@ -83,7 +83,8 @@ func (s *Store) Compact(ctx context.Context, id ID, seen Pending, merged []Eleme
 		return false, nil
 	}
 	names := map[string]string{}
-	d, o, v, x := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "v", id, 0), attr(names, "x", id, 0)
+	sfx := id.suffix()
+	d, o, v, x := attr(names, "d", sfx, 0), attr(names, "o", sfx, 0), attr(names, "v", sfx, 0), attr(names, "x", sfx, 0)
 	vals := map[string]types.AttributeValue{
 		":m": elementSet(uniqueElements(merged)), ":o": str(seen.Owner), ":one": &types.AttributeValueMemberN{Value: "1"},
 		":x": &types.AttributeValueMemberBOOL{Value: true},

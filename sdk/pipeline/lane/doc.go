@@ -14,4 +14,11 @@
 // or FinishAll for the lanes of one item pushed together. Due and Sweep
 // recover lanes whose owner died. The protocol is in protocol.go and
 // docs/design.md ("The pipeline").
+//
+// The lanes of one property and kind share one item (key), each lane's
+// attributes named by its suffix (attr); lane.go reads that item back
+// (pendingOf) and holds Mark and Claim, element.go an element's form in
+// the item's string sets, finish.go Finish and FinishAll (one write's
+// expressions for any number of lanes), lease.go the writes of an
+// owner's lease.
 package lane

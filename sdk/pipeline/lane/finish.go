@@ -18,6 +18,39 @@ type Done struct {
 	Elements []Element
 }
 
+// Finish clears done and releases the lane, in one write, if done is all
+// that is pending: FinishAll's write for one lane. released is false, with
+// nothing changed, when more is pending (new changes arrived during the
+// push, or Compact merged what was pending meanwhile): owner keeps the
+// lane, its next push's Claim clears done, and pending is the lane as the
+// refused write found it (done included). A lane owner lost meanwhile
+// fails with a *NotOwnerError.
+func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element) (released bool, pending Pending, err error) {
+	if len(done) == 0 {
+		p, err := s.Release(ctx, id, owner)
+		return err == nil && len(p.Elements) == 0, p, err
+	}
+	names, vals := map[string]string{}, map[string]types.AttributeValue{}
+	update, cond := finishExpressions(names, vals, []Done{{Lane: id, Owner: owner, Elements: done}})
+	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.Table,
+		Key:                                 key(id),
+		UpdateExpression:                    &update,
+		ConditionExpression:                 &cond,
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if item, failed := conditionFailed(err); failed {
+		p, err := refused(item, id, owner)
+		return false, p, err
+	}
+	if err != nil {
+		return false, Pending{}, fmt.Errorf("finish lane %s: %w", id, err)
+	}
+	return true, Pending{}, nil
+}
+
 // Finished is what FinishAll did to one lane, as Finish returns it.
 type Finished struct {
 	Released bool
@@ -86,19 +119,21 @@ func (s *Store) finishTogether(ctx context.Context, lanes []Done, out []Finished
 }
 
 // finishExpressions are the update and condition expressions of one
-// FinishAll write of lanes, registering names and values as they go. The
+// Finish or FinishAll write of lanes, registering names and values as they go. The
 // placeholders number the lanes of this write from 0, so the lengths
 // depend on len(lanes) only.
 func finishExpressions(names map[string]string, vals map[string]types.AttributeValue, lanes []Done) (update, cond string) {
 	var dels, removes, conds []string
 	for i, ln := range lanes {
-		d, o, l, f, x := attr(names, "d", ln.Lane, i), attr(names, "o", ln.Lane, i), attr(names, "l", ln.Lane, i), attr(names, "f", ln.Lane, i), attr(names, "x", ln.Lane, i)
+		sfx := ln.Lane.suffix()
+		d, o, l, f, x := attr(names, "d", sfx, i), attr(names, "o", sfx, i), attr(names, "l", sfx, i), attr(names, "f", sfx, i), attr(names, "x", sfx, i)
 		vals[fmt.Sprintf(":done%d", i)] = elementSet(ln.Elements)
 		vals[fmt.Sprintf(":o%d", i)] = str(ln.Owner)
 		vals[fmt.Sprintf(":n%d", i)] = &types.AttributeValueMemberN{Value: strconv.Itoa(len(ln.Elements))}
 		dels = append(dels, fmt.Sprintf("%s :done%d", d, i))
 		removes = append(removes, o, l, f)
-		// As in Finish: only the owner removes elements, so a set of
+		// Only the owner removes elements (and Compact, which raises x)
+		// and done were all pending when the push read them, so a set of
 		// done's size is exactly done.
 		conds = append(conds, fmt.Sprintf("(%s = :o%d AND size(%s) = :n%d AND attribute_not_exists(%s))", o, i, d, i, x))
 	}

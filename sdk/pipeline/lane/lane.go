@@ -34,40 +34,6 @@ func (id ID) String() string {
 	return id.Property + "#" + id.Kind + "#" + id.Channel + "#" + id.Credential + "#" + id.HotelRef
 }
 
-// Element is one change's range of one cell: what a push must send.
-type Element struct {
-	RoomType, RatePlan string
-	From, To           string
-	// Sequence is the change's; BulkSequence for a resync's element, which
-	// names no change: its push sends the stored state of its dates.
-	Sequence int64
-}
-
-// BulkSequence is the sequence of a resync's elements (Element.Bulk).
-// Changes start at 1, so no change's element is ever taken for one.
-const BulkSequence = 0
-
-// Bulk reports whether e is a resync's: pushed at the bulk class, in
-// tokens live pushes leave (docs/design.md, "Resync: the bulk class").
-func (e Element) Bulk() bool { return e.Sequence == BulkSequence }
-
-func (e Element) String() string {
-	return e.RoomType + "#" + e.RatePlan + "#" + e.From + "#" + e.To + "#" + strconv.FormatInt(e.Sequence, 10)
-}
-
-// ParseElement reads an element back from its String form.
-func ParseElement(s string) (Element, error) {
-	f := strings.Split(s, "#")
-	if len(f) != 5 {
-		return Element{}, fmt.Errorf("lane element %q: want 5 fields", s)
-	}
-	seq, err := strconv.ParseInt(f[4], 10, 64)
-	if err != nil {
-		return Element{}, fmt.Errorf("lane element %q: %w", s, err)
-	}
-	return Element{RoomType: f[0], RatePlan: f[1], From: f[2], To: f[3], Sequence: seq}, nil
-}
-
 // DynamoDBAPI is the part of *dynamodb.Client the lane store uses: the
 // sweep reads items (GetItem) it finds in the sweep index (Query).
 type DynamoDBAPI interface {
@@ -185,7 +151,8 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 func markUpdate(names map[string]string, vals map[string]types.AttributeValue, lanes []ID, token func(ID) string) string {
 	var adds, sets []string
 	for i, id := range lanes {
-		d, o, l, v := attr(names, "d", id, i), attr(names, "o", id, i), attr(names, "l", id, i), attr(names, "v", id, i)
+		sfx := id.suffix()
+		d, o, l, v := attr(names, "d", sfx, i), attr(names, "o", sfx, i), attr(names, "l", sfx, i), attr(names, "v", sfx, i)
 		vals[fmt.Sprintf(":t%d", i)] = &types.AttributeValueMemberS{Value: token(id)}
 		adds = append(adds, d+" :e", v+" :one")
 		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, :t%d), %s = if_not_exists(%s, :l)", o, o, i, l, l))
@@ -195,7 +162,8 @@ func markUpdate(names map[string]string, vals map[string]types.AttributeValue, l
 
 func (s *Store) takeOver(ctx context.Context, id ID, was Pending, token string, lease time.Time) (Pending, bool, error) {
 	names := map[string]string{}
-	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	sfx := id.suffix()
+	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
 	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.Table,
 		Key:                                 key(id),
@@ -253,7 +221,8 @@ const MaxUnanswered = 8
 func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []string, next string, done []Element) (Pending, error) {
 	now := s.now()
 	names := map[string]string{}
-	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	sfx := id.suffix()
+	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
 	update := fmt.Sprintf("SET %s = :next, %s = :l", o, l)
 	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
 	cond := o + " = :t"
@@ -266,11 +235,11 @@ func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []s
 	// is pending now, so a compaction before it (x) is part of what its
 	// push carries. done is what the previous push delivered, so the lane
 	// is no longer failing.
-	remove := " REMOVE " + attr(names, "w", id, 0) + ", " + attr(names, "x", id, 0)
+	remove := " REMOVE " + attr(names, "w", sfx, 0) + ", " + attr(names, "x", sfx, 0)
 	if len(done) > 0 {
-		update += " DELETE " + attr(names, "d", id, 0) + " :done"
+		update += " DELETE " + attr(names, "d", sfx, 0) + " :done"
 		vals[":done"] = elementSet(done)
-		remove += ", " + attr(names, "f", id, 0)
+		remove += ", " + attr(names, "f", sfx, 0)
 	}
 	update += remove
 	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -293,63 +262,6 @@ func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []s
 	return pendingOf(out.Attributes, id)
 }
 
-// Finish clears done and releases the lane, in one write, if done is all
-// that is pending. released is false, with nothing changed, when more is
-// pending (new changes arrived during the push, or Compact merged what was
-// pending meanwhile): owner keeps the lane, its
-// next push's Claim clears done, and pending is the lane as the refused
-// write found it (done included). A lane owner lost meanwhile fails with a
-// *NotOwnerError.
-func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element) (released bool, pending Pending, err error) {
-	if len(done) == 0 {
-		p, err := s.Release(ctx, id, owner)
-		return err == nil && len(p.Elements) == 0, p, err
-	}
-	names := map[string]string{}
-	d, o, l, f, x := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "f", id, 0), attr(names, "x", id, 0)
-	_, err = s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        &s.Table,
-		Key:              key(id),
-		UpdateExpression: strPtr(fmt.Sprintf("DELETE %s :done REMOVE %s, %s, %s", d, o, l, f)),
-		// Only the owner removes elements (and Compact, which raises x)
-		// and done were all pending when the push read them, so a set of
-		// done's size is exactly done.
-		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND size(%s) = :n AND attribute_not_exists(%s)", o, d, x)),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":done": elementSet(done), ":o": str(owner), ":n": &types.AttributeValueMemberN{Value: strconv.Itoa(len(done))}},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if item, failed := conditionFailed(err); failed {
-		p, err := refused(item, id, owner)
-		return false, p, err
-	}
-	if err != nil {
-		return false, Pending{}, fmt.Errorf("finish lane %s: %w", id, err)
-	}
-	return true, Pending{}, nil
-}
-
-// uniqueElements drops repeats, which a string set refuses.
-func uniqueElements(els []Element) []Element {
-	seen := make(map[Element]bool, len(els))
-	out := els[:0:0]
-	for _, e := range els {
-		if !seen[e] {
-			seen[e] = true
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func elementSet(els []Element) types.AttributeValue {
-	set := make([]string, len(els))
-	for i, e := range els {
-		set[i] = e.String()
-	}
-	return &types.AttributeValueMemberSS{Value: set}
-}
-
 func (s *Store) lease() time.Duration {
 	if s.Lease > 0 {
 		return s.Lease
@@ -364,19 +276,22 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
+// key is the key of the item that holds the lanes of id's property and
+// kind.
 func key(id ID) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		"pk": str(id.Property + "#" + id.Kind),
-		"sk": str(SortKey),
+		"pk": &types.AttributeValueMemberS{Value: id.Property + "#" + id.Kind},
+		"sk": &types.AttributeValueMemberS{Value: SortKey},
 	}
 }
 
-// attr registers the name of one of the lane's attributes (kind d, o or
-// l) as #<kind><i>; DynamoDB refuses names an expression does not use, so
-// each write registers only its own.
-func attr(names map[string]string, kind string, id ID, i int) string {
+// attr registers the name of one of a lane's attributes (kind d, o, l,
+// ..., the lane by its suffix, which a write reads once per lane) as
+// #<kind><i>; DynamoDB refuses names an expression does not use, so each
+// write registers only its own.
+func attr(names map[string]string, kind, suffix string, i int) string {
 	n := fmt.Sprintf("#%s%d", kind, i)
-	names[n] = kind + ":" + id.suffix()
+	names[n] = kind + ":" + suffix
 	return n
 }
 

@@ -14,7 +14,8 @@ import (
 // owner keeps the lane and Release returns what is pending.
 func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, error) {
 	names := map[string]string{}
-	d, o, l := attr(names, "d", id, 0), attr(names, "o", id, 0), attr(names, "l", id, 0)
+	sfx := id.suffix()
+	d, o, l := attr(names, "d", sfx, 0), attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.Table,
 		Key:                                 key(id),
@@ -37,7 +38,8 @@ func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, erro
 // the lease. A lane owner lost meanwhile fails with a *NotOwnerError.
 func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time) error {
 	names := map[string]string{}
-	o, l := attr(names, "o", id, 0), attr(names, "l", id, 0)
+	sfx := id.suffix()
+	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.Table,
 		Key:                                 key(id),
@@ -74,10 +76,11 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 func (s *Store) EndLease(ctx context.Context, id ID, owner string, failed bool) error {
 	now := s.now()
 	names := map[string]string{"#sweep": SweepAttribute, "#sweepAt": SweepAtAttribute, "#sweepN": sweepCountAttribute}
-	o, l, w := attr(names, "o", id, 0), attr(names, "l", id, 0), attr(names, "w", id, 0)
+	sfx := id.suffix()
+	o, l, w := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0), attr(names, "w", sfx, 0)
 	add := "#sweepN :one"
 	if failed {
-		add = attr(names, "f", id, 0) + " :one, " + add
+		add = attr(names, "f", sfx, 0) + " :one, " + add
 	}
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.Table,
