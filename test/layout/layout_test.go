@@ -1,12 +1,16 @@
 // Package layout checks what the project promises about its own shape
 // (docs/design.md, issue #28): no Go file of sdk/ is over 500 lines, so a
 // concern that grows is split into files of its own before it hides in one;
-// and a lane job's path enters each file of sdk/pipeline for at most two
-// steps (test/pathtrace counts them).
+// a lane job's path enters each file of sdk/pipeline for at most two steps
+// (test/pathtrace counts them); and no context of sdk/pipeline carries a
+// value.
 package layout
 
 import (
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -61,4 +65,38 @@ func TestLaneJobPathEntersEachFileForAtMostTwoSteps(t *testing.T) {
 func tail(out []byte, n int) []byte {
 	lines := bytes.Split(bytes.TrimRight(out, "\n"), []byte("\n"))
 	return bytes.Join(lines[max(0, len(lines)-n):], []byte("\n"))
+}
+
+// TestNoContextValueInThePipeline checks that sdk/pipeline passes nothing
+// that steers a decision through a context (docs/design.md, "Calls go one
+// way"): a context carries cancellation and deadlines, and the invocation,
+// a call's hold and a push's lease are parameters or fields.
+func TestNoContextValueInThePipeline(t *testing.T) {
+	root := filepath.Join("..", "..", "sdk", "pipeline")
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		checked++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "WithValue" {
+				if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "context" {
+					t.Errorf("%s: context.WithValue: pass the value as a parameter or a field", path)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d Go files under %s, want the pipeline's (over 50): is the path right?", checked, root)
+	}
 }
