@@ -19,7 +19,7 @@ import (
 // do with it (its grace, blocking distance, shadow mode, the push) is
 // decideSlot's (decide_slot.go), asked with the slot.
 
-// action is what decide says to do with a job next.
+// action is what a step of a plan does with a job.
 type action int
 
 const (
@@ -145,7 +145,8 @@ type leaseState struct {
 	Held bool
 }
 
-// decision is what decide says.
+// decision is one step of a plan (decideSlot's too), or what a refusal, a
+// failed begin or a failed push comes to (decide_refused.go).
 type decision struct {
 	Act    action
 	Wait   time.Duration
