@@ -30,6 +30,7 @@ usage() {
 #   failing case prints its replay line and its smallest failing case.
 #   -parts replays one case: seed S with exactly those parts ("none": none).
 #   -stop ends the search at the first failing case.
+#   -no-shrink reports failing cases without shrinking them.
 #   -draw-only builds the cases without running them: the coverage table
 #   alone (docs/bench/adversary-coverage.txt).
 #   The coverage table goes to docs/bench/adversary.txt (for N > 1).
@@ -43,8 +44,9 @@ if [[ ${1-} == adversary ]]; then
 		-seed) first=$2; ((seeds_given)) || seeds=1; shift 2 ;;
 		-parts) parts=$2; has_parts=1; shift 2 ;;
 		-stop) export FLEETBUCKET_ADVERSARY_STOP=1; shift ;;
+		-no-shrink) export FLEETBUCKET_ADVERSARY_NO_SHRINK=1; shift ;;
 		-draw-only) export FLEETBUCKET_ADVERSARY_DRAW_ONLY=1; shift ;;
-		*) echo "usage: scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c] [-stop] [-draw-only]" >&2; exit 2 ;;
+		*) echo "usage: scripts/sim.sh adversary [-seeds N] [-seed S] [-parts a,b,c] [-stop] [-no-shrink] [-draw-only]" >&2; exit 2 ;;
 		esac
 	done
 	[[ $seeds =~ ^[0-9]+$ && $first =~ ^[0-9]+$ ]] || { echo "sim.sh: -seeds and -seed take unsigned integers" >&2; exit 2; }

@@ -182,6 +182,10 @@ func TestAdversaryFull(t *testing.T) {
 	// FLEETBUCKET_ADVERSARY_DRAW_ONLY builds the cases without running
 	// them: the coverage table of what the seeds draw, in a second.
 	drawOnly := os.Getenv("FLEETBUCKET_ADVERSARY_DRAW_ONLY") != ""
+	// FLEETBUCKET_ADVERSARY_NO_SHRINK reports a failing case without
+	// shrinking it: a long search should not spend its time on one
+	// failure's replays (each shrink step is a whole case again).
+	noShrink := os.Getenv("FLEETBUCKET_ADVERSARY_NO_SHRINK") != ""
 	var failed []string
 	work := make(chan Case)
 	var wg sync.WaitGroup
@@ -221,6 +225,13 @@ func TestAdversaryFull(t *testing.T) {
 				}
 				mu.Unlock()
 				if v == "" {
+					continue
+				}
+				if noShrink {
+					fmt.Printf("FAIL %s\n  %s\n", c.Replay(), strings.ReplaceAll(v, "\n", "\n  "))
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("FAIL %s (not shrunk)\n  %s", c.Replay(), strings.ReplaceAll(v, "\n", "\n  ")))
+					mu.Unlock()
 					continue
 				}
 				fmt.Printf("FAIL %s (shrinking)\n  %s\n", c.Replay(), strings.ReplaceAll(v, "\n", "\n  "))
