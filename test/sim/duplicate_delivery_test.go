@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
@@ -50,7 +45,7 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 			var wg sync.WaitGroup
 			outs := make([]syncer.MessageResult, 2)
 			for i := range outs {
-				sy := duplicateWorker(t, m, gate)
+				sy := m.worker(&lane.Store{DB: gatedMarks{DynamoDBAPI: m.store, gate: gate}, Table: "state", Lease: 2 * time.Second, Now: m.clock.Now}, nil)
 				msg := syncer.Message{ID: "1", Body: body, Redelivered: i == 1 && tt.redelivered}
 				wg.Go(func() { outs[i] = sy.HandleBatch(ctx, []syncer.Message{msg})[0] })
 			}
@@ -109,32 +104,6 @@ func credentialsConfig(lim limiter.Limit, n int) func(string) string {
   "properties": {"hotel-aurora": [%s]}
 }`, url, lim.Rate, lim.Burst, strings.Join(creds, ", "), strings.Join(targets, ", "))
 	}
-}
-
-// duplicateWorker is a worker of its own (limiter, pusher, dispatcher,
-// syncer) on m's store, clock, vendor and queues, with lanes leased for
-// 2 s and every mark held at gate.
-func duplicateWorker(t *testing.T, m *memLanes, gate *markGate) *syncer.Syncer {
-	t.Helper()
-	lim, err := limiter.New(m.store, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(m.clock.Now), otapush.WithLogger(quiet),
-		otapush.WithSleep(m.sleep))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sy := &syncer.Syncer{Config: m.sy.Config, State: &ari.Store{DB: m.store, Table: "state"},
-		Lanes: &lane.Store{DB: gatedMarks{DynamoDBAPI: m.store, gate: gate}, Table: "state", Lease: 2 * time.Second, Now: m.clock.Now},
-		Token: func(string) string { return "tok" }, Linger: -1, Now: m.clock.Now}
-	d := &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: dispatch.DefaultPolicy, Now: m.clock.Now, Log: quiet, Fence: lim.FirstAfter,
-		Sleep: m.sleep, Queue: &queue.Queue{SQS: m.sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: m.clock.Now}}
-	if err := handTo(sy, d); err != nil {
-		t.Fatal(err)
-	}
-	return sy
 }
 
 // gatedMarks holds each mark (an update that ADDs to a lane's pending set

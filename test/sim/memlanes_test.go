@@ -35,6 +35,7 @@ type memLanes struct {
 	store   *DB
 	ota     *mockota.Server
 	sent    *sentMessages
+	config  *config.Config // the connections every worker of m serves
 	sy      *syncer.Syncer
 	results []dispatch.Result
 	pending []job.Job // deferred jobs not yet delivered
@@ -91,28 +92,46 @@ func newMemLanes(t *testing.T, ota mockota.Config, configJSON func(url string) s
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.config = cfg
+	m.sy = m.worker(&lane.Store{DB: m.store, Table: "state", Now: m.clock.Now}, func(_ *syncer.Syncer, d *dispatch.Dispatcher) {
+		if tune != nil {
+			tune(d)
+		}
+	})
+	return m
+}
+
+// worker is a worker of its own on m's store, clock, vendor and queues: a
+// limiter (out while m.limiterDown is set), a pusher that sleeps on m's
+// clock, a dispatcher, and a syncer of m's connections on lanes. tune, if
+// set, adjusts the syncer and the dispatcher before they are handed to
+// each other, so that what it swaps in is what the capabilities are read
+// from. Workers that share m share its store and vendor, as a fleet's
+// processes share the table and the OTA.
+func (m *memLanes) worker(lanes *lane.Store, tune func(*syncer.Syncer, *dispatch.Dispatcher)) *syncer.Syncer {
+	m.t.Helper()
 	lim, err := limiter.New(outage{m.store, &m.limiterDown}, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now),
 		limiter.WithCircuitBreaker(3, 5*time.Second))
 	if err != nil {
-		t.Fatal(err)
+		m.t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(m.clock.Now), otapush.WithLogger(quiet),
 		otapush.WithSleep(m.sleep))
 	if err != nil {
-		t.Fatal(err)
+		m.t.Fatal(err)
 	}
-	m.sy = &syncer.Syncer{Config: cfg, State: &ari.Store{DB: m.store, Table: "state"}, Lanes: &lane.Store{DB: m.store, Table: "state", Now: m.clock.Now},
+	sy := &syncer.Syncer{Config: m.config, State: &ari.Store{DB: m.store, Table: "state"}, Lanes: lanes,
 		Token: func(string) string { return "tok" }, Linger: -1, Now: m.clock.Now}
 	d := &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: dispatch.DefaultPolicy, Now: m.clock.Now, Log: quiet, Fence: lim.FirstAfter,
 		Sleep: m.sleep, Queue: &queue.Queue{SQS: m.sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: m.clock.Now}}
 	if tune != nil {
-		tune(d)
+		tune(sy, d)
 	}
-	if err := handTo(m.sy, d); err != nil {
-		t.Fatal(err)
+	if err := handTo(sy, d); err != nil {
+		m.t.Fatal(err)
 	}
-	return m
+	return sy
 }
 
 // handTo makes d the dispatcher sy hands its jobs to, as pipeline.New

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
@@ -36,12 +34,12 @@ func TestRetriedChangePushesAsSoonAsTheStoreAnswers(t *testing.T) {
 	var claims claimCount
 	lose := &atomic.Bool{}
 	lose.Store(true)
-	again := failAndRetry(t, m, retryWorker(t, m, faultyLanes{loseMark: lose, claims: &claims}, nil), body)
+	again := failAndRetry(t, m, retryWorker(m, faultyLanes{loseMark: lose, claims: &claims}, nil), body)
 	if again.Attempt != 1 || len(again.Owners) == 0 {
 		t.Fatalf("the copy came back with attempt %d and owners %v, want attempt 1 and what its failed delivery held", again.Attempt, again.Owners)
 	}
 
-	out := retryWorker(t, m, faultyLanes{claims: &claims}, nil).HandleBatch(context.Background(), []syncer.Message{again})[0]
+	out := retryWorker(m, faultyLanes{claims: &claims}, nil).HandleBatch(context.Background(), []syncer.Message{again})[0]
 	if out.Err != nil {
 		t.Fatalf("the copy failed with the store back: %v", out.Err)
 	}
@@ -65,7 +63,7 @@ func TestRetriedChangePushesAsSoonAsTheStoreAnswers(t *testing.T) {
 func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
 	m, src, body := retryLanes(t)
 	var claims claimCount
-	first := retryWorker(t, m, faultyLanes{claims: &claims}, func(sy *syncer.Syncer, d *dispatch.Dispatcher) {
+	first := retryWorker(m, faultyLanes{claims: &claims}, func(sy *syncer.Syncer, d *dispatch.Dispatcher) {
 		sy.State.DB = failingReads{sy.State.DB}
 		d.Queue = &queue.Queue{SQS: failingDefer{SQSAPI: m.sent, ref: "BK-2"}, DeferredURL: deferredURL, DeadURL: deadURL, Now: m.clock.Now}
 	})
@@ -80,7 +78,7 @@ func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	outs := make([]syncer.MessageResult, 2)
 	for i, msg := range []syncer.Message{again, deferred} {
-		sy := retryWorker(t, m, faultyLanes{claims: &claims, gate: gate, gateRef: "BK-1"}, nil)
+		sy := retryWorker(m, faultyLanes{claims: &claims, gate: gate, gateRef: "BK-1"}, nil)
 		wg.Go(func() { outs[i] = sy.HandleBatch(context.Background(), []syncer.Message{msg})[0] })
 	}
 	wg.Wait()
@@ -109,33 +107,11 @@ func retryLanes(t *testing.T) (*memLanes, *pmsOracle, string) {
 	return m, src, src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
 }
 
-// retryWorker is a worker of its own (limiter, pusher, dispatcher,
-// syncer) on m's store, clock, vendor and queues, whose lane writes go
-// through f; tune, if set, adjusts it before it is wired.
-func retryWorker(t *testing.T, m *memLanes, f faultyLanes, tune func(*syncer.Syncer, *dispatch.Dispatcher)) *syncer.Syncer {
-	t.Helper()
-	lim, err := limiter.New(m.store, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	push, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(m.clock.Now), otapush.WithLogger(quiet),
-		otapush.WithSleep(m.sleep))
-	if err != nil {
-		t.Fatal(err)
-	}
+// retryWorker is a worker of its own on m whose lane store is f.
+func retryWorker(m *memLanes, f faultyLanes, tune func(*syncer.Syncer, *dispatch.Dispatcher)) *syncer.Syncer {
+	m.t.Helper()
 	f.DynamoDBAPI = m.store
-	sy := &syncer.Syncer{Config: m.sy.Config, State: &ari.Store{DB: m.store, Table: "state"},
-		Lanes: &lane.Store{DB: f, Table: "state", Now: m.clock.Now}, Token: func(string) string { return "tok" }, Linger: -1, Now: m.clock.Now}
-	d := &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: dispatch.DefaultPolicy, Now: m.clock.Now, Log: quiet, Fence: lim.FirstAfter,
-		Sleep: m.sleep, Queue: &queue.Queue{SQS: m.sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: m.clock.Now}}
-	if tune != nil {
-		tune(sy, d)
-	}
-	if err := handTo(sy, d); err != nil {
-		t.Fatal(err)
-	}
-	return sy
+	return m.worker(&lane.Store{DB: f, Table: "state", Now: m.clock.Now}, tune)
 }
 
 // failAndRetry hands body to first, which must fail, sends it again as
