@@ -12,6 +12,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/internal/vendoritems"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -40,23 +41,6 @@ func itemsBody(n int) []byte {
 	}
 	body, _ := json.Marshal(map[string]any{"hotel_ref": "BK-1", "kind": "rates", "items": []any{map[string]any{"room_type": "DBL", "days": days}}})
 	return body
-}
-
-// itemArrivals is every item of every request the vendor metered (answered
-// 2xx, 429 or a failure), each at its request's arrival: the vendor's item
-// counter, for the window check (package window, not sdk/gcra).
-func itemArrivals(t *testing.T, ota *mockota.Server) []time.Time {
-	t.Helper()
-	var at []time.Time
-	for _, r := range ota.Requests() {
-		if !r.Metered {
-			continue
-		}
-		for range itemsIn(t, r.Body) {
-			at = append(at, r.At)
-		}
-	}
-	return at
 }
 
 // Issue 17, item 1: a retry on an endpoint metered by items resends the
@@ -99,14 +83,14 @@ func TestItemsRetryPaysForTheWholeBody(t *testing.T) {
 			t.Fatalf("push %s: %+v, %v; want accepted on its second attempt", id, resp, err)
 		}
 	}
-	at := itemArrivals(t, ota)
+	at := vendoritems.Arrivals(t, ota.Requests())
 	if want := 2 * (burst + burst + 12); len(at) != want {
 		t.Fatalf("the vendor metered %d items, want %d (three pushes, each sent twice)", len(at), want)
 	}
 	if err := window.Check(at, window.Limit{Rate: rate, Burst: burst}); err != nil {
 		var b strings.Builder
 		for _, r := range ota.Requests() {
-			b.WriteString("\n  " + r.At.Format("15:04:05.000000") + " " + r.JobID + " " + strconv.Itoa(r.Status) + " " + strconv.Itoa(itemsIn(t, r.Body)) + " items")
+			b.WriteString("\n  " + r.At.Format("15:04:05.000000") + " " + r.JobID + " " + strconv.Itoa(r.Status) + " " + strconv.Itoa(vendoritems.Count(t, r.Body)) + " items")
 		}
 		t.Fatalf("the vendor's item counter: %v%s", err, b.String())
 	}

@@ -16,29 +16,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/internal/lanesconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
-
-// lanesConfig is one channel whose n credentials each connect
-// hotel-aurora (hotel refs BK-1..BK-n): n lanes per kind, on n buckets, in
-// one lane item.
-func lanesConfig(lim limiter.Limit, n int) func(string) string {
-	return func(url string) string {
-		var creds, targets []string
-		for i := 1; i <= n; i++ {
-			creds = append(creds, fmt.Sprintf(`"cred-%d": {"token_env": "T"}`, i))
-			targets = append(targets, fmt.Sprintf(`{"channel": "booking_com", "credential": "cred-%d", "hotel_ref": "BK-%d"}`, i, i))
-		}
-		return fmt.Sprintf(`{
-  "channels": {"booking_com": {
-    "base_url": %q, "allow_http": true,
-    "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}}},
-    "credentials": {%s}
-  }},
-  "properties": {"hotel-aurora": [%s]}
-}`, url, lim.Rate, lim.Burst, strings.Join(creds, ", "), strings.Join(targets, ", "))
-	}
-}
 
 // countedLanes counts the lane store's writes (dynamotest.Counter).
 type countedLanes struct {
@@ -108,7 +88,7 @@ func (c countedReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 func oneChange(t *testing.T, lanes int) (writes, reads int64) {
 	t.Helper()
 	lim := limiter.PerSecond(20, 10)
-	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesConfig(lim, lanes))
+	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesconfig.Credentials(lim, lanes))
 	r.linger = -1
 	sy := r.worker()
 	var w dynamotest.Counter

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/lanesconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -35,7 +36,7 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 		{"a redelivery", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, credentialsConfig(lim, lanes), nil)
+			m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesconfig.Credentials(lim, lanes), nil)
 			m.sy.Lanes.Lease = 2 * time.Second // m's worker delivers the rechecks
 			src := newPMSOracle("hotel-aurora")
 			body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
@@ -82,27 +83,6 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// credentialsConfig is one channel whose n credentials each connect
-// hotel-aurora (hotel refs BK-1..BK-n): n lanes of rates, on n buckets,
-// in one lane item.
-func credentialsConfig(lim limiter.Limit, n int) func(string) string {
-	return func(url string) string {
-		var creds, targets []string
-		for i := 1; i <= n; i++ {
-			creds = append(creds, fmt.Sprintf(`"cred-%d": {"token_env": "T"}`, i))
-			targets = append(targets, fmt.Sprintf(`{"channel": "booking_com", "credential": "cred-%d", "hotel_ref": "BK-%d"}`, i, i))
-		}
-		return fmt.Sprintf(`{
-  "channels": {"booking_com": {
-    "base_url": %q, "allow_http": true,
-    "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}}},
-    "credentials": {%s}
-  }},
-  "properties": {"hotel-aurora": [%s]}
-}`, url, lim.Rate, lim.Burst, strings.Join(creds, ", "), strings.Join(targets, ", "))
 	}
 }
 

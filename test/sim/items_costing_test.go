@@ -13,6 +13,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/internal/vendoritems"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -65,7 +66,7 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 	items := make([]int, len(accepted))
 	sum := 0
 	for i, req := range accepted {
-		items[i] = itemsOf(t, req.Body)
+		items[i] = vendoritems.Count(t, req.Body)
 		slot, ok := sent.slots[req.JobID]
 		switch {
 		case !ok:
@@ -82,7 +83,7 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 	if err := window.Check(granted.at, lim); err != nil {
 		t.Errorf("the tokens the worker booked: %v", err)
 	}
-	metered := meteredItems(t, m.ota)
+	metered := vendoritems.Arrivals(t, m.ota.Requests())
 	if len(metered) > len(granted.at) {
 		t.Errorf("the vendor metered %d items, but the worker booked %d tokens: some attempt sent items it did not pay for", len(metered), len(granted.at))
 	}
@@ -108,22 +109,6 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 	arrived, _ := window.Fullest(metered, lim)
 	t.Logf("%d pushes, %d failed attempts (%d 429s); %d tokens booked, %d items metered; fullest booked window %v; fullest window at the vendor %v; items per push %v",
 		len(accepted), failed, m.ota.Count429(), len(granted.at), len(metered), booked, arrived, items)
-}
-
-// meteredItems is one arrival time per item of every attempt the vendor
-// metered, failed ones included.
-func meteredItems(t *testing.T, ota *mockota.Server) []time.Time {
-	t.Helper()
-	var at []time.Time
-	for _, r := range ota.Requests() {
-		if !r.Metered {
-			continue
-		}
-		for range itemsOf(t, r.Body) {
-			at = append(at, r.At)
-		}
-	}
-	return at
 }
 
 // slotRecorder records the slot each push was sent for, by job id.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/internal/vendoritems"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -31,7 +32,7 @@ func TestItemsChangeLargerThanBurstArrives(t *testing.T) {
 	src.assertNewest(t, m.ota, "BK-1001")
 	sum := 0
 	for i, req := range m.ota.Accepted() {
-		n := itemsOf(t, req.Body)
+		n := vendoritems.Count(t, req.Body)
 		if n > burst {
 			t.Errorf("push %d carried %d items, more than the burst of %d", i, n, burst)
 		}

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -214,24 +213,6 @@ func (m *memLanes) drain(limit int) {
 		}
 		m.deliverNext()
 	}
-}
-
-// itemsOf counts the dates a push body carries.
-func itemsOf(t *testing.T, body []byte) int {
-	t.Helper()
-	var push struct {
-		Items []struct {
-			Days []json.RawMessage `json:"days"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(body, &push); err != nil {
-		t.Fatalf("push body %s: %v", body, err)
-	}
-	n := 0
-	for _, it := range push.Items {
-		n += len(it.Days)
-	}
-	return n
 }
 
 // bookingConfig is one channel (availability and rates under lim, each
