@@ -16,7 +16,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
-	"github.com/fleetbucket/fleetbucket/test/internal/lanesconfig"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -88,7 +88,7 @@ func (c countedReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 func oneChange(t *testing.T, lanes int) (writes, reads int64) {
 	t.Helper()
 	lim := limiter.PerSecond(20, 10)
-	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesconfig.Credentials(lim, lanes))
+	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, connconfig.Credentials(lim, lanes))
 	r.linger = -1
 	sy := r.worker()
 	var w dynamotest.Counter

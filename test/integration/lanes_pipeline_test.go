@@ -22,6 +22,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
 	"github.com/fleetbucket/fleetbucket/test/poller"
@@ -256,26 +257,7 @@ func (p *pms) assertNewest(t *testing.T, ota *otacopy.Copy, hotelRef string) {
 }
 
 func oneHotelConfig(lim limiter.Limit, extra string) func(string) string {
-	return bookingConfig(lim, extra, `"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]`)
-}
-
-// bookingConfig is one channel (availability and rates under lim, each
-// endpoint with extra settings) on one credential, with the properties
-// given as JSON members.
-func bookingConfig(lim limiter.Limit, extra, properties string) func(string) string {
-	return func(url string) string {
-		return fmt.Sprintf(`{
-  "channels": {"booking_com": {
-    "base_url": %q, "allow_http": true,
-    "endpoints": {
-      "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}%s},
-      "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}%s}
-    },
-    "credentials": {"cred-1": {"token_env": "T"}}
-  }},
-  "properties": {%s}
-}`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra, properties)
-	}
+	return connconfig.Booking(lim, extra, `"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]`)
 }
 
 // A change's push job delivered twice, in one batch or in two, reaches the

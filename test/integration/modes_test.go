@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 )
 
 // hotelsConfig is oneHotelConfig with n hotels on the same credential.
@@ -13,5 +14,5 @@ func hotelsConfig(lim limiter.Limit, n int, extra string) func(string) string {
 	for h := range n {
 		props[h] = fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-%d"}]`, h, 1000+h)
 	}
-	return bookingConfig(lim, extra, strings.Join(props, ","))
+	return connconfig.Booking(lim, extra, strings.Join(props, ","))
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
-	"github.com/fleetbucket/fleetbucket/test/internal/lanesconfig"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -63,7 +63,7 @@ func receiveOne(t *testing.T, r *laneRig, url string, deferred bool) syncer.Mess
 func retryRig(t *testing.T) (*laneRig, *pms, string) {
 	t.Helper()
 	lim := limiter.PerSecond(20, 10)
-	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesconfig.Credentials(lim, 2))
+	r := newLaneRig(t, lim, mockota.Config{Limit: limiter.PerSecond(100, 50)}, connconfig.Credentials(lim, 2))
 	r.linger = -1
 	src := newPMS("hotel-aurora")
 	return r, src, src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)

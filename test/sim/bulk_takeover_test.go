@@ -13,6 +13,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
 )
@@ -53,7 +54,7 @@ func (a *afterBulkRead) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetI
 // OTA in sequence order, and end at the newest.
 func TestLiveChangeNeverGoesOutBeforeABulkPushAlreadyRead(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, "", auroraBK1001), nil)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
 	hook := &afterBulkRead{DB: m.store}
 	m.sy.Lanes = &lane.Store{DB: hook, Table: "state", Now: m.clock.Now}
 	m.sy.State = &ari.Store{DB: hook, Table: "state"}

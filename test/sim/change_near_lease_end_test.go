@@ -9,6 +9,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -33,7 +34,7 @@ func TestChangeNearTheEndOfAnOwnersLeaseSchedulesARecheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, "", auroraBK1001), nil)
+			m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
 			m.sy.Lanes.Lease = lease
 			ctx := context.Background()
 			src := newPMSOracle("hotel-aurora")

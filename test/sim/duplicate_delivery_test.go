@@ -13,7 +13,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
-	"github.com/fleetbucket/fleetbucket/test/internal/lanesconfig"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -36,7 +36,7 @@ func TestDuplicateDeliveryPushesALaneOnce(t *testing.T) {
 		{"a redelivery", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesconfig.Credentials(lim, lanes), nil)
+			m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, connconfig.Credentials(lim, lanes), nil)
 			m.sy.Lanes.Lease = 2 * time.Second // m's worker delivers the rechecks
 			src := newPMSOracle("hotel-aurora")
 			body := src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)

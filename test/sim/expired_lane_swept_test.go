@@ -9,6 +9,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -22,7 +23,7 @@ import (
 // emulator (test/integration, TestRefusedLanePushKeepsItsChanges).
 func TestExpiredLaneIsSweptAndPushed(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, bookingConfig(lim, "", auroraBK1001),
+	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, connconfig.Booking(lim, "", auroraBK1001),
 		func(d *dispatch.Dispatcher) { d.Policy.MaxAge = 3 * time.Second })
 	src := newPMSOracle("hotel-aurora")
 	const pk, suffix = "hotel-aurora#rates", "booking_com#cred-1#BK-1001"

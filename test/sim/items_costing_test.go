@@ -13,6 +13,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/internal/vendoritems"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
@@ -38,7 +39,7 @@ func TestItemsCostingKeepsTheVendorItemCounter(t *testing.T) {
 	var m *memLanes
 	// The mock meters requests; it must not be what limits this test.
 	m = newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(1000, 1000)},
-		bookingConfig(itemLimit, `, "cost": "items"`, auroraBK1001), func(d *dispatch.Dispatcher) {
+		connconfig.Booking(itemLimit, `, "cost": "items"`, auroraBK1001), func(d *dispatch.Dispatcher) {
 			// m is set by the time the first push runs: these read it then.
 			now := func() time.Time { return m.clock.Now() }
 			sleep := func(ctx context.Context, d time.Duration) error { return m.sleep(ctx, d) }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/internal/vendoritems"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
@@ -21,7 +22,7 @@ func TestItemsChangeLargerThanBurstArrives(t *testing.T) {
 	const rate, burst = 40.0, 20
 	itemLimit := limiter.PerSecond(rate, burst)
 	m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(1000, 1000)},
-		bookingConfig(itemLimit, `, "cost": "items", "max_deferrals": 20`, auroraBK1001), nil)
+		connconfig.Booking(itemLimit, `, "cost": "items", "max_deferrals": 20`, auroraBK1001), nil)
 	src := newPMSOracle("hotel-aurora")
 	src.change("rates", "DBL", "2027-03-01", "2027-03-30", 1) // 30 items
 	src.change("rates", "TWN", "2027-05-01", "2027-05-31", 2) // 31 items

@@ -11,6 +11,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -22,7 +23,7 @@ import (
 // store is back, takes the lane over and pushes both.
 func TestExpiredLaneJobIsDeadLetteredAndItsLaneReleased(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, `, "max_deferrals": 5`, auroraBK1001),
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, `, "max_deferrals": 5`, auroraBK1001),
 		func(d *dispatch.Dispatcher) { d.Policy.StoreCooldown = 2 * time.Second })
 	src := newPMSOracle("hotel-aurora")
 

@@ -9,6 +9,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 	"github.com/fleetbucket/fleetbucket/test/otacopy"
 )
@@ -18,7 +19,7 @@ import (
 // batch, so all are marked before the lane's first push.
 func TestLaneDrainsInCeilItemsOverMaxItemsPushes(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, `, "max_items": 40`, auroraBK1001), nil)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, `, "max_items": 40`, auroraBK1001), nil)
 	src := newPMSOracle("hotel-aurora")
 	for i := range 100 {
 		day := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(ari.DateLayout)

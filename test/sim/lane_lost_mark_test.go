@@ -12,6 +12,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -42,7 +43,7 @@ func (l *loseMark) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 // hour, no message left, the sweep finding nothing: no lease was ended).
 func TestRetriedChangeTakesItsLaneEvenWhenNewerChangesHoldItsDates(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, "", auroraBK1001), nil)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
 	lost := &loseMark{DB: m.store}
 	m.sy.Lanes = &lane.Store{DB: lost, Table: "state", Now: m.clock.Now}
 	src := newPMSOracle("hotel-aurora")

@@ -8,6 +8,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -26,7 +27,7 @@ func TestPropertyWithManyConnectionsIsMarked(t *testing.T) {
 	for i := range n {
 		conns = append(conns, fmt.Sprintf(`{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-%d"}`, i))
 	}
-	m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, "", `"hotel-aurora": [`+strings.Join(conns, ",\n")+`]`), nil)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", `"hotel-aurora": [`+strings.Join(conns, ",\n")+`]`), nil)
 	src := newPMSOracle("hotel-aurora")
 	src.change("rates", "DBL", "2027-03-01", "2027-03-03", 1)
 	src.change("rates", "TWN", "2027-03-02", "2027-03-02", 2)

@@ -215,23 +215,4 @@ func (m *memLanes) drain(limit int) {
 	}
 }
 
-// bookingConfig is one channel (availability and rates under lim, each
-// endpoint with extra settings) on one credential, with the properties
-// given as JSON members.
-func bookingConfig(lim limiter.Limit, extra, properties string) func(string) string {
-	return func(url string) string {
-		return fmt.Sprintf(`{
-  "channels": {"booking_com": {
-    "base_url": %q, "allow_http": true,
-    "endpoints": {
-      "availability": {"path": "/v1/availability", "limit": {"rate": %g, "burst": %d}%s},
-      "rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}%s}
-    },
-    "credentials": {"cred-1": {"token_env": "T"}}
-  }},
-  "properties": {%s}
-}`, url, lim.Rate, lim.Burst, extra, lim.Rate, lim.Burst, extra, properties)
-	}
-}
-
 const auroraBK1001 = `"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-1001"}]`

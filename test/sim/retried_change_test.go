@@ -19,7 +19,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
-	"github.com/fleetbucket/fleetbucket/test/internal/lanesconfig"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -103,7 +103,7 @@ func TestRetriedChangeRacingItsDeferredJobPushesOnce(t *testing.T) {
 func retryLanes(t *testing.T) (*memLanes, *pmsOracle, string) {
 	t.Helper()
 	lim := limiter.PerSecond(20, 10)
-	m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, lanesconfig.Credentials(lim, 2), nil)
+	m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(100, 50)}, connconfig.Credentials(lim, 2), nil)
 	src := newPMSOracle("hotel-aurora")
 	return m, src, src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)
 }

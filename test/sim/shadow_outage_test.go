@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -19,7 +20,7 @@ func hotelsConfig(lim limiter.Limit, n int, extra string) func(string) string {
 	for h := range n {
 		props[h] = fmt.Sprintf(`"hotel-%d": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "BK-%d"}]`, h, 1000+h)
 	}
-	return bookingConfig(lim, extra, strings.Join(props, ","))
+	return connconfig.Booking(lim, extra, strings.Join(props, ","))
 }
 
 // With the limiter's table failing mid-run, a shadow endpoint keeps

@@ -10,6 +10,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -19,7 +20,7 @@ import (
 // Once the vendor is back, the sweep pushes them with no new change.
 func TestVendorOutageLongerThanRetriesLosesNothing(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, bookingConfig(lim, "", auroraBK1001),
+	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, connconfig.Booking(lim, "", auroraBK1001),
 		func(d *dispatch.Dispatcher) { d.Policy.MaxFailures, d.Policy.FailureBackoff = 2, 500*time.Millisecond })
 	stop := m.ota.FailMatching(503, func(mockota.Request) bool { return true })
 	src := newPMSOracle("hotel-aurora")
@@ -61,7 +62,7 @@ func TestVendorOutageLongerThanRetriesLosesNothing(t *testing.T) {
 // sweep pushes every change.
 func TestBadCredentialRotationLosesNothing(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow, Credentials: []string{"good"}}, bookingConfig(lim, "", twoHotels),
+	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow, Credentials: []string{"good"}}, connconfig.Booking(lim, "", twoHotels),
 		func(d *dispatch.Dispatcher) { d.Policy.MaxFailures, d.Policy.FailureBackoff = 2, 500*time.Millisecond })
 	var token atomic.Value
 	token.Store("good")

@@ -9,6 +9,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -24,7 +25,7 @@ const twoHotels = `"hotel-aurora": [{"channel": "booking_com", "credential": "cr
 // lane, so that every lane ends fresh at the OTA without a new change.
 func TestLimiterOutageOfAnHourEndsFresh(t *testing.T) {
 	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, bookingConfig(lim, `, "max_deferrals": 5`, twoHotels),
+	m := newMemLanes(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow}, connconfig.Booking(lim, `, "max_deferrals": 5`, twoHotels),
 		func(d *dispatch.Dispatcher) { d.Policy.StoreCooldown = 2 * time.Second })
 	aurora, borealis := newPMSOracle("hotel-aurora"), newPMSOracle("hotel-borealis")
 	var bodies []string
