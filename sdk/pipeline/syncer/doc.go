@@ -19,6 +19,23 @@
 // pushes (Begin), settles it (Done), keeps it (Hold) or gives it up
 // (Abandon).
 //
+// Where a message goes, file by file. HandleBatch (syncer.go) takes a
+// batch: a change is read, its property's connections found
+// (connections.go) and written into ARI state, and its lanes are marked
+// (mark.go, under tokens from owners.go); each lane the mark found idle
+// gets one push job (laneref.go) resolved into its task (task.go, its
+// route from route.go), and a job back from the deferred queue is
+// resolved the same way. Of a task's work the dispatcher asks: Begin
+// (lanes.go), which claims the lane (claim.go) unless this invocation's
+// mark took it fresh (invocation.go) and renders what is pending
+// (render.go) into the channel's messages (messages.go; apart.go takes a
+// refused one apart); Done (lanes.go), which finishes the lane or hands
+// back its next job; Hold (hold.go), which keeps the lane's lease through
+// a deferral; and Abandon (abandon.go), which gives up a dead-lettered
+// job's lane, for Sweep (sweep.go) to take over on a schedule. Retry
+// (retry.go) sends a failed change again; Resync (resync.go, bulk.go)
+// makes a property's lanes pending at the bulk class, below live changes.
+//
 // Begin with a Syncer (its fields are its dependencies: the config, the ARI
 // and lane stores, a dispatcher) and give it each SQS batch (HandleBatch);
 // functions/sync wires one from its environment.
