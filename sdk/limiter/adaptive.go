@@ -296,7 +296,11 @@ func (l *Limiter) change(ctx context.Context, b Bucket, until time.Time, decide 
 		if floor > 0 && tat < floor {
 			f = idle
 		}
-		out, err := l.updateItem(ctx, l.adaptInput(b.Key, next, st.Version, floor, f, adaptTTL(b, next, max(floor, tat))))
+		write := l.updateItem
+		if !until.IsZero() {
+			write = l.updatePenalty
+		}
+		out, err := write(ctx, l.adaptInput(b.Key, next, st.Version, floor, f, adaptTTL(b, next, max(floor, tat))))
 		if err == nil {
 			if cur, err := itemTAT(out.Attributes); err == nil {
 				l.seen.observe(b.Key, cur, micros(l.now()))

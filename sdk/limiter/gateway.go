@@ -23,15 +23,36 @@ func (l *Limiter) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 	return out, err
 }
 
+// updatePenalty is updateItem for a write that records a vendor's
+// silence (Penalize, Throttle), which an open circuit breaker does not
+// hold back. The breaker saves calls whose answer, a deferral, is the same
+// either way; a silence not written is one the other workers never hear
+// of, so its holder asks again while the store is out (otapush does), and
+// only a call tells it the store is back.
+func (l *Limiter) updatePenalty(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	var out *dynamodb.UpdateItemOutput
+	err := l.call(ctx, "UpdateItem", false, func(ctx context.Context) (err error) {
+		out, err = l.db.UpdateItem(ctx, in, optFns...)
+		return err
+	})
+	return out, err
+}
+
 // gateway is the one way to DynamoDB: every call the limiter makes (grants,
-// penalties, resets, reads, fences, transactions) goes through it, so an
-// open circuit breaker stops them all and every outcome feeds it. send
+// resets, reads, fences, transactions; a penalty's write through call)
+// goes through it, so an open circuit breaker stops all but a penalty's
+// write, and every outcome feeds it. send
 // makes the call, bounded by the per-attempt timeout. An error that is the
 // store's answer (a failed condition, a cancelled transaction) comes back
 // as it is and counts as a success: the store was reached. Every other
 // failure comes back classified as a *StoreError.
 func (l *Limiter) gateway(ctx context.Context, op string, send func(ctx context.Context) error) error {
-	if l.breaker != nil {
+	return l.call(ctx, op, true, send)
+}
+
+// call is gateway, asking the breaker first only if gated.
+func (l *Limiter) call(ctx context.Context, op string, gated bool, send func(ctx context.Context) error) error {
+	if gated && l.breaker != nil {
 		if err := l.breaker.Allow(l.now()); err != nil {
 			return &StoreError{Table: l.table, Op: op, kind: ErrUnavailable, Err: err}
 		}

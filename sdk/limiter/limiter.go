@@ -187,10 +187,12 @@ func WithDenialCacheAge(d time.Duration) Option { return func(l *Limiter) { l.ca
 
 // WithCircuitBreaker stops calling DynamoDB for cooldown after `failures`
 // consecutive store failures (including attempts that time out); every
-// call that would reach the store (grants, Penalize, Throttle, Reset,
-// State, Confirm, First) meanwhile fails at once with ErrUnavailable (wrapping breaker.ErrOpen,
+// call that would reach the store (grants, Reset, State, Confirm, First)
+// meanwhile fails at once with ErrUnavailable (wrapping breaker.ErrOpen,
 // whose RetryAfter says how long). Callers then defer work exactly as for
-// any store outage. Contention (a conflicting transaction) is not a failure.
+// any store outage. The writes of Penalize and Throttle are sent all the
+// same (updatePenalty). Contention (a conflicting transaction) is not a
+// failure.
 func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
 	return func(l *Limiter) {
 		b, err := breaker.New(failures, cooldown)

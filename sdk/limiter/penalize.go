@@ -73,7 +73,7 @@ func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim L
 			withVersion(in, st.Version)
 		}
 		at := micros(l.now())
-		_, err := l.updateItem(ctx, in)
+		_, err := l.updatePenalty(ctx, in)
 		if err == nil {
 			if needTAT {
 				l.seen.observe(b.Key, penalty, micros(l.now()))

@@ -2,6 +2,7 @@ package otapush
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -57,7 +58,7 @@ func (c *Client) readSignals(ctx context.Context, req Request, sig Signals, r Re
 		}
 	}
 	if sig.Low(r) && !throttled {
-		c.penalize(ctx, req, c.now(), "drain on low remaining failed")
+		c.penalize(ctx, req, c.now(), time.Time{}, "drain on low remaining failed")
 	}
 	if a, ok := c.limiter.(Adapter); ok && r.Rate > 0 {
 		if err := a.Publish(ctx, req.Bucket, r.Rate); err != nil {
@@ -153,12 +154,13 @@ func (n *notes) partition(bucket, pk string) (other string, pks []string) {
 
 // throttle empties the request's bucket until `until` for the whole fleet
 // and, where the limiter adapts, lowers its rate; sibling shards are
-// emptied too.
-func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Reservation, until time.Time) {
+// emptied too. A write the store does not take is asked again until `by`
+// (record).
+func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Reservation, until, by time.Time) {
 	const failure = "throttle not recorded; other workers will learn from their own throttled answers"
 	a, ok := c.limiter.(Adapter)
 	if !ok {
-		c.penalize(ctx, req, until, failure)
+		c.penalize(ctx, req, until, by, failure)
 		return
 	}
 	stamp := req.Stamp // the held token's, for the first attempt
@@ -166,21 +168,48 @@ func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Res
 		s, _ := granted.Stamp()
 		stamp = &s
 	}
-	if err := a.Throttle(ctx, req.meter(), stamp, until); err != nil {
+	if err := c.record(ctx, by, func() error { return a.Throttle(ctx, req.meter(), stamp, until) }); err != nil {
 		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
 	}
 	for _, b := range req.Siblings {
-		if err := c.limiter.Penalize(ctx, b, until); err != nil {
+		if err := c.record(ctx, by, func() error { return c.limiter.Penalize(ctx, b, until) }); err != nil {
 			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
 		}
 	}
 }
 
-// penalize empties the request's bucket, and its sibling shards, until.
-func (c *Client) penalize(ctx context.Context, req Request, until time.Time, failure string) {
+// penalize empties the request's bucket, and its sibling shards, until;
+// a write the store does not take is asked again until `by` (record).
+func (c *Client) penalize(ctx context.Context, req Request, until, by time.Time, failure string) {
 	for _, b := range append([]limiter.Bucket{req.meter()}, req.Siblings...) {
-		if err := c.limiter.Penalize(ctx, b, until); err != nil {
+		if err := c.record(ctx, by, func() error { return c.limiter.Penalize(ctx, b, until) }); err != nil {
 			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
+		}
+	}
+}
+
+// penaltyRetry is the pause between asks of a store that did not take a
+// throttle's write (record).
+const penaltyRetry = 200 * time.Millisecond
+
+// record makes write, which records a vendor's silence in the limiter,
+// asking again every penaltyRetry while the store is unavailable, until
+// it lands, ctx ends or the next ask would come after by. A silence this
+// process heard and did not record is known to no other worker: once the
+// store is back they would send inside it at once (adversary seed 74: a
+// 429's 15 minutes answered during a 30 s outage, and 169 requests inside
+// them after it). The push's budget bounds the wait, so an outage longer
+// than it still loses the silence, and the first ask after the store
+// returns lands within penaltyRetry of it: a worker granted before that
+// sends inside the silence. Any other error is returned at once.
+func (c *Client) record(ctx context.Context, by time.Time, write func() error) error {
+	for {
+		err := write()
+		if err == nil || !errors.Is(err, limiter.ErrUnavailable) || c.now().Add(penaltyRetry).After(by) {
+			return err
+		}
+		if c.sleep(ctx, penaltyRetry) != nil {
+			return err
 		}
 	}
 }

@@ -313,7 +313,7 @@ func (c *Client) send(ctx context.Context, req Request, sig Signals, granted *li
 		// fleet send at once what was just refused.
 		wait = max(wait, interval(req.Bucket.Limit))
 		until := c.now().Add(wait)
-		c.throttle(ctx, req, granted, until)
+		c.throttle(ctx, req, granted, until, start.Add(c.policy.MaxElapsed))
 		// The backoff's jitter may add to Retry-After, never undercut it.
 		return a, max(c.backoff(attempt), wait), fmt.Errorf("vendor answered %d (throttled), retry after %v", s, wait)
 	case j.Transient:

@@ -80,8 +80,12 @@ func TestRemainingHeaders(t *testing.T) {
 type bucketLog struct {
 	mu        sync.Mutex
 	waits     int
-	penalties []time.Time
+	penalties []time.Time // the penalties written
 	waitErr   error
+	// penalizeErr, if set, answers the nth Penalize (from 1) in place of
+	// writing it.
+	penalizeErr func(n int) error
+	asks        int // Penalize calls
 }
 
 func (b *bucketLog) Wait(_ context.Context, bk limiter.Bucket, n int, _ time.Duration) (limiter.Reservation, error) {
@@ -97,6 +101,12 @@ func (b *bucketLog) Wait(_ context.Context, bk limiter.Bucket, n int, _ time.Dur
 func (b *bucketLog) Penalize(_ context.Context, _ limiter.Bucket, until time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.asks++
+	if b.penalizeErr != nil {
+		if err := b.penalizeErr(b.asks); err != nil {
+			return err
+		}
+	}
 	b.penalties = append(b.penalties, until)
 	return nil
 }
