@@ -48,6 +48,15 @@ func TestAdversaryPinned(t *testing.T) {
 		// same). Slots booked ahead now ask the bucket's silence first
 		// (limiter TestSlotBookedBeforeA429IsNotSpentInItsSilence).
 		{"slot booked before a 429 spent inside its silence", Case{Seed: 15, Parts: []string{"halving"}}},
+		// A penalty box's 429 (Retry-After of a day, 15 minutes to the
+		// client) answered 2 s into a 30 s outage of the store: its write
+		// failed and was only logged, so no other worker knew, and after
+		// the outage the fleet sent 169 requests inside the silence, in 3
+		// runs of 30 (4 of 30 at f768b7a^ too). The push client now asks the
+		// store again within its budget, past an open breaker (otapush
+		// TestThrottleIsRecordedOnceTheStoreAnswers, sim
+		// TestPenaltyPassesAnOpenCircuitBreaker).
+		{"429 heard while the store was out", Case{Seed: 74, Parts: []string{"max_bytes", "lifetime", "push_timeout", "linger", "retry-after", "slow", "db-outage", "lost-answers", "penalty-box", "strict-slow-store", "remap"}}},
 		// A resync's bulk push books its bucket with a burst of 1, which a
 		// bucket with leased shares refuses (the leases' tokens come out
 		// of the burst): every bulk push of that endpoint was dead-lettered
