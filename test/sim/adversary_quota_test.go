@@ -28,6 +28,23 @@ func TestQuotaDrainHoldsOnePushOfEveryLane(t *testing.T) {
 		{"max_items", 26, 4, ChannelSpec{Creds: 2, Keys: map[string]string{"max_items": "62"}, Vendor: VendorSpec{Quota: hourly(18)}}, 7*time.Hour + 10*time.Minute},
 		// 4 months × ceil(31 × 4 / 62) = 8 a lane, 13 lanes: 104.
 		{"max_items within a month", 26, 4, ChannelSpec{Creds: 2, Keys: map[string]string{"max_items": "62"}, Vendor: VendorSpec{Quota: hourly(18), Wire: &WireSpec{Format: "opentravel"}}}, 7*time.Hour + 10*time.Minute},
+		// max_bytes 1024 on JSON: a body holds (1024 − 128 − 4 × 64) ÷ 64
+		// = 10 days, so 460 days go as at most 2 × 46 = 92 halves: 13
+		// lanes × 92 = 1,196 requests, 67 periods of 18. Seed 189 (11
+		// properties on 2 credentials, an hourly quota of 11, max_bytes
+		// 1024) drained for three periods while its lanes needed four:
+		// the rates bucket sent 44 requests, 11 an hour, and 4 days were
+		// still stale in every run.
+		{"max_bytes halves on JSON", 26, 4, ChannelSpec{Creds: 2, Keys: map[string]string{"max_bytes": "1024"}, Vendor: VendorSpec{Quota: hourly(18)}}, 68*time.Hour + 10*time.Minute},
+		// OpenTravel by month: 31 × 4 = 124 days a message, (8192 − 256 −
+		// 4 × 64) ÷ 320 = 24 a body: 2 × 6 = 12 halves, 4 months: 48 a
+		// lane, 13 lanes: 624 requests, 35 periods.
+		{"max_bytes halves on OpenTravel", 26, 4, ChannelSpec{Creds: 2, Keys: map[string]string{"max_bytes": "8192"}, Vendor: VendorSpec{Quota: hourly(18), Wire: &WireSpec{Format: "opentravel"}}}, 36*time.Hour + 10*time.Minute},
+		// A message that fits max_bytes whole is one request: 26 lanes of
+		// one, as without it.
+		{"max_bytes above the message", 26, 1, ChannelSpec{Creds: 1, Keys: map[string]string{"max_bytes": "1048576"}, Vendor: VendorSpec{Quota: hourly(18)}}, 3*time.Hour + 10*time.Minute},
+		// A shadow channel pushes at once: its quota holds nothing back.
+		{"shadow mode", 26, 4, ChannelSpec{Creds: 1, Keys: map[string]string{"mode": `"shadow"`}, Vendor: VendorSpec{Quota: hourly(18), Unchecked: true}}, time.Hour},
 		// A quota that holds every lane in the load's own period still
 		// drains to the end of the next.
 		{"quota above the lanes", 4, 1, ChannelSpec{Creds: 1, Vendor: VendorSpec{Quota: hourly(200)}}, 2*time.Hour + 10*time.Minute},

@@ -165,6 +165,16 @@ func TestAdversaryPinned(t *testing.T) {
 		{"isolation longer than a push, a slow vendor", Case{Seed: 7, Parts: []string{"slow", "refuse-item", "hang-lease"}}},
 		{"isolation longer than a push, a slow bucket", Case{Seed: 32, Parts: []string{"many-connections", "refuse-item", "penalty"}}},
 		{"quota drain shorter than a month a request needs", Case{Seed: 35, Parts: []string{"refuse-hotel", "quota-5xx", "strict-slow-store"}}},
+		// max_bytes 1024 halved each rates push on JSON into four bodies
+		// or so, and the drain counted one a lane: airbnb's hourly quota
+		// of 11 per credential sent 44 requests in the load's period and
+		// three more, every one the quota allowed, and 3-7 days were still
+		// stale, one job deferred to the next reset, in every run of
+		// three. A defect of the simulation: the drain now counts the
+		// bodies max_bytes halves a push into (adversary_quota.go,
+		// TestQuotaDrainHoldsOnePushOfEveryLane). Seed 95 (expedia, 9 an
+		// hour, max_bytes 2048) failed the same way.
+		{"quota drain shorter than max_bytes' halves", Case{Seed: 189, Parts: []string{"quota", "max_bytes", "refuse-item", "quota-5xx"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {
