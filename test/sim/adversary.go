@@ -421,6 +421,7 @@ func (c Case) Build() (Scenario, []string, []string, error) {
 		return b.sc, nil, nil, fmt.Errorf("case %s: the base config is invalid: %w", c, err)
 	}
 	quotaDrain(&b.sc)
+	silenceDrain(&b.sc)
 	b.sc.Note = "adversary case " + c.String() + describe(b.sc)
 	return b.sc, b.facets, skipped, nil
 }
