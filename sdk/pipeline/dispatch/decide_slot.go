@@ -61,7 +61,7 @@ func (s situation) atSlot() decision {
 		// scaling event source mapping), so the job comes back early by
 		// the lateness seen, never less than BlockThreshold; a wait that
 		// lateness alone could eat is slept here instead.
-		return decision{Act: actDefer, Wait: max(wait-lead, 0), Reason: "waiting for its reserved slot"}
+		return decision{Act: actDefer, Wait: earlyBy(wait, lead), Reason: "waiting for its reserved slot"}
 	}
 	if prepare {
 		return decision{Act: actPrepare, Wait: max(wait-prepLead, 0), FreeLease: wait > s.Grace}
@@ -82,4 +82,23 @@ func (s situation) atSlot() decision {
 		d.Wait = wait - early
 	}
 	return d
+}
+
+// earlyBy is the deferral that brings a job back at least lead before a
+// slot wait away. The queue delays by whole seconds, rounded up so that a
+// job never comes back before its wait (queue.Delay): 4.4 s would go as
+// 5 s, back 0.4 s early rather than by the lead, and a delivery later
+// than that misses a slot whose grace is the default 100 ms margin: the
+// slot is wasted and booked again behind every slot booked since.
+// So the wait goes in the whole seconds that keep the lead. Under a
+// second left, it stays as it is: no delay would bring the job straight
+// back to defer again, and the second it goes as still comes back before
+// the slot while BlockThreshold, the lead's floor, is a second or more
+// (its default).
+func earlyBy(wait, lead time.Duration) time.Duration {
+	early := max(wait-lead, 0)
+	if whole := early.Truncate(time.Second); whole > 0 {
+		return whole
+	}
+	return early
 }

@@ -67,6 +67,12 @@ func TestDecide(t *testing.T) {
 		}, decision{Act: actPush, Wait: 200 * time.Millisecond}},
 		{"slot beyond blocking distance: defer to come back early by the lead", func(s *situation) { s.Job.Hold = held(30 * time.Second) },
 			decision{Act: actDefer, Wait: 27 * time.Second, Reason: "waiting for its reserved slot"}},
+		{"slot beyond blocking distance by a fraction past whole seconds: the delay the queue rounds up still comes back by the lead", func(s *situation) {
+			s.Job.Hold, s.Lead = held(5400*time.Millisecond), leadRule{Floor: time.Second}
+		}, decision{Act: actDefer, Wait: 4 * time.Second, Reason: "waiting for its reserved slot"}},
+		{"slot beyond blocking distance by under a second: deferred what is left, as no delay would bring it straight back", func(s *situation) {
+			s.Job.Hold, s.Lead = held(1500*time.Millisecond), leadRule{Floor: time.Second}
+		}, decision{Act: actDefer, Wait: 500 * time.Millisecond, Reason: "waiting for its reserved slot"}},
 		{"slot past the call's hold: defer, all of the wait slept elsewhere", func(s *situation) {
 			s.Job.Hold, s.Sleep.Hold = held(800*time.Millisecond), t0.Add(500*time.Millisecond)
 		}, decision{Act: actDefer, Wait: 0, Reason: "waiting for its reserved slot"}},
