@@ -211,7 +211,8 @@ func (p plan) holds(now time.Time, storeFailing bool) bool {
 
 // decide says what to do with a job: the plan of its next steps. The
 // policy, in order: past its max age or its deadline (dead-letter);
-// handed back by a push of the call past its hold (defer, unbooked); not
+// handed back by a push of the call past its hold and holding no slot to
+// use (defer, unbooked; a slot past its grace dropped); not
 // due yet (book its early slot if its bucket fills first; sleep a short
 // wait, defer a long one); a job that only rechecks its work (begin it
 // first); a hold expired past its grace, or none (begin the work first,
@@ -259,14 +260,17 @@ func (s situation) next() (d decision, atSlot bool) {
 		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 			return decision{Act: actDeadLetter, Outcome: Shed, Reason: fmt.Sprintf("deadline %s passed before the push", j.Deadline.Format(time.RFC3339))}, false
 		}
-		if s.Next && s.Sleep.over(now) {
+		if s.Next && s.Sleep.over(now) && !s.slotToUse() {
 			// The call's hold bounds its chain of pushes, not only its
 			// sleeps: a shadow route never sleeps for a slot, nor does a
 			// bucket whose slots come faster than its pushes, and a lane
 			// with a backlog would keep the call pushing to its end. The
 			// job goes before booking a slot, which the queue's trip would
-			// waste.
-			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate}, false
+			// waste. A slot it holds still to be used (its work begun for
+			// it, or booked as it lingered) is decideSlot's, which keeps
+			// to the hold too: deferred, such a job would come back after
+			// its slot. One past its grace is dropped here (wasted).
+			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate, DropHold: j.Hold.Held()}, false
 		}
 		if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
 			wait := j.NotBefore.Sub(now)
@@ -289,7 +293,7 @@ func (s situation) next() (d decision, atSlot bool) {
 	// job would take its lane over only to expire with it).
 	beginFirst := s.Prepares && !s.Prepared && !s.Shadow && !s.StoreFailing
 	switch {
-	case j.Hold.Held() && (s.Booked || s.Prepared || !s.expired()):
+	case s.slotToUse():
 		return decision{}, true
 	case j.Hold.Held() && beginFirst:
 		return decision{Act: actPrepare, DropHold: true}, false
@@ -349,6 +353,13 @@ func (s situation) until() time.Time {
 		}
 	}
 	return until
+}
+
+// slotToUse reports whether the job holds a slot to use (decideSlot's):
+// booked in this call, its work begun for it, or carried in within its
+// grace.
+func (s situation) slotToUse() bool {
+	return s.Job.Hold.Held() && (s.Booked || s.Prepared || !s.expired())
 }
 
 // expired reports whether the slot the job holds passed its grace.

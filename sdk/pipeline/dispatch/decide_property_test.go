@@ -104,8 +104,9 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 		}
 	}
 	s.Rechecks = !s.Job.Hold.Held() && maybe(0.2)
-	// A job a push hands back is the work's next, made with no slot.
-	s.Next = !s.Job.Hold.Held() && maybe(0.1)
+	// A job a push hands back is the work's next, made with no slot; one
+	// it books as it lingers it holds as one carried in (not Booked).
+	s.Next = maybe(0.1)
 	if maybe(0.5) {
 		s.Sleep.Hold = t0.Add(dur(10 * time.Second))
 	}
