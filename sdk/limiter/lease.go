@@ -24,10 +24,10 @@ import (
 // holds more than N leases of one (credential, endpoint).
 //
 // The item layout. One item per lease set, apart from the bucket's item:
-// {pk: key␟inflight, ttl, and per slot i < MaxLeases the attributes
-// e<i> (the lease's expiry, Unix µs), o<i> (the holder's random id) and
-// a<i> (when it was acquired, Unix µs, for operators)}. A slot is free when
-// e<i> is missing or e<i> ≤ now.
+// {pk: key␟inflight, ttl, p (how long the last push released held its
+// lease, µs), and per slot i < MaxLeases the attributes e<i> (the lease's
+// expiry, Unix µs), o<i> (the holder's random id) and a<i> (when it was
+// acquired, Unix µs)}. A slot is free when e<i> is missing or e<i> ≤ now.
 //
 // Acquire is one UpdateItem on slot s:
 //
@@ -45,12 +45,20 @@ import (
 // free slot (the second write takes it) or proves that none is free and when
 // the earliest one expires. The caller asks again then, or after
 // InFlight.Timeout if that is sooner (a push keeps its lease at most that
-// long, and a Hold far above it is only the crash bound): no polling
-// faster than one push's time. A lost answer
+// long, and a Hold far above it is only the crash bound), or when a held
+// slot's push is likely over: its a<s> plus p, the time the last push
+// released took (a push of the same vendor takes about as long as the
+// last). A slot whose likely end has passed was passed on in its process
+// with no write (LeaseGate), or its push runs long: nothing says when it
+// frees, and the caller asks again after p. So no polling faster than one
+// push's time; and a slot freed by a push of another process is found
+// about when it frees, not a Timeout later. A lost answer
 // is recognised the same way: the next write's ALL_OLD carries our own id.
 //
-// Release is one UpdateItem: REMOVE e<s>, o<s>, a<s> IF o<s> = me, so a push
-// never frees a slot that expired and was taken by someone else. A push
+// Release is one UpdateItem: REMOVE e<s>, o<s>, a<s> SET p IF o<s> = me, so
+// a push never frees a slot that expired and was taken by someone else,
+// and the item learns how long a push holds a lease with the write it
+// makes anyway (a hand-over sets p too; a pass with no write does not). A push
 // costs two writes (acquire, release); a lease passed to a waiter of the same
 // process (LeaseGate) costs one for both (release + acquire in one SET).
 //
@@ -135,9 +143,11 @@ type Lease struct {
 	Key   string // InFlight.Key
 	Slot  int
 	Owner string // random, unique per acquire
-	// Acquired is the holder's clock when it took the slot; Expires is when
-	// the slot frees itself: the push must be over by then (its deadline
-	// is the earlier of Expires and now + its timeout).
+	// Acquired is the holder's clock when its push took the slot (a
+	// LeaseGate passing a lease on with no write sets it anew: the release
+	// records how long the push held it). Expires is when the slot frees
+	// itself: the push must be over by then (its deadline is the earlier
+	// of Expires and now + its timeout).
 	Acquired, Expires time.Time
 }
 
@@ -154,12 +164,14 @@ func (l Lease) Deadline(now time.Time, timeout time.Duration) time.Time {
 // LeaseBusyError is an acquire that found no free slot. RetryAfter is when
 // to ask again: the earliest expiry among the held slots (and, after max
 // was lowered, the latest among the slots above it), or, when that is
-// further off, the InFlight's Timeout (its Hold when 0). The expiry is the
-// crash bound; a live push keeps its lease at most its Timeout and then
-// releases it, so by then every push now under a lease has ended, and its
-// slot is free unless its process passed it to a push of its own
-// (LeaseGate). A release can free a slot sooner; LeaseGate passes those to
-// waiters of its process.
+// further off, the InFlight's Timeout (its Hold when 0), or, sooner still,
+// when the first held slot's push is likely over (its acquisition plus
+// the last released push's time; one push's time from now when every such
+// end has passed). The expiry is the crash bound; a live push keeps its
+// lease at most its Timeout and then releases it, so by then every push
+// now under a lease has ended, and its slot is free unless its process
+// passed it to a push of its own (LeaseGate). LeaseGate passes a release
+// of its process to its waiters at once.
 //
 // It matches ErrExhausted and unwraps to an *ExhaustedError, so RetryAfter
 // and a caller's deferral treat it like an empty bucket.
@@ -182,9 +194,22 @@ func (e *LeaseBusyError) Unwrap() error {
 // its hold: raise Hold or lower the push's timeout.
 var ErrLeaseLost = errors.New("fleetbucket: lease expired before its release")
 
+// pushAttribute is the lease item's attribute holding how long the last
+// push released held its lease (µs).
+const pushAttribute = "p"
+
 func leaseNames(slot int) map[string]string {
 	s := strconv.Itoa(slot)
 	return map[string]string{"#e": "e" + s, "#o": "o" + s, "#a": "a" + s, "#ttl": TTLAttribute}
+}
+
+// pushTime is how long lease's push held it, released at now (µs), or 0
+// when the clock says nothing of it.
+func pushTime(lease Lease, now int64) int64 {
+	if lease.Acquired.IsZero() {
+		return 0
+	}
+	return max(now-micros(lease.Acquired), 0)
 }
 
 // highSlotsFree adds to names and returns the clause that every slot at or
@@ -205,22 +230,27 @@ func (l *Limiter) leaseItemKey(key string) map[string]types.AttributeValue {
 
 // acquireInput takes slot for owner at now, until exp. With prev set it is
 // a hand-over: the slot must be prev's (held or expired but not retaken)
-// instead of free.
-func (l *Limiter) acquireInput(f InFlight, slot int, owner, prev string, now, exp int64) *dynamodb.UpdateItemInput {
+// instead of free, and push (> 0) is how long prev's push held it.
+func (l *Limiter) acquireInput(f InFlight, slot int, owner, prev string, now, exp, push int64) *dynamodb.UpdateItemInput {
 	names := leaseNames(slot)
 	cond := "(attribute_not_exists(#e) OR #e <= :now)"
 	values := map[string]types.AttributeValue{
 		":now": num(now), ":exp": num(exp), ":me": str(owner),
 		":ttl": num(ttlSeconds(exp + MaxLeaseHold.Microseconds())),
 	}
+	update := "SET #e = :exp, #o = :me, #a = :now, #ttl = :ttl"
 	if prev != "" {
 		cond = "#o = :prev"
 		values[":prev"] = str(prev)
 	}
+	if push > 0 {
+		update += ", #p = :p"
+		names["#p"], values[":p"] = pushAttribute, num(push)
+	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 l.leaseItemKey(f.Key),
-		UpdateExpression:                    aws.String("SET #e = :exp, #o = :me, #a = :now, #ttl = :ttl"),
+		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond + highSlotsFree(names, f.Max)),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -252,9 +282,21 @@ func leaseSlots(item map[string]types.AttributeValue) [MaxLeases]leaseSlot {
 	return out
 }
 
+// itemPush is the lease item's p: how long the last push released held
+// its lease (µs), 0 when none was.
+func itemPush(item map[string]types.AttributeValue) int64 {
+	v, ok := item[pushAttribute].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	p, _ := strconv.ParseInt(v.Value, 10, 64)
+	return max(p, 0)
+}
+
 // leaseDecision is what an item a failed condition returned says to do
-// next: take a free slot (slot ≥ 0), or wait (the busy error).
-func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now int64) (slot int, busy *LeaseBusyError) {
+// next: take a free slot (slot ≥ 0), or wait (the busy error). push is
+// the item's p (0: unknown).
+func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now, push int64) (slot int, busy *LeaseBusyError) {
 	var free []int
 	held, earliest, highLatest := 0, int64(0), int64(0)
 	for i, s := range slots {
@@ -286,7 +328,25 @@ func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now int64) (slot int,
 	// the Timeout (the crash bound) from becoming the wait of a slot that
 	// a healthy push freed long before.
 	until = min(until, now+f.need().Microseconds())
+	if push > 0 && highLatest == 0 {
+		until = min(until, likelyEnd(slots[:f.Max], now, push))
+	}
 	return -1, &LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: time.Duration(until-now) * time.Microsecond}
+}
+
+// likelyEnd is when the first push under a live slot of slots is likely
+// over: its acquisition plus push, the last released push's time. A slot
+// past that was passed on with no write or runs long, and says nothing of
+// when it frees: with every slot so, one push's time from now, so that a
+// waiter asks at most once per push.
+func likelyEnd(slots []leaseSlot, now, push int64) int64 {
+	end := now + push
+	for _, s := range slots {
+		if e := s.at + push; s.exp > now && e > now {
+			end = min(end, e)
+		}
+	}
+	return end
 }
 
 // AcquireLease takes one of f's slots now, or fails with a
@@ -315,7 +375,7 @@ func (l *Limiter) AcquireLease(ctx context.Context, f InFlight) (Lease, error) {
 		now := micros(l.now())
 		exp := now + f.Hold.Microseconds()
 		writes++
-		_, err := l.updateItem(ctx, l.acquireInput(f, slot, owner, "", now, exp), noSDKRetry)
+		_, err := l.updateItem(ctx, l.acquireInput(f, slot, owner, "", now, exp, 0), noSDKRetry)
 		if err == nil {
 			return Lease{Key: f.Key, Slot: slot, Owner: owner, Acquired: time.UnixMicro(now), Expires: time.UnixMicro(exp)}, nil
 		}
@@ -338,7 +398,7 @@ func (l *Limiter) AcquireLease(ctx context.Context, f InFlight) (Lease, error) {
 				return Lease{Key: f.Key, Slot: i, Owner: owner, Acquired: time.UnixMicro(s.at), Expires: time.UnixMicro(s.exp)}, nil
 			}
 		}
-		next, busy := leaseDecision(f, slots, now)
+		next, busy := leaseDecision(f, slots, now, itemPush(item))
 		if busy != nil {
 			return Lease{}, busy
 		}
@@ -355,13 +415,19 @@ func (l *Limiter) AcquireLease(ctx context.Context, f InFlight) (Lease, error) {
 func (l *Limiter) ReleaseLease(ctx context.Context, lease Lease) error {
 	names := leaseNames(lease.Slot)
 	delete(names, "#ttl")
+	update := "REMOVE #e, #o, #a"
+	values := map[string]types.AttributeValue{":me": str(lease.Owner)}
+	if push := pushTime(lease, micros(l.now())); push > 0 {
+		update += " SET #p = :p"
+		names["#p"], values[":p"] = pushAttribute, num(push)
+	}
 	_, err := l.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 l.leaseItemKey(lease.Key),
-		UpdateExpression:                    aws.String("REMOVE #e, #o, #a"),
+		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String("#o = :me"),
 		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":me": str(lease.Owner)},
+		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
@@ -382,7 +448,7 @@ func (l *Limiter) HandOverLease(ctx context.Context, lease Lease, f InFlight) (L
 	owner := newCallTag().id
 	now := micros(l.now())
 	exp := now + f.Hold.Microseconds()
-	_, err := l.updateItem(ctx, l.acquireInput(f, lease.Slot, owner, lease.Owner, now, exp), noSDKRetry)
+	_, err := l.updateItem(ctx, l.acquireInput(f, lease.Slot, owner, lease.Owner, now, exp, pushTime(lease, now)), noSDKRetry)
 	if _, failed := conditionFailed(err); failed {
 		return Lease{}, fmt.Errorf("%w: %q slot %d", ErrLeaseLost, lease.Key, lease.Slot)
 	}

@@ -14,19 +14,24 @@ import (
 // released before its expiry, and polling it would cost a write per poll.
 // So the waiters of one process queue in order (FIFO), only the first of
 // them asks the store (once, and again after the wait AcquireLease
-// reports: when the earliest lease expires, or sooner when every push now
-// under a lease has ended), and a release of this process
+// reports: when the first push under a lease likely ends, by the time the
+// last released push took, or one such time from now; at the latest when
+// the earliest lease expires or every push now under a lease has ended),
+// and a release of this process
 // hands its slot to the first waiter in the same write (HandOverLease: one
 // write for a release and an acquire). A slot freed by another process is
-// found by this process's first waiter at the latest when that slot's
-// lease would have expired, or when the push under it must have ended.
+// found by this process's first waiter about when its push likely ended,
+// at the latest when that slot's lease would have expired, or when the
+// push under it must have ended. A wait that ends before the store said
+// to ask again asks once more as it ends (one ask for the waits of the
+// process that end together), so that it leaves with a slot freed since
+// or with a fresh answer of when to come back, not one as old as the wait.
 //
 // So a saturated process keeps its slots busy back to back, at one store
 // write per push, or fewer with InFlight.Timeout below Hold (a lease with
 // at least Timeout left passes to the next push with no write). A process
-// holding none asks the store once each time the earliest lease would
-// expire or every push now under a lease has ended (InFlight.Timeout),
-// whichever is first (per key), never more often. The cost is fairness between
+// holding none asks the store about once per push's time while it waits
+// (per key), and once as its waits end; never more often. The cost is fairness between
 // processes: a process with waiters keeps the slots it holds until it has
 // no waiter left or a lease lapses (a Timeout below Hold renews a lease
 // once it has less than Timeout left, so only a process that stops
@@ -40,8 +45,11 @@ type LeaseGate struct {
 	mu     sync.Mutex
 	queues map[string][]*leaseWaiter
 	// busyUntil is, per key, when the last acquire that found no slot said
-	// one would expire.
-	busyUntil map[string]time.Time
+	// to ask again, and busyAt when it said so.
+	busyUntil, busyAt map[string]time.Time
+	// asking is, per key, closed when the acquire a waiter is making
+	// answers: waiters whose wait ends meanwhile leave with that answer.
+	asking map[string]chan struct{}
 }
 
 // LeaseStore is where a LeaseGate takes and frees its leases: *Limiter,
@@ -57,7 +65,7 @@ type LeaseStore interface {
 
 // NewLeaseGate returns a gate over s's leases (a *Limiter).
 func NewLeaseGate(s LeaseStore) *LeaseGate {
-	return &LeaseGate{s: s, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}}
+	return &LeaseGate{s: s, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}, busyAt: map[string]time.Time{}, asking: map[string]chan struct{}{}}
 }
 
 type leaseWaiter struct {
@@ -67,6 +75,8 @@ type leaseWaiter struct {
 	handed chan handedLease
 	// turn wakes the waiter that became first in its queue.
 	turn chan struct{}
+	// end is when its wait ends.
+	end time.Time
 }
 
 type handedLease struct {
@@ -89,11 +99,16 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 	if bound == 0 {
 		return g.s.AcquireLease(ctx, f)
 	}
-	w := &leaseWaiter{f: f, handed: make(chan handedLease, 1), turn: make(chan struct{}, 1)}
+	w := &leaseWaiter{f: f, handed: make(chan handedLease, 1), turn: make(chan struct{}, 1), end: g.s.Now().Add(bound)}
 	g.enqueue(w)
 	var (
-		retry *time.Timer // the store's next ask, when the earliest lease expires
+		retry *time.Timer // the store's next ask, when a slot likely frees
 		busy  *LeaseBusyError
+		// again is when the last busy answer said to ask again; final: the
+		// wait ended before then, and this is its last ask, claimed as
+		// the key's ask in progress (asking).
+		again time.Time
+		final chan struct{}
 	)
 	end := time.NewTimer(bound)
 	defer end.Stop()
@@ -127,16 +142,17 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 			}
 		case <-retryC:
 		case <-end.C:
-			return g.leave(ctx, w, busy, f)
+			if final = g.askAtEnd(ctx, w); final == nil {
+				return g.leave(ctx, w, busy, again, f)
+			}
 		case <-ctx.Done():
 			if lease, ok := g.abandon(w); ok {
 				_ = g.Release(context.WithoutCancel(ctx), lease)
 			}
 			return Lease{}, ctx.Err()
 		}
-		lease, err := g.s.AcquireLease(ctx, f)
+		lease, err := g.ask(ctx, f, final)
 		if err == nil {
-			g.clearBusy(f.Key)
 			if g.dequeue(w) {
 				return lease, nil
 			}
@@ -153,11 +169,74 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 			}
 			return Lease{}, err
 		}
-		// Past the bound the earliest expiry cannot help, but a release of
+		again = g.s.Now().Add(busy.RetryAfter)
+		if final != nil {
+			return g.leave(ctx, w, busy, again, f)
+		}
+		// Past the bound the store's answer cannot help, but a release of
 		// this process still may, so the wait goes on to the bound.
-		g.sawBusy(f.Key, busy)
 		stop()
 		retry = time.NewTimer(max(busy.RetryAfter, time.Millisecond))
+	}
+}
+
+// ask is an acquire of a waiter of f.Key (the first, or one whose wait
+// ended: askAtEnd claimed done for it), whose answer the other waiters
+// read: a "no slot" until when, or a slot (none known busy).
+func (g *LeaseGate) ask(ctx context.Context, f InFlight, done chan struct{}) (Lease, error) {
+	if done == nil {
+		done = make(chan struct{})
+		g.mu.Lock()
+		g.asking[f.Key] = done
+		g.mu.Unlock()
+	}
+	lease, err := g.s.AcquireLease(ctx, f)
+	var busy *LeaseBusyError
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(g.busyUntil, f.Key)
+		delete(g.busyAt, f.Key)
+	case errors.As(err, &busy):
+		now := g.s.Now()
+		g.busyUntil[f.Key], g.busyAt[f.Key] = now.Add(busy.RetryAfter), now
+	}
+	if g.asking[f.Key] == done {
+		delete(g.asking, f.Key)
+	}
+	close(done)
+	return lease, err
+}
+
+// askAtEnd is, for w whose wait ended, the ask it makes before it
+// leaves, claimed (nil: none). A wait leaves with an answer of the store
+// said no earlier than its end: a slot another process freed since, or
+// when to come back, not one up to the whole wait old. The waits of a
+// process that end together share one ask: the others wait for it and
+// leave with its "no", or, when it took a slot, ask in turn (another
+// may be free).
+func (g *LeaseGate) askAtEnd(ctx context.Context, w *leaseWaiter) chan struct{} {
+	key := w.f.Key
+	for {
+		g.mu.Lock()
+		done := g.asking[key]
+		if done == nil {
+			defer g.mu.Unlock()
+			until, no := g.busyUntil[key]
+			if now := g.s.Now(); no && until.After(now) && !g.busyAt[key].Before(w.end) {
+				return nil
+			}
+			done = make(chan struct{})
+			g.asking[key] = done
+			return done
+		}
+		g.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil
+		}
 	}
 }
 
@@ -178,16 +257,22 @@ func (g *LeaseGate) Contended(key string) bool {
 }
 
 // leave ends a wait that ran out: the lease handed over meanwhile if one
-// was, else the last busy error (or a fresh one when no acquire was made).
-func (g *LeaseGate) leave(ctx context.Context, w *leaseWaiter, busy *LeaseBusyError, f InFlight) (Lease, error) {
+// was, else the process's last "no slot" for the key, saying what is left
+// of it (busy, its own last answer, asked again at again, when the last
+// was a slot and none has answered since; or a fresh one when no acquire
+// was made).
+func (g *LeaseGate) leave(ctx context.Context, w *leaseWaiter, busy *LeaseBusyError, again time.Time, f InFlight) (Lease, error) {
 	if lease, ok := g.abandon(w); ok {
 		return lease, nil
 	}
-	if busy == nil {
-		// Not first in the queue, so no acquire of ours: the first
-		// waiter's last answer, or when every push under a lease now
-		// has ended (see LeaseBusyError).
+	if _, shared := g.busyFor(f.Key); shared || busy == nil {
+		// The latest answer of this process, this waiter's own or
+		// another's since.
 		busy = g.lastBusy(f)
+	} else {
+		left := *busy
+		left.RetryAfter = max(again.Sub(g.s.Now()), 0)
+		busy = &left
 	}
 	if err := ctx.Err(); err != nil {
 		return Lease{}, err
@@ -205,10 +290,12 @@ func (g *LeaseGate) Release(ctx context.Context, lease Lease) error {
 		g.clearBusy(lease.Key)
 		return g.s.ReleaseLease(ctx, lease)
 	}
-	if lease.Expires.Sub(g.s.Now()) >= w.f.need() {
+	if now := g.s.Now(); lease.Expires.Sub(now) >= w.f.need() {
 		// Enough of the lease is left for the waiter's whole push: the
 		// store already shows the slot held until Expires, by this
-		// process, so passing it costs nothing.
+		// process, so passing it costs nothing. Its push takes it now,
+		// which its release tells the store (limiter.Lease.Acquired).
+		lease.Acquired = now
 		w.handed <- handedLease{lease: lease}
 		return nil
 	}
@@ -299,17 +386,13 @@ func (g *LeaseGate) remove(key string, i int) {
 	}
 }
 
-func (g *LeaseGate) sawBusy(key string, busy *LeaseBusyError) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.busyUntil[key] = g.s.Now().Add(busy.RetryAfter)
-}
-
 func (g *LeaseGate) lastBusy(f InFlight) *LeaseBusyError {
 	g.mu.Lock()
 	until, ok := g.busyUntil[f.Key]
 	g.mu.Unlock()
-	wait := f.need()
+	// With no "no slot" known, the last this process learned is a slot
+	// free (taken by an acquire, or released): ask again at once.
+	wait := time.Duration(0)
 	if now := g.s.Now(); ok && until.After(now) {
 		wait = until.Sub(now)
 	}
@@ -334,4 +417,5 @@ func (g *LeaseGate) clearBusy(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.busyUntil, key)
+	delete(g.busyAt, key)
 }

@@ -34,7 +34,7 @@ func TestLeaseDecisionFromTheItem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := InFlight{Key: "k", Max: tt.max, Hold: time.Minute}
-			slot, busy := leaseDecision(f, tt.slots, now)
+			slot, busy := leaseDecision(f, tt.slots, now, 0)
 			if tt.free == nil {
 				if busy == nil || busy.RetryAfter != tt.wait || busy.Held != tt.held {
 					t.Fatalf("slot %d, busy %+v; want busy after %v with %d held", slot, busy, tt.wait, tt.held)
@@ -89,7 +89,48 @@ func TestLeaseBusyAsksAgainWithinAPushsTime(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := InFlight{Key: "k", Max: tt.max, Hold: tt.hold, Timeout: tt.timeout}
-			slot, busy := leaseDecision(f, tt.slots, now)
+			slot, busy := leaseDecision(f, tt.slots, now, 0)
+			if busy == nil || busy.RetryAfter != tt.wait {
+				t.Fatalf("slot %d, busy %+v; want busy, retry after %v", slot, busy, tt.wait)
+			}
+		})
+	}
+}
+
+// A busy answer follows the pushes under the held slots: a slot is likely
+// free once its push has taken as long as the last push released (the
+// item's p), so a process waiting for a slot that another process frees
+// asks about when it frees, not a Timeout later; a slot past that (passed
+// on with no write, or a push running long) is asked about once per push's
+// time.
+func TestLeaseBusyAsksWhenAPushIsLikelyOver(t *testing.T) {
+	const now = int64(100_000_000)
+	ms := int64(time.Millisecond / time.Microsecond)
+	held := func(ats ...int64) (s [MaxLeases]leaseSlot) {
+		for i, a := range ats {
+			s[i].exp, s[i].at = a+10_000*ms, a
+		}
+		return s
+	}
+	tests := []struct {
+		name  string
+		max   int
+		push  int64
+		slots [MaxLeases]leaseSlot
+		wait  time.Duration
+	}{
+		{"no push released yet: a Timeout", 2, 0, held(now, now-50*ms), 5 * time.Second},
+		{"the earliest push's likely end", 2, 200 * ms, held(now-50*ms, now-120*ms), 80 * time.Millisecond},
+		{"one past its likely end: the other's", 2, 200 * ms, held(now-900*ms, now-20*ms), 180 * time.Millisecond},
+		{"every one past its likely end: one push's time", 2, 200 * ms, held(now-900*ms, now-300*ms), 200 * time.Millisecond},
+		{"a push's end past the Timeout: the Timeout", 1, 9000 * ms, held(now), 5 * time.Second},
+		{"a slot expiring sooner: the expiry", 1, 200 * ms, held(now - 9_950*ms), 50 * time.Millisecond},
+		{"above a lowered max: as before, the pushes' ends unread", 1, 200 * ms, held(now, now), 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := InFlight{Key: "k", Max: tt.max, Hold: 10 * time.Second, Timeout: 5 * time.Second}
+			slot, busy := leaseDecision(f, tt.slots, now, tt.push)
 			if busy == nil || busy.RetryAfter != tt.wait {
 				t.Fatalf("slot %d, busy %+v; want busy, retry after %v", slot, busy, tt.wait)
 			}
@@ -142,21 +183,24 @@ func TestLeaseDeadlineIsWithinTheLease(t *testing.T) {
 	}
 }
 
-// A waiter that never asked the store (not first in its queue) and has no
-// answer of the first waiter to go by is told to ask again once every push
-// now under a lease has ended, not after the crash bound.
-func TestLeaseGateWithNoAnswerAsksAgainWithinAPushsTime(t *testing.T) {
+// A waiter leaving with no "no slot" of its process to go by (the last
+// answer was a free slot, or a release of the process freed one since) is
+// told to ask again at once, not after a push's time, nor the crash bound:
+// a waiter whose wait ends asks the store itself when no fresh answer is
+// known (askAtEnd), so this is a slot seen free.
+func TestLeaseGateWithNoAnswerAsksAgainAtOnce(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	g := NewLeaseGate(&Limiter{now: func() time.Time { return now }})
-	for _, tt := range []struct {
-		f    InFlight
-		want time.Duration
-	}{
-		{InFlight{Key: "k", Max: 1, Hold: 15 * time.Minute, Timeout: 21 * time.Second}, 21 * time.Second},
-		{InFlight{Key: "k", Max: 1, Hold: 25 * time.Second}, 25 * time.Second},
+	for _, f := range []InFlight{
+		{Key: "k", Max: 1, Hold: 15 * time.Minute, Timeout: 21 * time.Second},
+		{Key: "k", Max: 1, Hold: 25 * time.Second},
 	} {
-		if got := g.lastBusy(tt.f).RetryAfter; got != tt.want {
-			t.Errorf("hold %v, timeout %v: retry after %v, want %v", tt.f.Hold, tt.f.Timeout, got, tt.want)
+		if got := g.lastBusy(f).RetryAfter; got != 0 {
+			t.Errorf("hold %v, timeout %v: retry after %v, want 0", f.Hold, f.Timeout, got)
 		}
+	}
+	g.busyUntil["k"], g.busyAt["k"] = now.Add(300*time.Millisecond), now.Add(-time.Second)
+	if got := g.lastBusy(InFlight{Key: "k", Max: 1, Hold: time.Minute}).RetryAfter; got != 300*time.Millisecond {
+		t.Errorf("with the store's no until 300ms from now: retry after %v", got)
 	}
 }

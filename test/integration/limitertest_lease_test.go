@@ -66,6 +66,10 @@ func leaseScript(t *testing.T, s leaseStore, clock *manualClock) []string {
 	out = append(out, fmt.Sprintf("live %d %v", len(live), err))
 	at(40 * time.Second)
 	acquire(lowered) // every lease expired: the lowered max is a bound again
+	at(41 * time.Second)
+	acquire(f)
+	at(42 * time.Second)
+	acquire(f) // both held: ask when the first push likely ends (a's took 3 s)
 	return out
 }
 
@@ -104,6 +108,8 @@ func TestLimitertestLeasesAnswerAsTheTable(t *testing.T) {
 		"lost",
 		"live 2 <nil>",
 		"lease 40s–50s",
+		"lease 41s–51s",
+		"busy held 2 retry 1s",
 	}
 	tableClock, memClock := newManualClock(), newManualClock()
 	table := leaseScript(t, newWorker(t, emulator.NewTable(t, emulator.DynamoDB(t)), limiter.WithClock(tableClock.Now)).Limiter, tableClock)

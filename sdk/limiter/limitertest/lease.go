@@ -10,7 +10,8 @@ import (
 
 // The in-flight leases (limiter.InFlight), as *limiter.Limiter keeps them
 // in a lease set's item: per slot an expiry, an owner and when it was
-// taken, a slot free once its expiry is not after now. Every answer is
+// taken, a slot free once its expiry is not after now, and per set how
+// long the last push released held its lease. Every answer is
 // the table's (test/integration's TestLimitertestLeasesAnswerAsTheTable
 // runs one script on both): a slot at or above a lowered max that is
 // still live keeps every other slot from being taken, a busy set says when
@@ -47,7 +48,9 @@ func (l *Limiter) Now() time.Time { return l.now() }
 // *limiter.LeaseBusyError saying when to ask again: the earliest expiry
 // of a held slot below f.Max (the latest of those live above it, which
 // must drain first), but no later than one push's time (f.Timeout, or
-// f.Hold).
+// f.Hold), nor, with none live above f.Max, than the first likely end of
+// a held slot's push (taken plus the last released push's time; that
+// time from now when every such end has passed).
 func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter.Lease, error) {
 	if err := l.leaseFault("AcquireLease", f.Key); err != nil {
 		return limiter.Lease{}, err
@@ -88,6 +91,15 @@ func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter
 		need = f.Hold
 	}
 	until = min(until, now+need.Microseconds())
+	if push := l.pushes[f.Key]; push > 0 && highLatest == 0 {
+		end := now + push
+		for _, s := range set[:f.Max] {
+			if e := s.at + push; s.exp > now && e > now {
+				end = min(end, e)
+			}
+		}
+		until = min(until, end)
+	}
 	return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: micros(until - now)}
 }
 
@@ -110,6 +122,7 @@ func (l *Limiter) ReleaseLease(ctx context.Context, lease limiter.Lease) error {
 	switch s := &set[lease.Slot]; s.owner {
 	case lease.Owner:
 		*s = leaseSlot{}
+		l.pushed(lease)
 	case "":
 	default:
 		return fmt.Errorf("%w: %q slot %d", limiter.ErrLeaseLost, lease.Key, lease.Slot)
@@ -135,7 +148,19 @@ func (l *Limiter) HandOverLease(ctx context.Context, lease limiter.Lease, f limi
 	if lost {
 		return limiter.Lease{}, fmt.Errorf("%w: %q slot %d", limiter.ErrLeaseLost, lease.Key, lease.Slot)
 	}
+	l.pushed(lease)
 	return l.take(set, f, lease.Slot, now), nil
+}
+
+// pushed records how long lease's push held it, released now; the caller
+// holds l.mu.
+func (l *Limiter) pushed(lease limiter.Lease) {
+	if lease.Acquired.IsZero() {
+		return
+	}
+	if push := l.now().UnixMicro() - lease.Acquired.UnixMicro(); push > 0 {
+		l.pushes[lease.Key] = push
+	}
 }
 
 // Leases is key's live leases, by slot.

@@ -42,7 +42,8 @@ type Limiter struct {
 	buckets map[string]*bucket
 	fences  map[string]fence
 	leases  map[string]*[limiter.MaxLeases]leaseSlot
-	tags    int // FirstAfter's tags and lease owners so far
+	pushes  map[string]int64 // by lease key, how long the last push released held its lease (µs)
+	tags    int              // FirstAfter's tags and lease owners so far
 }
 
 // bucket is what the real limiter keeps in a bucket's item: tat, and the
@@ -74,7 +75,7 @@ func WithFault(fault func(op, key string) error) Option { return func(l *Limiter
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
 	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{},
-		leases: map[string]*[limiter.MaxLeases]leaseSlot{}}
+		leases: map[string]*[limiter.MaxLeases]leaseSlot{}, pushes: map[string]int64{}}
 	for _, o := range opts {
 		o(l)
 	}

@@ -46,15 +46,18 @@ import (
 // (Policy.MaxHold, or the shorter hold the caller gave Do or Run) and the
 // invocation's deadline, as it sleeps
 // for a slot: the gate queues it and wakes it when a push of this process
-// releases one or when the earliest held lease expires, with no polling.
+// releases one, or asks the store when a push under a held lease likely
+// ends (at most once per push's time) and once more as the wait ends.
 // A token it took first is spent by its push, only later, within the
 // slot's grace (past it, the request books a fresh token: spendable).
 // Past the hold the job is deferred like a slot beyond blocking distance,
-// with its slot if it took one, to come back when the earliest lease
-// expires or, if sooner, after one push's time (InFlight.Timeout: by then
-// every push now under a lease has ended; a lease_hold far above
-// push_timeout is the crash bound, not the wait); a slot that has passed
-// its grace by then is booked again, as for any late job.
+// with its slot if it took one, to come back when the store's answer as
+// the wait ended says: when a push under a lease likely ends (the last
+// released push's time), at the latest when the earliest lease expires or
+// after one push's Timeout (by then every push now under a lease has
+// ended; a lease_hold far above push_timeout is the crash bound, not the
+// wait); a slot that has passed its grace by then is booked again, as for
+// any late job.
 //
 // The push runs under its lease's deadline (context.WithDeadline: now +
 // InFlight.Timeout, the push's time and the lease's slack, or the lease's

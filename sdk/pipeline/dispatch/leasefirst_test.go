@@ -86,8 +86,8 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			events: "acquire,reserve,release", outcome: Deferred, bookings: 1},
 		{name: "contended, a horizon's denial: the lease goes back while the push sleeps for its token", freeIn: 100 * time.Millisecond, horizon: 10 * time.Second, denied: 500 * time.Millisecond,
 			events: "acquire,reserve,release,reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 2},
-		{name: "contended, no lease within the hold: deferred with no token booked", heldFor: 3 * time.Second, toldBusy: true, maxHold: time.Second,
-			events: "", outcome: Deferred, bookings: 0},
+		{name: "contended, no lease within the hold: deferred with no token booked (the store asked as the wait ends)", heldFor: 3 * time.Second, toldBusy: true, maxHold: time.Second,
+			events: "acquire", outcome: Deferred, bookings: 0},
 		{name: "shadow, contended: the token first, as before", heldFor: 1500 * time.Millisecond, toldBusy: true, shadow: true,
 			events: "reserve,handover,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
 	}
