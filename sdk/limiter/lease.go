@@ -179,6 +179,13 @@ type LeaseBusyError struct {
 	Key        string
 	Max, Held  int
 	RetryAfter time.Duration
+	// Recheck is when a waiter that stays (LeaseGate) asks again:
+	// RetryAfter when a held slot's push likely ends then, else the expiry
+	// or Timeout bound. A slot whose likely end has passed was passed on
+	// within its process with no write, and a waiter asking once per
+	// push's time would pay a failed write a push while it is: it asks no
+	// more often than the design's once per Timeout.
+	Recheck time.Duration
 }
 
 func (e *LeaseBusyError) Error() string {
@@ -328,25 +335,31 @@ func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now, push int64) (slo
 	// the Timeout (the crash bound) from becoming the wait of a slot that
 	// a healthy push freed long before.
 	until = min(until, now+f.need().Microseconds())
+	recheck := until
 	if push > 0 && highLatest == 0 {
-		until = min(until, likelyEnd(slots[:f.Max], now, push))
+		end, due := likelyEnd(slots[:f.Max], now, push)
+		until = min(until, end)
+		if due {
+			recheck = until
+		}
 	}
-	return -1, &LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: time.Duration(until-now) * time.Microsecond}
+	return -1, &LeaseBusyError{Key: f.Key, Max: f.Max, Held: held,
+		RetryAfter: time.Duration(until-now) * time.Microsecond, Recheck: time.Duration(recheck-now) * time.Microsecond}
 }
 
 // likelyEnd is when the first push under a live slot of slots is likely
 // over: its acquisition plus push, the last released push's time. A slot
 // past that was passed on with no write or runs long, and says nothing of
-// when it frees: with every slot so, one push's time from now, so that a
-// waiter asks at most once per push.
-func likelyEnd(slots []leaseSlot, now, push int64) int64 {
-	end := now + push
+// when it frees: with every slot so, one push's time from now, and due
+// is false.
+func likelyEnd(slots []leaseSlot, now, push int64) (end int64, due bool) {
+	end = now + push
 	for _, s := range slots {
-		if e := s.at + push; s.exp > now && e > now {
-			end = min(end, e)
+		if e := s.at + push; s.exp > now && e > now && e <= end {
+			end, due = e, true
 		}
 	}
-	return end
+	return end, due
 }
 
 // AcquireLease takes one of f's slots now, or fails with a

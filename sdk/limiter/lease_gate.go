@@ -14,9 +14,9 @@ import (
 // released before its expiry, and polling it would cost a write per poll.
 // So the waiters of one process queue in order (FIFO), only the first of
 // them asks the store (once, and again after the wait AcquireLease
-// reports: when the first push under a lease likely ends, by the time the
-// last released push took, or one such time from now; at the latest when
-// the earliest lease expires or every push now under a lease has ended),
+// reports, LeaseBusyError.Recheck: when the first push under a lease
+// likely ends, by the time the last released push took, or else when the
+// earliest lease expires or every push now under a lease has ended),
 // and a release of this process
 // hands its slot to the first waiter in the same write (HandOverLease: one
 // write for a release and an acquire). A slot freed by another process is
@@ -30,8 +30,11 @@ import (
 // So a saturated process keeps its slots busy back to back, at one store
 // write per push, or fewer with InFlight.Timeout below Hold (a lease with
 // at least Timeout left passes to the next push with no write). A process
-// holding none asks the store about once per push's time while it waits
-// (per key), and once as its waits end; never more often. The cost is fairness between
+// holding none asks the store once each time a push under a lease likely
+// ends (a lease taken or handed over, which is a write of its holder), or
+// else once each time the earliest lease would expire or every push now
+// under a lease has ended (InFlight.Timeout), and once as its waits end
+// (per key); never more often. The cost is fairness between
 // processes: a process with waiters keeps the slots it holds until it has
 // no waiter left or a lease lapses (a Timeout below Hold renews a lease
 // once it has less than Timeout left, so only a process that stops
@@ -45,8 +48,9 @@ type LeaseGate struct {
 	mu     sync.Mutex
 	queues map[string][]*leaseWaiter
 	// busyUntil is, per key, when the last acquire that found no slot said
-	// to ask again, and busyAt when it said so.
-	busyUntil, busyAt map[string]time.Time
+	// to ask again, busyAt when it said so, and recheckAt when a waiter
+	// that stays asks again (LeaseBusyError.Recheck).
+	busyUntil, busyAt, recheckAt map[string]time.Time
 	// asking is, per key, closed when the acquire a waiter is making
 	// answers: waiters whose wait ends meanwhile leave with that answer.
 	asking map[string]chan struct{}
@@ -65,7 +69,7 @@ type LeaseStore interface {
 
 // NewLeaseGate returns a gate over s's leases (a *Limiter).
 func NewLeaseGate(s LeaseStore) *LeaseGate {
-	return &LeaseGate{s: s, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}, busyAt: map[string]time.Time{}, asking: map[string]chan struct{}{}}
+	return &LeaseGate{s: s, queues: map[string][]*leaseWaiter{}, busyUntil: map[string]time.Time{}, busyAt: map[string]time.Time{}, recheckAt: map[string]time.Time{}, asking: map[string]chan struct{}{}}
 }
 
 type leaseWaiter struct {
@@ -135,7 +139,7 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 			// First in the queue. When the store said a moment ago that no
 			// slot is free before some time, a hand-over of this process
 			// (which frees nothing) made us first: ask at that time, not now.
-			if wait, ok := g.busyFor(f.Key); ok {
+			if wait, ok := g.recheckFor(f.Key); ok {
 				stop()
 				retry = time.NewTimer(wait)
 				continue
@@ -176,7 +180,7 @@ func (g *LeaseGate) Wait(ctx context.Context, f InFlight, maxWait time.Duration)
 		// Past the bound the store's answer cannot help, but a release of
 		// this process still may, so the wait goes on to the bound.
 		stop()
-		retry = time.NewTimer(max(busy.RetryAfter, time.Millisecond))
+		retry = time.NewTimer(max(busy.RetryAfter, busy.Recheck, time.Millisecond))
 	}
 }
 
@@ -198,9 +202,11 @@ func (g *LeaseGate) ask(ctx context.Context, f InFlight, done chan struct{}) (Le
 	case err == nil:
 		delete(g.busyUntil, f.Key)
 		delete(g.busyAt, f.Key)
+		delete(g.recheckAt, f.Key)
 	case errors.As(err, &busy):
 		now := g.s.Now()
 		g.busyUntil[f.Key], g.busyAt[f.Key] = now.Add(busy.RetryAfter), now
+		g.recheckAt[f.Key] = now.Add(max(busy.RetryAfter, busy.Recheck))
 	}
 	if g.asking[f.Key] == done {
 		delete(g.asking, f.Key)
@@ -418,4 +424,17 @@ func (g *LeaseGate) clearBusy(key string) {
 	defer g.mu.Unlock()
 	delete(g.busyUntil, key)
 	delete(g.busyAt, key)
+	delete(g.recheckAt, key)
+}
+
+// recheckFor is how long until a waiter that stays asks the store again
+// for key, after its last "no slot", if that time has not come.
+func (g *LeaseGate) recheckFor(key string) (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until, ok := g.recheckAt[key]
+	if d := until.Sub(g.s.Now()); ok && d > 0 {
+		return d, true
+	}
+	return 0, false
 }

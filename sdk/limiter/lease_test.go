@@ -101,8 +101,8 @@ func TestLeaseBusyAsksAgainWithinAPushsTime(t *testing.T) {
 // free once its push has taken as long as the last push released (the
 // item's p), so a process waiting for a slot that another process frees
 // asks about when it frees, not a Timeout later; a slot past that (passed
-// on with no write, or a push running long) is asked about once per push's
-// time.
+// on with no write, or a push running long) brings a deferred job back
+// after one push's time, while a waiter that stays asks after a Timeout.
 func TestLeaseBusyAsksWhenAPushIsLikelyOver(t *testing.T) {
 	const now = int64(100_000_000)
 	ms := int64(time.Millisecond / time.Microsecond)
@@ -113,26 +113,26 @@ func TestLeaseBusyAsksWhenAPushIsLikelyOver(t *testing.T) {
 		return s
 	}
 	tests := []struct {
-		name  string
-		max   int
-		push  int64
-		slots [MaxLeases]leaseSlot
-		wait  time.Duration
+		name          string
+		max           int
+		push          int64
+		slots         [MaxLeases]leaseSlot
+		wait, recheck time.Duration
 	}{
-		{"no push released yet: a Timeout", 2, 0, held(now, now-50*ms), 5 * time.Second},
-		{"the earliest push's likely end", 2, 200 * ms, held(now-50*ms, now-120*ms), 80 * time.Millisecond},
-		{"one past its likely end: the other's", 2, 200 * ms, held(now-900*ms, now-20*ms), 180 * time.Millisecond},
-		{"every one past its likely end: one push's time", 2, 200 * ms, held(now-900*ms, now-300*ms), 200 * time.Millisecond},
-		{"a push's end past the Timeout: the Timeout", 1, 9000 * ms, held(now), 5 * time.Second},
-		{"a slot expiring sooner: the expiry", 1, 200 * ms, held(now - 9_950*ms), 50 * time.Millisecond},
-		{"above a lowered max: as before, the pushes' ends unread", 1, 200 * ms, held(now, now), 5 * time.Second},
+		{"no push released yet: a Timeout", 2, 0, held(now, now-50*ms), 5 * time.Second, 5 * time.Second},
+		{"the earliest push's likely end", 2, 200 * ms, held(now-50*ms, now-120*ms), 80 * time.Millisecond, 80 * time.Millisecond},
+		{"one past its likely end: the other's", 2, 200 * ms, held(now-900*ms, now-20*ms), 180 * time.Millisecond, 180 * time.Millisecond},
+		{"every one past its likely end: one push's time, a waiter's recheck a Timeout", 2, 200 * ms, held(now-900*ms, now-300*ms), 200 * time.Millisecond, 5 * time.Second},
+		{"a push's end past the Timeout: the Timeout", 1, 9000 * ms, held(now), 5 * time.Second, 5 * time.Second},
+		{"a slot expiring sooner: the expiry", 1, 200 * ms, held(now - 9_950*ms), 50 * time.Millisecond, 50 * time.Millisecond},
+		{"above a lowered max: as before, the pushes' ends unread", 1, 200 * ms, held(now, now), 5 * time.Second, 5 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := InFlight{Key: "k", Max: tt.max, Hold: 10 * time.Second, Timeout: 5 * time.Second}
 			slot, busy := leaseDecision(f, tt.slots, now, tt.push)
-			if busy == nil || busy.RetryAfter != tt.wait {
-				t.Fatalf("slot %d, busy %+v; want busy, retry after %v", slot, busy, tt.wait)
+			if busy == nil || busy.RetryAfter != tt.wait || busy.Recheck != tt.recheck {
+				t.Fatalf("slot %d, busy %+v; want busy, retry after %v, recheck after %v", slot, busy, tt.wait, tt.recheck)
 			}
 		})
 	}

@@ -50,7 +50,8 @@ func (l *Limiter) Now() time.Time { return l.now() }
 // must drain first), but no later than one push's time (f.Timeout, or
 // f.Hold), nor, with none live above f.Max, than the first likely end of
 // a held slot's push (taken plus the last released push's time; that
-// time from now when every such end has passed).
+// time from now when every such end has passed, where Recheck keeps the
+// expiry or Timeout bound).
 func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter.Lease, error) {
 	if err := l.leaseFault("AcquireLease", f.Key); err != nil {
 		return limiter.Lease{}, err
@@ -91,16 +92,20 @@ func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter
 		need = f.Hold
 	}
 	until = min(until, now+need.Microseconds())
+	recheck := until
 	if push := l.pushes[f.Key]; push > 0 && highLatest == 0 {
-		end := now + push
+		end, due := now+push, false
 		for _, s := range set[:f.Max] {
-			if e := s.at + push; s.exp > now && e > now {
-				end = min(end, e)
+			if e := s.at + push; s.exp > now && e > now && e <= end {
+				end, due = e, true
 			}
 		}
 		until = min(until, end)
+		if due {
+			recheck = until
+		}
 	}
-	return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: micros(until - now)}
+	return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: micros(until - now), Recheck: micros(recheck - now)}
 }
 
 // take gives slot of set to a new holder under f from now.
