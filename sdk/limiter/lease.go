@@ -45,14 +45,14 @@ import (
 // free slot (the second write takes it) or proves that none is free and when
 // the earliest one expires. The caller asks again then, or after
 // InFlight.Timeout if that is sooner (a push keeps its lease at most that
-// long, and a Hold far above it is only the crash bound), or when a held
-// slot's push is likely over: its a<s> plus p, the time the last push
-// released took (a push of the same vendor takes about as long as the
-// last). A slot whose likely end has passed was passed on in its process
-// with no write (LeaseGate), or its push runs long: nothing says when it
-// frees, and the caller asks again after p. So no polling faster than one
-// push's time; and a slot freed by a push of another process is found
-// about when it frees, not a Timeout later. A lost answer
+// long, and a Hold far above it is only the crash bound): no polling
+// faster than one push's time (LeaseBusyError.Recheck). A caller that
+// defers its work comes back sooner, when a held slot's push is likely
+// over (RetryAfter): its a<s> plus p, the time the last push released
+// took (a push of the same vendor takes about as long as the last). A
+// slot whose likely end has passed was passed on in its process with no
+// write (LeaseGate), or its push runs long: nothing says when it frees,
+// and the job comes back after p. A lost answer
 // is recognised the same way: the next write's ALL_OLD carries our own id.
 //
 // Release is one UpdateItem: REMOVE e<s>, o<s>, a<s> SET p IF o<s> = me, so
@@ -179,12 +179,12 @@ type LeaseBusyError struct {
 	Key        string
 	Max, Held  int
 	RetryAfter time.Duration
-	// Recheck is when a waiter that stays (LeaseGate) asks again:
-	// RetryAfter when a held slot's push likely ends then, else the expiry
-	// or Timeout bound. A slot whose likely end has passed was passed on
-	// within its process with no write, and a waiter asking once per
-	// push's time would pay a failed write a push while it is: it asks no
-	// more often than the design's once per Timeout.
+	// Recheck is when a waiter that stays (LeaseGate) asks again: the
+	// earliest expiry or the Timeout bound, never a push's likely end.
+	// Its process's waiters take the slots its own pushes release; a
+	// waiter that asked at every likely end would pay a failed write for
+	// most pushes of the other processes, which pass their slots on
+	// within their process.
 	Recheck time.Duration
 }
 
@@ -337,11 +337,7 @@ func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now, push int64) (slo
 	until = min(until, now+f.need().Microseconds())
 	recheck := until
 	if push > 0 && highLatest == 0 {
-		end, due := likelyEnd(slots[:f.Max], now, push)
-		until = min(until, end)
-		if due {
-			recheck = until
-		}
+		until = min(until, likelyEnd(slots[:f.Max], now, push))
 	}
 	return -1, &LeaseBusyError{Key: f.Key, Max: f.Max, Held: held,
 		RetryAfter: time.Duration(until-now) * time.Microsecond, Recheck: time.Duration(recheck-now) * time.Microsecond}
@@ -350,16 +346,15 @@ func leaseDecision(f InFlight, slots [MaxLeases]leaseSlot, now, push int64) (slo
 // likelyEnd is when the first push under a live slot of slots is likely
 // over: its acquisition plus push, the last released push's time. A slot
 // past that was passed on with no write or runs long, and says nothing of
-// when it frees: with every slot so, one push's time from now, and due
-// is false.
-func likelyEnd(slots []leaseSlot, now, push int64) (end int64, due bool) {
-	end = now + push
+// when it frees: with every slot so, one push's time from now.
+func likelyEnd(slots []leaseSlot, now, push int64) int64 {
+	end := now + push
 	for _, s := range slots {
-		if e := s.at + push; s.exp > now && e > now && e <= end {
-			end, due = e, true
+		if e := s.at + push; s.exp > now && e > now {
+			end = min(end, e)
 		}
 	}
-	return end, due
+	return end
 }
 
 // AcquireLease takes one of f's slots now, or fails with a

@@ -14,27 +14,25 @@ import (
 // released before its expiry, and polling it would cost a write per poll.
 // So the waiters of one process queue in order (FIFO), only the first of
 // them asks the store (once, and again after the wait AcquireLease
-// reports, LeaseBusyError.Recheck: when the first push under a lease
-// likely ends, by the time the last released push took, or else when the
-// earliest lease expires or every push now under a lease has ended),
+// reports, LeaseBusyError.Recheck: when the earliest lease expires, or
+// sooner when every push now under a lease has ended),
 // and a release of this process
 // hands its slot to the first waiter in the same write (HandOverLease: one
 // write for a release and an acquire). A slot freed by another process is
-// found by this process's first waiter about when its push likely ended,
-// at the latest when that slot's lease would have expired, or when the
-// push under it must have ended. A wait that ends before the store said
-// to ask again asks once more as it ends (one ask for the waits of the
-// process that end together), so that it leaves with a slot freed since
-// or with a fresh answer of when to come back, not one as old as the wait.
+// found by this process's first waiter at the latest when that slot's
+// lease would have expired, or when the push under it must have ended. A
+// wait that ends before then asks once more as it ends (one ask for the
+// waits of the process that end together), so that it leaves with a slot
+// freed since or with a fresh answer of when to come back (RetryAfter:
+// when a push under a lease likely ends), not one as old as the wait.
 //
 // So a saturated process keeps its slots busy back to back, at one store
 // write per push, or fewer with InFlight.Timeout below Hold (a lease with
 // at least Timeout left passes to the next push with no write). A process
-// holding none asks the store once each time a push under a lease likely
-// ends (a lease taken or handed over, which is a write of its holder), or
-// else once each time the earliest lease would expire or every push now
-// under a lease has ended (InFlight.Timeout), and once as its waits end
-// (per key); never more often. The cost is fairness between
+// holding none asks the store once each time the earliest lease would
+// expire or every push now under a lease has ended (InFlight.Timeout),
+// whichever is first, and once as its waits end (per key); never more
+// often. The cost is fairness between
 // processes: a process with waiters keeps the slots it holds until it has
 // no waiter left or a lease lapses (a Timeout below Hold renews a lease
 // once it has less than Timeout left, so only a process that stops
@@ -258,7 +256,9 @@ func (g *LeaseGate) Contended(key string) bool {
 	if len(g.queues[key]) > 0 {
 		return true
 	}
-	until, ok := g.busyUntil[key]
+	// Until a waiter that stays would ask again: a slot that likely freed
+	// since (busyUntil) is as likely passed on within its process.
+	until, ok := g.recheckAt[key]
 	return ok && until.After(g.s.Now())
 }
 

@@ -100,9 +100,10 @@ func TestLeaseBusyAsksAgainWithinAPushsTime(t *testing.T) {
 // A busy answer follows the pushes under the held slots: a slot is likely
 // free once its push has taken as long as the last push released (the
 // item's p), so a process waiting for a slot that another process frees
-// asks about when it frees, not a Timeout later; a slot past that (passed
-// on with no write, or a push running long) brings a deferred job back
-// after one push's time, while a waiter that stays asks after a Timeout.
+// is deferred to about when it frees, not a Timeout later; a slot past
+// that (passed on with no write, or a push running long) brings a
+// deferred job back after one push's time. A waiter that stays asks again
+// as before (Recheck): at the earliest expiry or after a Timeout.
 func TestLeaseBusyAsksWhenAPushIsLikelyOver(t *testing.T) {
 	const now = int64(100_000_000)
 	ms := int64(time.Millisecond / time.Microsecond)
@@ -120,8 +121,8 @@ func TestLeaseBusyAsksWhenAPushIsLikelyOver(t *testing.T) {
 		wait, recheck time.Duration
 	}{
 		{"no push released yet: a Timeout", 2, 0, held(now, now-50*ms), 5 * time.Second, 5 * time.Second},
-		{"the earliest push's likely end", 2, 200 * ms, held(now-50*ms, now-120*ms), 80 * time.Millisecond, 80 * time.Millisecond},
-		{"one past its likely end: the other's", 2, 200 * ms, held(now-900*ms, now-20*ms), 180 * time.Millisecond, 180 * time.Millisecond},
+		{"the earliest push's likely end", 2, 200 * ms, held(now-50*ms, now-120*ms), 80 * time.Millisecond, 5 * time.Second},
+		{"one past its likely end: the other's", 2, 200 * ms, held(now-900*ms, now-20*ms), 180 * time.Millisecond, 5 * time.Second},
 		{"every one past its likely end: one push's time, a waiter's recheck a Timeout", 2, 200 * ms, held(now-900*ms, now-300*ms), 200 * time.Millisecond, 5 * time.Second},
 		{"a push's end past the Timeout: the Timeout", 1, 9000 * ms, held(now), 5 * time.Second, 5 * time.Second},
 		{"a slot expiring sooner: the expiry", 1, 200 * ms, held(now - 9_950*ms), 50 * time.Millisecond, 50 * time.Millisecond},

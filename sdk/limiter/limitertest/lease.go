@@ -50,8 +50,8 @@ func (l *Limiter) Now() time.Time { return l.now() }
 // must drain first), but no later than one push's time (f.Timeout, or
 // f.Hold), nor, with none live above f.Max, than the first likely end of
 // a held slot's push (taken plus the last released push's time; that
-// time from now when every such end has passed, where Recheck keeps the
-// expiry or Timeout bound).
+// time from now when every such end has passed); Recheck, for a waiter
+// that stays, keeps the expiry or Timeout bound).
 func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter.Lease, error) {
 	if err := l.leaseFault("AcquireLease", f.Key); err != nil {
 		return limiter.Lease{}, err
@@ -94,16 +94,13 @@ func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter
 	until = min(until, now+need.Microseconds())
 	recheck := until
 	if push := l.pushes[f.Key]; push > 0 && highLatest == 0 {
-		end, due := now+push, false
+		end := now + push
 		for _, s := range set[:f.Max] {
-			if e := s.at + push; s.exp > now && e > now && e <= end {
-				end, due = e, true
+			if e := s.at + push; s.exp > now && e > now {
+				end = min(end, e)
 			}
 		}
 		until = min(until, end)
-		if due {
-			recheck = until
-		}
 	}
 	return limiter.Lease{}, &limiter.LeaseBusyError{Key: f.Key, Max: f.Max, Held: held, RetryAfter: micros(until - now), Recheck: micros(recheck - now)}
 }

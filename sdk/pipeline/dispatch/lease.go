@@ -46,8 +46,8 @@ import (
 // (Policy.MaxHold, or the shorter hold the caller gave Do or Run) and the
 // invocation's deadline, as it sleeps
 // for a slot: the gate queues it and wakes it when a push of this process
-// releases one, or asks the store when a push under a held lease likely
-// ends (at most once per push's time) and once more as the wait ends.
+// releases one, or asks the store again at the earliest expiry or after
+// one push's time, and once more as the wait ends.
 // A token it took first is spent by its push, only later, within the
 // slot's grace (past it, the request books a fresh token: spendable).
 // Past the hold the job is deferred like a slot beyond blocking distance,
