@@ -49,8 +49,9 @@ const (
 	// unmarked: something that does not know the shares wrote last (or
 	// there is no item); charged at the whole carve, records ow.
 	unmarked
-	// lease: marked, idle, quiet, one token: takes one of the epoch's
-	// leases too, if fewer than M are taken; charged at the whole carve.
+	// lease: marked, idle, quiet (one token or a batch): takes one of
+	// the epoch's leases too, if fewer than M are taken; charged at the
+	// whole carve.
 	lease
 	// whole: marked, idle, one token: charged at the whole carve,
 	// asserting no count. An idle bucket loses at most the refill of one
@@ -270,10 +271,14 @@ func (l *Limiter) tryLocal(b Bucket, n int, ahead time.Duration) (Reservation, s
 // item whose last write knew the shares and whose last write that did not
 // is Quiet old.
 //
-// single says the write books one token: only such writes that find the
-// bucket idle take leases or go without asserting a count, so that an
-// idle batch (a storm's first booking) is charged at the carve in force,
-// not at the whole one.
+// A write that finds the bucket idle takes a lease whether it books one
+// token or a batch: an environment's first pushes of a bucket in an epoch
+// mostly come as a clump, and a lease left to a later single push would
+// leave that push and the clumps before it to writes. single says the write
+// books one token: only such writes that take no lease go without
+// asserting a count, so that an idle batch that takes none (this process
+// holds its lease, or the epoch's are taken) is charged at the carve in
+// force, not at the whole one.
 func (l *Limiter) shareDecision(b Bucket, tat, now int64, single bool) (Limit, shareForm, shareView) {
 	sh := *b.Share
 	v := l.shares.get(b.Key)
@@ -292,10 +297,12 @@ func (l *Limiter) shareDecision(b Bucket, tat, now int64, single bool) (Limit, s
 	// failed guess hands back the item to learn.
 	quiet := v.aged || !v.known || v.ow <= now-sh.Quiet.Microseconds()
 	switch {
-	case tat > now || !single:
+	case tat > now:
 		return sh.SharedLimit(b.Limit, n), marked, v
 	case n < sh.Leases && quiet && !(v.leased && v.lease.Epoch == k):
 		return sh.SharedLimit(b.Limit, sh.Leases), lease, v
+	case !single:
+		return sh.SharedLimit(b.Limit, n), marked, v
 	case n >= sh.Leases:
 		v.why = WroteFull
 	case !quiet:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
@@ -206,5 +207,52 @@ func TestShareStatsSayWhyNoLeaseGranted(t *testing.T) {
 	}
 	if got := l.ShareStats().Writes[WroteLease]; got != 2 {
 		t.Errorf("writes that took a lease: %d, want 2 (one an epoch)", got)
+	}
+}
+
+// A batch that finds the bucket idle takes a lease with the write that
+// books it, as a single request does: an environment's first pushes of a
+// bucket in an epoch are mostly a clump, and a lease taken only by a later
+// single push leaves that push and the clumps before it to writes.
+func TestAnIdleBatchTakesALease(t *testing.T) {
+	// Epochs of 10 s; 5 leases of half of 10/s: 1/s each, banking 1.
+	sh := &Share{Fraction: 0.5, Leases: 5, Epoch: 10 * time.Second}
+	b := Bucket{Key: "k", Limit: PerSecond(10, 20), Share: sh}
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		partial bool
+	}{
+		{"a partial batch", true},
+		{"a whole batch", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := epoch.Add(time.Second)
+			// The batch's write leaves the bucket idle again by 1.3 s; the
+			// lease taken at 1 s has its first token at 2 s.
+			s := &scripted{unreachable: unreachable{t}, steps: []func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error){
+				granted(now.Add(300 * ms).UnixMicro()),
+			}}
+			l, err := New(s, WithClock(func() time.Time { return now }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			bt, err := l.ReserveBatch(ctx, b, BatchRequest{N: 3, MaxDelay: time.Second, Partial: tt.partial})
+			if err != nil || len(bt.Slots) != 3 {
+				t.Fatalf("ReserveBatch = %+v, %v; want 3 slots", bt, err)
+			}
+			if got := l.ShareStats().Leases; got != 1 {
+				t.Fatalf("leases taken by the batch's write: %d, want 1 (sent %q)", got, aws.ToString(s.sent[0].UpdateExpression))
+			}
+			// The script has no second write: the lease grants this one.
+			now = epoch.Add(2100 * ms)
+			r, err := l.Reserve(ctx, b, 1, time.Second)
+			if err != nil || !r.Leased {
+				t.Fatalf("Reserve after the lease's first token = %+v, %v; want a leased grant", r, err)
+			}
+		})
 	}
 }
