@@ -394,8 +394,26 @@ func (sc *Scenario) credentialOf(env string) string {
 // change whose push failed is deferred, not sent again and again.
 type retries struct {
 	*SQS
+	start time.Time
 	mu    sync.Mutex
 	count map[string]int
+	// why is, per change event, each failure that sent it again: when,
+	// the attempt, the error. A replay is not bit for bit, so a
+	// violation seen once carries its own evidence.
+	why map[string][]string
+}
+
+// failed notes why the change in body was sent again (attempt n).
+func (r *retries) failed(body string, n int, err error) {
+	var ev struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal([]byte(body), &ev) != nil || ev.ID == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.why[ev.ID] = append(r.why[ev.ID], fmt.Sprintf("%v #%d: %.300v", time.Since(r.start).Round(time.Millisecond), n, err))
 }
 
 func (r *retries) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
@@ -439,10 +457,10 @@ func (s *sim) wireCheck(r *Report) {
 				worst, n = id, c
 			}
 		}
-		s.retries.mu.Unlock()
 		if n > maxResends {
-			r.Violations = append(r.Violations, fmt.Sprintf("resent: change %s sent again %d times (at most %d)", worst, n, maxResends))
+			r.Violations = append(r.Violations, fmt.Sprintf("resent: change %s sent again %d times (at most %d); each failure that sent it again (time since the start, attempt, error):\n  %s", worst, n, maxResends, strings.Join(s.retries.why[worst], "\n  ")))
 		}
+		s.retries.mu.Unlock()
 	}
 	refusedRooms := map[string]bool{} // "channel copy/property/room" a dead letter names
 	for _, m := range s.sqs.DeadLetters() {

@@ -169,7 +169,7 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	if sc.xmlScenario() {
 		s.ledger.wire = wireLedger{}
 	}
-	s.retries, s.secrets = &retries{count: map[string]int{}}, &secrets{s: s}
+	s.retries, s.secrets = &retries{start: s.start, count: map[string]int{}, why: map[string][]string{}}, &secrets{s: s}
 	s.db = NewDB(child(), sc.DBLatency)
 	s.db.serve = sc.DBServe
 	s.db.checkItems = sc.CheckItems
@@ -604,6 +604,11 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	var retried map[string]bool
 	if !deferred && (die < 0 || time.Since(start) < die) {
 		retried = syncer.Retry(ictx, s.retries, q.Name, batch, results)
+		for i, m := range batch {
+			if retried[m.ID] {
+				s.retries.failed(m.Body, m.Attempt+1, results[i].Err)
+			}
+		}
 	}
 	took := time.Since(start)
 	died := die >= 0 && took >= die
