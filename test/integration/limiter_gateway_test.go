@@ -13,9 +13,12 @@ import (
 )
 
 // Once the circuit breaker is open, no call of the limiter reaches
-// DynamoDB: the reads (Confirm, State) and the fence (First) fail closed
-// like the grants do, with ErrUnavailable wrapping breaker.ErrOpen. After
-// the cooldown every kind of call reaches the store again.
+// DynamoDB but the writes that record a vendor's silence (Penalize,
+// Throttle): a silence heard must reach the fleet as soon as the store
+// answers, not a cooldown later. The reads (Confirm, State) and the fence
+// (First) fail closed like the grants do, with ErrUnavailable wrapping
+// breaker.ErrOpen. After the cooldown every kind of call reaches the
+// store again.
 func TestEveryStoreCallPassesTheBreaker(t *testing.T) {
 	t.Parallel()
 	db := emulator.DynamoDB(t)
@@ -33,6 +36,9 @@ func TestEveryStoreCallPassesTheBreaker(t *testing.T) {
 	ad := limiter.Bucket{Key: "expedia#cred-breaker#rates", Limit: limiter.PerSecond(10, 5),
 		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
 	other := limiter.Bucket{Key: "expedia#cred-breaker#other", Limit: limiter.PerSecond(10, 5)}
+	silenced := limiter.Bucket{Key: "expedia#cred-breaker#silenced", Limit: limiter.PerSecond(10, 5)}
+	throttled := limiter.Bucket{Key: "expedia#cred-breaker#throttled", Limit: limiter.PerSecond(10, 5),
+		Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
 
 	for i := range 2 {
 		if _, err := l.Take(ctx, b, 1); !errors.Is(err, limiter.ErrUnavailable) || errors.Is(err, breaker.ErrOpen) {
@@ -75,8 +81,18 @@ func TestEveryStoreCallPassesTheBreaker(t *testing.T) {
 		return err
 	}))
 	open("TakeMulti", calls("TakeMulti", func() error { _, err := l.TakeMulti(ctx, []limiter.Bucket{b, other}, 1); return err }))
-	open("Penalize", calls("Penalize", func() error { return l.Penalize(ctx, b, clock.Now().Add(time.Minute)) }))
-	open("Throttle", calls("Throttle", func() error { return l.Throttle(ctx, ad, nil, clock.Now().Add(time.Minute)) }))
+	passes := func(name string, call func() error) {
+		t.Helper()
+		before := f.Calls()
+		if err := call(); err != nil {
+			t.Errorf("%s with the breaker open and the store back = %v, want it written", name, err)
+		}
+		if n := f.Calls() - before; n != 1 {
+			t.Errorf("%s with the breaker open sent %d call(s) to DynamoDB, want its one write", name, n)
+		}
+	}
+	passes("Penalize", func() error { return l.Penalize(ctx, silenced, clock.Now().Add(time.Minute)) })
+	passes("Throttle", func() error { return l.Throttle(ctx, throttled, nil, clock.Now().Add(time.Minute)) })
 	open("Reset", calls("Reset", func() error { return l.Reset(ctx, b) }))
 
 	// After the cooldown the breaker lets calls through, and the first
