@@ -51,6 +51,21 @@ func (l *Limiter) Silence(ctx context.Context, b Bucket) (time.Time, error) {
 	return time.UnixMicro(until), nil
 }
 
+// KnownSilence is the end of the latest silence this process learned of
+// bucket b (from a store answer about its item, or its own Penalize) if
+// now lies inside it, and the zero time otherwise, however old that
+// answer. It makes no call, so it answers while the store is unreachable:
+// what a process pushing within a local share (package fallback) still
+// knows the vendor asked. A silence asked since by another worker, and
+// not yet read here, is not known.
+func (l *Limiter) KnownSilence(b Bucket) time.Time {
+	now := micros(l.now())
+	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
+		return time.UnixMicro(until)
+	}
+	return time.Time{}
+}
+
 // SilenceAfter is how long before its spending a slot must have been
 // granted to be checked for a silence (Silence), and how old the store
 // answer Silence may go by: a penalty that lands between a grant and its

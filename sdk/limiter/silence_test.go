@@ -126,3 +126,58 @@ func TestPenaltyWritesWhatTheItemLacks(t *testing.T) {
 		})
 	}
 }
+
+// KnownSilence answers from what this process last learned of the item,
+// however old, with no call (the unreachable store fails the test on
+// one): the silence's end, su or a throttle's Since, whichever is later,
+// while now lies inside it; none past it, or for a bucket it learned
+// nothing of.
+func TestKnownSilenceAnswersWithNoCall(t *testing.T) {
+	t0 := time.UnixMicro(1_000_000_000)
+	b := Bucket{Key: "k", Limit: PerSecond(10, 2)}
+	tests := []struct {
+		name   string
+		su     time.Duration // the answer's silence, after t0; 0: none
+		since  time.Duration // the answer's throttle Since, after t0; 0: none
+		at     time.Duration // when KnownSilence is asked, after t0
+		bucket string
+		want   time.Duration // the silence's end after t0; 0: none
+	}{
+		{"long after the answer, inside its silence", 15 * time.Minute, 0, 10 * time.Minute, "k", 15 * time.Minute},
+		{"a throttle's Since ends later", 2 * time.Minute, 3 * time.Minute, time.Minute, "k", 3 * time.Minute},
+		{"past its end", 15 * time.Minute, 0, 16 * time.Minute, "k", 0},
+		{"no silence answered", 0, 0, time.Minute, "k", 0},
+		{"a bucket it learned nothing of", 15 * time.Minute, 0, time.Minute, "other", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := t0
+			answered := item(t0.UnixMicro()+100_000, "")
+			if tt.su != 0 {
+				answered[silenceAttribute] = num(t0.Add(tt.su).UnixMicro())
+			}
+			if tt.since != 0 {
+				answered[sinceAttribute] = num(t0.Add(tt.since).UnixMicro())
+			}
+			s := &scripted{unreachable: unreachable{t}}
+			s.steps = append(s.steps, func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				return &dynamodb.UpdateItemOutput{Attributes: answered}, nil
+			})
+			l, err := New(s, WithClock(func() time.Time { return now }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Take(context.Background(), b, 1); err != nil {
+				t.Fatal(err)
+			}
+			now = t0.Add(tt.at)
+			var got time.Duration
+			if until := l.KnownSilence(Bucket{Key: tt.bucket, Limit: b.Limit}); !until.IsZero() {
+				got = until.Sub(t0)
+			}
+			if got != tt.want || len(s.sent) != 1 {
+				t.Fatalf("known silence ends t0+%v after %d writes, want t0+%v after the grant's one", got, len(s.sent), tt.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,6 @@
 // Package limitertest is an in-memory limiter for unit tests: the methods
 // of *limiter.Limiter that callers use (Take, Reserve, ReserveAhead, Wait, ReserveBatch,
-// TakeMulti, ReserveMulti, WaitMulti, Penalize, Reset, Silence, State,
+// TakeMulti, ReserveMulti, WaitMulti, Penalize, Reset, Silence, KnownSilence, State,
 // Confirm, First, and the in-flight leases a limiter.LeaseGate takes
 // through it: lease.go) with the
 // same arguments, the same decisions and the same typed errors, kept in a
@@ -351,6 +351,17 @@ func (l *Limiter) Silence(ctx context.Context, b limiter.Bucket) (time.Time, err
 		return time.UnixMicro(s.silence), nil
 	}
 	return time.Time{}, nil
+}
+
+// KnownSilence is Silence with no call, as a process that learned every
+// Penalize answers while its store is unreachable: no fault is asked.
+func (l *Limiter) KnownSilence(b limiter.Bucket) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.state(b.Key); s.silence > l.now().UnixMicro() {
+		return time.UnixMicro(s.silence)
+	}
+	return time.Time{}
 }
 
 // Reset drops every penalty of bucket b but keeps the slots already

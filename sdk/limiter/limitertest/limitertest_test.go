@@ -372,3 +372,36 @@ func TestSilenceUntilPenaltyEndsOrReset(t *testing.T) {
 		t.Fatalf("after a Reset: silence until %v (%v), want none", got, err)
 	}
 }
+
+// KnownSilence answers the silence a Penalize asked with no call: a store
+// outage (WithFault) that fails Silence does not keep it from answering.
+func TestKnownSilenceAnswersThroughAnOutage(t *testing.T) {
+	clock := NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	down := false
+	l := New(WithClock(clock.Now), WithFault(func(string, string) error {
+		if down {
+			return fmt.Errorf("%w: store down", limiter.ErrUnavailable)
+		}
+		return nil
+	}))
+	ctx := context.Background()
+	b := limiter.Bucket{Key: "k", Limit: limiter.PerSecond(10, 5)}
+	t0 := clock.Now()
+	if err := l.Penalize(ctx, b, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	down = true
+	if _, err := l.Silence(ctx, b); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("Silence in the outage: %v, want ErrUnavailable", err)
+	}
+	for _, tt := range []struct {
+		at   time.Duration
+		key  string
+		want time.Time
+	}{{30 * time.Second, "k", t0.Add(time.Minute)}, {30 * time.Second, "other", time.Time{}}, {time.Minute, "k", time.Time{}}} {
+		clock.Advance(t0.Add(tt.at).Sub(clock.Now()))
+		if got := l.KnownSilence(limiter.Bucket{Key: tt.key, Limit: b.Limit}); !got.Equal(tt.want) {
+			t.Fatalf("at t0+%v, bucket %q: known silence until %v, want %v", tt.at, tt.key, got, tt.want)
+		}
+	}
+}

@@ -35,6 +35,10 @@ type Capabilities struct {
 	// vendor asked since (a 429's Retry-After); without it such a slot is
 	// spent whatever a 429 asked after its booking.
 	Silence Silencer
+	// KnownSilence tells, with no store call, whether a silence this
+	// process learned lies over a bucket: a LocalShare route pushes within
+	// its share while the store is down only outside one.
+	KnownSilence KnownSilencer
 	// Quota takes a route's tokens and its calendar quota in one
 	// transaction; QuotaAlone takes the quota alone, for a slot held.
 	Quota      QuotaTaker
@@ -48,7 +52,7 @@ type Capabilities struct {
 // none reports whether c has no capability set.
 func (c Capabilities) none() bool {
 	return c.Shards == nil && c.Multi == nil && c.Batch == nil && c.Confirm == nil && c.Penalize == nil &&
-		c.Silence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil
+		c.Silence == nil && c.KnownSilence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil
 }
 
 // CapabilitiesOf is what reserver (a Dispatcher's Limiter) can do, read
@@ -85,6 +89,11 @@ func CapabilitiesOf(reserver Reserver) Capabilities {
 		Silence(ctx context.Context, b limiter.Bucket) (time.Time, error)
 	}); ok {
 		c.Silence = l.Silence
+	}
+	if l, ok := reserver.(interface {
+		KnownSilence(b limiter.Bucket) time.Time
+	}); ok {
+		c.KnownSilence = l.KnownSilence
 	}
 	if l, ok := reserver.(interface {
 		TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, q limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error)
@@ -142,6 +151,7 @@ func (d *Dispatcher) missing() error {
 	add(n.Items, c.Batch != nil, fmt.Sprintf("a route is metered by items, and the limiter (%T) cannot book a push's further items (ReserveBatch)", d.Limiter))
 	add(n.Adaptive, c.Confirm != nil, fmt.Sprintf("a route's bucket is adaptive, and the limiter (%T) cannot confirm a slot granted ahead (Confirm): its pushes would spend slots a throttle revoked", d.Limiter))
 	add(n.LocalShare, d.LocalShare != nil, "a route pushes within a local share while the store is down (on_store_unavailable: local-share), and Dispatcher.LocalShare is nil: set it (fallback.New)")
+	add(n.LocalShare, c.KnownSilence != nil, fmt.Sprintf("a route pushes within a local share while the store is down, and the limiter (%T) cannot tell the silences it learned with no store call (KnownSilence): its pushes would ignore a 429's Retry-After", d.Limiter))
 	add(n.Quota, c.Quota != nil, fmt.Sprintf("a route has a calendar quota, and the limiter (%T) cannot take one with its tokens (TakeWithQuota)", d.Limiter))
 	add(n.InFlight, d.Leases != nil, "a route has max_in_flight, and Dispatcher.Leases is nil: set it (dispatch.NewLeases(limiter.NewLeaseGate(lim)))")
 	if len(errs) == 0 {

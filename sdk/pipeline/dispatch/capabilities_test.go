@@ -48,10 +48,19 @@ func TestValidateRefusesAMissingCapability(t *testing.T) {
 		r := newRig(t)
 		r.d.Needs = Needs{Sharded: true, Multi: true, Items: true, Adaptive: true, LocalShare: true}
 		c := capable{}
-		r.d.Can = Capabilities{Shards: c.ReserveSharded, Multi: c.ReserveMulti, Batch: c.ReserveBatch, Confirm: c.Confirm}
+		r.d.Can = Capabilities{Shards: c.ReserveSharded, Multi: c.ReserveMulti, Batch: c.ReserveBatch, Confirm: c.Confirm, KnownSilence: c.KnownSilence}
 		r.d.LocalShare = fallback.New(1)
 		if err := r.d.Validate(); err != nil {
 			t.Fatalf("Validate = %v, want nil", err)
+		}
+	})
+	t.Run("local share, no KnownSilence", func(t *testing.T) {
+		r := newRig(t)
+		r.d.Needs = Needs{LocalShare: true}
+		r.d.Can = Capabilities{Confirm: capable{}.Confirm}
+		r.d.LocalShare = fallback.New(1)
+		if err := r.d.Validate(); err == nil || !strings.Contains(err.Error(), "(KnownSilence)") {
+			t.Fatalf("Validate = %v, want an error naming KnownSilence", err)
 		}
 	})
 }
@@ -71,3 +80,4 @@ func (capable) ReserveBatch(context.Context, limiter.Bucket, limiter.BatchReques
 func (capable) Confirm(context.Context, limiter.Bucket, limiter.Stamp) (bool, error) {
 	panic("not called")
 }
+func (capable) KnownSilence(limiter.Bucket) time.Time { panic("not called") }

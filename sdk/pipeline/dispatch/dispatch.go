@@ -54,7 +54,8 @@ type Route struct {
 	// LocalShare: while the limiter store is unreachable, push within this
 	// process's share of the limit rather than defer (connections'
 	// "on_store_unavailable": "local-share"). It needs
-	// Dispatcher.LocalShare; without one the route fails closed.
+	// Dispatcher.LocalShare and the KnownSilence capability; without them
+	// the route fails closed.
 	LocalShare bool
 	// MaxAge and MaxDeferrals bound the life of the route's jobs
 	// (connections' "max_age", "max_deferrals"); zero: the policy's.

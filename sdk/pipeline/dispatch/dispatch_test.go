@@ -15,13 +15,22 @@ import (
 )
 
 // reserver hands out slots T apart from now, after failing with the
-// scripted errors.
+// scripted errors. silence is what it knows a vendor asked of each
+// bucket (KnownSilence).
 type reserver struct {
-	clock *clock
-	fail  []error
-	calls int
-	next  time.Time
-	T     time.Duration
+	clock   *clock
+	fail    []error
+	calls   int
+	next    time.Time
+	T       time.Duration
+	silence map[string]time.Time
+}
+
+func (r *reserver) KnownSilence(b limiter.Bucket) time.Time {
+	if until := r.silence[b.Key]; until.After(r.clock.Now()) {
+		return until
+	}
+	return time.Time{}
 }
 
 func (r *reserver) Reserve(_ context.Context, b limiter.Bucket, _ int, _ time.Duration) (limiter.Reservation, error) {

@@ -52,6 +52,8 @@ func (b *memBucket) ReserveBatch(ctx context.Context, bk limiter.Bucket, req lim
 	return b.lim.ReserveBatch(ctx, bk, req)
 }
 
+func (b *memBucket) KnownSilence(bk limiter.Bucket) time.Time { return b.lim.KnownSilence(bk) }
+
 // tat is the bucket's tat, as the store would show it.
 func (b *memBucket) tat(t *testing.T, bk limiter.Bucket) time.Time {
 	t.Helper()

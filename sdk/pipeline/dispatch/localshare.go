@@ -4,15 +4,30 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
+
+// KnownSilencer is the end of the silence this process last learned a
+// vendor asked of a bucket, if now lies inside it, with no store call
+// (*limiter.Limiter's KnownSilence); zero for none.
+type KnownSilencer func(b limiter.Bucket) time.Time
 
 // localShare handles a LocalShare route's job while the limiter store is
 // unreachable: a token of this process's share now, or soon enough to
 // sleep for, lets it through with that time as its slot; otherwise it is
 // deferred until the share has one (but not longer than StoreCooldown,
-// when the store may be back).
+// when the store may be back). A silence this process knows the vendor
+// asked of one of the route's buckets comes first: the share knows
+// nothing of a 429's Retry-After, which the shared bucket enforced by its
+// penalty, so the job waits for the silence's end (fail closed).
 func (d *Dispatcher) localShare(ctx context.Context, j job.Job, t *task, now time.Time, storeErr error) (booking, error) {
+	if until := d.knownSilence(t.Route, now); !until.IsZero() {
+		d.log().Info("limiter store unavailable inside a vendor's silence; back at its end", "job_id", j.ID, "bucket", t.Bucket.Key, "until", until, "err", storeErr)
+		res, err := d.deferJob(ctx, j, t, until.Sub(now), "limiter store unavailable, inside the silence a 429's Retry-After asked; back at its end")
+		res.StoreError = true
+		return ended(res), err
+	}
 	maxWait := d.Policy.BlockThreshold
 	if !d.canSleep(ctx, t, maxWait) {
 		maxWait = 0
@@ -29,6 +44,25 @@ func (d *Dispatcher) localShare(ctx context.Context, j job.Job, t *task, now tim
 	res, err := d.deferJob(ctx, j, t, wait, "limiter store unavailable; local share spent")
 	res.StoreError = true
 	return ended(res), err
+}
+
+// knownSilence is the latest end, after now, of a silence this process
+// knows of route's buckets (every shard of a sharded one, which a 429
+// silences together), zero for none.
+func (d *Dispatcher) knownSilence(route Route, now time.Time) time.Time {
+	buckets := route.buckets()
+	if route.Sharded != nil {
+		if shards, err := route.Sharded.Buckets(); err == nil {
+			buckets = append(buckets, shards...)
+		}
+	}
+	var until time.Time
+	for _, b := range buckets {
+		if u := d.Can.KnownSilence(b); u.After(now) && u.After(until) {
+			until = u
+		}
+	}
+	return until
 }
 
 // localTokens is what a local-share push of j books: its slot's tokens

@@ -232,3 +232,66 @@ func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
 		t.Fatalf("tokens asked per reservation: %v, want %v (the 3 local pushes booked with the first one after the outage)", lim.ns, want)
 	}
 }
+
+// With the store down, a local-share route does not push inside a silence
+// this process knows a vendor asked of one of its buckets (its own, an
+// Also's, any shard, which a 429 silences together): the shared bucket
+// enforced that 429's Retry-After with a penalty the local share knows
+// nothing of. The job comes back at the silence's end. A silence that is
+// over, or of another bucket, does not hold it. (Adversary seed 234 sent
+// requests inside a 15-minute silence from a local share.)
+func TestLocalShareWaitsOutAKnownSilence(t *testing.T) {
+	bucket := limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}
+	also := limiter.Bucket{Key: "p", Limit: limiter.PerSecond(10, 10)}
+	sharded := &limiter.ShardedBucket{Key: "k", Limit: bucket.Limit, Shards: 2}
+	tests := []struct {
+		name    string
+		route   Route
+		silence map[string]time.Duration // its end, from the job's start
+		want    time.Duration            // the deferral; 0: pushed under the local share
+	}{
+		{"the route's bucket", Route{Bucket: bucket}, map[string]time.Duration{"k": 15 * time.Minute}, 15 * time.Minute},
+		{"an Also bucket, the latest end", Route{Bucket: bucket, Also: []limiter.Bucket{also}}, map[string]time.Duration{"k": 20 * time.Second, "p": 30 * time.Second}, 30 * time.Second},
+		{"a shard", Route{Bucket: bucket, Sharded: sharded}, map[string]time.Duration{limiter.ShardKey("k", 1): 40 * time.Second}, 40 * time.Second},
+		{"a silence over", Route{Bucket: bucket}, map[string]time.Duration{"k": -time.Second}, 0},
+		{"another bucket's", Route{Bucket: bucket}, map[string]time.Duration{"q": time.Minute}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			start := r.clock.Now()
+			route := tt.route
+			route.URL, route.Header, route.LocalShare = "http://ota.invalid", http.Header{}, true
+			r.d.Routes, r.d.LocalShare = fixedRoute(route), fallback.New(1)
+			r.lim.silence = map[string]time.Time{}
+			for k, d := range tt.silence {
+				r.lim.silence[k] = start.Add(d)
+			}
+			down := func() error { return storeDown() }
+			r.d.Can = Capabilities{KnownSilence: r.lim.KnownSilence,
+				Shards: func(context.Context, limiter.ShardedBucket, int, time.Duration) (limiter.Reservation, error) {
+					return limiter.Reservation{}, down()
+				},
+				Multi: func(context.Context, []limiter.Bucket, int, time.Duration) (limiter.MultiReservation, error) {
+					return limiter.MultiReservation{}, down()
+				}}
+			r.lim.fail = []error{storeDown()}
+			res, err := r.d.HandleJob(t.Context(), testJob(start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.StoreError {
+				t.Fatalf("result %+v does not report the store error", res)
+			}
+			if tt.want == 0 {
+				if res.Outcome != Pushed || res.LocalShares != 1 || len(r.push.bodies) != 1 {
+					t.Fatalf("result %+v, %d pushes; want pushed under the local share", res, len(r.push.bodies))
+				}
+				return
+			}
+			if res.Outcome != Deferred || len(r.push.bodies) != 0 || res.LocalShares != 0 || len(r.queue.deferred) != 1 || r.queue.deferred[0].wait != tt.want {
+				t.Fatalf("result %+v, %d pushes, deferrals %+v; want no push, deferred %v (to the silence's end)", res, len(r.push.bodies), r.queue.deferred, tt.want)
+			}
+		})
+	}
+}

@@ -73,7 +73,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 		return d.shadowRefused(j, t.Route, err, bound != noBound, now), nil
 	}
 	r := refusal{Err: err, Bound: bound, Deadline: j.Deadline, MaxAge: maxAge, End: now.Add(maxDelay),
-		LocalShare: t.LocalShare && d.LocalShare != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err(),
+		LocalShare: t.LocalShare && d.LocalShare != nil && d.Can.KnownSilence != nil, Cooldown: d.Policy.StoreCooldown, CtxErr: ctx.Err(),
 		Horizon: t.Horizon > 0, Now: d.now(), Sleep: d.sleepBound(ctx, t)}
 	if r.horizonDenial() && !t.OneAsker {
 		r.Spread = d.spread(t.Route) // a lone asker has no one to spread from
