@@ -175,6 +175,12 @@ func TestAdversaryPinned(t *testing.T) {
 		// TestQuotaDrainHoldsOnePushOfEveryLane). Seed 95 (expedia, 9 an
 		// hour, max_bytes 2048) failed the same way.
 		{"quota drain shorter than max_bytes' halves", Case{Seed: 189, Parts: []string{"quota", "max_bytes", "refuse-item", "quota-5xx"}}},
+		// A 429 asked 15 minutes of silence of a sharded bucket, and the
+		// store went down 35 s later: the dispatcher paced its jobs from
+		// the local share, which knows nothing of the penalty that kept
+		// the shared bucket silent, and sent requests inside the silence
+		// (dispatch TestLocalShareWaitsOutAKnownSilence).
+		{"local share inside a silence it knew", Case{Seed: 234, Parts: []string{"shards", "local-share", "retry-after", "db-outage", "lost-answers", "many-connections", "penalty"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {
