@@ -227,6 +227,9 @@ func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Stamp, until 
 	if b.Adaptive == nil {
 		return l.Penalize(ctx, b, until)
 	}
+	if until.Sub(l.now()) <= MaxPenalty {
+		l.heard.add(b.Key, micros(until))
+	}
 	return l.change(ctx, b, until, func(st AdaptState, now int64) (AdaptState, bool, bool) {
 		switch {
 		case granted != nil && granted.Version != st.Version:

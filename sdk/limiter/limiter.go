@@ -135,6 +135,7 @@ type Limiter struct {
 	seen           seenTAT
 	adapt          seenAdapt
 	silent         seenSilence
+	heard          heardSilence
 	shares         seenShares
 	born           int64            // µs: when New made it, by its clock (see Share.Quiet)
 	breaker        *breaker.Breaker // nil: always call the store

@@ -23,6 +23,7 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	if until.Sub(now) > MaxPenalty {
 		return &ArgumentError{Field: "until", Reason: fmt.Sprintf("%v after now, want at most %v (limiter.MaxPenalty)", until.Sub(now), MaxPenalty)}
 	}
+	l.heard.add(b.Key, micros(until))
 	lim, st := l.effective(b, micros(now))
 	return l.penalize(ctx, b, until, lim, st)
 }

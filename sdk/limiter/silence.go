@@ -52,18 +52,49 @@ func (l *Limiter) Silence(ctx context.Context, b Bucket) (time.Time, error) {
 }
 
 // KnownSilence is the end of the latest silence this process learned of
-// bucket b (from a store answer about its item, or its own Penalize) if
-// now lies inside it, and the zero time otherwise, however old that
+// bucket b (from a store answer about its item, or asked of this process
+// by the vendor through Penalize or Throttle, even if that write failed)
+// if now lies inside it, and the zero time otherwise, however old that
 // answer. It makes no call, so it answers while the store is unreachable:
 // what a process pushing within a local share (package fallback) still
 // knows the vendor asked. A silence asked since by another worker, and
 // not yet read here, is not known.
 func (l *Limiter) KnownSilence(b Bucket) time.Time {
 	now := micros(l.now())
-	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
+	until, _ := l.silent.get(b.Key, now, 1<<62)
+	until = max(until, l.heard.get(b.Key))
+	if until > now {
 		return time.UnixMicro(until)
 	}
 	return time.Time{}
+}
+
+// heardSilence remembers, per bucket, the latest silence this process was
+// told by the vendor itself (Penalize, Throttle), whether or not its write
+// reached the store. seenSilence follows the store's answers, so a write
+// lost to an outage leaves it nothing, and the next answer without the
+// silence would replace what it learned; a process that heard a 429 knows
+// the vendor asked for the silence all the same, and KnownSilence (the
+// local share's check while the store is out) must not forget it. Only
+// ever later: a Reset of the item does not undo what the vendor said.
+type heardSilence struct {
+	mu sync.Mutex
+	m  map[string]int64 // µs
+}
+
+func (h *heardSilence) add(key string, until int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil || len(h.m) >= maxSeenKeys {
+		h.m = make(map[string]int64)
+	}
+	h.m[key] = max(h.m[key], until)
+}
+
+func (h *heardSilence) get(key string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[key]
 }
 
 // SilenceAfter is how long before its spending a slot must have been

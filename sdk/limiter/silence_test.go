@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -177,6 +178,54 @@ func TestKnownSilenceAnswersWithNoCall(t *testing.T) {
 			}
 			if got != tt.want || len(s.sent) != 1 {
 				t.Fatalf("known silence ends t0+%v after %d writes, want t0+%v after the grant's one", got, len(s.sent), tt.want)
+			}
+		})
+	}
+}
+
+// A 429 heard while the store is out is known to the process that heard
+// it, though its Penalize (or Throttle) write failed: the local share
+// paces from KnownSilence exactly then. A later answer without the
+// silence (the write not landed yet) does not make it forget.
+func TestKnownSilenceKeepsAPenaltyWhoseWriteFailed(t *testing.T) {
+	t0 := time.UnixMicro(1_000_000_000)
+	down := func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return nil, errors.New("injected: store unreachable")
+	}
+	plain := Bucket{Key: "k", Limit: PerSecond(10, 2)}
+	adaptive := Bucket{Key: "a", Limit: PerSecond(10, 2), Adaptive: &Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}
+	tests := []struct {
+		name  string
+		b     Bucket
+		asked func(l *Limiter, b Bucket, until time.Time) error
+	}{
+		{"Penalize", plain, func(l *Limiter, b Bucket, until time.Time) error { return l.Penalize(context.Background(), b, until) }},
+		{"Throttle of an adaptive bucket", adaptive, func(l *Limiter, b Bucket, until time.Time) error {
+			return l.Throttle(context.Background(), b, nil, until)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := t0
+			s := &scripted{unreachable: unreachable{t}}
+			s.steps = append(s.steps, down, func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				return &dynamodb.UpdateItemOutput{Attributes: item(t0.UnixMicro()+100_000, "")}, nil
+			})
+			l, err := New(s, WithClock(func() time.Time { return now }), WithMaxAttempts(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			until := t0.Add(15 * time.Minute)
+			if err := tt.asked(l, tt.b, until); err == nil {
+				t.Fatal("the write against a store that is down succeeded")
+			}
+			now = t0.Add(time.Second)
+			if _, err := l.Take(context.Background(), Bucket{Key: tt.b.Key, Limit: tt.b.Limit}, 1); err != nil {
+				t.Fatal(err)
+			}
+			now = t0.Add(time.Minute)
+			if got := l.KnownSilence(tt.b); !got.Equal(until) {
+				t.Fatalf("known silence after a failed write and an answer without it = %v, want %v", got, until)
 			}
 		})
 	}
