@@ -207,4 +207,14 @@ var pinnedRuns = map[string]int{}
 
 // pinnedOpen are pinned cases that fail again now and then, each naming
 // what it found; skipped visibly until traced, as knownOpen's seeds are.
-var pinnedOpen = map[string]string{}
+var pinnedOpen = map[string]string{
+	// Its own-process causes are fixed and fail deterministically when
+	// reverted (dispatch TestLocalShareWaitsOutAKnownSilence, limiter
+	// TestKnownSilenceKeepsAPenaltyWhoseWriteFailed); 34 runs of the case
+	// passed after both. It failed once more in a CI run of the whole
+	// package before the second (1 request 25 s into a silence, during
+	// the outage); untraced. What design.md leaves open fits it: a
+	// silence another instance heard, and this one has not read, is
+	// known to no local share while the store is out.
+	"local share inside a silence it knew": "failed 1 run of about 26 before the heard-silence fix, 0 of 34 after: skipped until traced, since a silence another instance heard is unknown to a local share (design.md)",
+}
