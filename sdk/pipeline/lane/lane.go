@@ -83,6 +83,11 @@ type Mark struct {
 	// claim). A takeover is never fresh.
 	Fresh   bool
 	Pending Pending
+	// Unanswered is the token a takeover offered that failed without an
+	// answer (the owner's lease had run out): the lane may be that
+	// token's, a write that landed with its answer lost, so a job that
+	// claims the lane offers it too (ClaimAfter's earlier).
+	Unanswered string
 }
 
 // Mark adds els to every lane of one property and kind, in one write
@@ -94,6 +99,10 @@ type Mark struct {
 // and schedules nothing, or only a recheck. If a write fails, the lanes of
 // the writes before it are marked and owned by their tokens all the same,
 // as by a delivery that died after marking: their leases recover them.
+// A takeover that fails is not the mark's failure: the lane is marked, and
+// its Mark is the lane as the mark's write found it (its owner's lease run
+// out) with the takeover's token Unanswered, which a caller rechecks as it
+// does any lane whose lease runs out.
 func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(ID) string) ([]Mark, error) {
 	if len(lanes) == 0 || len(els) == 0 {
 		return nil, nil
@@ -134,8 +143,15 @@ func (s *Store) Mark(ctx context.Context, lanes []ID, els []Element, token func(
 			m.Fresh = m.Claimed && settled(out.Attributes, id)
 			if !m.Claimed && p.Owner != "" && p.LeaseUntil.Before(now) {
 				// The owner's lease ran out: it died between its writes.
-				if m.Pending, m.Claimed, err = s.takeOver(ctx, id, p, token(id), lease); err != nil {
-					return nil, err
+				// Failing the mark over one lane's takeover would fail the
+				// change, and its copy would meet every lane whose lease
+				// has run out again, the failed delivery's own takeovers
+				// among them, each a write that may fail: with 50
+				// connections a property nearly every copy fails.
+				if taken, ok, err := s.takeOver(ctx, id, p, token(id), lease); err == nil {
+					m.Pending, m.Claimed = taken, ok
+				} else {
+					m.Unanswered = token(id)
 				}
 			}
 			marks = append(marks, m)

@@ -92,6 +92,9 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 			held = append(held, m.Pending.Owner)
 		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane)) || s.leaseRunsOut(m.Pending)):
 			ref := laneRef{Token: newToken(), SeenOwner: m.Pending.Owner}
+			if m.Unanswered != "" {
+				ref.Unanswered = []string{m.Unanswered}
+			}
 			j := s.laneJob(m.Lane, ref)
 			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
 			jobs = append(jobs, s.laneTask(inv, j, m.Lane, ref))
