@@ -11,6 +11,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
+	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
 )
 
@@ -58,7 +59,7 @@ func TestALostTakeoverDoesNotFailTheChange(t *testing.T) {
 		{"the takeover failed", true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemLanes(t, mockota.Config{Limit: lim}, bookingConfig(lim, "", auroraBK1001), nil)
+			m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
 			lost := &failConditional{DB: m.store}
 			m.sy.Lanes = &lane.Store{DB: lost, Table: "state", Lease: lease, Now: m.clock.Now}
 			ctx := context.Background()
