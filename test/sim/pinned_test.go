@@ -181,6 +181,11 @@ func TestAdversaryPinned(t *testing.T) {
 		// the shared bucket silent, and sent requests inside the silence
 		// (dispatch TestLocalShareWaitsOutAKnownSilence).
 		{"local share inside a silence it knew", Case{Seed: 234, Parts: []string{"shards", "local-share", "retry-after", "db-outage", "lost-answers", "many-connections", "penalty"}}},
+		// A 2-minute store outage failed a change at most 4 deliveries in a
+		// row, but duplicate receives of its messages each sent a copy of
+		// their own: 3 lines of copies, 11 sends in all, over a bound that
+		// counted one line (wireCheck counts one per duplicate delivery).
+		{"duplicate deliveries of a change failing in an outage", Case{Seed: 283, Parts: []string{"items", "max_in_flight", "urgent", "kinds_per_message", "push_timeout", "linger", "unauthorized", "slow", "db-outage", "lost-answers", "duplicates", "clock-skew", "storm", "bulk-lane"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {

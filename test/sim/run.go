@@ -169,12 +169,13 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 	if sc.xmlScenario() {
 		s.ledger.wire = wireLedger{}
 	}
-	s.retries, s.secrets = &retries{start: s.start, count: map[string]int{}, why: map[string][]string{}}, &secrets{s: s}
+	s.retries, s.secrets = &retries{start: s.start, count: map[string]int{}, dups: map[string]int{}, why: map[string][]string{}}, &secrets{s: s}
 	s.db = NewDB(child(), sc.DBLatency)
 	s.db.serve = sc.DBServe
 	s.db.checkItems = sc.CheckItems
 	s.sqs = NewSQS(child(), sc.SQSLatency, sc.Faults.Duplicates, maxReceiveCount)
 	s.retries.SQS = s.sqs
+	s.sqs.duplicated = s.retries.duplicated
 	// Drawn apart from the streams above, so that a run without these
 	// faults draws what it always drew.
 	faults := rand.New(rand.NewPCG(sc.Seed, 0xfa17))

@@ -65,6 +65,9 @@ type SQS struct {
 	dlq      *Queue
 	// laneTrace, if set, records every message sent (lanetrace.go).
 	laneTrace *laneTrace
+	// duplicated, if set, hears every message a receive hands out a
+	// second time, under the lock.
+	duplicated func(q *Queue, m *Message)
 	// late is the most a delayed message is late by, as a share of its
 	// delay (Faults.LateDeliveries), drawn with lateRNG.
 	late    float64
@@ -242,6 +245,9 @@ func (s *SQS) Receive(q *Queue, n int) []*Message {
 			// At least once: the same message again, soon, to another poller.
 			dup := *m
 			s.enqueue(q, &dup, now.Add(time.Duration(s.rng.IntN(2000))*time.Millisecond))
+			if s.duplicated != nil {
+				s.duplicated(q, m)
+			}
 		}
 	}
 	if len(out) > 0 {
