@@ -86,6 +86,12 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 		case m.Claimed:
 			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
 			ref := laneRef{Token: m.Pending.Owner}
+			if m.Unanswered != "" {
+				// A lane our failed delivery held, whose takeover by this
+				// mark failed: it may be the takeover's token's now, which
+				// the job's claims and holds take as its own (ours).
+				ref.Unanswered = []string{m.Unanswered}
+			}
 			j := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
 			jobs, scheduled = append(jobs, s.laneTask(inv, j, m.Lane, ref)), scheduled+1
