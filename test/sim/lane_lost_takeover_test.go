@@ -88,3 +88,59 @@ func TestALostTakeoverDoesNotFailTheChange(t *testing.T) {
 		})
 	}
 }
+
+// A change's copy that finds a lane its failed delivery held (offered),
+// its lease run out, takes the lane as its own and tries to take it over
+// for the lease. That takeover landing with its answer lost left the lane
+// to the takeover's token, while the copy's push job held the failed
+// delivery's: the job's hold before its linger found the lane another's
+// and ended, and nothing came for the lane (adversary seed 8, stale, 4
+// runs in about 145 at GOMAXPROCS=4). The job takes the takeover's token
+// as its own.
+func TestALostTakeoverOfAnOfferedLaneKeepsItsJob(t *testing.T) {
+	lim := limiter.PerSecond(10, 5)
+	const lease = 20 * time.Second
+	for _, tt := range []struct {
+		name         string
+		fail, landed bool
+	}{
+		{"the takeover answered", false, false},
+		{"the takeover landed, its answer lost", true, true},
+		{"the takeover failed", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
+			lost := &failConditional{DB: m.store}
+			m.sy.Lanes = &lane.Store{DB: lost, Table: "state", Lease: lease, Now: m.clock.Now}
+			// Its push lingers deferred, so that the job holds the lane
+			// (laneWork.Hold) before it claims it.
+			m.sy.Linger = 5 * time.Second
+			ctx := context.Background()
+			src := newPMSOracle("hotel-aurora")
+			id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
+			el := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-01", Sequence: 1}
+			// The change's failed delivery marked the lane a lease and 5 s
+			// ago; its copy carries the token it held.
+			const failed = "m-held-by-the-failed-delivery"
+			then := m.clock.Now().Add(-lease - 5*time.Second)
+			owner := &lane.Store{DB: m.store, Table: "state", Lease: lease, Now: func() time.Time { return then }}
+			if _, err := owner.Mark(ctx, []lane.ID{id}, []lane.Element{el}, func(lane.ID) string { return failed }); err != nil {
+				t.Fatal(err)
+			}
+			lost.fail.Store(tt.fail)
+			lost.landed.Store(tt.landed)
+			msg := syncer.Message{ID: "1", Body: src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1), Redelivered: true, Attempt: 1, Owners: []string{failed}}
+			out := m.sy.HandleBatch(ctx, []syncer.Message{msg})
+			if len(out) != 1 || out[0].Err != nil {
+				t.Fatalf("a copy of a change into a lane its failed delivery held: %+v, want it handled", out)
+			}
+			if lost.fail.Load() {
+				t.Fatal("no conditional write of the lanes was made: the takeover this test fails never happened")
+			}
+			m.results = append(m.results, out[0].Jobs...)
+			m.pending = append(m.pending, m.sent.takeJobs(t, deferredURL)...)
+			m.drain(100)
+			src.assertNewest(t, m.ota, "BK-1001")
+		})
+	}
+}
