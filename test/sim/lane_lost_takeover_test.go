@@ -48,43 +48,13 @@ func (f *failConditional) UpdateItem(ctx context.Context, in *dynamodb.UpdateIte
 // lane whose lease runs out: the change succeeds and the OTA gets the
 // newest state.
 func TestALostTakeoverDoesNotFailTheChange(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	const lease = 20 * time.Second
-	for _, tt := range []struct {
-		name         string
-		fail, landed bool
-	}{
-		{"the takeover answered", false, false},
-		{"the takeover landed, its answer lost", true, true},
-		{"the takeover failed", true, false},
-	} {
+	for _, tt := range takeoverOutcomes {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
-			lost := &failConditional{DB: m.store}
-			m.sy.Lanes = &lane.Store{DB: lost, Table: "state", Lease: lease, Now: m.clock.Now}
-			ctx := context.Background()
-			src := newPMSOracle("hotel-aurora")
-			id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
-			el := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-01", Sequence: 1}
-			// A delivery marked the lane a lease and 5 s ago and died.
-			then := m.clock.Now().Add(-lease - 5*time.Second)
-			owner := &lane.Store{DB: m.store, Table: "state", Lease: lease, Now: func() time.Time { return then }}
-			if _, err := owner.Mark(ctx, []lane.ID{id}, []lane.Element{el}, func(lane.ID) string { return "died-with-the-worker" }); err != nil {
-				t.Fatal(err)
-			}
-			lost.fail.Store(tt.fail)
-			lost.landed.Store(tt.landed)
-			out := m.sy.HandleBatch(ctx, []syncer.Message{{ID: "1", Body: src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)}})
-			if len(out) != 1 || out[0].Err != nil {
-				t.Fatalf("a change into a lane whose owner's lease ran out: %+v, want it handled", out)
-			}
-			if lost.fail.Load() {
-				t.Fatal("no conditional write of the lanes was made: the takeover this test fails never happened")
-			}
-			m.results = append(m.results, out[0].Jobs...)
-			m.pending = append(m.pending, m.sent.takeJobs(t, deferredURL)...)
-			m.drain(100)
-			src.assertNewest(t, m.ota, "BK-1001")
+			const died = "died-with-the-worker" // a delivery that marked the lane and died
+			r := newStrandedLane(t, died, 0)
+			r.handle(t, tt.fail, tt.landed, func(src *pmsOracle) syncer.Message {
+				return syncer.Message{ID: "1", Body: src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1)}
+			})
 		})
 	}
 }
@@ -98,49 +68,76 @@ func TestALostTakeoverDoesNotFailTheChange(t *testing.T) {
 // runs in about 145 at GOMAXPROCS=4). The job takes the takeover's token
 // as its own.
 func TestALostTakeoverOfAnOfferedLaneKeepsItsJob(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	const lease = 20 * time.Second
-	for _, tt := range []struct {
-		name         string
-		fail, landed bool
-	}{
-		{"the takeover answered", false, false},
-		{"the takeover landed, its answer lost", true, true},
-		{"the takeover failed", true, false},
-	} {
+	for _, tt := range takeoverOutcomes {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
-			lost := &failConditional{DB: m.store}
-			m.sy.Lanes = &lane.Store{DB: lost, Table: "state", Lease: lease, Now: m.clock.Now}
-			// Its push lingers deferred, so that the job holds the lane
-			// (laneWork.Hold) before it claims it.
-			m.sy.Linger = 5 * time.Second
-			ctx := context.Background()
-			src := newPMSOracle("hotel-aurora")
-			id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
-			el := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-01", Sequence: 1}
-			// The change's failed delivery marked the lane a lease and 5 s
-			// ago; its copy carries the token it held.
+			// The change's failed delivery marked the lane; its copy
+			// carries the token it held. Its push lingers deferred, so
+			// that the job holds the lane (laneWork.Hold) before it
+			// claims it.
 			const failed = "m-held-by-the-failed-delivery"
-			then := m.clock.Now().Add(-lease - 5*time.Second)
-			owner := &lane.Store{DB: m.store, Table: "state", Lease: lease, Now: func() time.Time { return then }}
-			if _, err := owner.Mark(ctx, []lane.ID{id}, []lane.Element{el}, func(lane.ID) string { return failed }); err != nil {
-				t.Fatal(err)
-			}
-			lost.fail.Store(tt.fail)
-			lost.landed.Store(tt.landed)
-			msg := syncer.Message{ID: "1", Body: src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1), Redelivered: true, Attempt: 1, Owners: []string{failed}}
-			out := m.sy.HandleBatch(ctx, []syncer.Message{msg})
-			if len(out) != 1 || out[0].Err != nil {
-				t.Fatalf("a copy of a change into a lane its failed delivery held: %+v, want it handled", out)
-			}
-			if lost.fail.Load() {
-				t.Fatal("no conditional write of the lanes was made: the takeover this test fails never happened")
-			}
-			m.results = append(m.results, out[0].Jobs...)
-			m.pending = append(m.pending, m.sent.takeJobs(t, deferredURL)...)
-			m.drain(100)
-			src.assertNewest(t, m.ota, "BK-1001")
+			r := newStrandedLane(t, failed, 5*time.Second)
+			r.handle(t, tt.fail, tt.landed, func(src *pmsOracle) syncer.Message {
+				return syncer.Message{ID: "1", Body: src.change("rates", "DBL", "2027-01-05", "2027-01-07", 1), Redelivered: true, Attempt: 1, Owners: []string{failed}}
+			})
 		})
 	}
+}
+
+// takeoverOutcomes are what a mark's takeover write may meet.
+var takeoverOutcomes = []struct {
+	name         string
+	fail, landed bool
+}{
+	{"the takeover answered", false, false},
+	{"the takeover landed, its answer lost", true, true},
+	{"the takeover failed", true, false},
+}
+
+// strandedLane is a memLanes rig whose hotel-aurora rates lane was marked
+// by owner a lease and 5 s ago, its lease run out, and whose syncer's lane
+// writes go through lost.
+type strandedLane struct {
+	m    *memLanes
+	lost *failConditional
+	src  *pmsOracle
+}
+
+func newStrandedLane(t *testing.T, owner string, linger time.Duration) strandedLane {
+	t.Helper()
+	lim := limiter.PerSecond(10, 5)
+	const lease = 20 * time.Second
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
+	lost := &failConditional{DB: m.store}
+	m.sy.Lanes = &lane.Store{DB: lost, Table: "state", Lease: lease, Now: m.clock.Now}
+	if linger > 0 {
+		m.sy.Linger = linger
+	}
+	id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
+	el := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-01", Sequence: 1}
+	then := m.clock.Now().Add(-lease - 5*time.Second)
+	marker := &lane.Store{DB: m.store, Table: "state", Lease: lease, Now: func() time.Time { return then }}
+	if _, err := marker.Mark(context.Background(), []lane.ID{id}, []lane.Element{el}, func(lane.ID) string { return owner }); err != nil {
+		t.Fatal(err)
+	}
+	return strandedLane{m: m, lost: lost, src: newPMSOracle("hotel-aurora")}
+}
+
+// handle makes the next conditional lane write fail as fail and landed
+// say, handles the message msg builds, drains the rig and checks the OTA
+// holds the newest state.
+func (r strandedLane) handle(t *testing.T, fail, landed bool, msg func(*pmsOracle) syncer.Message) {
+	t.Helper()
+	r.lost.fail.Store(fail)
+	r.lost.landed.Store(landed)
+	out := r.m.sy.HandleBatch(context.Background(), []syncer.Message{msg(r.src)})
+	if len(out) != 1 || out[0].Err != nil {
+		t.Fatalf("a change into a lane whose owner's lease ran out: %+v, want it handled", out)
+	}
+	if r.lost.fail.Load() {
+		t.Fatal("no conditional write of the lanes was made: the takeover this test fails never happened")
+	}
+	r.m.results = append(r.m.results, out[0].Jobs...)
+	r.m.pending = append(r.m.pending, r.m.sent.takeJobs(t, deferredURL)...)
+	r.m.drain(100)
+	r.src.assertNewest(t, r.m.ota, "BK-1001")
 }
