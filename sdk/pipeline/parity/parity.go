@@ -3,6 +3,7 @@ package parity
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -190,7 +191,7 @@ func (c *Checker) read(ctx context.Context, rd config.Read, bucket limiter.Bucke
 			}
 			// The vendor meters the credential's reads: the whole fleet's
 			// reads wait.
-			if err := c.Limiter.Penalize(ctx, bucket, c.now().Add(wait)); err != nil {
+			if err := c.penalize(ctx, bucket, c.now().Add(wait), maxWait); err != nil {
 				return nil, throttled, fmt.Errorf("read %s: throttled, and the bucket could not be told: %w", q.HotelRef, err)
 			}
 			continue
@@ -207,6 +208,32 @@ func (c *Checker) read(ctx context.Context, rd config.Read, bucket limiter.Bucke
 		}
 	}
 	return nil, throttled, fmt.Errorf("read %s %s..%s: no answer in %d attempts: %s", q.HotelRef, q.From, q.To, maxReadAttempts, last.Reason)
+}
+
+// penaltyRetry is the pause between asks of a store that did not take a
+// throttle's silence.
+const penaltyRetry = 200 * time.Millisecond
+
+// penalize records the vendor's silence on the read bucket, asking again
+// every penaltyRetry while the store is unavailable, for at most within
+// (counted in pauses, so an injected clock cannot stall it): a silence
+// only this process heard is known to no other check of the credential,
+// which would read inside it once the store is back (as otapush's record
+// does for pushes). Any other error is returned at once.
+func (c *Checker) penalize(ctx context.Context, b limiter.Bucket, until time.Time, within time.Duration) error {
+	for asked := time.Duration(0); ; asked += penaltyRetry {
+		err := c.Limiter.Penalize(ctx, b, until)
+		if err == nil || !errors.Is(err, limiter.ErrUnavailable) || asked+penaltyRetry > within {
+			return err
+		}
+		t := time.NewTimer(penaltyRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // maxReadBody bounds an answer: a month of a large hotel is a few hundred
