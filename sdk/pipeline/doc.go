@@ -12,23 +12,34 @@
 //   - syncer/syncer.go (HandleBatch) takes a batch from the changes or the
 //     deferred queue; a change is written into ARI state (ari/state.go)
 //     and marks its lanes (syncer/mark.go, lane/lane.go's Mark), and a lane
-//     the mark found idle gets one push job (syncer/laneref.go), resolved
-//     into its task (syncer/task.go, syncer/route.go);
+//     the mark found idle gets one push job (syncer/laneref.go: its
+//     payload names the lane and its owner token), due after the lane's
+//     linger (syncer/mark.go's lingerOf: a second by default) and
+//     resolved into its task (syncer/task.go, syncer/route.go);
 //   - dispatch/batch.go (Run) books a batch's slots, one write a bucket;
 //     per job, dispatch/serve.go carries out the plan dispatch/decide.go
-//     makes (decide_slot.go once a slot is held, decide_refused.go when
-//     none is): push at the slot, or defer;
+//     makes (dispatch/decide_slot.go once a slot is held,
+//     dispatch/decide_refused.go when none is): push at the slot, or defer;
 //   - deferred (dispatch/defer.go, queue/queue.go), the job comes back on
 //     the deferred queue carrying its slot, its lane's lease renewed to
-//     cover the wait (syncer/hold.go);
-//   - at its slot the push begins (syncer/lanes.go's Begin): it claims the
-//     lane (syncer/claim.go, lane/lane.go's ClaimAfter) unless its own
-//     invocation's mark took it, and renders everything pending as one
-//     push in the channel's format (syncer/render.go, format); the
-//     dispatcher sends it (dispatch/push.go, dispatch/messages.go) through
-//     sdk/otapush;
+//     cover the wait (syncer/hold.go). A lingering job takes this way
+//     unless it books an early slot (dispatch/linger.go, when its bucket
+//     would fill up before the linger ends): a change batch keeps its jobs
+//     in process only syncer.ChangesHold, shorter than the default linger,
+//     so its push goes out from the invocation the deferred queue hands
+//     it to;
+//   - ahead of its slot, so that only the send waits for it
+//     (dispatch/prep.go), the push begins (syncer/lanes.go's Begin): it
+//     claims the lane (syncer/claim.go, lane/lane.go's ClaimAfter) unless
+//     its own invocation's mark took it, and renders everything pending
+//     as one push in the channel's format (syncer/render.go, format); the
+//     dispatcher sends it at the slot (dispatch/push.go,
+//     dispatch/messages.go) through sdk/otapush;
 //   - after the push, syncer/lanes.go's Done finishes the lane
-//     (lane/finish.go) or hands back its next job;
+//     (lane/finish.go) or hands back its next job; a push that failed
+//     (dispatch/failure.go, decide_refused.go's decideFailure) is deferred
+//     with a backoff, its lane held, until it is refused for good or
+//     given up;
 //   - a job that will never push is dead-lettered with its reason
 //     (dispatch/defer.go, queue/queue.go), its lane given up with every
 //     change still pending (syncer/abandon.go), and syncer/sweep.go, run
