@@ -104,7 +104,7 @@ type situation struct {
 	MaxAge, Grace time.Duration
 	// Sleep bounds what the call may sleep (canSleep's inputs).
 	Sleep sleepBound
-	// Lead is how early a deferral comes back (Dispatcher.lead).
+	// Lead is how early a deferral comes back (Dispatcher.leadRule).
 	Lead leadRule
 	// Early is how long before a stamped slot it is confirmed
 	// (limiter.ConfirmAfter).

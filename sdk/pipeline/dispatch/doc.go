@@ -1,7 +1,8 @@
 // Package dispatch decides, for each push job a worker receives, whether to
 // push it now, defer it onto the queue, or shed it, and carries that out.
 //
-// The policy, in order:
+// The policy, in order (its thresholds are Policy's fields, policy.go;
+// a route may set its own max age and max deferrals):
 //   - unroutable or malformed: dead-letter with the reason, never retried;
 //   - older than its route's max age (first seen + MaxAge), or about to
 //     be deferred past its MaxDeferrals-th trip or its max age: expire it
@@ -9,7 +10,9 @@
 //   - deadline passed, or the earliest slot lands after it: shed to the
 //     dead-letter queue with the reason, spending no token (the reservation
 //     is bounded by the deadline, so it is refused rather than booked);
-//   - due later (a chained wait past SQS's 15 minutes): defer the rest;
+//   - not due yet (job.Job's NotBefore: a lane's linger, a recheck's
+//     time, a chained wait past SQS's 15 minutes): sleep for it within the
+//     call's hold, or defer the rest;
 //   - a job that only comes back to see whether its work is its own
 //     (Task.Recheck): ask the work first, and book a slot only once it is;
 //   - holding a slot within grace: use it, with no second acquire;
@@ -18,7 +21,8 @@
 //     token);
 //   - slot within BlockThreshold (and the invocation's remaining time):
 //     sleep until it and push; further away: defer the job, slot and all,
-//     to come back early by the delivery lateness observed (Lead);
+//     to come back early by the delivery lateness observed (LateRatio,
+//     raised to what lateness.go sees);
 //   - after a push of state-backed work (Work), the work may hand back its
 //     next job (a lane with more pending): it is reserved and pushed or
 //     deferred the same way, in the same call, until the call's hold
@@ -37,9 +41,9 @@
 // A caller hands the dispatcher Tasks (task.go): a job, the route its
 // caller resolved once, and the work it carries (Work; nil for a payload
 // job, which pushes its own payload). Run handles a batch of them under
-// one hold, Do one; each hands back Results. The dispatcher calls nothing of its caller but the task's
-// Work, which is that job's own; a context carries only cancellation and
-// deadlines.
+// one hold, Do one; each hands back Results. The dispatcher calls nothing
+// of its caller but the task's Work, which is that job's own; a context
+// carries only cancellation and deadlines.
 //
 // What to do with a job is decided by functions of values, with no I/O:
 // decide.go's decide, the plan of a job's steps up to its slot;
@@ -49,18 +53,25 @@
 // failed push. Grace, revocation, the horizon's and a quota route's short
 // waits, the lease before the token and shadow mode are decided there too.
 //
-// Where a job goes, and the file that does each step: Run (batch.go)
-// books a batch's slots, one write a bucket, and hands each task to Do
+// Where a job goes, and the file that does each step: Run (batch.go) books
+// a batch's slots, one write a bucket, and hands each task to Do
 // (dispatch.go), which hands it to serve (serve.go). serve carries out the
-// plan and decides nothing itself: reserve.go books a slot, lease.go takes
-// a route's in-flight lease (before the token while its lease set is
-// crowded), work.go begins the task's work before the push and settles it
-// after, push.go and
-// messages.go send the push's messages through the Pusher (sdk/otapush),
-// failure.go handles a failed push, and defer.go defers the job onto the
-// queue (its work held, Work.Hold) or dead-letters it (its work given up,
-// Work.Abandon). A lane's next job, handed back by Work.Done, goes round
-// serve again in the same call.
+// plan and decides nothing itself: linger.go books a lingering job's early
+// slot (job.Job's Linger: its bucket would fill up before the linger
+// ends), reserve.go books a slot, lease.go takes a route's in-flight lease
+// (before the token while its lease set is crowded), work.go begins the
+// task's work (ahead of its slot by what prep.go learns it takes) and
+// settles it after the push, push.go and messages.go send the push's
+// messages through the Pusher (sdk/otapush), failure.go handles a failed
+// push, and defer.go defers the job onto the queue (its work held,
+// Work.Hold) or dead-letters it (its work given up, Work.Abandon). A
+// lane's next job, handed back by Work.Done, goes round serve again in the
+// same call. The rest: quota.go takes a calendar quota's unit with the
+// token, items.go charges endpoints metered by items, probe.go asks
+// whether a slot booked earlier still stands (an adaptive bucket's stamp,
+// a vendor's silence since), localshare.go pushes through a limiter store
+// outage, askers.go takes turns on routes that take only tokens free at
+// once; policy.go, capabilities.go, result.go and task.go hold the types.
 //
 // State-backed work that a dead-lettered job carried is given up
 // (Work.Abandon), so the next job to take it up finds it pending: that

@@ -73,7 +73,7 @@ import (
 // the next push of the process with no write (limiter.InFlight.Timeout).
 
 // Leases is a process's in-flight leases, and the bounds vendors publish
-// on them (a RateLimit-Policy in concurrent-requests, see Lower). Use one
+// on them (a RateLimit-Policy in concurrent-requests, see Publish). Use one
 // per process, over one *limiter.LeaseGate.
 type Leases struct {
 	Gate *limiter.LeaseGate

@@ -103,8 +103,8 @@ func (d *Dispatcher) pendingLocal(route Route) int {
 
 // drainLocal is called when the shared bucket granted route a slot that
 // booked the local grants of an outage with it: the fleet spends the limit
-// there again, and an outage starts this process's share from empty (see
-// localshare).
+// there again, and an outage starts this process's share from empty
+// (fallback.Pacer.Drain).
 func (d *Dispatcher) drainLocal(route Route, now time.Time) {
 	if route.LocalShare && d.LocalShare != nil {
 		d.LocalShare.Drain(route.buckets(), now)
