@@ -109,8 +109,10 @@ type Job struct {
 	// throttle); 0 bounds nothing below the bucket's burst. The lane's
 	// next jobs carry it on.
 	Fit int `json:"fit,omitempty"`
-	// NotBefore is when a job deferred for longer than SQS allows is due;
-	// redelivered earlier, it is deferred again for the remainder.
+	// NotBefore, if set, is when the job is due: the end of its lane's
+	// linger (Linger), the time a recheck waits for, or the end of a wait
+	// longer than SQS allows (queue.Defer serves it in legs). Handed out
+	// earlier, the job sleeps or is deferred again for the remainder.
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Linger says NotBefore is work collecting before its push (a lane's
 	// linger), not a bound: the push may go earlier, when its bucket
