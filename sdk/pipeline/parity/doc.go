@@ -9,5 +9,7 @@
 // drift in an EMF line and a Report, and hands every drifted date to a
 // Repairer, which marks its lane with the stored state so that the normal
 // push path sends the newest values. QueueRepairer does that through the
-// changes queue, the mark path every PMS change takes.
+// changes queue, the mark path every PMS change takes (the CLI's parity
+// command); SyncerRepairer marks in the running invocation, as a change
+// batch does (the sync function's parity event).
 package parity

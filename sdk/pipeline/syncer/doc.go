@@ -28,8 +28,9 @@
 // resolved the same way. Of a task's work the dispatcher asks: Begin
 // (lanes.go), which claims the lane (claim.go) unless this invocation's
 // mark took it fresh (invocation.go) and renders what is pending
-// (render.go) into the channel's messages (messages.go; apart.go takes a
-// refused one apart); Done (lanes.go), which finishes the lane or hands
+// (render.go) into the channel's messages (messages.go, whose Refused
+// takes a refused one apart; apart.go carries an isolation on to the
+// lane's next push); Done (lanes.go), which finishes the lane or hands
 // back its next job; Hold (hold.go), which keeps the lane's lease through
 // a deferral; and Abandon (abandon.go), which gives up a dead-lettered
 // job's lane, for Sweep (sweep.go) to take over on a schedule. Retry
