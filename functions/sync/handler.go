@@ -36,8 +36,9 @@ var millisMetricNames = contract.Millis
 
 type handler struct {
 	syncer *syncer.Syncer
-	// tokens caches the credentials' tokens; the push path calls
-	// credentials.Invalidate(ref) when an OTA answers 401/403.
+	// tokens caches the credentials' tokens; the push path drops one
+	// (Cache.Invalidate, which pipeline.New makes the syncer's Invalidate)
+	// when an OTA answers 401/403.
 	tokens        *credentials.Cache
 	deferredQueue string // messages from it are push jobs; the rest are PMS changes
 	log           *slog.Logger

@@ -2,6 +2,15 @@
 // It consumes two SQS queues: PMS change events (from the EventBridge rule)
 // and deferred push jobs. main only wires dependencies; the work is done by
 // sdk/pipeline/syncer and sdk/pipeline/dispatch.
+//
+// env.go builds the pipeline from the function's environment
+// (pipeline.New). handler.go's Invoke routes each invocation: an SQS batch
+// to Handle, which hands its records to syncer.Syncer.HandleBatch (a record
+// from the deferred queue is a push job, any other a change) and reports
+// the records to redeliver; the stack's schedules to Sweep
+// (syncer.Syncer.Sweep) and Parity (parity.go). A change that failed is
+// sent again after a backoff (retry.go, syncer.Retry). sdk/pipeline's
+// package doc follows a lane job from there.
 package main
 
 import (
