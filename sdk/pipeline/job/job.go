@@ -99,7 +99,7 @@ type Job struct {
 	// Hold is the slot this job reserved in the fleet bucket; zero if it
 	// holds none. It is replaced or cleared as a whole, never field by
 	// field: a slot's key, tokens and stamp mean nothing without it.
-	Hold Hold `json:"-"` // written flat, under its fields' own names (wire)
+	Hold Hold `json:"-"` // written flat, under its fields' own names (wire.go)
 	// Items is how many items the job expects its push to carry, on an
 	// endpoint metered by items: its slot books their tokens.
 	Items int `json:"items,omitempty"`
