@@ -48,6 +48,13 @@
 // docs/design.md in the repository draws this path (its opening diagram)
 // and follows it call by call ("Calls go one way: a lane job's path").
 //
+// "Hold" names three things on the path: a job's hold on its slot
+// (job.Hold, which it carries through the queue), a call's hold on its
+// jobs (how long Run and Do keep one in process: dispatch.Policy.MaxHold,
+// or syncer.ChangesHold for a change batch's), and a job's hold on its
+// lane (dispatch.Work's Hold: the lane's lease renewed through a
+// deferral).
+//
 // Its subpackages, in the order a change meets them:
 //
 //   - config: the channel connections file, validated at start-up
