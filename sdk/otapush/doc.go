@@ -8,4 +8,9 @@
 // Begin with New(httpClient, lim, policy), lim a *limiter.Limiter (or anything
 // that satisfies Limiter), and call Client.Push for each request. New(nil, …)
 // uses an http.Client with a timeout, never http.DefaultClient.
+//
+// Push (client.go) sends each attempt; acquire.go takes an attempt's token
+// where the request holds none (a retry, a later message of a push);
+// answer.go reads a throttle's wait (retryafter.go, ratelimit.go, the
+// vendor's Signals in signals.go) and penalizes the bucket for the fleet.
 package otapush
