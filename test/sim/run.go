@@ -384,13 +384,9 @@ func connections(sc Scenario) string {
 }
 
 // identityCodes are a connection's code mappings (as JSON members) of
-// every room type and rate plan sc's load and onboarding use, each to
-// itself.
+// every room type and rate plan sc's changes use, each to itself.
 func identityCodes(sc Scenario) string {
-	rooms, plans := sc.Load.Rooms, sc.Load.Plans
-	if o := sc.Onboard; o != nil {
-		rooms, plans = max(rooms, o.Rooms), max(plans, o.Plans)
-	}
+	rooms, plans := codesUsed(sc)
 	var rs, ps []string
 	for _, n := range roomNames[:rooms] {
 		rs = append(rs, fmt.Sprintf("%q: %q", n, n))
@@ -399,6 +395,25 @@ func identityCodes(sc Scenario) string {
 		ps = append(ps, fmt.Sprintf("%q: %q", n, n))
 	}
 	return fmt.Sprintf(`, "room_types": {%s}, "rate_plans": {%s}`, strings.Join(rs, ", "), strings.Join(ps, ", "))
+}
+
+// codesUsed is how many of roomNames and planNames sc's changes reach: the
+// load's, the onboarding's, and the extra waves', whose rooms may go past
+// the load's (a bulk upload of two room types beside a load of one: seed
+// 249's TWN was left out of the whole resync's mapping, and its 300 days
+// were dead-lettered as an unmapped room type on two channels).
+func codesUsed(sc Scenario) (rooms, plans int) {
+	rooms, plans = sc.Load.Rooms, sc.Load.Plans
+	if o := sc.Onboard; o != nil {
+		rooms, plans = max(rooms, o.Rooms), max(plans, o.Plans)
+	}
+	for _, b := range sc.Bulks {
+		rooms = max(rooms, b.Rooms) // rate plan 0
+	}
+	if b := sc.Burst; b != nil {
+		rooms, plans = max(rooms, b.Rooms), max(plans, b.Plans)
+	}
+	return rooms, plans
 }
 
 // hotelRef is property p's id at an OTA on its n-th connection there.
