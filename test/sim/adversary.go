@@ -50,6 +50,24 @@ type build struct {
 
 func (b *build) channel(r *rand.Rand) *ChannelSpec { return &b.sc.Channels[r.IntN(len(b.sc.Channels))] }
 
+// channelIf is one of the channels ok accepts, drawn as channel draws
+// where it accepts them all; nil if it accepts none.
+func channelIf(b *build, r *rand.Rand, ok func(*ChannelSpec) bool) *ChannelSpec {
+	var all []int
+	for i := range b.sc.Channels {
+		if ok(&b.sc.Channels[i]) {
+			all = append(all, i)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return &b.sc.Channels[all[r.IntN(len(all))]]
+}
+
+// refusesNoItem reports whether c's vendor takes every room it is sent.
+func refusesNoItem(c *ChannelSpec) bool { return c.Vendor.Wire == nil || c.Vendor.Wire.Unmapped == nil }
+
 func setKey(c *ChannelSpec, k, v string) {
 	if c.Keys == nil {
 		c.Keys = map[string]string{}

@@ -59,3 +59,25 @@ func TestQuotaDrainHoldsOnePushOfEveryLane(t *testing.T) {
 		})
 	}
 }
+
+// refuse-item keeps its refusals off a channel with a calendar quota (a
+// quota sized for the load cannot pay for isolating refused changes
+// within the drain), whichever part draws the quota: quota-5xx comes after
+// refuse-item in the catalogue, and seed 264 drew both on booking.
+func TestNoQuotaOnAChannelThatRefusesItems(t *testing.T) {
+	cases := []Case{{Seed: 264, Parts: []string{"kinds_per_message", "lifetime", "push_timeout", "retry-after", "5xx", "refuse-item", "quota-5xx", "parity"}}}
+	for seed := range uint64(300) {
+		cases = append(cases, Case{Seed: seed + 1, Parts: []string{"quota", "refuse-item", "quota-5xx"}})
+	}
+	for _, c := range cases {
+		sc, _, _, err := c.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range sc.Channels {
+			if ch.Vendor.Quota != nil && !refusesNoItem(&ch) {
+				t.Errorf("%s: %s has a calendar quota of %d an %s and refuses an unmapped room", c.Replay(), ch.Name, ch.Vendor.Quota.Count, ch.Vendor.Quota.Period)
+			}
+		}
+	}
+}

@@ -193,6 +193,15 @@ func TestAdversaryPinned(t *testing.T) {
 		// simulation: the mapping now names every wave's codes (run.go
 		// codesUsed, TestWholeResyncMapsEveryCodeTheRunSends).
 		{"bulk upload to a room the whole resync's mapping left out", Case{Seed: 249, Parts: []string{"adaptive", "bulk-lane", "resync-whole"}}},
+		// refuse-item keeps its refusals off a channel with a calendar
+		// quota, but quota-5xx, drawn after it, put booking's 6 an hour on
+		// the channel refusing hotel p2's DBL: isolating the refused
+		// changes spent 32 of the 57 requests credential c0 sent in five
+		// periods, and p4's and p6's restrictions (same credential) were
+		// still deferred to the next reset 4 h after the load, in 3 runs
+		// of 3. A defect of the simulation: quota-5xx now draws among the
+		// channels that refuse no item (TestNoQuotaOnAChannelThatRefusesItems).
+		{"quota drawn on a channel refusing an unmapped room", Case{Seed: 264, Parts: []string{"kinds_per_message", "lifetime", "push_timeout", "retry-after", "5xx", "refuse-item", "quota-5xx", "parity"}}},
 		{"duplicate deliveries of a change failing in an outage", Case{Seed: 283, Parts: []string{"items", "max_in_flight", "urgent", "kinds_per_message", "push_timeout", "linger", "unauthorized", "slow", "db-outage", "lost-answers", "duplicates", "clock-skew", "storm", "bulk-lane"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
