@@ -83,6 +83,7 @@ type Report struct {
 func (s *sim) report() *Report {
 	r := &Report{Scenario: s.sc, Stats: s.stats, DB: s.db.Stats(), Simulated: s.stats.EndedAt, DeadByReason: map[string]int{}}
 	s.mu.Lock()
+	r.Stats.DeathGrace, r.Stats.DeathLane, r.Stats.DeathsOfLane = s.deaths.grace(visibility), s.deaths.lane, s.deaths.most
 	r.Samples = append([]Sample(nil), s.samples...)
 	s.mu.Unlock()
 	minutes := s.stats.EndedAt.Minutes()
@@ -183,7 +184,7 @@ func (s *sim) report() *Report {
 	r.PendingAtEnd = s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)
 	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
 	if r.PendingAtEnd > 0 {
-		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.sc.Drain))
+		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.sc.Drain+s.deaths.grace(visibility)))
 	}
 	if s.finalSwept > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("the sweep after the drain found %d lanes to push", s.finalSwept))
@@ -280,6 +281,9 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  simulated %v (load %v, drained by %v); latencies: DynamoDB p50 %v p99 %v, SQS p50 %v p99 %v, OTA p50 %v p99 %v (log-normal)\n",
 		r.Simulated.Round(time.Second), r.Scenario.Load.Duration, st.EndedAt.Round(time.Second), r.Scenario.DBLatency.P50, r.Scenario.DBLatency.P99,
 		r.Scenario.SQSLatency.P50, r.Scenario.SQSLatency.P99, r.Scenario.OTALatency.P50, r.Scenario.OTALatency.P99)
+	if st.DeathGrace > 0 {
+		fmt.Fprintf(w, "  the drain's grace for deaths: %v (%s met %d of the %d deaths, a visibility timeout each)\n", st.DeathGrace, st.DeathLane, st.DeathsOfLane, st.Deaths)
+	}
 	if sv := r.Scenario.DBServe; sv > 0 {
 		fmt.Fprintf(w, "  DynamoDB is one server at %v a call, first come first served: its %d calls kept it busy %v\n", sv, all, time.Duration(all)*sv)
 	}

@@ -73,6 +73,9 @@ type sim struct {
 	skewRNG *rand.Rand
 	// FinalSweepFound are the lanes the sweep after the drain pushed.
 	finalSwept int
+	// deaths are the killed invocations' lanes, which the drain waits
+	// for (deaths.go).
+	deaths laneDeaths
 	// trace, if set, records which environment made each push (trace.go).
 	trace *pushTrace
 	// lanes, if set, records what became of each lane (lanetrace.go).
@@ -101,6 +104,11 @@ type Stats struct {
 	GBSeconds                           float64
 	Outcomes                            map[dispatch.Outcome]int
 	Pushes, Items, Wasted, Throttled    int
+	// DeathGrace is what the drain granted the lane that met the most
+	// deaths (DeathLane, DeathsOfLane of them; deaths.go).
+	DeathGrace   time.Duration
+	DeathLane    string
+	DeathsOfLane int
 	// WastedByMinute and WastedByChannel split Wasted (slots booked and
 	// never used) by the minute they were given up in and by channel.
 	WastedByMinute  []int
@@ -298,20 +306,28 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 }
 
 // drain waits until the queues are empty, every lane is fresh and none is
-// left to the sweep, or the scenario's drain time is up. A lane may be
+// left to the sweep, or the scenario's drain time is up, plus what the
+// run's deaths cost the lane that met the most (deaths.go). A lane may be
 // fresh at the OTA and still stranded in the pipeline: a push whose answer
 // came after its budget failed, though the vendor applied it, and after
 // enough such pushes the lane waits for the sweep's backoff (adversary
 // seed 63: the drain ended there, and the final sweep found the lane).
 func (s *sim) drain(ctx context.Context) {
-	deadline := time.Now().Add(s.sc.Drain)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	start := time.Now()
+	for time.Now().Before(start.Add(s.drainTime())) && ctx.Err() == nil {
 		if s.sqs.Pending(s.changes) == 0 && s.sqs.Pending(s.defers) == 0 && len(s.ledger.DirtyByProp()) == 0 && s.busy() == 0 &&
 			s.db.Listed("state", lane.SweepIndex) == 0 {
 			return
 		}
 		_ = sleep(ctx, time.Second)
 	}
+}
+
+// drainTime is the scenario's drain time and the deaths' grace so far.
+func (s *sim) drainTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.Drain + s.deaths.grace(visibility)
 }
 
 func (s *sim) busy() int {
@@ -647,6 +663,11 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	s.stats.GBSeconds += s.sc.MemoryGB * math.Ceil(float64(took)/float64(time.Millisecond)) / 1000
 	if died {
 		s.stats.Deaths++
+		bodies := make([]string, len(msgs))
+		for i, m := range msgs {
+			bodies[i] = m.Body
+		}
+		s.deaths.died(bodies)
 	}
 	if ictx.Err() != nil && !died && ctx.Err() == nil {
 		s.stats.Timeouts++
