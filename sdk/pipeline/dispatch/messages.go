@@ -60,9 +60,12 @@ type Letter struct{ Body, Reason string }
 // so does a push that took a refused message apart and sent none of its
 // parts (the work's next push sends them apart: an isolation may take
 // more requests than one push's budget, and begun again whole it would
-// never end).
+// never end). Later messages end DeadlineMargin before the call's
+// deadline (laterMessages), as a job that ran out of its hold does.
 func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter.Bucket, siblings []limiter.Bucket, p Payload, res Result) (Result, *job.Job, error) {
 	ctx, iso := out.ctx, t.isolate
+	later, stop := d.laterMessages(ctx, out.base)
+	defer stop()
 	settled := false // something was accepted or dead-lettered
 	// split: a refused message was taken apart, which the work keeps
 	// (its parts not sent go apart in its next push) even when nothing
@@ -78,6 +81,14 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 	}
 	for i := 0; i < len(p.Messages); i++ {
 		m := p.Messages[i]
+		sctx := ctx
+		if i > 0 {
+			if d.marginBegun(out.base) {
+				d.log().Info("the invocation's deadline margin has begun; the lane's next push carries the push's other messages", "job_id", j.ID, "message", i, "of", len(p.Messages))
+				break
+			}
+			sctx = later
+		}
 		req := otapush.Request{
 			Bucket: bucket, Also: t.Also, Siblings: siblings, URL: t.URL + m.Path, Header: mergeHeader(t.Header, m.Header),
 			JobID: messageID(j.ID, i), Body: m.Body, Method: m.Method, Judge: m.Judge,
@@ -105,7 +116,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 		if late {
 			res.WastedSlots++
 		}
-		if err := d.heldQuota(ctx, req, t.Route, i == 0 && j.Hold.Quota); err != nil {
+		if err := d.heldQuota(sctx, req, t.Route, i == 0 && j.Hold.Quota); err != nil {
 			var ok bool
 			if i == 0 {
 				if res, ok, err = d.slotQuotaRefused(ctx, j, t, res, err); !ok {
@@ -121,7 +132,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 		if req, late = d.spendable(req); late {
 			res.WastedSlots++
 		}
-		resp, err := d.send(ctx, req)
+		resp, err := d.send(sctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
 		j = throttledItems(t.Route, j, m.Items, err)
 		var perm *otapush.PermanentError
@@ -161,6 +172,43 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 	}
 	res.Outcome = Pushed
 	return d.done(out, j, t, p, res)
+}
+
+// A push's later messages and the invocation's end.
+//
+// Each later message of a push books its own token and has its own
+// budget, so a push of many (an isolation's parts: a lane with several
+// refused changes among many, on a slow vendor, took 36 requests over a
+// minute) can outlast the invocation. Cut by the call's context, the push
+// settled nothing: what the vendor accepted stayed pending, the refused
+// changes found were dead-lettered again, the parts were lost, and the
+// job's message came back after the visibility timeout to begin the same
+// isolation whole and be cut at the same depth, every time (adversary
+// seed 214: a lane's good days never reached the vendor). So the later
+// messages stop DeadlineMargin before the call's deadline, as a sleep
+// does: none starts in the margin, and one still waiting for its token or
+// its answer then is given up, as a later message that failed; the push
+// settles what it sent, and the lane's next job carries the rest (its
+// parts apart).
+
+// laterMessages is the context a push's later messages go under: the
+// push's (under its lease, if it took one), ending DeadlineMargin before
+// the call's deadline (call: the push's context before the lease), if it
+// has one.
+func (d *Dispatcher) laterMessages(push, call context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := call.Deadline()
+	if !ok {
+		return push, func() {}
+	}
+	return context.WithDeadline(push, deadline.Add(-d.Policy.DeadlineMargin))
+}
+
+// marginBegun reports whether the call's deadline margin has begun by the
+// dispatcher's clock: no later message of a push starts then.
+func (d *Dispatcher) marginBegun(call context.Context) bool {
+	b := sleepBound{Margin: d.Policy.DeadlineMargin}
+	b.Deadline, _ = call.Deadline()
+	return b.over(d.now())
 }
 
 // messageID is the X-Job-Id of message i of a push: the vendor's

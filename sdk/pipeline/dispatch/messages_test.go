@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
@@ -177,5 +178,89 @@ func TestTakenApartButNoPartSentIsNotAFailedPush(t *testing.T) {
 	}
 	if m := w.settled.Messages; m[0].Accepted || m[1].Accepted || m[2].Accepted || len(r.queue.dead) != 0 {
 		t.Fatalf("accepted %v %v %v, dead letters %v; want nothing accepted nor dead-lettered", m[0].Accepted, m[1].Accepted, m[2].Accepted, r.queue.dead)
+	}
+}
+
+// slowVendor answers each message after took, as scriptedPusher does,
+// unless the request's context ends first.
+type slowVendor struct {
+	scriptedPusher
+	took time.Duration
+}
+
+func (p *slowVendor) Push(ctx context.Context, req otapush.Request) (otapush.Response, error) {
+	select {
+	case <-ctx.Done():
+		p.reqs = append(p.reqs, req)
+		return otapush.Response{}, ctx.Err()
+	case <-time.After(p.took):
+	}
+	return p.scriptedPusher.Push(ctx, req)
+}
+
+// storeWork is messageWork whose Done writes to a store, as a lane's
+// finish does: it fails once the call's context has ended.
+type storeWork struct {
+	messageWork
+	doneAt time.Time
+}
+
+func (w *storeWork) Done(ctx context.Context, j job.Job, p Payload) (*job.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w.doneAt = time.Now()
+	return w.messageWork.Done(ctx, j, p)
+}
+
+// A push's later messages stop DeadlineMargin before the invocation's
+// deadline, so that the push settles what it sent while the call can
+// still write. A refused message of eight changes, with 45 s of the
+// invocation left: on a vendor answering in 10 s, the refused message and
+// three of its parts are answered by 40 s; the fourth part, unanswered
+// when the margin begins at 42 s, is given up, and the push is settled
+// then, its parts carried by the lane's next push. Sent on into the
+// deadline, the push settled nothing (adversary seed 214: each redelivery
+// began the same isolation whole and was cut at the same depth).
+func TestLaterMessagesEndBeforeTheDeadlineMargin(t *testing.T) {
+	tests := []struct {
+		took     time.Duration
+		accepted string
+		requests int
+	}{
+		{10 * time.Second, "[a b c]", 5},
+		{5 * time.Second, "[a b c d e f g]", 9},
+		{4 * time.Second, "[a b c d e f g h]", 9}, // done at 36 s: nothing cut
+	}
+	for _, tt := range tests {
+		t.Run(tt.took.String(), synctestRun(func(t *testing.T) {
+			r := newRig(t)
+			r.clock.bubble = true
+			changes := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+			w := &storeWork{messageWork: messageWork{work: work{clock: r.clock}, msgs: []Message{{Body: []byte("a,b,c,d,e,f,g,h"), State: changes}}}}
+			p := &slowVendor{scriptedPusher: scriptedPusher{errs: map[string]error{
+				"a,b,c,d,e,f,g,h": &otapush.PermanentError{Status: 200, Summary: "392: Room ID is not valid"},
+			}}, took: tt.took}
+			r.d.Work, r.d.Pusher = w, p
+			r.d.Limiter = &penalizer{reserver: r.lim}
+			start := time.Now()
+			ctx, cancel := context.WithDeadline(context.Background(), start.Add(45*time.Second))
+			defer cancel()
+			res, err := r.d.HandleJob(ctx, testJob(start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var accepted []string
+			for _, m := range w.settled.Messages {
+				if m.Accepted {
+					accepted = append(accepted, string(m.Body))
+				}
+			}
+			margin := start.Add(45*time.Second - r.d.Policy.DeadlineMargin)
+			if w.doneAt.IsZero() || w.doneAt.After(margin) || res.Outcome != Pushed || fmt.Sprint(accepted) != tt.accepted || len(p.reqs) != tt.requests {
+				t.Fatalf("settled at %v (zero: never), %+v, accepted %v after %d requests; want settled by %v (the margin's start), pushed, %s accepted after %d requests",
+					w.doneAt.Sub(start), res, accepted, len(p.reqs), margin.Sub(start), tt.accepted, tt.requests)
+			}
+		}))
 	}
 }
