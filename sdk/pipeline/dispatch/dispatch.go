@@ -154,6 +154,9 @@ type Dispatcher struct {
 	storeFailing atomic.Bool
 	// askers schedule the asks of OneAsker routes (askers.go).
 	askers askers
+	// took is the largest request each bucket's vendor accepted lately,
+	// which a throttle of no larger a request does not halve (took.go).
+	took taken
 }
 
 // init reads the dispatcher's capabilities, once, unless set.

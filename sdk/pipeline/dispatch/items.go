@@ -91,15 +91,11 @@ func fitOf(next, j job.Job) int {
 	return next.Fit
 }
 
-// throttledItems is j after a request of items items failed with err on
-// route: with a smaller Fit if the vendor throttled it on an endpoint
-// metered by items.
-func throttledItems(route Route, j job.Job, items int, err error) job.Job {
+// throttledByItems reports whether err is a throttle to the end of a push
+// on route, an endpoint metered by items (Dispatcher.throttledItems).
+func throttledByItems(route Route, err error) bool {
 	var later *otapush.DeferError
-	if route.ItemWeight > 0 && errors.As(err, &later) && later.Throttled {
-		j.Fit = fitAfterThrottle(j.Fit, items)
-	}
-	return j
+	return route.ItemWeight > 0 && errors.As(err, &later) && later.Throttled
 }
 
 // attemptTokens is what each attempt of a push of p costs: a retry

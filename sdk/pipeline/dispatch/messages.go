@@ -134,10 +134,11 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 		}
 		resp, err := d.send(sctx, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
-		j = throttledItems(t.Route, j, m.Items, err)
+		j = d.throttledItems(t.Route, j, m.Items, err)
 		var perm *otapush.PermanentError
 		switch {
 		case err == nil:
+			d.acceptedItems(t.Route, m.Items)
 			p.Messages[i].Accepted, settled = true, true
 			res.Pushes, res.Items, res.Warnings = res.Pushes+1, res.Items+m.Items, res.Warnings+len(resp.Warnings)
 			continue

@@ -109,8 +109,9 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
 		out.release()
-		return d.pushFailed(out.base, throttledItems(t.Route, j, p.Items, err), t, p, res, err)
+		return d.pushFailed(out.base, d.throttledItems(t.Route, j, p.Items, err), t, p, res, err)
 	}
+	d.acceptedItems(t.Route, p.Items)
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items
 	return d.done(out, j, t, p, res)
 }

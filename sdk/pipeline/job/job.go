@@ -106,8 +106,9 @@ type Job struct {
 	// Fit is the most items one request of the job may carry, on an
 	// endpoint metered by items, since the vendor throttled a larger one
 	// to the end of a push (half of its items, halved again by each such
-	// throttle); 0 bounds nothing below the bucket's burst. The lane's
-	// next jobs carry it on.
+	// throttle, unless the vendor took as large a request of the bucket
+	// within the last minute: dispatch's took.go); 0 bounds nothing below
+	// the bucket's burst. The lane's next jobs carry it on.
 	Fit int `json:"fit,omitempty"`
 	// NotBefore, if set, is when the job is due: the end of its lane's
 	// linger (Linger), the time a recheck waits for, or the end of a wait
