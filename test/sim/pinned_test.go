@@ -225,6 +225,18 @@ func TestAdversaryPinned(t *testing.T) {
 		// the push settles (dispatch
 		// TestLaterMessagesEndBeforeTheDeadlineMargin).
 		{"isolation cut by the invocation's deadline", Case{Seed: 214, Parts: []string{"shards", "lifetime", "throttle", "slow", "refuse-item", "strict-slow-store", "disconnect"}}},
+		// An endpoint metered by items whose vendor takes one request at
+		// a time per credential and answers in a second or more, no
+		// max_in_flight configured: the fleet's requests met the cap, and
+		// each push throttled to its end halved its lane's requests
+		// (job.Fit), though the vendor took requests of that size every
+		// few seconds. Lanes went down to a day or two a request, each
+		// needing that many more, which met the cap again: 2.5-2.6 items
+		// a request, about 3,300 429s, 790-930 days stale and 43-47
+		// messages queued after an hour, in 4 runs of 4. A throttle no
+		// longer halves a size the vendor took of the bucket within a
+		// minute (dispatch TestAThrottleOfASizeTheVendorTookLeavesFitAlone).
+		{"lane requests halved by a vendor's concurrency cap", Case{Seed: 209, Parts: []string{"items", "vendor-in-flight", "slow", "many-connections"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {
