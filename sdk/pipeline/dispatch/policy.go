@@ -27,7 +27,9 @@ type Policy struct {
 	// is unreachable (unless its circuit breaker says longer).
 	StoreCooldown time.Duration
 	// DeadlineMargin is kept free before the invocation's deadline: the
-	// dispatcher never sleeps into it.
+	// dispatcher never sleeps into it, and a push's later messages end
+	// where it begins (messages.go), so the push settles before the
+	// invocation ends.
 	DeadlineMargin time.Duration
 	// LateRatio is how late, as a share of its delay, a deferred job may
 	// come back; a deferral returns early by that share (never by less
