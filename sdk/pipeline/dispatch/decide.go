@@ -417,13 +417,14 @@ func (b sleepBound) can(now time.Time, wait time.Duration) bool {
 }
 
 // leadRule is how early a deferral of a wait comes back: by Floor (the
-// policy's BlockThreshold) or by the share Ratio of the wait, whichever
-// is more (the policy's LateRatio, raised to the lateness seen).
+// policy's BlockThreshold), by the share Ratio of the wait (the policy's
+// LateRatio, raised to the queue's lateness seen) or by Behind (the busy
+// workers' lateness seen, whatever the delay), whichever is most.
 type leadRule struct {
-	Floor time.Duration
-	Ratio float64
+	Floor, Behind time.Duration
+	Ratio         float64
 }
 
 func (r leadRule) lead(wait time.Duration) time.Duration {
-	return max(r.Floor, time.Duration(r.Ratio*float64(wait)))
+	return max(r.Floor, r.Behind, time.Duration(r.Ratio*float64(wait)))
 }

@@ -5,17 +5,21 @@ import (
 	"time"
 )
 
-// lateness learns how late the deferred queue delivers, as a share of the
-// delay asked for (moto: about 6%; SQS behind a scaling event source
-// mapping: more), so that deferrals come back early enough to use their
-// slots: a missed slot costs a whole re-booking, coming back early only a
-// re-deferral. It keeps a slowly decaying maximum. Lateness on short
-// delays says more about busy workers than about the queue, and coming
-// back earlier would only keep workers busier, so only delays of at least
-// minLearnDelay teach it.
+// lateness learns how late the deferred queue delivers, so that deferrals
+// come back early enough to use their slots: a missed slot costs a whole
+// re-booking, coming back early only a sleep. Lateness has two parts. The
+// queue's own grows with the delay asked for (moto: about 6%; SQS behind
+// a scaling event source mapping: more), and only delays of at least
+// minLearnDelay teach it, as a share. Busy workers add a time of their
+// own whatever the delay (a message waits for a worker of the mapping's
+// concurrency), which a share of a short delay never covers: a job
+// deferred 1 s and delivered 2 s late missed a slot a 1 s lead kept. So
+// the delays shorter than that teach it as a duration (behind). Both keep
+// a slowly decaying maximum.
 type lateness struct {
-	mu    sync.Mutex
-	ratio float64 // decaying max of lateness ÷ delay
+	mu     sync.Mutex
+	ratio  float64       // decaying max of lateness ÷ delay, delays of minLearnDelay or more
+	behind time.Duration // decaying max of lateness, shorter delays
 }
 
 // decay is how much of the maximum survives each observation: it halves in
@@ -25,28 +29,30 @@ const decay = 0.98
 // margin is kept over the largest lateness seen.
 const margin = 1.25
 
-// minLearnDelay is the shortest delay whose lateness is learned from.
+// minLearnDelay is the shortest delay whose lateness is learned as a share
+// of it.
 const minLearnDelay = 5 * time.Second
 
 func (l *lateness) observe(late, delayed time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ratio *= decay
-	if late > 0 && delayed >= minLearnDelay {
+	l.behind = time.Duration(decay * float64(l.behind))
+	switch {
+	case late <= 0:
+	case delayed >= minLearnDelay:
 		l.ratio = max(l.ratio, min(float64(late)/float64(delayed), 0.4))
+	default:
+		l.behind = max(l.behind, late)
 	}
 }
 
-// ratioOver is the share of its delay a deferral should come back early
-// by: floor, or more if the lateness seen needs it.
-func (l *lateness) ratioOver(floor float64) float64 {
+// rule is the lead a deferral comes back early by (leadRule): floor, or
+// share of its wait, raised to the lateness seen; the busy workers' part at
+// most most, since a lead the call may not sleep would only send the job
+// round the queue again.
+func (l *lateness) rule(floor time.Duration, share float64, most time.Duration) leadRule {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return max(floor, margin*l.ratio)
-}
-
-// lead is how early a deferral of wait should come back: floor·wait, or
-// more if the lateness seen needs it.
-func (l *lateness) lead(wait time.Duration, floor float64) time.Duration {
-	return time.Duration(l.ratioOver(floor) * float64(wait))
+	return leadRule{Floor: floor, Ratio: max(share, margin*l.ratio), Behind: min(time.Duration(margin*float64(l.behind)), most)}
 }

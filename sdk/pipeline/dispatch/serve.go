@@ -195,9 +195,10 @@ func (d *Dispatcher) situation(ctx context.Context, t *task) situation {
 }
 
 // leadRule is how early a deferral comes back: by BlockThreshold, or by
-// the policy's LateRatio of its wait raised to the lateness seen.
+// the policy's LateRatio of its wait, raised to the lateness seen; by the
+// busy workers' lateness at most MaxHold, what a deferred call may sleep.
 func (d *Dispatcher) leadRule() leadRule {
-	return leadRule{Floor: d.Policy.BlockThreshold, Ratio: d.late.ratioOver(d.Policy.LateRatio)}
+	return d.late.rule(d.Policy.BlockThreshold, d.Policy.LateRatio, d.Policy.MaxHold)
 }
 
 // canSleep reports whether waiting wait leaves DeadlineMargin before ctx's
