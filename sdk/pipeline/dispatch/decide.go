@@ -139,7 +139,8 @@ type leaseState struct {
 	// (Leases.join), and Crowded is read.
 	Joined bool
 	// Crowded: a lease of the route is likely waited for now
-	// (Leases.crowded).
+	// (Leases.crowded, or the job's last push found none free:
+	// job.LeaseBusy).
 	Crowded bool
 	// Held: the job holds a lease it took before its token.
 	Held bool

@@ -29,7 +29,9 @@ import (
 // (LeaseGate.Contended: pushes of it already queue for a lease, or the
 // store said a moment ago that none is free; or more of its pushes go for
 // a lease now than the max, a burst none of which queued yet: Leases.join,
-// crowded), a push takes its lease
+// crowded), or the job's last push found none free (job.LeaseBusy, set
+// as it was deferred for one: the process that takes it up next may have
+// taken no lease of the set lately), a push takes its lease
 // first and books its token after it (decide: situation.reserve), and spends the token at once: a
 // token booked first would go stale in the wait, and the push would book
 // a second one under the lease (the first wasted, one more write and its
@@ -251,6 +253,7 @@ func (d *Dispatcher) leaseRefused(ctx context.Context, j job.Job, t *task, err e
 	case ctx.Err() != nil:
 		return Result{}, ctx.Err()
 	case errors.As(err, &busy):
+		j.LeaseBusy = true
 		return d.deferJob(ctx, j, t, busy.RetryAfter, fmt.Sprintf("%d of %d in-flight leases held", busy.Held, busy.Max))
 	case errors.Is(err, limiter.ErrInvalidArgument):
 		return d.deadLetter(ctx, j, t, DeadLettered, "route has an invalid max_in_flight: "+err.Error())

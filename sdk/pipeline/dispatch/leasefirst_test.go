@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -59,21 +60,28 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 		toldBusy bool
 		freeIn   time.Duration
 		going    int // pushes of the process already going for a lease
-		shadow   bool
-		horizon  time.Duration // the route's booking horizon
-		denied   time.Duration // the first booking is denied for this long
-		slotIn   time.Duration // how far ahead the bucket's next slot is
-		maxHold  time.Duration // 0: DefaultPolicy's
-		events   string
-		outcome  Outcome
-		reserved []bool // whether each request went on its held slot
-		wasted   int
-		bookings int
+		// leaseBusy: the job's last push found the lease set full
+		// (job.LeaseBusy), which this process does not know.
+		leaseBusy bool
+		shadow    bool
+		horizon   time.Duration // the route's booking horizon
+		denied    time.Duration // the first booking is denied for this long
+		slotIn    time.Duration // how far ahead the bucket's next slot is
+		maxHold   time.Duration // 0: DefaultPolicy's
+		events    string
+		outcome   Outcome
+		reserved  []bool // whether each request went on its held slot
+		wasted    int
+		bookings  int
 	}{
 		{name: "free: the token, then the lease",
 			events: "reserve,acquire,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "not known contended, the lease awaited past the grace: the token is booked again", heldFor: 1500 * time.Millisecond,
 			events: "reserve,acquire,handover,push,release", outcome: Pushed, reserved: []bool{false}, wasted: 1, bookings: 1},
+		{name: "not known contended to the process, but the job's last push found the set full: the lease, then the token", leaseBusy: true, heldFor: 1500 * time.Millisecond,
+			events: "acquire,handover,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
+		{name: "the job's last push found the set full, the lease free now: the lease, then the token", leaseBusy: true,
+			events: "acquire,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "a lease going to as many pushes of the process as its max: the lease, then the token", going: 1, heldFor: 1500 * time.Millisecond,
 			events: "acquire,handover,reserve,push,release", outcome: Pushed, reserved: []bool{true}, bookings: 1},
 		{name: "contended, free soon: the lease, then the token", freeIn: 100 * time.Millisecond,
@@ -119,7 +127,9 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			if tt.maxHold > 0 {
 				r.d.Policy.MaxHold = tt.maxHold
 			}
-			res, err := r.d.HandleJob(context.Background(), testJob(start))
+			j := testJob(start)
+			j.LeaseBusy = tt.leaseBusy
+			res, err := r.d.HandleJob(context.Background(), j)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,6 +144,11 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			}
 			if tt.outcome == Deferred && (len(r.queue.deferred) != 1 || r.queue.deferred[0].j.Hold.Held() != (tt.bookings > 0)) {
 				t.Errorf("deferrals %+v; want one, holding a slot only if one was booked", r.queue.deferred)
+			}
+			// A job deferred for a full lease set says so, for the
+			// process that takes it up next.
+			if busy := strings.Contains(res.Reason, "in-flight leases held"); len(r.queue.deferred) == 1 && r.queue.deferred[0].j.LeaseBusy != busy {
+				t.Errorf("deferred (%s) with LeaseBusy %v; want %v", res.Reason, r.queue.deferred[0].j.LeaseBusy, busy)
 			}
 			if going := r.d.Leases.going["k"]; going != tt.going {
 				t.Errorf("%d pushes going for a lease after the push, want the %d before it", going, tt.going)

@@ -139,6 +139,11 @@ type Job struct {
 	// job, back from its deferral, takes over a fence they hold instead of
 	// taking it for another delivery's. At most MaxFenceTags, the newest.
 	FenceTags []string `json:"fence_tags,omitempty"`
+	// LeaseBusy says the job's last push found every in-flight lease of
+	// its route held and was deferred for one: back, it takes its lease
+	// before its token, whatever its process knows of the lease set, so
+	// that no token goes stale in another wait for a lease.
+	LeaseBusy bool `json:"lease_busy,omitempty"`
 	// DeferredAt and Due are when the job was last deferred and when the
 	// queue should hand it back (DeferredAt plus its whole-second delay):
 	// the delivery's lateness is the arrival minus Due.
