@@ -74,26 +74,19 @@ func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time)
 // behind a backlog or an outage) leaves the count as it was, so the sweep
 // takes the lane up again at once however often that happens.
 func (s *Store) EndLease(ctx context.Context, id ID, owner string, failed bool) error {
-	now := s.now()
-	names := map[string]string{"#sweep": SweepAttribute, "#sweepAt": SweepAtAttribute, "#sweepN": sweepCountAttribute}
+	names := map[string]string{}
 	sfx := id.suffix()
-	o, l, w := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0), attr(names, "w", sfx, 0)
-	add := "#sweepN :one"
-	if failed {
-		add = attr(names, "f", sfx, 0) + " :one, " + add
-	}
+	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
+	set, add, vals := s.stranding(names, sfx, failed)
+	vals[":o"], vals[":ended"] = str(owner), micros(time.UnixMicro(0))
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.Table,
-		Key:       key(id),
-		// sweep_at is set to now even if the item was listed for later
-		// (another lane backing off): the sweep reads it once more and
-		// sets the earliest time again, which a write cannot compute.
-		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s = :now, #sweep = :part, #sweepAt = :now ADD %s", l, w, add)),
+		TableName:        &s.Table,
+		Key:              key(id),
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s ADD %s", l, set, add)),
 		// The Unix epoch: over for every process, whatever its clock.
-		ConditionExpression:      strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
-		ExpressionAttributeNames: names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":ended": micros(time.UnixMicro(0)),
-			":now": micros(now), ":part": str(SweepPartition), ":one": &types.AttributeValueMemberN{Value: "1"}},
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
@@ -104,6 +97,57 @@ func (s *Store) EndLease(ctx context.Context, id ID, owner string, failed bool) 
 		return fmt.Errorf("end the lease on lane %s: %w", id, err)
 	}
 	return nil
+}
+
+// Strand lists the lane for the sweep as EndLease does, in one write, but
+// whoever owns it and leaving the lease as it is: the sweep takes the lane
+// over once that lease has run out (at once if it has), with whatever is
+// pending then; a live owner's lane is only looked at again when its lease
+// ends. It is for a job that must hand its lane to the sweep though the
+// lane is held under a token it does not know: a claim of an earlier
+// delivery of the same message, whose invocation died (syncer's last
+// receive). A lane with nothing pending is left as it is. failed counts a
+// failure, as for EndLease.
+func (s *Store) Strand(ctx context.Context, id ID, failed bool) error {
+	names := map[string]string{}
+	sfx := id.suffix()
+	d := attr(names, "d", sfx, 0)
+	set, add, vals := s.stranding(names, sfx, failed)
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.Table,
+		Key:              key(id),
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s ADD %s", set, add)),
+		// Nothing pending, nothing to sweep: no item is made or listed.
+		ConditionExpression:       strPtr("attribute_exists(" + d + ")"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+	})
+	if _, failed := conditionFailed(err); failed {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list lane %s for the sweep: %w", id, err)
+	}
+	return nil
+}
+
+// stranding is the part of a write that marks a lane stranded now (w) and
+// lists its item in the sweep index (see Sweeping): its SET and ADD
+// clauses and their values. failed also counts a failure (f).
+func (s *Store) stranding(names map[string]string, sfx string, failed bool) (set, add string, vals map[string]types.AttributeValue) {
+	names["#sweep"], names["#sweepAt"], names["#sweepN"] = SweepAttribute, SweepAtAttribute, sweepCountAttribute
+	w := attr(names, "w", sfx, 0)
+	add = "#sweepN :one"
+	if failed {
+		add = attr(names, "f", sfx, 0) + " :one, " + add
+	}
+	now := micros(s.now())
+	// sweep_at is set to now even if the item was listed for later
+	// (another lane backing off): the sweep reads it once more and sets
+	// the earliest time again, which a write cannot compute.
+	set = fmt.Sprintf("%s = :now, #sweep = :part, #sweepAt = :now", w)
+	vals = map[string]types.AttributeValue{":now": now, ":part": str(SweepPartition), ":one": &types.AttributeValueMemberN{Value: "1"}}
+	return set, add, vals
 }
 
 // LeaseFor is the lease an owner needs to be back by slot: the slot plus a
