@@ -120,8 +120,8 @@ func (d *Dispatcher) dueGroups(booker Booker, tasks []Task, todo []int) map[stri
 	routes := map[string]Route{}
 	for _, i := range todo {
 		route := tasks[i].Route
-		if tasks[i].Err != nil || len(route.Also) > 0 || route.ItemWeight > 0 || route.Horizon > 0 {
-			continue // unroutable, several buckets, items or a horizon: reserved one job at a time
+		if tasks[i].slotless() || len(route.Also) > 0 || route.ItemWeight > 0 || route.Horizon > 0 {
+			continue // unroutable, given up, several buckets, items or a horizon: reserved one job at a time
 		}
 		if !d.needsSlot(tasks[i], now) {
 			continue
@@ -275,7 +275,7 @@ func (d *Dispatcher) lingerGroups(booker Booker, tasks []Task, todo []int) map[s
 	reach := map[string]time.Duration{}
 	for _, i := range todo {
 		route := tasks[i].Route
-		if tasks[i].Err != nil {
+		if tasks[i].slotless() {
 			continue
 		}
 		r, ok := d.lingerReach(tasks[i].Job, route, now)

@@ -197,6 +197,9 @@ func (d *Dispatcher) Do(ctx context.Context, t Task, hold time.Time) (Result, er
 	if t.Err != nil {
 		return d.deadLetter(ctx, j, newTask(t, time.Time{}), DeadLettered, "unroutable: "+t.Err.Error())
 	}
+	if t.GiveUp != "" {
+		return d.deadLetter(ctx, j, newTask(t, time.Time{}), DeadLettered, t.GiveUp)
+	}
 	now := d.now()
 	var first Result
 	if !j.Due.IsZero() {

@@ -35,6 +35,11 @@ type Task struct {
 	// is its own; its slot is a token free at once, so nothing is gained
 	// by beginning earlier.
 	AtSlot bool
+	// GiveUp, if set, dead-letters the job with this reason before any of
+	// its work is begun, its work given up first (Work.Abandon) as for any
+	// dead letter: a job its queue would otherwise move to the dead-letter
+	// queue with no reason, its work still held (syncer's last receive).
+	GiveUp string
 	// Refresh, if set, drops the job's credential token and reports
 	// whether a push the vendor refused with 401/403 should go out again:
 	// a new token replaced it (a rotation), or it cannot be read now (the
@@ -61,6 +66,10 @@ type task struct {
 	// nothing.
 	hold time.Time
 }
+
+// slotless reports whether t books no slot: it is dead-lettered (or, its
+// route unavailable, deferred) before any.
+func (t Task) slotless() bool { return t.Err != nil || t.GiveUp != "" }
 
 func newTask(t Task, hold time.Time) *task {
 	return &task{Route: t.Route, work: t.Work, shrink: t.Shrink, isolate: t.Isolate, refresh: t.Refresh, recheck: t.Recheck, atSlot: t.AtSlot, hold: hold}
