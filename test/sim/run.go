@@ -487,6 +487,9 @@ func (s *sim) newInstance() (*instance, error) {
 		token, pipeline.WithLocalShare(s.maxInstances),
 		pipeline.WithSyncer(func(sy *syncer.Syncer) {
 			sy.FillQuota = s.lingerYields()
+			// As functions/sync reads it from the stack: the deferred
+			// queue's redrive policy.
+			sy.MaxReceives = maxReceiveCount
 			if !configLinger {
 				sy.Linger = s.linger()
 			}
@@ -628,7 +631,7 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	for i, m := range msgs {
 		s.lanes.received(inv, q.Name, m, die)
 		attempt := syncer.AttemptOf(m.Attrs[syncer.RetryAttribute])
-		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt,
+		batch[i] = syncer.Message{ID: m.ID, Body: m.Body, Deferred: deferred, Receives: m.Receives, Redelivered: m.Receives > 1 || attempt > 0, Attempt: attempt,
 			Owners: syncer.OwnersOf(m.Attrs[syncer.RetryOwnersAttribute])}
 	}
 	results := in.sy.HandleBatch(ictx, batch)

@@ -33,7 +33,10 @@ import (
 // A job that no longer owns its lane (a
 // second delivery of the same job, or one whose lane another job took
 // over) gets dispatch.ErrNothingToPush, so one job is dead-lettered once;
-// a recheck job, which owns nothing, has nothing to give up.
+// a recheck job, which owns nothing, has nothing to give up. A job on its
+// queue's last receive whose lane is held by a token it does not know
+// (an earlier receive's claim, its invocation dead) lists the lane for
+// the sweep all the same (lane.Store.Strand) and is dead-lettered.
 func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) error {
 	s := w.s
 	id, ref, _, err := w.lane(j)
@@ -48,6 +51,13 @@ func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) e
 		// A claim of this job landed with its answer lost; the job,
 		// redriven, claims from that token too.
 		err = s.Lanes.EndLease(ctx, id, other.Pending.Owner, failed)
+	}
+	if errors.As(err, &other) && w.last && len(other.Pending.Elements) > 0 {
+		// An earlier receive of this job may have claimed the lane under
+		// a token the job never heard of, and died (receives.go): listed
+		// whoever holds it, the lane is the sweep's once that lease is
+		// over, and a live owner's is only looked at again then.
+		return s.Lanes.Strand(ctx, id, failed)
 	}
 	if errors.As(err, &other) {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)

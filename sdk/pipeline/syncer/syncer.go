@@ -57,6 +57,11 @@ type Syncer struct {
 	// Connections says where a property's changes go; nil: the Config's
 	// properties (the connections file).
 	Connections Connections
+	// MaxReceives is the maxReceiveCount of the deferred queue's redrive
+	// policy: a lane job received for that time is dead-lettered with a
+	// reason and its lane handed to the sweep before it works
+	// (receives.go). 0: unknown, and nothing is handed over.
+	MaxReceives int
 
 	owned   ownership
 	dropped atomic.Int64
@@ -123,6 +128,10 @@ type Message struct {
 	// died between marking a lane and scheduling its push. A change Retry
 	// sent again counts as redelivered too.
 	Redelivered bool
+	// Receives is the queue's ApproximateReceiveCount for the message (0:
+	// unknown); a deferred job received for the MaxReceives-th time hands
+	// its lane to the sweep (receives.go).
+	Receives int
 	// Attempt is how many times the change failed before, for a change
 	// Retry sent again (its RetryAttribute); 0 otherwise.
 	Attempt int
@@ -224,7 +233,7 @@ func (s *Syncer) prepare(ctx context.Context, inv *invocation, m Message) ([]dis
 			rep, err := s.reject(ctx, "", m.Body, err.Error())
 			return nil, nil, rep, err
 		}
-		tasks, err := s.deferredTasks(ctx, inv, j)
+		tasks, err := s.deferredTasks(ctx, inv, j, s.lastReceive(m))
 		return tasks, nil, ChangeReport{}, err
 	}
 	if ari.IsResync(m.Body) {

@@ -36,6 +36,9 @@ type laneWork struct {
 
 	// enc is the encoding the job's route resolved, for its push.
 	enc *encoding
+	// last: the job came for its queue's last receive and gives up its
+	// lane before it works (receives.go).
+	last bool
 }
 
 // resolve is j's task: its route, computed once, and its lane's work.
@@ -63,13 +66,20 @@ func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
 
 // deferredTasks are what j, back from the deferred queue, dispatches: its
 // own task, or, for a refused change redriven from the dead-letter queue,
-// the push its lane's mark schedules (remark).
-func (s *Syncer) deferredTasks(ctx context.Context, inv *invocation, j job.Job) ([]dispatch.Task, error) {
+// the push its lane's mark schedules (remark). An owning lane job
+// received for its queue's last time is dead-lettered with last, the
+// reason, before it works, and its lane handed to the sweep (receives.go).
+func (s *Syncer) deferredTasks(ctx context.Context, inv *invocation, j job.Job, last string) ([]dispatch.Task, error) {
 	w := &laneWork{s: s, inv: inv}
-	if id, ref, _, err := w.lane(j); err == nil && len(ref.Refused) > 0 {
+	id, ref, _, err := w.lane(j)
+	if err == nil && len(ref.Refused) > 0 {
 		return s.remark(ctx, inv, j, id, ref)
 	}
-	return []dispatch.Task{s.taskOf(w, j)}, nil
+	t := s.taskOf(w, j)
+	if err == nil && ref.SeenOwner == "" && last != "" {
+		t.GiveUp, w.last = last, true
+	}
+	return []dispatch.Task{t}, nil
 }
 
 // Task is j resolved as the syncer hands it to its dispatcher outside a
