@@ -18,6 +18,8 @@ func TestSettingsReadExactlyTheContractsEnvironment(t *testing.T) {
 	for _, k := range contract.RequiredEnv {
 		env[k] = "set"
 	}
+	env[contract.EnvMaxReceiveCount] = "5"
+
 	getenv := func(k string) string {
 		if strings.HasPrefix(k, "FLEETBUCKET_") && !slices.Contains(read, k) {
 			read = append(read, k)

@@ -33,6 +33,9 @@ type settings struct {
 	connectionsPath         string
 	namespace               string
 	storeFailures, cooldown int
+	// maxReceives is the deferred queue's maxReceiveCount
+	// (FLEETBUCKET_MAX_RECEIVE_COUNT): syncer.Syncer.MaxReceives.
+	maxReceives int
 	// maxConcurrency is the event sources' cap when the stack overrode the
 	// config's (FLEETBUCKET_MAX_CONCURRENCY); 0: the config's.
 	maxConcurrency int
@@ -57,6 +60,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 	for name, v := range map[string]string{
 		contract.EnvLimiterTable: s.table, contract.EnvStateTable: s.stateTable,
 		contract.EnvDeferredQueueURL: s.deferredURL, contract.EnvDLQURL: s.deadURL,
+		contract.EnvMaxReceiveCount: getenv(contract.EnvMaxReceiveCount),
 	} {
 		if v == "" {
 			missing = append(missing, name)
@@ -80,6 +84,14 @@ func readSettings(getenv func(string) string) (settings, error) {
 	if s.namespace == "" {
 		s.namespace = contract.MetricsNamespace
 	}
+	n, err := strconv.Atoi(getenv(contract.EnvMaxReceiveCount))
+	if err != nil || n < 2 {
+		// 1 would hand every deferred job's lane to the sweep on its first
+		// receive.
+		return s, fmt.Errorf("%s is %q, want the deferred queue's maxReceiveCount, at least 2 (the stack sets it from its redrive policy)",
+			contract.EnvMaxReceiveCount, getenv(contract.EnvMaxReceiveCount))
+	}
+	s.maxReceives = n
 	if v := getenv(contract.EnvMaxConcurrency); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -118,6 +130,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		pipeline.WithLimiterOptions(limiter.WithCircuitBreaker(s.storeFailures, time.Duration(s.cooldown)*time.Second)),
 		pipeline.WithCredentialOptions(credentials.WithGetenv(getenv)),
 		pipeline.WithLocalShare(maxInstances(cfg, s.maxConcurrency)),
+		pipeline.WithSyncer(func(sy *syncer.Syncer) { sy.MaxReceives = s.maxReceives }),
 	}
 	var conns parity.ConnectionsAPI
 	if s.connectionsTable != "" {

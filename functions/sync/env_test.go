@@ -26,7 +26,7 @@ func TestInitRefusesBadSettings(t *testing.T) {
 	base := map[string]string{
 		"FLEETBUCKET_TABLE": "limits", "FLEETBUCKET_STATE_TABLE": "state",
 		"FLEETBUCKET_DEFERRED_QUEUE_URL": "http://q/deferred", "FLEETBUCKET_DLQ_URL": "http://q/dlq",
-		"AWS_REGION": "us-east-1", "BK_TOKEN": "secret-token",
+		"FLEETBUCKET_MAX_RECEIVE_COUNT": "5", "AWS_REGION": "us-east-1", "BK_TOKEN": "secret-token",
 	}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
@@ -45,6 +45,8 @@ func TestInitRefusesBadSettings(t *testing.T) {
 		{"missing config file", with("FLEETBUCKET_CONNECTIONS", filepath.Join(dir, "nope.json")), "nope.json: no such file"},
 		{"invalid limit", with("FLEETBUCKET_CONNECTIONS", bad), "channels.bk.endpoints.rates.limit: invalid limit.rate: 0"},
 		{"token not set", with("BK_TOKEN", ""), "credential tokens not set: BK_TOKEN (channel bk, credential c1)"},
+		{"no maxReceiveCount", with("FLEETBUCKET_MAX_RECEIVE_COUNT", ""), "missing environment: FLEETBUCKET_MAX_RECEIVE_COUNT"},
+		{"maxReceiveCount 1", with("FLEETBUCKET_MAX_RECEIVE_COUNT", "1"), `FLEETBUCKET_MAX_RECEIVE_COUNT is "1", want the deferred queue's maxReceiveCount, at least 2`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +89,7 @@ func TestInitWithSecretCredential(t *testing.T) {
 	h, err := newHandler(context.Background(), env(map[string]string{
 		"FLEETBUCKET_TABLE": "limits", "FLEETBUCKET_STATE_TABLE": "state",
 		"FLEETBUCKET_DEFERRED_QUEUE_URL": "http://q/deferred", "FLEETBUCKET_DLQ_URL": "http://q/dlq",
-		"AWS_REGION": "us-east-1", "FLEETBUCKET_CONNECTIONS": p, "BK_TOKEN": "env-token",
+		"FLEETBUCKET_MAX_RECEIVE_COUNT": "5", "AWS_REGION": "us-east-1", "FLEETBUCKET_CONNECTIONS": p, "BK_TOKEN": "env-token",
 	}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("newHandler = %v, want it to start with no token in the environment", err)

@@ -116,8 +116,9 @@ func (h *handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	msgs := make([]syncer.Message, len(ev.Records))
 	for i, rec := range ev.Records {
 		attempt := syncer.AttemptOf(aws.ToString(rec.MessageAttributes[syncer.RetryAttribute].StringValue))
+		receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
 		msgs[i] = syncer.Message{ID: rec.MessageId, Body: rec.Body, Deferred: strings.HasSuffix(rec.EventSourceARN, ":"+h.deferredQueue),
-			Redelivered: redelivered(rec.Attributes["ApproximateReceiveCount"]) || attempt > 0, Attempt: attempt,
+			Receives: receives, Redelivered: receives > 1 || attempt > 0, Attempt: attempt,
 			Owners: syncer.OwnersOf(aws.ToString(rec.MessageAttributes[syncer.RetryOwnersAttribute].StringValue))}
 	}
 	var resp events.SQSEventResponse
@@ -201,13 +202,6 @@ func (h *handler) observe(res dispatch.Result, eventID string) {
 		// early by what it sees, and this shows whether that keeps up.
 		h.metrics.AddMillis(contract.MetricDeliveryLateness, res.Lateness)
 	}
-}
-
-// redelivered reports whether an SQS receive count says the message was
-// handed out before.
-func redelivered(receiveCount string) bool {
-	n, err := strconv.Atoi(receiveCount)
-	return err == nil && n > 1
 }
 
 func sorted(s []string) []string {

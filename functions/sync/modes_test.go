@@ -74,7 +74,7 @@ func TestMaxInstances(t *testing.T) {
 	}
 	if _, err := readSettings(func(k string) string {
 		return map[string]string{"FLEETBUCKET_TABLE": "t", "FLEETBUCKET_STATE_TABLE": "s", "FLEETBUCKET_DEFERRED_QUEUE_URL": "d",
-			"FLEETBUCKET_DLQ_URL": "q", "FLEETBUCKET_MAX_CONCURRENCY": "zero"}[k]
+			"FLEETBUCKET_DLQ_URL": "q", "FLEETBUCKET_MAX_RECEIVE_COUNT": "5", "FLEETBUCKET_MAX_CONCURRENCY": "zero"}[k]
 	}); err == nil {
 		t.Fatal("FLEETBUCKET_MAX_CONCURRENCY=zero accepted")
 	}

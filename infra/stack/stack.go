@@ -18,6 +18,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ const (
 	EnvStateTable       = contract.EnvStateTable
 	EnvDeferredQueueURL = contract.EnvDeferredQueueURL
 	EnvDLQURL           = contract.EnvDLQURL
+	EnvMaxReceiveCount  = contract.EnvMaxReceiveCount
 	EnvConnections      = contract.EnvConnections
 	EnvConnectionsTable = contract.EnvConnectionsTable
 	EnvMetricsNamespace = contract.EnvMetricsNamespace
@@ -452,6 +454,7 @@ func NewSyncStack(scope constructs.Construct, id string, props *Props) (*SyncSta
 		EnvConnectionsTable: s.ConnectionsTable.TableName(),
 		EnvDeferredQueueURL: s.DeferredQueue.QueueUrl(),
 		EnvDLQURL:           s.DeadLetterQueue.QueueUrl(),
+		EnvMaxReceiveCount:  jsii.String(strconv.Itoa(MaxReceiveCount)),
 		EnvConnections:      jsii.String(ConnectionsFile),
 		EnvMetricsNamespace: jsii.String(MetricsNamespace),
 	}

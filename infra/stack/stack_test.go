@@ -348,6 +348,7 @@ func TestFunction(t *testing.T) {
 				"FLEETBUCKET_CONNECTIONS_TABLE":  ref(id(t, s, s.ConnectionsTable)),
 				"FLEETBUCKET_DEFERRED_QUEUE_URL": ref(id(t, s, s.DeferredQueue)),
 				"FLEETBUCKET_DLQ_URL":            ref(id(t, s, s.DeadLetterQueue)),
+				"FLEETBUCKET_MAX_RECEIVE_COUNT":  "5",
 				"FLEETBUCKET_CONNECTIONS":        "connections.json",
 				"FLEETBUCKET_METRICS_NAMESPACE":  "fleetbucket",
 				// and no token: the function reads its secrets at run time

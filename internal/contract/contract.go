@@ -22,6 +22,10 @@ const (
 	// (sdk/pipeline/connections); unset, the connections file's
 	// properties say where changes go.
 	EnvConnectionsTable = "FLEETBUCKET_CONNECTIONS_TABLE"
+	// EnvMaxReceiveCount is the deferred queue's maxReceiveCount (its
+	// redrive policy): a lane job received for that time hands its lane to
+	// the sweep before it works (sdk/pipeline/syncer's receives.go).
+	EnvMaxReceiveCount = "FLEETBUCKET_MAX_RECEIVE_COUNT"
 	// EnvChangesQueueURL is the changes queue, where a parity check sends
 	// its repairs, the CLI's resync and connection writes their resync
 	// events (and its dlq redrive sends changes back).
@@ -29,7 +33,7 @@ const (
 )
 
 // RequiredEnv are the variables the function refuses to start without.
-var RequiredEnv = []string{EnvLimiterTable, EnvStateTable, EnvDeferredQueueURL, EnvDLQURL}
+var RequiredEnv = []string{EnvLimiterTable, EnvStateTable, EnvDeferredQueueURL, EnvDLQURL, EnvMaxReceiveCount}
 
 // FunctionEnv is every variable the function reads (LAMBDA_TASK_ROOT and
 // the AWS SDK's own aside).

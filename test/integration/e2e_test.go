@@ -47,7 +47,7 @@ func TestSyncFunctionEndToEnd(t *testing.T) {
 	}
 	fn := emulator.StartLambda(t, bootstrap, []string{
 		"FLEETBUCKET_TABLE=" + p.table, "FLEETBUCKET_STATE_TABLE=" + stateTable,
-		"FLEETBUCKET_DEFERRED_QUEUE_URL=" + p.deferredURL, "FLEETBUCKET_DLQ_URL=" + p.dlqURL,
+		"FLEETBUCKET_DEFERRED_QUEUE_URL=" + p.deferredURL, "FLEETBUCKET_DLQ_URL=" + p.dlqURL, "FLEETBUCKET_MAX_RECEIVE_COUNT=5",
 		"FLEETBUCKET_CONNECTIONS=" + config, "TEST_OTA_TOKEN=", // no token in the environment
 	})
 
