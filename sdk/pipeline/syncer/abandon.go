@@ -34,9 +34,8 @@ import (
 // second delivery of the same job, or one whose lane another job took
 // over) gets dispatch.ErrNothingToPush, so one job is dead-lettered once;
 // a recheck job, which owns nothing, has nothing to give up. A job on its
-// queue's last receive whose lane is held by a token it does not know
-// (an earlier receive's claim, its invocation dead) lists the lane for
-// the sweep all the same (lane.Store.Strand) and is dead-lettered.
+// queue's last receive whose lane another token holds lists the lane for
+// the sweep all the same (strand).
 func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) error {
 	s := w.s
 	id, ref, _, err := w.lane(j)
@@ -53,11 +52,7 @@ func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) e
 		err = s.Lanes.EndLease(ctx, id, other.Pending.Owner, failed)
 	}
 	if errors.As(err, &other) && w.last && len(other.Pending.Elements) > 0 {
-		// An earlier receive of this job may have claimed the lane under
-		// a token the job never heard of, and died (receives.go): listed
-		// whoever holds it, the lane is the sweep's once that lease is
-		// over, and a live owner's is only looked at again then.
-		return s.Lanes.Strand(ctx, id, failed)
+		return w.strand(ctx, id, other.Pending, failed)
 	}
 	if errors.As(err, &other) {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
@@ -66,4 +61,21 @@ func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) e
 		s.owned.leased(ref.Token, time.UnixMicro(0))
 	}
 	return err
+}
+
+// strand lists lane id, which a token the job does not know holds (p), for
+// the sweep: the job came for its queue's last receive (receives.go), and
+// an earlier receive of it may have claimed the lane and died, under a
+// token only that invocation knew. Such an owner's lease is over (the
+// queue's visibility timeout outlasts a lease), and the job is
+// dead-lettered, a failure counted. A live owner's lane is listed all the
+// same, counting nothing: the sweep looks at it only when that lease
+// ends, and takes it over only if it was not renewed; the job, a copy of
+// one that moved on, ends as a duplicate (dispatch.ErrNothingToPush).
+func (w *laneWork) strand(ctx context.Context, id lane.ID, p lane.Pending, failed bool) error {
+	over := !p.LeaseUntil.After(w.s.now())
+	if err := w.s.Lanes.Strand(ctx, id, failed && over); err != nil || over {
+		return err
+	}
+	return fmt.Errorf("%w: lane %s is owned by %s until %s; listed for the sweep", dispatch.ErrNothingToPush, id, p.Owner, p.LeaseUntil.Format(time.RFC3339Nano))
 }

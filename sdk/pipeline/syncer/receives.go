@@ -16,10 +16,12 @@ import "fmt"
 // for the lane's next change, however long, or an operator's redrive
 // (adversary seed 44: 11 of a lane's days still stale 2 h 43 min in). So the job
 // gives up first, as any dead-lettered lane job: Abandon ends its lease
-// and lists the lane (one write), the dead letter says why, and the sweep
-// pushes everything pending within SweepInterval, under a job of its own
-// whose receives start over. The lane counts a failure, so a lane whose
-// pushes keep killing their invocations is swept later each time
+// and lists the lane (one write; if an earlier receive's claim holds the
+// lane, under a token the job never heard of, it lists the lane whoever
+// holds it: strand), the dead letter says why, and the sweep pushes
+// everything pending within SweepInterval, under a job of its own whose
+// receives start over. The lane counts a failure, so a lane whose pushes
+// keep killing their invocations is swept later each time
 // (lane.SweepBackoff), not every SweepInterval; its first time is at once.
 //
 // Working first and listing the lane at the lease's end would keep the
