@@ -600,6 +600,9 @@ func (s *sim) esm(ctx context.Context, q *Queue, deferred bool, size int, window
 		if r.Float64() < s.sc.Faults.LambdaDeath {
 			die = time.Duration(r.Int64N(int64(3 * time.Second)))
 		}
+		if deferred && within(s.sc.Faults.DeferredDeaths, s.start, time.Now()) {
+			die = s.sc.Faults.DeferredDeathAfter
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			s.invoke(ctx, q, msgs, deferred, die)

@@ -216,6 +216,11 @@ type Faults struct {
 	HalveChannel int
 	// LambdaDeath is the chance an invocation dies mid-batch.
 	LambdaDeath float64
+	// DeferredDeaths is a span during which every invocation of the
+	// deferred queue dies DeferredDeathAfter after it began: a lane job's
+	// message killed on every receive the redrive policy allows.
+	DeferredDeaths     [2]time.Duration
+	DeferredDeathAfter time.Duration
 	// Duplicates is the chance a receive hands a message out twice.
 	Duplicates float64
 	// Refusals is the chance a vendor refuses a push it would accept.

@@ -34,6 +34,6 @@ func (s *Syncer) lastReceive(m Message) string {
 	if !m.Deferred || s.MaxReceives <= 0 || m.Receives < s.MaxReceives {
 		return ""
 	}
-	return fmt.Sprintf("received %d times, the deferred queue's maxReceiveCount %d: its invocations died or timed out; "+
+	return fmt.Sprintf("last receive (%d of maxReceiveCount %d): its invocations died or timed out; "+
 		"dead-lettered before it works, its lane handed to the sweep (no redrive needed)", m.Receives, s.MaxReceives)
 }
