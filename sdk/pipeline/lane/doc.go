@@ -15,7 +15,7 @@
 // FinishAll for the lanes of one item pushed together. Renew keeps an
 // owner's lease through a deferral, and EndLease gives up the lane of a
 // job that will never push, keeping what is pending, for Due and Sweep to
-// take over; a lane whose owner died is taken over by the next Mark once
+// take over (Strand lists a lane for them whoever holds it); a lane whose owner died is taken over by the next Mark once
 // its lease runs out. The protocol is in
 // protocol.go and docs/design.md ("The pipeline: lanes, not jobs per
 // change").

@@ -91,6 +91,11 @@
 //	sweep_n  (N) a count of strandings: the sweep takes the item out of
 //	             the index only if no lane was stranded since it read it
 //
+// Strand lists a lane the same way whoever owns it, leaving the lease: a
+// job on its queue's last receive whose lane an earlier receive's claim
+// holds, that invocation dead (syncer's receives.go); the sweep takes the
+// lane once that lease is over.
+//
 // The sweep (Due, then Sweep per item) takes each stranded lane over with
 // a fresh owner, as a change would, and the caller schedules its push. A
 // lane whose pushes the vendor keeps refusing or failing is due later each
