@@ -31,6 +31,13 @@ func TestSilenceDrainHoldsEverySilence(t *testing.T) {
 		// its busiest bucket's drain silent) went past the hour.
 		{"2-minute penalties at 5%", 9, ChannelSpec{Creds: 1, Connections: 64, Vendor: VendorSpec{Overload: 0.05, Penalty: 2 * time.Minute}}, 94*time.Second + 48*2*time.Minute + 10*time.Minute},
 		{"2-minute penalties at 5% asked as a date", 9, ChannelSpec{Creds: 1, Connections: 64, Vendor: VendorSpec{RetryAfter: "date", Overload: 0.05, Penalty: 2 * time.Minute}}, 94*time.Second + 48*121*time.Second + 10*time.Minute},
+		// A concurrency cap the config does not name, a day asked of each
+		// 429 (seeds 332, 380): each of the 26 requests may meet a silence
+		// of its own when every lane is due at a silence's end, and one: 27.
+		{"a hidden concurrency cap", 26, ChannelSpec{Creds: 1, Vendor: VendorSpec{RetryAfter: "huge", InFlight: 1}}, 94*time.Second + 27*15*time.Minute + 10*time.Minute},
+		{"a hidden concurrency cap asking a second of each 429: the drain stays", 26, ChannelSpec{Creds: 1, Vendor: VendorSpec{RetryAfter: "date", InFlight: 1}}, time.Hour},
+		// 26 requests at 5% (6 silences, as above) and 26 for the cap.
+		{"a hidden concurrency cap at 5%", 26, ChannelSpec{Creds: 1, Vendor: VendorSpec{RetryAfter: "huge", Overload: 0.05, InFlight: 1}}, 94*time.Second + 32*15*time.Minute + 10*time.Minute},
 		// A shadow channel pushes at once, whatever a 429 asks.
 		{"shadow mode", 26, ChannelSpec{Creds: 1, Vendor: VendorSpec{RetryAfter: "huge", Overload: 0.05, Unchecked: true}}, time.Hour},
 	} {
