@@ -247,6 +247,16 @@ func TestAdversaryPinned(t *testing.T) {
 		// request of every lane's push where the vendor caps concurrency
 		// (silenceDrain, TestSilenceDrainHoldsEverySilence).
 		{"hidden concurrency cap asking a day of each 429", Case{Seed: 332, Parts: []string{"throttle", "vendor-in-flight", "format", "penalty-box"}}},
+		// A shadow route (airbnb, its vendor halved to 1/s) isolating a bulk
+		// lane's unmapped room: the route books no token to wait for, so
+		// the refused message's parts went at once, refused and 429 in
+		// turn, ~55 requests an invocation until the Lambda's deadline,
+		// and 2-3 invocations a run ran into the function timeout (4 runs
+		// of 5 before bfe9d8c). Seed 214's fix: a push's later messages
+		// end DeadlineMargin before the call's deadline (dispatch
+		// TestLaterMessagesEndBeforeTheDeadlineMargin); a shadow route's
+		// isolation reaches it without waiting for a token.
+		{"shadow route's isolation running into the function timeout", Case{Seed: 358, Parts: []string{"shadow", "halving", "refuse-item", "bulk-lane"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {
