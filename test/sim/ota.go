@@ -89,7 +89,10 @@ type Vendor struct {
 	// up before the answer came (unheard). Early counts requests that
 	// arrived inside one (a violation).
 	quiet map[string][2]time.Time
-	boxed map[string]bool // the buckets VendorSpec.Box has put in its box
+	// silenced is, by bucket, how long its heard silences cover in all,
+	// overlaps once (Silenced).
+	silenced map[string]time.Duration
+	boxed    map[string]bool // the buckets VendorSpec.Box has put in its box
 	// off are stretches in which a hotel's connection is disabled for
 	// every worker; OffPushes counts requests for it meanwhile.
 	off        []offSpan
@@ -118,7 +121,7 @@ func NewVendor(name string, ch int, ledger *Ledger, r *rand.Rand, lat Latency, p
 		enforced: map[string]*window.Log{}, check: map[string]*window.Log{}, strict: map[string]*window.Log{}, ByKey: map[string]int{}, props: props,
 		recent: map[string][]sent{}, perSec: map[string][]int32{}, start: time.Now(),
 		inFlight: map[string]int{}, used: map[string]int{}, items: map[string]*weightedLog{}, itemsCheck: map[string]*weightedLog{},
-		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}, quiet: map[string][2]time.Time{}}
+		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}, quiet: map[string][2]time.Time{}, silenced: map[string]time.Duration{}}
 }
 
 // answer is the vendor's decision on one request.
@@ -143,7 +146,33 @@ func (v *Vendor) unheard(a answer) {
 	defer v.mu.Unlock()
 	if a.quiet != a.was && v.quiet[a.key] == a.quiet {
 		v.quiet[a.key] = a.was
+		v.silenced[a.key] -= beyond(a.quiet, a.was)
 	}
+}
+
+// beyond is how much of silence q lies past silence was.
+func beyond(q, was [2]time.Time) time.Duration {
+	return q[1].Sub(later(q[0], was[1]))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Silenced is the most silence the vendor asked of one bucket in all (the
+// union of its heard silences). A bucket sends only between its
+// silences, so a lane of it drains no sooner than they all end.
+func (v *Vendor) Silenced() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var most time.Duration
+	for _, d := range v.silenced {
+		most = max(most, d)
+	}
+	return most
 }
 
 // done ends a request of bucket key: answered, or given up by the client.
@@ -485,7 +514,9 @@ func (v *Vendor) retryAfter(h http.Header, key string, now time.Time, lat, wait 
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	}
 	if from, until := now.Add(lat+time.Second), now.Add(min(asked, retryAfterCap)); until.After(from) && until.After(v.quiet[key][1]) {
-		v.quiet[key] = [2]time.Time{from, until}
+		q := [2]time.Time{from, until}
+		v.silenced[key] += beyond(q, v.quiet[key])
+		v.quiet[key] = q
 	}
 }
 

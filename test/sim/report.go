@@ -184,7 +184,7 @@ func (s *sim) report() *Report {
 	r.PendingAtEnd = s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)
 	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
 	if r.PendingAtEnd > 0 {
-		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.sc.Drain+s.deaths.grace(visibility)))
+		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.drainTime()))
 	}
 	if s.finalSwept > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("the sweep after the drain found %d lanes to push", s.finalSwept))
