@@ -339,8 +339,13 @@ func (s *sim) drainTime() time.Duration {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return max(s.sc.Drain, silenced+10*time.Minute) + s.deaths.grace(visibility)
+	return max(s.sc.Drain, min(silenced+10*time.Minute, maxSilenceDrain)) + s.deaths.grace(visibility)
 }
+
+// maxSilenceDrain bounds what the silences may add: a day, the longest a
+// vendor here asks. A fleet silenced past it without draining is a
+// failure to report, not a run to wait on.
+const maxSilenceDrain = 24 * time.Hour
 
 func (s *sim) busy() int {
 	s.mu.Lock()

@@ -46,6 +46,7 @@ func TestDrainGrantsTheSilencesTheBusiestBucketMet(t *testing.T) {
 	}{
 		{"fewer silences than the drain holds", 4, 4 * time.Hour, 4 * time.Hour},
 		{"more silences than the drain holds", 17, 4 * time.Hour, 17*each + 10*time.Minute},
+		{"silences past a day", 100, 4 * time.Hour, maxSilenceDrain},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := NewVendor("booking", 0, nil, rand.New(rand.NewPCG(1, 2)), Latency{}, window.Limit{Rate: 0.5, Burst: 1}, nil)
