@@ -260,7 +260,7 @@ func TestAdversaryPinned(t *testing.T) {
 		// An hourly quota of 60 on 50 lanes a credential at 3 requests,
 		// beside a vendor halving its 2/s to 1/s: the fleet spends a token
 		// of the count on each 429, 23-27 of each hour's 60, and the drain
-		// held three periods where the lanes needed five (216 days stale
+		// held three periods where the lanes needed five (159-232 days stale
 		// at 4 h 10 min). A defect of the oracle: a quota's drain now counts
 		// half its count for pushes on a halving vendor (adversary_quota.go).
 		{"quota spent on a halving vendor's 429s", Case{Seed: 367, Parts: []string{"slow", "halving", "lost-answers", "clock-skew", "storm", "many-connections", "malformed-xml", "quota-5xx"}}},
