@@ -48,8 +48,8 @@ func (l *lateness) observe(late, delayed time.Duration) {
 }
 
 // rule is the lead a deferral comes back early by (leadRule): floor, or
-// share of its wait, raised to the lateness seen; the busy workers' part at
-// most most, since a lead the call may not sleep would only send the job
+// share of its wait, raised to the lateness seen; the busy workers' part no
+// more than most, since a lead the call may not sleep would only send the job
 // round the queue again.
 func (l *lateness) rule(floor time.Duration, share float64, most time.Duration) leadRule {
 	l.mu.Lock()
