@@ -7,5 +7,7 @@
 // job therefore needs no lookup to know whether it may push now.
 //
 // Begin with Job; Encode gives a message body and Decode reads one back,
-// refusing a message of another wire Version.
+// refusing a message of another wire Version and passing over fields it
+// does not know, so that the workers of two releases read each other's
+// messages through a rolling deploy or a rollback.
 package job

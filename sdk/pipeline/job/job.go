@@ -52,7 +52,8 @@ type Grant struct {
 func (h Hold) Held() bool { return !h.At.IsZero() }
 
 // Version is the wire format's version; Decode refuses others, so a
-// deployment never misreads a message written by a newer one.
+// deployment never misreads a message written by a newer one. A new field
+// that an older worker may pass over needs no new version (Decode).
 const Version = 1
 
 // MaxFenceTags bounds Job.FenceTags. Only a fence write sent and never
@@ -220,15 +221,19 @@ func Encode(j Job) (string, error) {
 	return string(b), err
 }
 
-// Decode parses and validates a message body.
+// Decode parses and validates a message body. It reads the fields it
+// knows and passes over any other: in a rolling deploy, and in a rollback,
+// a worker of one release reads the messages a worker of the other wrote,
+// and a field added since (LeaseBusy was one) is an optional hint that a
+// worker without it may do without. A field no worker may ignore comes
+// with a new Version, which Decode refuses. What it cannot read is
+// ErrMalformed with the reason: not one JSON object, a known field of the
+// wrong type, another version, a job Validate refuses.
 func Decode(body string) (Job, error) {
-	var w wireJob
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
+	var j Job
+	if err := json.Unmarshal([]byte(body), &j); err != nil {
 		return Job{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	j := w.job()
 	if j.V != Version {
 		return Job{}, fmt.Errorf("%w: version %d, this worker reads version %d", ErrMalformed, j.V, Version)
 	}

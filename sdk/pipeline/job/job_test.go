@@ -87,9 +87,12 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"not JSON", `{"v":1,`, "unexpected EOF"},
+		{"not JSON", `{"v":1,`, "unexpected end of JSON input"},
+		{"two objects", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}{}`, "after top-level value"},
+		{"not an object", `[1]`, "cannot unmarshal array"},
 		{"wrong version", `{"v":9,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "version 9"},
-		{"unknown field", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z","x":1}`, "unknown field"},
+		{"no version", `{"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "version 0"},
+		{"a known field of the wrong type", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z","deferrals":"two"}`, "deferrals of type int"},
 		{"missing channel", `{"v":1,"id":"a","credential":"k","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "channel is empty"},
 		{"missing first_seen", `{"v":1,"id":"a","channel":"c","credential":"k","endpoint":"e"}`, "first_seen is missing"},
 		{"separator in credential", `{"v":1,"id":"a","channel":"c","credential":"k#2","endpoint":"e","first_seen":"2026-11-30T12:00:00Z"}`, "credential contains"},
@@ -100,6 +103,37 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 			_, err := Decode(tt.body)
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Decode = %v, want ErrMalformed mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// In a rolling deploy, and in a rollback, a worker reads messages that a
+// worker of another release wrote: the fields it does not know, added since
+// as optional hints, are passed over, and what it knows reads as written.
+func TestDecodePassesOverFieldsItDoesNotKnow(t *testing.T) {
+	j := valid()
+	j.Hold.At, j.Deferrals, j.Tries = j.FirstSeen.Add(3*time.Second), 2, 1
+	body, err := Encode(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, extra := range map[string]string{
+		"a flag":    `"lease_first_v2":true`,
+		"an object": `"hint":{"why":"busy","at":["2026-11-30T12:00:00Z"]}`,
+		"a null":    `"route_hint":null`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			newer := strings.Replace(body, `"deferrals":`, extra+`,"deferrals":`, 1)
+			if newer == body {
+				t.Fatalf("no deferrals in %s", body)
+			}
+			got, err := Decode(newer)
+			if err != nil {
+				t.Fatalf("Decode(%s) = %v, want the job", newer, err)
+			}
+			if got.Identity() != j.Identity() || !got.Hold.At.Equal(j.Hold.At) || got.Deferrals != 2 || got.Tries != 1 {
+				t.Fatalf("Decode(%s) = %+v, want %+v", newer, got, j)
 			}
 		})
 	}

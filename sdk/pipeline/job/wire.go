@@ -36,8 +36,8 @@ func (w wireJob) job() Job {
 // MarshalJSON writes j in its wire form (see wireJob).
 func (j Job) MarshalJSON() ([]byte, error) { return json.Marshal(toWire(j)) }
 
-// UnmarshalJSON reads j's wire form. Decode is the strict reader of a
-// message body; this one accepts fields it does not know.
+// UnmarshalJSON reads j's wire form, passing over fields it does not know
+// (Decode says why); Decode also checks the version and the fields.
 func (j *Job) UnmarshalJSON(b []byte) error {
 	var w wireJob
 	if err := json.Unmarshal(b, &w); err != nil {
