@@ -2,13 +2,13 @@ package otapush
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/internal/unavailable"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
@@ -188,28 +188,16 @@ func (c *Client) penalize(ctx context.Context, req Request, until, by time.Time,
 	}
 }
 
-// penaltyRetry is the pause between asks of a store that did not take a
-// throttle's write (record).
-const penaltyRetry = 200 * time.Millisecond
-
 // record makes write, which records a vendor's silence in the limiter,
-// asking again every penaltyRetry while the store is unavailable, until
+// asking again while the store is unavailable (unavailable.Retry), until
 // it lands, ctx ends or the next ask would come after by. A silence this
 // process heard and did not record is known to no other worker: once the
 // store is back they would send inside it at once (adversary seed 74: a
 // 429's 15 minutes answered during a 30 s outage, and 169 requests inside
 // them after it). The push's budget bounds the wait, so an outage longer
 // than it still loses the silence, and the first ask after the store
-// returns lands within penaltyRetry of it: a worker granted before that
+// returns lands within a pause of it: a worker granted before that
 // sends inside the silence. Any other error is returned at once.
 func (c *Client) record(ctx context.Context, by time.Time, write func() error) error {
-	for {
-		err := write()
-		if err == nil || !errors.Is(err, limiter.ErrUnavailable) || c.now().Add(penaltyRetry).After(by) {
-			return err
-		}
-		if c.sleep(ctx, penaltyRetry) != nil {
-			return err
-		}
-	}
+	return unavailable.Retry(ctx, c.sleep, func() bool { return !c.now().Add(unavailable.Pause).After(by) }, write)
 }

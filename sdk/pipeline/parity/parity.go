@@ -3,7 +3,6 @@ package parity
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/emf"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/ctxsleep"
+	"github.com/fleetbucket/fleetbucket/sdk/internal/unavailable"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
@@ -54,6 +55,10 @@ type Checker struct {
 	// MaxWait bounds how long a read waits for its token (default 1 min).
 	MaxWait time.Duration
 	Now     func() time.Time
+	// Sleep, if set, is how a read waits: between attempts, and between
+	// asks of a store that did not take a throttle (default: a timer that
+	// gives way to the context).
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Check is one connection and window to check.
@@ -199,41 +204,21 @@ func (c *Checker) read(ctx context.Context, rd config.Read, bucket limiter.Bucke
 		default:
 			return nil, throttled, fmt.Errorf("read %s %s..%s refused (%s): %s", q.HotelRef, q.From, q.To, last.Scope, last.Reason)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, throttled, ctx.Err()
-		case <-t.C:
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, throttled, err
 		}
 	}
 	return nil, throttled, fmt.Errorf("read %s %s..%s: no answer in %d attempts: %s", q.HotelRef, q.From, q.To, maxReadAttempts, last.Reason)
 }
 
-// penaltyRetry is the pause between asks of a store that did not take a
-// throttle's silence.
-const penaltyRetry = 200 * time.Millisecond
-
 // penalize records the vendor's silence on the read bucket, asking again
-// every penaltyRetry while the store is unavailable, for at most within
+// while the store is unavailable (unavailable.Retry), for at most within
 // (counted in pauses, so an injected clock cannot stall it): a silence
 // only this process heard is known to no other check of the credential,
 // which would read inside it once the store is back (as otapush's record
 // does for pushes). Any other error is returned at once.
 func (c *Checker) penalize(ctx context.Context, b limiter.Bucket, until time.Time, within time.Duration) error {
-	for asked := time.Duration(0); ; asked += penaltyRetry {
-		err := c.Limiter.Penalize(ctx, b, until)
-		if err == nil || !errors.Is(err, limiter.ErrUnavailable) || asked+penaltyRetry > within {
-			return err
-		}
-		t := time.NewTimer(penaltyRetry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
+	return unavailable.Retry(ctx, c.sleep, unavailable.Asks(within), func() error { return c.Limiter.Penalize(ctx, b, until) })
 }
 
 // maxReadBody bounds an answer: a month of a large hotel is a few hundred
@@ -390,6 +375,13 @@ func (c *Checker) emit(rep Report) {
 		ns = "fleetbucket"
 	}
 	_ = m.Flush(c.Metrics, ns, c.now())
+}
+
+func (c *Checker) sleep(ctx context.Context, d time.Duration) error {
+	if c.Sleep != nil {
+		return c.Sleep(ctx, d)
+	}
+	return ctxsleep.Sleep(ctx, d)
 }
 
 func (c *Checker) now() time.Time {

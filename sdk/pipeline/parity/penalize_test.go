@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func TestAThrottledReadIsRecordedOnceTheStoreAnswers(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "the store answers on the third ask", failing: 2, fail: limiter.ErrUnavailable, maxWait: time.Minute, wantAsked: 3},
+		// Asks at 0, 0.2 and 0.4 s: the next would come past 0.5 s.
 		{name: "the store stays out past the read's wait", failing: 100, fail: limiter.ErrUnavailable, maxWait: 500 * time.Millisecond, wantAsked: 3, wantErr: true},
 		{name: "a refusal is not asked again", failing: 100, fail: errors.New("AccessDeniedException: not authorized"), maxWait: time.Minute, wantAsked: 1, wantErr: true},
 	}
@@ -72,11 +74,20 @@ func TestAThrottledReadIsRecordedOnceTheStoreAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := &outageLimiter{failing: tt.failing, fail: tt.fail}
-			c := &Checker{Limiter: lim, MaxWait: tt.maxWait, Now: func() time.Time { return now }}
+			// The clock stands still and the pauses are the test's: the
+			// asks are bounded by their count, and take no time.
+			var slept []time.Duration
+			c := &Checker{Limiter: lim, MaxWait: tt.maxWait, Now: func() time.Time { return now },
+				Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}
 			q := format.ReadQuery{HotelRef: "36900105", From: "2027-06-01", To: "2027-06-02", Secret: format.NewSecret("user:pw")}
 			_, _, err = c.read(context.Background(), config.Read{URL: srv.URL, Reader: rdr}, limiter.Bucket{Key: "expedia#c1#read"}, q)
 			if lim.asked != tt.wantAsked {
 				t.Errorf("Penalize asked %d times, want %d", lim.asked, tt.wantAsked)
+			}
+			// A pause of 200 ms between asks, as otapush's record pauses:
+			// one loop (package unavailable) for both.
+			if want := slices.Repeat([]time.Duration{200 * time.Millisecond}, tt.wantAsked-1); !slices.Equal(slept, want) {
+				t.Errorf("paused %v between asks, want %v", slept, want)
 			}
 			if tt.wantErr {
 				if err == nil {
