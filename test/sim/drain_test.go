@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -17,33 +15,12 @@ import (
 // pinned case), this case every time. The sweep of minute 30 pushes the
 // lane once the vendor answers again.
 func TestDrainWaitsForALaneLeftToTheSweep(t *testing.T) {
-	sc := Scenario{
-		Name: "late-answers", Seed: 1, Properties: 1,
-		Channels: []ChannelSpec{{Name: "booking_com", Kinds: []string{"availability"}, Creds: 1, Rate: 5, Burst: 5,
-			Vendor: VendorSpec{LateSpan: [2]time.Duration{0, 20 * time.Minute}}}},
-		Load: Load{Duration: 3 * time.Second, Rate: func(time.Duration) float64 { return 1 }, Kinds: [3]float64{1, 0, 0},
-			MaxDays: 3, WithinDays: 20, Rooms: 1, Plans: 1},
-		DBLatency:      Latency{P50: 52 * time.Millisecond, P99: 170 * time.Millisecond},
-		SQSLatency:     Latency{P50: 8 * time.Millisecond, P99: 40 * time.Millisecond},
-		OTALatency:     Latency{P50: 2 * time.Millisecond, P99: 10 * time.Millisecond},
-		MaxConcurrency: 1, Drain: time.Hour, SweepEvery: 30 * time.Minute, MemoryGB: 0.25,
-		CheckItems: true, FinalSweep: true, Top: map[string]string{"push_timeout": `"2s"`},
-		Note: "one lane whose pushes the vendor applies and answers past their budget for 20 minutes",
-	}
-	var rep *Report
-	synctest.Test(t, func(t *testing.T) {
-		r, err := Run(t.Context(), sc, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep = r
-	})
-	var b strings.Builder
-	rep.Write(&b)
-	t.Log("\n" + b.String())
-	for _, v := range rep.Violations {
-		t.Error(v)
-	}
+	sc := oneProperty("late-answers", "one lane whose pushes the vendor applies and answers past their budget for 20 minutes")
+	sc.Channels[0].Vendor.LateSpan = [2]time.Duration{0, 20 * time.Minute}
+	sc.Load.Duration = 3 * time.Second
+	sc.Drain, sc.SweepEvery, sc.FinalSweep = time.Hour, 30*time.Minute, true
+	sc.Top = map[string]string{"push_timeout": `"2s"`}
+	rep := runChecked(t, sc, nil)
 	if rep.Stats.SweptLanes == 0 {
 		t.Errorf("no sweep took a lane over (%d sweeps): the lane was never left to the sweep, so the drain's wait tested nothing", rep.Stats.Sweeps)
 	}

@@ -3,7 +3,6 @@ package sim
 import (
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -19,34 +18,12 @@ import (
 // it with no reason, the lane owned and unlisted, and the change never
 // reached the OTA (adversary seed 44).
 func TestALaneJobKilledOnEveryReceiveStillReachesTheOTA(t *testing.T) {
-	sc := Scenario{
-		Name: "killed-every-receive", Seed: 1, Properties: 1,
-		Channels: []ChannelSpec{{Name: "booking_com", Kinds: []string{"availability"}, Creds: 1, Rate: 5, Burst: 5,
-			Vendor: VendorSpec{HangSpan: [2]time.Duration{0, 30 * time.Minute}}}},
-		Load: Load{Duration: 2 * time.Second, Rate: func(time.Duration) float64 { return 1 }, Kinds: [3]float64{1, 0, 0},
-			MaxDays: 3, WithinDays: 20, Rooms: 1, Plans: 1},
-		Faults:         Faults{DeferredDeaths: [2]time.Duration{0, 45 * time.Minute}, DeferredDeathAfter: time.Second},
-		DBLatency:      Latency{P50: 5 * time.Millisecond, P99: 20 * time.Millisecond},
-		SQSLatency:     Latency{P50: 8 * time.Millisecond, P99: 40 * time.Millisecond},
-		OTALatency:     Latency{P50: 2 * time.Millisecond, P99: 10 * time.Millisecond},
-		MaxConcurrency: 1, Drain: 3 * time.Hour, SweepEvery: 5 * time.Minute, MemoryGB: 0.25,
-		CheckItems: true,
-		Note:       "one lane; the vendor hangs 30 min; every deferred-queue invocation dies 1 s in for 45 min",
-	}
-	var rep *Report
-	synctest.Test(t, func(t *testing.T) {
-		r, err := Run(t.Context(), sc, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep = r
-	})
-	var b strings.Builder
-	rep.Write(&b)
-	t.Log("\n" + b.String())
-	for _, v := range rep.Violations {
-		t.Error(v)
-	}
+	sc := oneProperty("killed-every-receive", "one lane; the vendor hangs 30 min; every deferred-queue invocation dies 1 s in for 45 min")
+	sc.Channels[0].Vendor.HangSpan = [2]time.Duration{0, 30 * time.Minute}
+	sc.Faults = Faults{DeferredDeaths: [2]time.Duration{0, 45 * time.Minute}, DeferredDeathAfter: time.Second}
+	sc.DBLatency = Latency{P50: 5 * time.Millisecond, P99: 20 * time.Millisecond}
+	sc.Drain = 3 * time.Hour
+	rep := runChecked(t, sc, nil)
 	if rep.Stale != 0 {
 		t.Errorf("%d dates stale at the OTA: %v", rep.Stale, rep.StaleExamples)
 	}

@@ -16,20 +16,11 @@ import (
 // DynamoDB out for 3 s in the middle, at a vendor whose limit is as tight
 // as the fleet's (5/s, burst 3).
 func reorderOutage(seed uint64) Scenario {
-	s := Scenario{
-		Name: "reorder-outage", Seed: seed, Properties: 1,
-		Channels: []ChannelSpec{{Name: "booking_com", Kinds: []string{"availability", "rates"}, Creds: 1, Rate: 5, Burst: 3}},
-		Load: Load{Duration: 5 * time.Second, Rate: func(time.Duration) float64 { return 16 }, Kinds: [3]float64{1, 1, 0},
-			MaxDays: 5, WithinDays: 20, Rooms: 2, Plans: 1},
-		Faults: Faults{DBOutage: [2]time.Duration{2500 * time.Millisecond, 5500 * time.Millisecond}, Duplicates: 0.05},
-		// The emulators' latencies (calibrate): moto's DynamoDB is slow.
-		DBLatency:      Latency{P50: 52 * time.Millisecond, P99: 170 * time.Millisecond},
-		SQSLatency:     Latency{P50: 8 * time.Millisecond, P99: 40 * time.Millisecond},
-		OTALatency:     Latency{P50: 2 * time.Millisecond, P99: 10 * time.Millisecond},
-		MaxConcurrency: 3, Drain: 30 * time.Minute, SweepEvery: 5 * time.Minute, MemoryGB: 0.25,
-		CheckItems: true,
-		Note:       "1 property, 80 changes in 5 s on 2 endpoints, 5% of receives duplicated, DynamoDB out 2.5–5.5 s",
-	}
+	s := oneProperty("reorder-outage", "1 property, 80 changes in 5 s on 2 endpoints, 5% of receives duplicated, DynamoDB out 2.5–5.5 s",
+		"availability", "rates")
+	s.Seed, s.Channels[0].Burst, s.MaxConcurrency = seed, 3, 3
+	s.Load.Duration, s.Load.Rate, s.Load.MaxDays, s.Load.Rooms = 5*time.Second, func(time.Duration) float64 { return 16 }, 5, 2
+	s.Faults = Faults{DBOutage: [2]time.Duration{2500 * time.Millisecond, 5500 * time.Millisecond}, Duplicates: 0.05}
 	return s
 }
 
