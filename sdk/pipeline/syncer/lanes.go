@@ -156,13 +156,13 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	if next == ref.Token {
 		shared = inv
 	}
-	body, items, els, state, err := s.render(ctx, shared, id, w.enc, pending)
+	r, err := s.render(ctx, shared, id, w.enc, pending)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}
-	st := pushed{lane: id, owner: next, elements: els, more: len(els) < len(pending), at: start,
-		rest: pending[len(els):], state: state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart, enc: w.enc}
-	pay, err := s.payload(ctx, st, body, items)
+	st := pushed{lane: id, owner: next, elements: r.elements, more: len(r.elements) < len(pending), at: start,
+		rest: pending[len(r.elements):], state: r.state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart, enc: w.enc}
+	pay, err := s.payload(ctx, st, r.body, r.items)
 	if err != nil {
 		return j, dispatch.Payload{}, err
 	}

@@ -103,13 +103,21 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 	return pay, nil
 }
 
+// rendered is a lane's push as render encoded it: its JSON body and item
+// count (fitBytes), the elements it carries and the state it read of them.
+type rendered struct {
+	body     []byte
+	items    int
+	elements []lane.Element
+	state    map[string][]ari.Day
+}
+
 // render reads the state of the oldest pending elements that fit the
-// endpoint's max_items, in one call, and encodes them (see fitBytes). It
-// returns the body, its item count, the elements it carries and the state
-// it read; enc is the encoding its job's route resolved. A fresh lane's first push shares the read with the other lanes
-// of its item in inv, the invocation that marked it (invocation.shared); nil:
-// it reads alone.
-func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, enc *encoding, pending []lane.Element) ([]byte, int, []lane.Element, map[string][]ari.Day, error) {
+// endpoint's max_items, in one call, and encodes them (see fitBytes); enc
+// is the encoding its job's route resolved. A fresh lane's first push
+// shares the read with the other lanes of its item in inv, the invocation
+// that marked it (invocation.shared); nil: it reads alone.
+func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, enc *encoding, pending []lane.Element) (rendered, error) {
 	maxItems, maxBytes := s.requestLimits(id)
 	els := fitItems(pending, maxItems)
 	if s.byMonth(id, enc) {
@@ -131,10 +139,10 @@ func (s *Syncer) render(ctx context.Context, inv *invocation, id lane.ID, enc *e
 		state, err = s.State.Read(ctx, ranges)
 	}
 	if err != nil {
-		return nil, 0, nil, nil, err
+		return rendered{}, err
 	}
 	body, items, els, err := fitBytes(id, els, state, maxBytes)
-	return body, items, els, state, err
+	return rendered{body: body, items: items, elements: els, state: state}, err
 }
 
 // fitBytes encodes els; if the body is over maxBytes it drops the newest
