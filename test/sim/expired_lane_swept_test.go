@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -29,14 +28,7 @@ func TestExpiredLaneIsSweptAndPushed(t *testing.T) {
 	const pk, suffix = "hotel-aurora#rates", "booking_com#cred-1#BK-1001"
 	const lane = pk + "#" + suffix
 
-	booked := m.clock.Now().Add(6 * time.Second)
-	pen, err := limiter.New(m.store, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pen.Penalize(context.Background(), limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: lim}, booked); err != nil {
-		t.Fatal(err)
-	}
+	booked := m.bookRates(lim, 6*time.Second)
 	m.changes([]string{src.change("rates", "DBL", "2027-04-01", "2027-04-02", 7)}, 10)
 	if len(m.results) != 1 || m.results[0].Outcome != dispatch.Expired || len(m.pending) != 0 {
 		t.Fatalf("change into a bucket booked past max_age: %+v (%d deferred), want its lane job expired", m.results, len(m.pending))

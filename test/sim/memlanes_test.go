@@ -150,6 +150,23 @@ func (m *memLanes) sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
+// bookRates books booking_com's rates bucket of cred-1 (of limit lim)
+// until d from now, as a vendor's silence does, so that the next change's
+// lane job waits for it: deferred, or expired past its max_age. It returns
+// when the bucket is free again.
+func (m *memLanes) bookRates(lim limiter.Limit, d time.Duration) time.Time {
+	m.t.Helper()
+	pen, err := limiter.New(m.store, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	booked := m.clock.Now().Add(d)
+	if err := pen.Penalize(context.Background(), limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: lim}, booked); err != nil {
+		m.t.Fatal(err)
+	}
+	return booked
+}
+
 // handle hands msgs to the syncer as one batch, fails the test on an
 // error, and keeps what it deferred.
 func (m *memLanes) handle(msgs []syncer.Message) {
