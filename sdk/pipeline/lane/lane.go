@@ -192,7 +192,7 @@ func (s *Store) takeOver(ctx context.Context, id ID, was Pending, token string, 
 	})
 	if item, failed := conditionFailed(err); failed {
 		p, err := pendingOf(item, id) // someone else took it first, or renewed
-		return p, false, err
+		return p, err == nil && tookOver(p, token, lease), err
 	}
 	if err != nil {
 		return Pending{}, false, fmt.Errorf("take over lane %s: %w", id, err)

@@ -26,7 +26,11 @@ func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, erro
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		return refused(item, id, owner)
+		p, err := refused(item, id, owner)
+		if err != nil && p.Owner == "" && len(p.Elements) == 0 {
+			return Pending{}, nil // as this write, sent again after its answer was lost, left it
+		}
+		return p, err
 	}
 	if err != nil {
 		return Pending{}, fmt.Errorf("release lane %s: %w", id, err)
@@ -78,19 +82,23 @@ func (s *Store) EndLease(ctx context.Context, id ID, owner string, failed bool) 
 	sfx := id.suffix()
 	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
 	set, add, vals := s.stranding(names, sfx, failed)
-	vals[":o"], vals[":ended"] = str(owner), micros(time.UnixMicro(0))
+	end := endMark()
+	vals[":o"], vals[":end"], vals[":epoch"] = str(owner), micros(end), micros(time.UnixMicro(0))
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.Table,
 		Key:              key(id),
-		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :ended, %s ADD %s", l, set, add)),
-		// The Unix epoch: over for every process, whatever its clock.
-		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND %s > :ended", o, l)),
+		UpdateExpression: strPtr(fmt.Sprintf("SET %s = :end, %s ADD %s", l, set, add)),
+		// A lease at or before the Unix epoch was ended (endMark).
+		ConditionExpression:                 strPtr(fmt.Sprintf("%s = :o AND %s > :epoch", o, l)),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           vals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
-		_, err := refused(item, id, "")
+		p, err := refused(item, id, "")
+		if p.Owner == owner && tookOver(p, owner, end) {
+			return nil // this call's end, sent again after its answer was lost
+		}
 		return err
 	}
 	if err != nil {
