@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -92,7 +93,10 @@ type Vendor struct {
 	// silenced is, by bucket, how long its heard silences cover in all,
 	// overlaps once (Silenced).
 	silenced map[string]time.Duration
-	boxed    map[string]bool // the buckets VendorSpec.Box has put in its box
+	// refusedBodies is, by bucket, the distinct requests refused for an
+	// unmapped room (Isolating).
+	refusedBodies map[string]map[uint64]bool
+	boxed         map[string]bool // the buckets VendorSpec.Box has put in its box
 	// off are stretches in which a hotel's connection is disabled for
 	// every worker; OffPushes counts requests for it meanwhile.
 	off        []offSpan
@@ -171,6 +175,34 @@ func (v *Vendor) Silenced() time.Duration {
 	var most time.Duration
 	for _, d := range v.silenced {
 		most = max(most, d)
+	}
+	return most
+}
+
+// isolated records a request of bucket key refused for the unmapped room.
+// Under v.mu.
+func (v *Vendor) isolated(key string, body []byte) {
+	if v.refusedBodies == nil {
+		v.refusedBodies = map[string]map[uint64]bool{}
+	}
+	if v.refusedBodies[key] == nil {
+		v.refusedBodies[key] = map[uint64]bool{}
+	}
+	h := fnv.New64a()
+	h.Write(body)
+	v.refusedBodies[key][h.Sum64()] = true
+}
+
+// Isolating is the most distinct requests the vendor refused of one
+// bucket for an unmapped room: each a step of an isolation (format.Isolate
+// takes a refused message apart until its refused changes are alone),
+// none of them one sent again.
+func (v *Vendor) Isolating() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	most := 0
+	for _, b := range v.refusedBodies {
+		most = max(most, len(b))
 	}
 	return most
 }
@@ -337,7 +369,11 @@ func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 	if within(v.spec.HangSpan, v.start, now) {
 		return ans(http.StatusOK) // never answered, nothing applied
 	}
+	items := v.ItemRefusals
 	if status, body, refused := v.refuseWire(rd, now); refused {
+		if v.ItemRefusals > items {
+			v.isolated(key, rd.body)
+		}
 		a := ans(status)
 		a.body = body
 		return a

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"testing"
@@ -43,21 +44,36 @@ func TestDrainGrantsTheSilencesTheBusiestBucketMet(t *testing.T) {
 		silences  int
 		drain     time.Duration
 		late      float64 // Faults.LateDeliveries
+		refused   int     // requests refused for an unmapped room
+		distinct  bool    // each a body not refused before
 		wantDrain time.Duration
 	}{
-		{"fewer silences than the drain holds", 4, 4 * time.Hour, 0, 4 * time.Hour},
-		{"more silences than the drain holds", 17, 4 * time.Hour, 0, 17*each + 10*time.Minute},
+		{"fewer silences than the drain holds", 4, 4 * time.Hour, 0, 0, false, 4 * time.Hour},
+		{"more silences than the drain holds", 17, 4 * time.Hour, 0, 0, false, 17*each + 10*time.Minute},
 		// Each silence is waited out by a deferral of its length, which
 		// SQS may deliver late by a tenth of it (seed 358: 15-76 s after
 		// each of 16 silences, past the 10 minutes the drain kept over).
-		{"silences waited out by late deliveries", 17, 4 * time.Hour, 0.1, 17*each + 17*each/10 + 10*time.Minute},
-		{"silences past a day", 100, 4 * time.Hour, 0, maxSilenceDrain},
+		{"silences waited out by late deliveries", 17, 4 * time.Hour, 0.1, 0, false, 17*each + 17*each/10 + 10*time.Minute},
+		{"silences past a day", 100, 4 * time.Hour, 0, 0, false, maxSilenceDrain},
+		// An isolation that gets one request through a silence drains
+		// past the day, a silence for each step (seed 358's whole case:
+		// 44-71 h); one that sends the same refused request again is
+		// one step, however often it is sent.
+		{"silences past a day, an isolation going on", 100, 4 * time.Hour, 0, 40, true, 100*each + 10*time.Minute},
+		{"silences past a day, a refused request sent again", 100, 4 * time.Hour, 0, 40, false, maxSilenceDrain + retryAfterCap},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := NewVendor("booking", 0, nil, rand.New(rand.NewPCG(1, 2)), Latency{}, window.Limit{Rate: 0.5, Burst: 1}, nil)
 			v.spec.RetryAfter = "huge"
 			for i := range tt.silences {
 				v.retryAfter(http.Header{}, "a", t0.Add(time.Duration(i)*(retryAfterCap+time.Minute)), 0, time.Second)
+			}
+			for i := range tt.refused {
+				body := "the whole message"
+				if tt.distinct {
+					body = fmt.Sprintf("part %d", i)
+				}
+				v.isolated("a", []byte(body))
 			}
 			s := &sim{sc: Scenario{Drain: tt.drain, Faults: Faults{LateDeliveries: tt.late}}, vendors: []*Vendor{v}}
 			if got := s.drainTime(); got != tt.wantDrain {
