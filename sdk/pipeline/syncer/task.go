@@ -66,9 +66,10 @@ func (s *Syncer) taskOf(w *laneWork, j job.Job) dispatch.Task {
 
 // deferredTasks are what j, back from the deferred queue, dispatches: its
 // own task, or, for a refused change redriven from the dead-letter queue,
-// the push its lane's mark schedules (remark). An owning lane job
-// received for its queue's last time is dead-lettered with last, the
-// reason, before it works, and its lane handed to the sweep (receives.go).
+// the push its lane's mark schedules (remark). A lane job received for
+// its queue's last time, a recheck job too (its earlier receives may have
+// taken the lane over and died), is dead-lettered with last, the reason,
+// before it works, and its lane handed to the sweep (receives.go).
 func (s *Syncer) deferredTasks(ctx context.Context, inv *invocation, j job.Job, last string) ([]dispatch.Task, error) {
 	w := &laneWork{s: s, inv: inv}
 	id, ref, _, err := w.lane(j)
@@ -76,7 +77,7 @@ func (s *Syncer) deferredTasks(ctx context.Context, inv *invocation, j job.Job, 
 		return s.remark(ctx, inv, j, id, ref)
 	}
 	t := s.taskOf(w, j)
-	if err == nil && ref.SeenOwner == "" && last != "" {
+	if err == nil && last != "" {
 		t.GiveUp, w.last = last, true
 	}
 	return []dispatch.Task{t}, nil
