@@ -10,10 +10,11 @@ import (
 // connections map every code the run uses to itself), each kind by the
 // key its channel's format holds it by (Onboard.Whole). Beside the resync
 // part it resyncs that part's hotels whole; alone it draws them as that
-// part does. This file's name sorts after every other part's, so the part
-// comes last in the catalogue and a seed draws every earlier part as
-// before.
-func init() { catalogue = append(catalogue, wholeResyncParts...) }
+// part does. This file's name sorts after every other part's, so its
+// init comes last: the part, and the deferred-deaths part after it
+// (adversary_deaths.go), end the catalogue, and a seed draws every
+// earlier part as before them.
+func init() { catalogue = append(append(catalogue, wholeResyncParts...), deathParts...) }
 
 var wholeResyncParts = []part{
 	{"resync-whole", "load", func(b *build, r *rand.Rand) ([]string, string) {
