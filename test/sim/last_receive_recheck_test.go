@@ -35,14 +35,7 @@ func TestARecheckJobKilledOnEveryReceiveHandsItsLaneToTheSweep(t *testing.T) {
 
 	// A booked bucket defers the lane's job: its message is the deferred
 	// queue's.
-	pen, err := limiter.New(m.store, limiter.WithTable("limits"), limiter.WithClock(m.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	booked := m.clock.Now().Add(6 * time.Second)
-	if err := pen.Penalize(context.Background(), limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: lim}, booked); err != nil {
-		t.Fatal(err)
-	}
+	booked := m.bookRates(lim, 6*time.Second)
 	m.changes([]string{src.change("rates", "DBL", "2027-04-01", "2027-04-02", 7)}, 10)
 	if len(m.pending) != 1 {
 		t.Fatalf("change into a booked bucket: %+v, %d deferred; want its lane job deferred", m.results, len(m.pending))
