@@ -136,6 +136,7 @@ type Limiter struct {
 	adapt          seenAdapt
 	silent         seenSilence
 	heard          heardSilence
+	caps           seenCaps
 	shares         seenShares
 	born           int64            // µs: when New made it, by its clock (see Share.Quiet)
 	breaker        *breaker.Breaker // nil: always call the store

@@ -122,12 +122,15 @@ func itemSilence(item map[string]types.AttributeValue) (int64, error) {
 }
 
 // learnSilence remembers the silence item records, as of `at` (when the
-// call that item answers was sent: the item is at least that recent). An
-// item that cannot be read is left to the callers that parse it too.
+// call that item answers was sent: the item is at least that recent), and
+// the in-flight cap beside it (learnCap): both are what the fleet was
+// told by the vendor's 429s. An item that cannot be read is left to the
+// callers that parse it too.
 func (l *Limiter) learnSilence(key string, item map[string]types.AttributeValue, at int64) {
 	if until, err := itemSilence(item); err == nil {
 		l.silent.learn(key, until, at)
 	}
+	l.learnCap(key, item, at)
 }
 
 // seenSilence remembers, per bucket, the silence the latest store answer
