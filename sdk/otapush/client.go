@@ -202,7 +202,14 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 			}
 			granted = r
 		}
+		var answered func(bool)
+		if req.AtVendor != nil {
+			answered = req.AtVendor()
+		}
 		a, retryIn, err := c.send(ctx, req, sig, granted, attempt, start)
+		if answered != nil {
+			answered(a.throttled)
+		}
 		throttled = a.throttled
 		resp.Status, resp.Attempts = a.status, attempt
 		if a.throttled {

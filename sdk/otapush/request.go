@@ -65,6 +65,12 @@ type Request struct {
 	// max_in_flight), for a Pusher that names it to the vendor or in its
 	// logs; the client itself does not send it.
 	Lease *limiter.Lease
+	// AtVendor, if set, is called as each attempt is sent, and the
+	// function it returns once that attempt's answer is read (throttled:
+	// the vendor throttled it): the dispatcher counts a bucket's requests
+	// at the vendor with it, to learn a concurrency cap the vendor names
+	// only in its 429s.
+	AtVendor func() (answered func(throttled bool))
 	// Judge, if set, reads each answer in the request's message format:
 	// a vendor that answers 200 with an error in its body refused the
 	// request, whatever the status says. Without it, the status decides.
