@@ -107,6 +107,17 @@ func (e Endpoint) InFlight(key string, push time.Duration) *limiter.InFlight {
 	return &limiter.InFlight{Key: key, Max: *e.MaxInFlight, Hold: hold, Timeout: MinLeaseHold(push)}
 }
 
+// Learn is the lease set a push of the endpoint takes under key while
+// the fleet has learned an in-flight cap for it (dispatch.Route.Learn):
+// the endpoint's own, or, where it names no max_in_flight, one of
+// limiter.MaxLeases held as a configured one would be.
+func (e Endpoint) Learn(key string, push time.Duration) *limiter.InFlight {
+	if f := e.InFlight(key, push); f != nil {
+		return f
+	}
+	return &limiter.InFlight{Key: key, Max: limiter.MaxLeases, Hold: push + leaseStart, Timeout: MinLeaseHold(push)}
+}
+
 // CalendarQuota is the endpoint's quota under key (the bucket key), nil
 // when it sets none. The time zone was loaded once at validation; loading
 // it again cannot fail but for a zone database removed meanwhile.

@@ -47,12 +47,16 @@ type Capabilities struct {
 	// slow store's answer comes before the slot; without it a slot due at
 	// once is late by the grant's latency.
 	Ahead AheadReserver
+	// Caps learns the in-flight cap of a vendor that takes only so many
+	// requests at once and says so only in its 429s (learncap.go); without
+	// it a route leases only as its configuration says.
+	Caps CapLearner
 }
 
 // none reports whether c has no capability set.
 func (c Capabilities) none() bool {
 	return c.Shards == nil && c.Multi == nil && c.Batch == nil && c.Confirm == nil && c.Penalize == nil &&
-		c.Silence == nil && c.KnownSilence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil
+		c.Silence == nil && c.KnownSilence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil && c.Caps == nil
 }
 
 // CapabilitiesOf is what reserver (a Dispatcher's Limiter) can do, read
@@ -105,6 +109,9 @@ func CapabilitiesOf(reserver Reserver) Capabilities {
 		ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
 	}); ok {
 		c.Ahead = l.ReserveAhead
+	}
+	if l, ok := reserver.(CapLearner); ok {
+		c.Caps = l
 	}
 	return c
 }

@@ -63,7 +63,12 @@ type Route struct {
 	MaxDeferrals int
 	// InFlight, Quota: see lease.go, quota.go.
 	InFlight *limiter.InFlight
-	Quota    *limiter.QuotaBucket
+	// Learn is the lease a push takes while the fleet has learned an
+	// in-flight cap for the route's bucket (learncap.go): its Key, Hold
+	// and Timeout, and, in Max, the most the configuration allows (the
+	// lease set's MaxLeases where it names none). Nil: nothing is learned.
+	Learn *limiter.InFlight
+	Quota *limiter.QuotaBucket
 }
 
 // buckets is every bucket the route draws from, Bucket first.
@@ -157,6 +162,9 @@ type Dispatcher struct {
 	// took is the largest request each bucket's vendor accepted lately,
 	// which a throttle of no larger a request does not halve (took.go).
 	took taken
+	// sending counts each bucket's requests at its vendor from this
+	// process (learncap.go).
+	sending sending
 }
 
 // init reads the dispatcher's capabilities, once, unless set.
@@ -210,6 +218,7 @@ func (d *Dispatcher) Do(ctx context.Context, t Task, hold time.Time) (Result, er
 		hold = until
 	}
 	tk := newTask(t, hold)
+	tk.InFlight = d.inFlight(tk)
 	acc := first
 	for handedBack := false; ; handedBack = true {
 		res, next, err := d.serve(ctx, j, tk, now, handedBack)

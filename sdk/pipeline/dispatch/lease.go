@@ -219,7 +219,7 @@ func (d *Dispatcher) acquire(ctx context.Context, j job.Job, t *task) (held *hel
 // run.lease on its requests, and calls run.release once the answer is
 // in. A route with no InFlight goes out under ctx itself, with no lease.
 func (d *Dispatcher) lease(ctx context.Context, j job.Job, t *task, held *heldLease) (run settle, ok bool, res Result, err error) {
-	if t.InFlight == nil {
+	if t.InFlight = d.inFlight(t); t.InFlight == nil {
 		return settle{ctx: ctx, base: ctx, release: func() {}}, true, Result{}, nil
 	}
 	if held != nil && held.lease.Expires.Sub(d.now()) < held.timeout {

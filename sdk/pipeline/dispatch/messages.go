@@ -132,9 +132,11 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 		if req, late = d.spendable(req); late {
 			res.WastedSlots++
 		}
-		resp, err := d.send(sctx, req)
+		resp, concurrent, err := d.sendCounted(sctx, t, req)
 		res.Attempts, res.Throttled = res.Attempts+resp.Attempts, res.Throttled+resp.Throttled
-		j = d.throttledItems(t.Route, j, m.Items, err)
+		if !concurrent {
+			j = d.throttledItems(t.Route, j, m.Items, err)
+		}
 		var perm *otapush.PermanentError
 		switch {
 		case err == nil:

@@ -105,11 +105,14 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	if req, late = d.spendable(req); late {
 		res.WastedSlots++
 	}
-	resp, err := d.send(ctx, req)
+	resp, concurrent, err := d.sendCounted(ctx, t, req)
 	res.Attempts, res.Throttled = resp.Attempts, resp.Throttled
 	if err != nil {
 		out.release()
-		return d.pushFailed(out.base, d.throttledItems(t.Route, j, p.Items, err), t, p, res, err)
+		if !concurrent {
+			j = d.throttledItems(t.Route, j, p.Items, err)
+		}
+		return d.pushFailed(out.base, j, t, p, res, err)
 	}
 	d.acceptedItems(t.Route, p.Items)
 	res.Outcome, res.Pushes, res.Items = Pushed, 1, p.Items

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -65,6 +66,9 @@ type task struct {
 	// (Policy.MaxHold, or a shorter bound of the caller's). Zero bounds
 	// nothing.
 	hold time.Time
+	// configured is the route's own InFlight, which InFlight replaces
+	// with the lease a learned cap asks (Dispatcher.inFlight).
+	configured *limiter.InFlight
 }
 
 // slotless reports whether t books no slot: it is dead-lettered (or, its
@@ -72,5 +76,5 @@ type task struct {
 func (t Task) slotless() bool { return t.Err != nil || t.GiveUp != "" }
 
 func newTask(t Task, hold time.Time) *task {
-	return &task{Route: t.Route, work: t.Work, shrink: t.Shrink, isolate: t.Isolate, refresh: t.Refresh, recheck: t.Recheck, atSlot: t.AtSlot, hold: hold}
+	return &task{Route: t.Route, work: t.Work, shrink: t.Shrink, isolate: t.Isolate, refresh: t.Refresh, recheck: t.Recheck, atSlot: t.AtSlot, hold: hold, configured: t.Route.InFlight}
 }

@@ -112,6 +112,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, *encoding, e
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
 		InFlight:     ep.InFlight(key, s.Config.PushTimeout()),
+		Learn:        ep.Learn(key, s.Config.PushTimeout()),
 	}
 	if route.Quota, err = ep.CalendarQuota(key); err != nil {
 		return dispatch.Route{}, nil, err

@@ -1,0 +1,146 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
+)
+
+// capper is a reserver whose bucket has a learned in-flight cap, and
+// which records the lowerings asked of it (in requests at the vendor).
+type capper struct {
+	*reserver
+	cap     int
+	lowered []int
+}
+
+func (c *capper) InFlightCap(string) int { return c.cap }
+
+func (c *capper) LowerInFlight(_ context.Context, _ string, inFlight int, _ time.Time) error {
+	c.lowered = append(c.lowered, inFlight)
+	return nil
+}
+
+// crowdedPusher throttles every push; with others, another request of
+// the bucket is at the vendor from this process while it is answered.
+// leased records whether each push ran under an in-flight lease.
+type crowdedPusher struct {
+	others bool
+	leased []bool
+}
+
+func (p *crowdedPusher) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
+	p.leased = append(p.leased, req.Lease != nil)
+	if req.AtVendor != nil {
+		if p.others {
+			other := req.AtVendor()
+			defer other(false)
+		}
+		req.AtVendor()(true)
+	}
+	return otapush.Response{Attempts: 1, Throttled: 1}, &otapush.DeferError{Throttled: true, Cause: errors.New("vendor answered 429 (throttled)")}
+}
+
+// learnRouter routes to one bucket metered by items, naming no
+// max_in_flight: the lease a learned cap asks is Learn's.
+type learnRouter struct{}
+
+func (learnRouter) Route(job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: "c", Limit: limiter.PerSecond(4, 16)}, URL: "http://ota.invalid", ItemWeight: 1,
+		Learn: &limiter.InFlight{Key: "c", Max: limiter.MaxLeases, Hold: 25 * time.Second, Timeout: 21 * time.Second}}, nil
+}
+
+// A throttle met while other requests of the bucket were at the vendor
+// (this process's, or, under a learned cap of two or more, maybe the
+// fleet's) is the vendor's concurrency: it lowers the learned cap and
+// leaves the lane's requests their size (job.Fit). Alone at the vendor,
+// the throttle is its pace, and halves Fit as before. While a cap is
+// learned, the route, which names no max_in_flight, pushes under a lease.
+func TestAConcurrencyThrottleLowersTheCapAndLeavesFitAlone(t *testing.T) {
+	tests := []struct {
+		name        string
+		cap         int  // learned before the push; 0: none
+		others      bool // another request of the bucket at the vendor
+		wantLowered []int
+		wantFit     int
+		wantLeased  bool
+	}{
+		{"alone, nothing learned: its pace, Fit halved", 0, false, nil, 4, false},
+		{"another at the vendor: cap lowered from 2 requests, Fit kept", 0, true, []int{2}, 0, false},
+		{"alone under a learned cap of 3: the fleet's may be there", 3, false, []int{1}, 0, true},
+		{"alone under a learned cap of 1: its pace, Fit halved", 1, false, nil, 4, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLeaseRig(t)
+				lim := &capper{reserver: r.lim, cap: tt.cap}
+				p := &crowdedPusher{others: tt.others}
+				r.d.Limiter, r.d.Pusher, r.d.Routes = lim, p, learnRouter{}
+				r.d.Work = &sizedWork{work: work{clock: r.clock}, items: 8}
+				res, err := r.d.HandleJob(context.Background(), itemsJob(r.clock.Now(), "c", 8))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Outcome != Deferred || len(r.queue.deferred) != 1 {
+					t.Fatalf("%+v, %d deferred; want the throttled job deferred", res, len(r.queue.deferred))
+				}
+				if got := r.queue.deferred[0].j.Fit; got != tt.wantFit {
+					t.Errorf("Fit %d after the throttle, want %d", got, tt.wantFit)
+				}
+				if len(lim.lowered) != len(tt.wantLowered) || len(lim.lowered) > 0 && lim.lowered[0] != tt.wantLowered[0] {
+					t.Errorf("cap lowered from %v requests at the vendor, want %v", lim.lowered, tt.wantLowered)
+				}
+				if len(p.leased) != 1 || p.leased[0] != tt.wantLeased {
+					t.Errorf("pushes under a lease %v, want [%v]", p.leased, tt.wantLeased)
+				}
+			})
+		})
+	}
+}
+
+// The lease a push takes: the route's own max_in_flight, lowered to a
+// learned cap; Learn's at the learned cap where the route names none; and
+// none while nothing is learned, or the dispatcher cannot lease or learn.
+func TestTheLearnedCapBoundsTheLease(t *testing.T) {
+	learn := &limiter.InFlight{Key: "c", Max: limiter.MaxLeases, Hold: 25 * time.Second, Timeout: 21 * time.Second}
+	own := &limiter.InFlight{Key: "c", Max: 5, Hold: 25 * time.Second, Timeout: 21 * time.Second}
+	tests := []struct {
+		name       string
+		configured *limiter.InFlight
+		learn      *limiter.InFlight
+		cap        int
+		noLeases   bool
+		want       int // the lease's Max; 0: no lease
+	}{
+		{"nothing learned, none configured: no lease", nil, learn, 0, false, 0},
+		{"a cap of 2 learned, none configured: Learn's at 2", nil, learn, 2, false, 2},
+		{"a cap of 3 below the configured 5", own, own, 3, false, 3},
+		{"a cap of 8 above the configured 5: 5", own, own, 8, false, 5},
+		{"nothing learned: the configured 5", own, own, 0, false, 5},
+		{"no Leases: nothing learned applies", nil, learn, 2, true, 0},
+		{"no Learn (a route built without it): as configured", nil, nil, 2, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &Dispatcher{Can: Capabilities{Caps: &capper{cap: tt.cap}}}
+			if !tt.noLeases {
+				d.Leases = NewLeases(nil)
+			}
+			tk := &task{Route: Route{Bucket: limiter.Bucket{Key: "c"}, InFlight: tt.configured, Learn: tt.learn}, configured: tt.configured}
+			got := 0
+			if f := d.inFlight(tk); f != nil {
+				got = f.Max
+			}
+			if got != tt.want {
+				t.Fatalf("lease Max %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
