@@ -144,3 +144,51 @@ func TestTheLearnedCapBoundsTheLease(t *testing.T) {
 		})
 	}
 }
+
+// teachingReserver books as bookingReserver does, and its booking's answer
+// tells of a learned cap of 1 (limiter.InFlightCap learns it from every
+// grant).
+type teachingReserver struct {
+	bookingReserver
+	cap int
+}
+
+func (r *teachingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	r.cap = 1
+	return r.bookingReserver.Reserve(ctx, b, n, maxDelay)
+}
+
+func (r *teachingReserver) InFlightCap(string) int { return r.cap }
+
+func (r *teachingReserver) LowerInFlight(context.Context, string, int, time.Time) error { return nil }
+
+// A lease taken before the token (the set contended: job.LeaseBusy) under
+// a Max above the cap the token's answer told of goes back, and the push
+// takes one under the cap: the set bounds its leases by the largest Max
+// an acquirer passes, so a lease of the old Max would let the fleet
+// exceed the learned cap.
+func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &limiter.InFlight{Key: "k", Max: 3, Hold: 25 * time.Second}
+		r := newLeaseRig(t)
+		lim := &teachingReserver{bookingReserver: bookingReserver{r.lim, r.ev}}
+		r.d.Limiter, r.d.Pusher, r.d.Work = lim, &leasePusher{events: r.ev}, nil
+		r.d.Routes = learnLeaseRouter{f}
+		j := testJob(r.clock.Now())
+		j.LeaseBusy = true
+		res, err := r.d.HandleJob(context.Background(), j)
+		if err != nil || res.Outcome != Pushed {
+			t.Fatalf("%+v, %v; want pushed", res, err)
+		}
+		if got, want := r.ev.String(), "acquire,reserve,release,acquire,push,release"; got != want {
+			t.Fatalf("events %s; want %s", got, want)
+		}
+	})
+}
+
+// learnLeaseRouter routes with max_in_flight f, and learns under it.
+type learnLeaseRouter struct{ f *limiter.InFlight }
+
+func (r learnLeaseRouter) Route(job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", InFlight: r.f, Learn: r.f}, nil
+}

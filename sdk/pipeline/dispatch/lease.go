@@ -150,6 +150,7 @@ func (l *Leases) Effective(f limiter.InFlight) limiter.InFlight {
 type heldLease struct {
 	lease   limiter.Lease
 	timeout time.Duration // the push's budget (InFlight.Timeout)
+	max     int           // the InFlight.Max it was acquired under
 	// release frees the lease; safe to call more than once.
 	release func()
 }
@@ -209,7 +210,7 @@ func (d *Dispatcher) acquire(ctx context.Context, j job.Job, t *task) (held *hel
 			d.log().Warn("releasing an in-flight lease failed", "job_id", j.ID, "lease", lease.Key, "slot", lease.Slot, "err", err)
 		}
 	})
-	return &heldLease{lease: lease, timeout: f.Timeout, release: release}, true, Result{}, nil
+	return &heldLease{lease: lease, timeout: f.Timeout, max: f.Max, release: release}, true, Result{}, nil
 }
 
 // lease takes t's in-flight lease for j's push, or uses held, the lease
@@ -222,10 +223,12 @@ func (d *Dispatcher) lease(ctx context.Context, j job.Job, t *task, held *heldLe
 	if t.InFlight = d.inFlight(t); t.InFlight == nil {
 		return settle{ctx: ctx, base: ctx, release: func() {}}, true, Result{}, nil
 	}
-	if held != nil && held.lease.Expires.Sub(d.now()) < held.timeout {
+	if held != nil && (held.lease.Expires.Sub(d.now()) < held.timeout || held.max > d.Leases.Effective(*t.InFlight).Max) {
 		// Taken before its token, the lease has too little left for the
 		// push's time: the push would end with the lease, before its own
-		// budget does. It takes a fresh one.
+		// budget does. Or it was taken under a larger Max than the cap the
+		// token's answer told of since (learncap.go): the set's bound is
+		// the largest Max an acquirer passes. It takes a fresh one.
 		held.release()
 		held = nil
 	}
