@@ -25,7 +25,9 @@
 // transaction; TakeSharded spreads a hot bucket over several items.
 // Penalize empties a bucket for the fleet until a vendor's Retry-After;
 // adaptive buckets (Bucket.Adaptive, Throttle, Publish, Confirm) learn a
-// vendor's real limit; AcquireLease caps requests in flight; TakeQuota
+// vendor's real limit; AcquireLease caps requests in flight, and
+// LowerInFlight and InFlightCap learn a cap a vendor names only in its
+// 429s (inflight_cap.go); TakeQuota
 // meters calendar quotas. Limit.Margin keeps part of the burst free for
 // requests that reach the vendor later than their slots, and Wait never
 // hands back a grant later than that (Late): it books again.

@@ -59,7 +59,8 @@
 // plan and decides nothing itself: linger.go books a lingering job's early
 // slot (job.Job's Linger: its bucket would fill up before the linger
 // ends), reserve.go books a slot, lease.go takes a route's in-flight lease
-// (before the token while its lease set is crowded), work.go begins the
+// (before the token while its lease set is crowded; learncap.go learns the
+// cap of a vendor that names it only in its 429s), work.go begins the
 // task's work (ahead of its slot by what prep.go learns it takes) and
 // settles it after the push, push.go and messages.go send the push's
 // messages through the Pusher (sdk/otapush), failure.go handles a failed
