@@ -36,6 +36,18 @@ func (s *countedStore) Reserve(ctx context.Context, b limiter.Bucket, n int, max
 	return r, err
 }
 
+func (s *countedStore) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
+	r, err := s.lim.ReserveAhead(ctx, b, n, maxDelay, ahead)
+	s.mu.Lock()
+	s.asked++
+	if err != nil {
+		s.refused++
+	}
+	s.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	return r, err
+}
+
 // Ten jobs of a route that takes only tokens free at once (a resync's bulk
 // pushes: burst 1, a 1 ms horizon) wait on one bucket in one process. Each
 // asking at every free token cost about one denied write per waiting job
@@ -79,5 +91,58 @@ func TestOneAskerPerBucketDrainsAtTheRateWithoutPolling(t *testing.T) {
 			t.Errorf("%d reservations asked for 10 grants, %d denied; want at most 2 denied", store.asked, store.refused)
 		}
 		t.Logf("%d reservations asked for 10 grants, %d denied; last push %v after the first asks", store.asked, store.refused, at[len(at)-1].Sub(t0))
+	})
+}
+
+// Ten such jobs wait on one bucket spread over five processes, two each,
+// as the deferred queue spreads a resync's bulk jobs over the execution
+// environments. Asking in turn within each process, every process asked
+// at every free token: five asks a token while all had jobs, four of them
+// denied writes (in the simulated onboarding, 5.2 failed limiter writes a
+// bulk push at 10 hotels a bucket, 11 at 30). Asking at turns booked in
+// the bucket's ask queue, each push costs its turn's write and its ask,
+// and the rate is still used.
+func TestBulkJobsOfSeveralProcessesAskTheirBucketAtOneTurnEach(t *testing.T) {
+	ms := time.Millisecond
+	limit := limiter.Limit{Rate: 10, Burst: 1}
+	route := Route{Bucket: limiter.Bucket{Key: "ota#c#rates", Limit: limit}, URL: "http://ota.invalid", Header: http.Header{},
+		Horizon: ms, OneAsker: true}
+	synctest.Test(t, func(t *testing.T) {
+		store := &countedStore{lim: limitertest.New()}
+		vendor := &arrivals{at: map[string][]time.Time{}}
+		policy := DefaultPolicy
+		policy.MaxHold = 5 * time.Second
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for p := range 5 {
+			d := &worker{&Dispatcher{Limiter: store, Pusher: vendor, Queue: &fakeQueue{}, Policy: policy}, nil, fixedRoute(route)}
+			js := make([]job.Job, 2)
+			for i := range js {
+				js[i] = job.Job{ID: fmt.Sprintf("bulk-%d-%d", p, i), Channel: "ota", Credential: "c", Endpoint: "rates", FirstSeen: t0, Payload: []byte(`{}`)}
+			}
+			wg.Go(func() {
+				results, errs := d.HandleJobs(t.Context(), js)
+				for i, res := range results {
+					if errs[i] != nil || res.Outcome != Pushed {
+						t.Errorf("%s: %+v, err %v; want pushed", js[i].ID, res, errs[i])
+					}
+				}
+			})
+		}
+		wg.Wait()
+		at := vendor.at[route.Bucket.Key]
+		if len(at) != 10 {
+			t.Fatalf("%d pushes, want 10", len(at))
+		}
+		if err := window.Check(at, window.Limit{Rate: limit.Rate, Burst: limit.Burst}); err != nil {
+			t.Errorf("the vendor's window: %v", err)
+		}
+		if last := at[len(at)-1].Sub(t0); last > 11*100*ms {
+			t.Errorf("the last push went %v after the first asks, want within 1.1 s (ten intervals of 100 ms and the store's answers): the rate went unused", last)
+		}
+		if store.refused > 2 {
+			t.Errorf("%d writes (turns and asks) for 10 grants, %d denied; want at most 2 denied", store.asked, store.refused)
+		}
+		t.Logf("%d writes (turns and asks) for 10 grants, %d denied; last push %v after the first asks", store.asked, store.refused, at[len(at)-1].Sub(t0))
 	})
 }

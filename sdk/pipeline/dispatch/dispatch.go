@@ -41,11 +41,11 @@ type Route struct {
 	// urgent pushes (with Horizon, on normal pushes): a throttle or a
 	// drain their push meets empties the whole burst.
 	Reserve int
-	// OneAsker: the route's jobs of one process ask Bucket for a token one
-	// at a time, each when the last answer says the next is free, and the
-	// others wait in process behind it (askers.go). For routes that take
-	// only tokens free at once (a resync's bulk pushes), whose jobs would
-	// otherwise all ask at every free token, each ask a write.
+	// OneAsker: the route's jobs ask Bucket for a token at turns of the
+	// whole fleet, one interval apart, booked in the bucket's ask queue
+	// (askers.go). For routes that take only tokens free at once (a
+	// resync's bulk pushes), whose jobs would otherwise all ask at every
+	// free token, each ask a write.
 	OneAsker bool
 	// ItemWeight > 0 meters the endpoint by items, each ItemWeight tokens,
 	// instead of by requests (connections' "cost": "items"; see charge).
@@ -157,8 +157,6 @@ type Dispatcher struct {
 	// storeFailing: the limiter's store failed the last reservation
 	// (reserveRoute), so jobs book before they begin their work.
 	storeFailing atomic.Bool
-	// askers schedule the asks of OneAsker routes (askers.go).
-	askers askers
 	// took is the largest request each bucket's vendor accepted lately,
 	// which a throttle of no larger a request does not halve (took.go).
 	took taken

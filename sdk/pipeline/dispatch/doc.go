@@ -71,8 +71,8 @@
 // token, items.go charges endpoints metered by items, probe.go asks
 // whether a slot booked earlier still stands (an adaptive bucket's stamp,
 // a vendor's silence since), localshare.go pushes through a limiter store
-// outage, askers.go takes turns on routes that take only tokens free at
-// once; policy.go, capabilities.go, result.go and task.go hold the types.
+// outage, askers.go books fleet-wide turns to ask for routes that take only
+// tokens free at once; policy.go, capabilities.go, result.go and task.go hold the types.
 //
 // State-backed work that a dead-lettered job carried is given up
 // (Work.Abandon), so the next job to take it up finds it pending: that

@@ -43,24 +43,31 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	}
 	tokens := slotTokens(t.Route, j)
 	n := min(tokens+d.pendingLocal(t.Route), max(t.Bucket.Limit.Capacity(), tokens))
-	endTurn := func(time.Time) {}
+	inTurn := false // j asks at its turn of the fleet (askers.go)
 	if t.OneAsker && t.Sharded == nil {
-		end, res, done, err := d.inTurn(ctx, j, t)
-		if done {
-			return ended(res), err
+		if inTurn = !j.AskAt.IsZero(); !inTurn {
+			j, inTurn = d.bookTurn(ctx, j, t, 0)
 		}
-		endTurn = end
+		if inTurn {
+			var (
+				res  Result
+				done bool
+				err  error
+			)
+			if j, res, done, err = d.awaitTurn(ctx, j, t, first); done {
+				return ended(res), err
+			}
+		}
+		j.AskAt = time.Time{} // spent by this ask
 	}
 	slot, key, stamp, err := d.reserveRoute(ctx, t.Route, n, maxDelay)
 	d.storeFailing.Store(errors.Is(err, limiter.ErrUnavailable))
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
-			endTurn(time.Time{})
 			return ended(Result{}), err
 		}
 		slot, key, stamp, err = d.reserveRoute(ctx, t.Route, n, maxDelay)
 	}
-	endTurn(nextFree(t.Route, slot, tokens, err, d.now()))
 	if err == nil {
 		d.drainLocal(t.Route, now)
 		// How far ahead of its answer the slot lies: a slot booked at a
@@ -77,6 +84,13 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 		Horizon: t.Horizon > 0, Now: d.now(), Sleep: d.sleepBound(ctx, t)}
 	if r.horizonDenial() && !t.OneAsker {
 		r.Spread = d.spread(t.Route) // a lone asker has no one to spread from
+	}
+	if wait, _ := limiter.RetryAfter(err); inTurn && r.horizonDenial() {
+		// A live push took the turn's token: the next turn from the token
+		// the denial names.
+		if j, ok := d.bookTurn(ctx, j, t, wait); ok {
+			return d.reserve(ctx, j, t, d.now(), first)
+		}
 	}
 	dec, ok := decideRefusal(r)
 	switch {
@@ -202,17 +216,3 @@ func (d *Dispatcher) reserveAhead(ctx context.Context, b limiter.Bucket, n int, 
 // AheadReserver books a slot with its write claiming a now ahead of the
 // clock (*limiter.Limiter's ReserveAhead).
 type AheadReserver func(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error)
-
-// nextFree is when route's bucket next has a token free at once, as a
-// reservation's answer tells it: a grant of tokens at slot, a denial's
-// Retry-After; zero (at once) when the answer tells nothing.
-func nextFree(route Route, slot time.Time, tokens int, err error, now time.Time) time.Time {
-	if err == nil {
-		T := time.Duration(route.Bucket.Limit.Interval()) * time.Microsecond
-		return slot.Add(time.Duration(tokens) * T)
-	}
-	if wait, denied := limiter.RetryAfter(err); denied {
-		return now.Add(wait)
-	}
-	return time.Time{}
-}

@@ -19,9 +19,12 @@ import (
 // back after a second, and the bucket's tokens from 300 ms on went unused
 // by it (measured in the simulated onboarding: 6% of the quota live traffic
 // left, lost in gaps of 2 to 11 intervals between bulk pushes). The job
-// must come back by its token and push within 50 ms of it. A wait of more
-// than a second goes as it did: its delay rounds up by less than its share;
-// so does one a deferred call's hold (Policy.MaxHold) could not sleep.
+// must come back by its token and push within 50 ms of it. So must a job
+// whose token is more than a second away: it is deferred by whole seconds
+// less about half a deferred call's hold (Policy.MaxHold), which it sleeps
+// to its turn (askers.go); sent with its wait, rounded up to a whole
+// second, it came back half an interval past its token. A wait a deferred
+// call's hold could not sleep goes as it did: rounded up.
 func TestBulkJobDeferredUnderASecondComesBackAtItsToken(t *testing.T) {
 	ms := time.Millisecond
 	for _, tt := range []struct {
@@ -31,7 +34,7 @@ func TestBulkJobDeferredUnderASecondComesBackAtItsToken(t *testing.T) {
 		want    time.Duration
 	}{
 		{"300 ms booked", 3, DefaultPolicy.MaxHold, 300 * ms},
-		{"1.5 s booked", 15, DefaultPolicy.MaxHold, 2 * time.Second}, // SQS's delay, rounded up to a whole second
+		{"1.5 s booked", 15, DefaultPolicy.MaxHold, 1500 * ms},
 		// A deferred call could not sleep the wait: sent back at once, the
 		// job would go round the queue until its token, each trip a
 		// deferral counted against max_deferrals.

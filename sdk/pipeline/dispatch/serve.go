@@ -119,7 +119,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			if b.done || err != nil {
 				return pre, nil, err
 			}
-			j.Hold, now, s.Booked = b.hold, d.now(), true
+			j.Hold, j.AskAt, now, s.Booked = b.hold, time.Time{}, d.now(), true
 			continue
 		case actRevoke:
 			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", revokeErr)

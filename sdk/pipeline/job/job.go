@@ -145,6 +145,11 @@ type Job struct {
 	// before its token, whatever its process knows of the lease set, so
 	// that no token goes stale in another wait for a lease.
 	LeaseBusy bool `json:"lease_busy,omitempty"`
+	// AskAt is the job's turn to ask its bucket, on a route that takes
+	// only tokens free at once (dispatch's Route.OneAsker: a resync's bulk
+	// pushes): the slot it booked in the bucket's ask queue. Zero: it has
+	// none booked, or asked at it.
+	AskAt time.Time `json:"ask_at,omitzero"`
 	// DeferredAt and Due are when the job was last deferred and when the
 	// queue should hand it back (DeferredAt plus its whole-second delay):
 	// the delivery's lateness is the arrival minus Due.
@@ -181,7 +186,7 @@ func (j Job) Identity() string {
 // are dropped. Its id, payload and deadline stay.
 func (j Job) Restarted(now time.Time) Job {
 	j.FirstSeen, j.Deferrals, j.Failures = now, 0, 0
-	j.Hold, j.NotBefore, j.DeferredAt, j.Due = Hold{}, time.Time{}, time.Time{}, time.Time{}
+	j.Hold, j.NotBefore, j.AskAt, j.DeferredAt, j.Due = Hold{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return j
 }
 
