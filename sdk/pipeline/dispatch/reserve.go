@@ -45,10 +45,10 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	n := min(tokens+d.pendingLocal(t.Route), max(t.Bucket.Limit.Capacity(), tokens))
 	inTurn := false // j asks at its turn of the fleet (askers.go)
 	if t.OneAsker && t.Sharded == nil {
-		if inTurn = !j.AskAt.IsZero(); !inTurn {
+		if inTurn = !j.AskAt.IsZero() || t.askedAgain; !inTurn {
 			j, inTurn = d.bookTurn(ctx, j, t, 0)
 		}
-		if inTurn {
+		if inTurn && !t.askedAgain {
 			var (
 				res  Result
 				done bool
@@ -69,6 +69,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 		slot, key, stamp, err = d.reserveRoute(ctx, t.Route, n, maxDelay)
 	}
 	if err == nil {
+		t.askedAgain = false
 		d.drainLocal(t.Route, now)
 		// How far ahead of its answer the slot lies: a slot booked at a
 		// later now and answered just before it is a slot due at once,
@@ -86,8 +87,19 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 		r.Spread = d.spread(t.Route) // a lone asker has no one to spread from
 	}
 	if wait, _ := limiter.RetryAfter(err); inTurn && r.horizonDenial() {
+		if T := time.Duration(t.Bucket.Limit.Interval()) * time.Microsecond; wait < T && !t.askedAgain && d.canSleep(ctx, t, wait) {
+			// A live push booked off the turns' beat: its token ends
+			// before the next turn, which would leave the rest of an
+			// interval unused.
+			t.askedAgain = true
+			if err := d.sleepForToken(ctx, wait, first); err != nil {
+				return ended(Result{}), err
+			}
+			return d.reserve(ctx, j, t, d.now(), first)
+		}
 		// A live push took the turn's token: the next turn from the token
 		// the denial names.
+		t.askedAgain = false
 		if j, ok := d.bookTurn(ctx, j, t, wait); ok {
 			return d.reserve(ctx, j, t, d.now(), first)
 		}

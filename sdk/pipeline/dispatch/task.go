@@ -69,6 +69,9 @@ type task struct {
 	// configured is the route's own InFlight, which InFlight replaces
 	// with the lease a learned cap asks (Dispatcher.inFlight).
 	configured *limiter.InFlight
+	// askedAgain: the job asked its bucket again at a short denial's
+	// Retry-After, not at a turn (askers.go); its next denial books a turn.
+	askedAgain bool
 }
 
 // slotless reports whether t books no slot: it is dead-lettered (or, its
