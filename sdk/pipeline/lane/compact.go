@@ -82,12 +82,37 @@ func (s *Store) Compact(ctx context.Context, id ID, seen Pending, merged []Eleme
 	if seen.Owner == "" || len(merged) == 0 {
 		return false, nil
 	}
+	_, ok, err := s.replace(ctx, id, seen, merged, true)
+	return ok, err
+}
+
+// MergeClaimed replaces the pending elements a claim returned (claimed,
+// whose Owner is the claim's next token) by merged, in one write, on the
+// same conditions as Compact, and returns what the lane then holds. The
+// owner writes it after its claim and before its push reads any state, so
+// no push in flight read the elements it replaces and the x flag stays
+// down: the push's Finish clears the merged elements it carries. It
+// reports false, changing nothing, if a mark added elements since the
+// claim or the lane is no longer claimed's owner's.
+func (s *Store) MergeClaimed(ctx context.Context, id ID, claimed Pending, merged []Element) (Pending, bool, error) {
+	if claimed.Owner == "" || len(merged) == 0 {
+		return claimed, false, nil
+	}
+	return s.replace(ctx, id, claimed, merged, false)
+}
+
+// replace is Compact's and MergeClaimed's write; compacted raises x.
+func (s *Store) replace(ctx context.Context, id ID, seen Pending, merged []Element, compacted bool) (Pending, bool, error) {
 	names := map[string]string{}
 	sfx := id.suffix()
-	d, o, v, x := attr(names, "d", sfx, 0), attr(names, "o", sfx, 0), attr(names, "v", sfx, 0), attr(names, "x", sfx, 0)
+	d, o, v := attr(names, "d", sfx, 0), attr(names, "o", sfx, 0), attr(names, "v", sfx, 0)
 	vals := map[string]types.AttributeValue{
 		":m": elementSet(uniqueElements(merged)), ":o": str(seen.Owner), ":one": &types.AttributeValueMemberN{Value: "1"},
-		":x": &types.AttributeValueMemberBOOL{Value: true},
+	}
+	set := fmt.Sprintf("SET %s = :m", d)
+	if compacted {
+		vals[":x"] = &types.AttributeValueMemberBOOL{Value: true}
+		set += fmt.Sprintf(", %s = :x", attr(names, "x", sfx, 0))
 	}
 	// The version fences off this release's marks, and the size of d
 	// those of the previous release, which add elements without bumping
@@ -100,21 +125,76 @@ func (s *Store) Compact(ctx context.Context, id ID, seen Pending, merged []Eleme
 		vals[":v"] = &types.AttributeValueMemberN{Value: fmt.Sprint(seen.Version)}
 	}
 	vals[":n"] = &types.AttributeValueMemberN{Value: fmt.Sprint(len(seen.Elements))}
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.Table,
 		Key:                       key(id),
-		UpdateExpression:          strPtr(fmt.Sprintf("SET %s = :m, %s = :x ADD %s :one", d, x, v)),
+		UpdateExpression:          strPtr(fmt.Sprintf("%s ADD %s :one", set, v)),
 		ConditionExpression:       &cond,
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if _, failed := conditionFailed(err); failed {
-		return false, nil
+		return seen, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("compact lane %s: %w", id, err)
+		return seen, false, fmt.Errorf("compact lane %s: %w", id, err)
 	}
-	return true, nil
+	p, err := pendingOf(out.Attributes, id)
+	return p, err == nil, err
+}
+
+// Merge is Coalesce that adds no date: each cell's pending dates (a
+// resync's apart from a change's) become runs of consecutive dates within
+// a block of blockDays, one element each, with the newest sequence of the
+// elements that held its dates. It reports whether any date was in two
+// elements, the only case in which merging sends fewer items. An element
+// whose dates do not parse is kept as it is.
+func Merge(els []Element, blockDays int) (merged []Element, overlapped bool) {
+	blockDays = max(blockDays, 1)
+	type cell struct {
+		room, plan string
+		bulk       bool
+	}
+	days := map[cell]map[int64]int64{} // day → newest sequence
+	var kept []Element
+	for _, e := range els {
+		from, err1 := time.Parse(dateLayout, e.From)
+		to, err2 := time.Parse(dateLayout, e.To)
+		if err1 != nil || err2 != nil || to.Before(from) {
+			kept = append(kept, e)
+			continue
+		}
+		c := cell{e.RoomType, e.RatePlan, e.Bulk()}
+		if days[c] == nil {
+			days[c] = map[int64]int64{}
+		}
+		for d := day(from); d <= day(to); d++ {
+			seq, ok := days[c][d]
+			overlapped = overlapped || ok
+			days[c][d] = max(seq, e.Sequence)
+		}
+	}
+	out := uniqueElements(kept)
+	for c, seqs := range days {
+		ds := make([]int64, 0, len(seqs))
+		for d := range seqs {
+			ds = append(ds, d)
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		for i := 0; i < len(ds); {
+			j, seq := i, seqs[ds[i]]
+			for j+1 < len(ds) && ds[j+1] == ds[j]+1 && floorDiv(ds[j+1], int64(blockDays)) == floorDiv(ds[i], int64(blockDays)) {
+				j++
+				seq = max(seq, seqs[ds[j]])
+			}
+			out = append(out, Element{RoomType: c.room, RatePlan: c.plan, From: date(ds[i]), To: date(ds[j]), Sequence: seq})
+			i = j + 1
+		}
+	}
+	out = uniqueElements(out)
+	sortElements(out)
+	return out, overlapped
 }
 
 func sortElements(els []Element) {

@@ -142,6 +142,9 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 			return j, dispatch.Payload{}, dispatch.ErrIdle
 		}
 	}
+	if next != ref.Token {
+		p = s.mergeOverlaps(ctx, id, p, ref.parts())
+	}
 	pending, whole := resume(p.Elements, ref.parts())
 	pending, handOff := forClass(pending, whole, ref.Bulk)
 	if handOff {
