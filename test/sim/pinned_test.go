@@ -284,6 +284,21 @@ func TestAdversaryPinned(t *testing.T) {
 		// with 86 days stale. A defect of the oracle: the drain now lasts as
 		// long as the busiest bucket's silences (run.go's drainTime).
 		{"silences of a bucket of burst 1 past a 4 h drain", Case{Seed: 317, Parts: []string{"many-connections", "penalty", "penalty-box", "strict-slow-store"}}},
+		// On an endpoint metered by items (5 tokens/s, burst 10, 2 a
+		// day) a push carried the whole changes its tokens paid for, so
+		// changes over the same weeks each sent the shared dates again:
+		// 14 lanes held 8,223 items in their changes, 932 distinct, sent
+		// in 2,021 requests, and the hour's drain ended with 23 dates
+		// stale (2 of 2 runs). The owner now merges them after its claim
+		// (TestOverlappingChangesOfAnItemsLaneGoOnce): 510
+		// requests, drained by 16.5 min.
+		{"overlapping changes of an items lane sent once each", Case{Seed: 558, Parts: []string{"items", "strict-slow-store"}}},
+		// The same beside a vendor that hangs for half an hour and then
+		// answers 5% of requests 429 with 2 minutes of silence: the
+		// lanes' repeated dates (147 items in one lane's changes, 52
+		// distinct) met a silence every 20 requests and 9-11 days were
+		// still stale at the hour (3 of 5 runs); merged, drained by 51 min.
+		{"overlapping changes of an items lane under a vendor's penalties", Case{Seed: 559, Parts: []string{"items", "meter", "hang-lease", "penalty", "slow-store"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {

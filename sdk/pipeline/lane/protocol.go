@@ -122,5 +122,10 @@
 // version and number of elements (a worker of the previous release,
 // mid-deploy, adds elements without a version; docs/operations.md says
 // how to roll out a release whose item forms change).
+//
+// The owner itself merges a lane of an endpoint metered by items right
+// after its claim (MergeClaimed, Merge: runs of the dates the elements
+// share, none added), on Compact's conditions but with no flag: it is the
+// owner, and its push has read nothing yet.
 
 package lane
