@@ -143,7 +143,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		}
 	}
 	if next != ref.Token {
-		p = s.mergeOverlaps(ctx, id, p, ref.parts())
+		p = s.mergeOverlaps(ctx, id, p, ref)
 	}
 	pending, whole := resume(p.Elements, ref.parts())
 	pending, handOff := forClass(pending, whole, ref.Bulk)

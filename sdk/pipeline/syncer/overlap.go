@@ -19,22 +19,29 @@ import (
 // it; unmerged, a lane of changes each a few days long over the same
 // weeks (a PMS repricing them again and again) sent its dates once per
 // change, three to nine times its distinct items (adversary seeds 558,
-// 559). Elements a part of the job resumes stay as they are, so their
-// accepted dates do not go again. A merge that does not land (a mark
-// added an element since the claim, or the write failed) leaves p as it
-// was, all of which the push may carry: the next claim tries again.
-func (s *Syncer) mergeOverlaps(ctx context.Context, id lane.ID, p lane.Pending, parts []partRef) lane.Pending {
+// 559). Elements the job names stay as they are: those a part of it
+// resumes, so their accepted dates do not go again, and those an
+// isolation left apart (apart.go), so it goes on where it stopped. A
+// merge that does not land (a mark added an element since the claim, or
+// the write failed) leaves p as it was, all of which the push may carry:
+// the next claim tries again.
+func (s *Syncer) mergeOverlaps(ctx context.Context, id lane.ID, p lane.Pending, ref laneRef) lane.Pending {
 	ep, ok := s.Config.Channels[id.Channel].Endpoints[id.Kind]
 	if !ok || ep.Cost != config.CostItems || len(p.Elements) < 2 {
 		return p
 	}
-	resumed := make(map[string]bool, len(parts))
-	for _, pt := range parts {
-		resumed[pt.Element] = true
+	named := map[string]bool{}
+	for _, pt := range ref.parts() {
+		named[pt.Element] = true
+	}
+	for _, group := range ref.Apart {
+		for _, e := range group {
+			named[e] = true
+		}
 	}
 	var kept, free []lane.Element
 	for _, e := range p.Elements {
-		if resumed[e.String()] {
+		if named[e.String()] {
 			kept = append(kept, e)
 		} else {
 			free = append(free, e)
