@@ -108,14 +108,13 @@ func (e Endpoint) InFlight(key string, push time.Duration) *limiter.InFlight {
 }
 
 // Learn is the lease set a push of the endpoint takes under key while
-// the fleet has learned an in-flight cap for it (dispatch.Route.Learn):
-// the endpoint's own, or, where it names no max_in_flight, one of
-// limiter.MaxLeases held as a configured one would be.
+// the fleet has learned an in-flight cap for it and the endpoint names no
+// max_in_flight (dispatch.Route.Learn; a configured one is lowered
+// instead): limiter.MaxLeases, held as the default lease_hold holds a
+// configured one, its Timeout MinLeaseHold(push). It is built on every
+// job's route, so it calls nothing.
 func (e Endpoint) Learn(key string, push time.Duration) *limiter.InFlight {
-	if f := e.InFlight(key, push); f != nil {
-		return f
-	}
-	return &limiter.InFlight{Key: key, Max: limiter.MaxLeases, Hold: push + leaseStart, Timeout: MinLeaseHold(push)}
+	return &limiter.InFlight{Key: key, Max: limiter.MaxLeases, Hold: push + leaseStart, Timeout: push + LeaseSlack}
 }
 
 // CalendarQuota is the endpoint's quota under key (the bucket key), nil

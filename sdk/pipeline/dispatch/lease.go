@@ -174,7 +174,9 @@ func (f *firstLease) free() {
 
 // end frees the lease, if one is held, and uncounts the push.
 func (f *firstLease) end() {
-	f.free()
+	if f.held != nil {
+		f.free()
+	}
 	if f.leave != nil {
 		f.leave()
 	}

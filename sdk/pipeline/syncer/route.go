@@ -98,6 +98,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, *encoding, e
 		// has one.
 		horizon = time.Millisecond
 	}
+	push := s.Config.PushTimeout()
 	route := dispatch.Route{
 		Bucket:     buckets[0],
 		Also:       buckets[1:],
@@ -111,8 +112,8 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, *encoding, e
 		// Zero where the file sets none: the dispatcher's defaults.
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
-		InFlight:     ep.InFlight(key, s.Config.PushTimeout()),
-		Learn:        ep.Learn(key, s.Config.PushTimeout()),
+		InFlight:     ep.InFlight(key, push),
+		Learn:        ep.Learn(key, push),
 	}
 	if route.Quota, err = ep.CalendarQuota(key); err != nil {
 		return dispatch.Route{}, nil, err
