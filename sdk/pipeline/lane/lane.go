@@ -239,8 +239,11 @@ func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []s
 	names := map[string]string{}
 	sfx := id.suffix()
 	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
-	update := fmt.Sprintf("SET %s = :next, %s = :l", o, l)
 	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
+	// next is known only to this invocation: listed, the lane reaches the
+	// sweep should it die before its next write.
+	set, add := listing(names, vals)
+	update := fmt.Sprintf("SET %s = :next, %s = :l, %s ADD %s", o, l, set, add)
 	cond := o + " = :t"
 	for i, e := range earlier[max(0, len(earlier)-MaxUnanswered):] {
 		vals[fmt.Sprintf(":e%d", i)] = str(e)

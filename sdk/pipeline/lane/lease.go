@@ -38,19 +38,24 @@ func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, erro
 	return Pending{}, nil
 }
 
-// Renew extends owner's lease to until, as before a deferral that outlasts
-// the lease. A lane owner lost meanwhile fails with a *NotOwnerError.
+// Renew extends owner's lease to until, as before a deferral, and lists
+// the lane item for the sweep at the lease's end (listing): should every
+// invocation that receives the deferred job die before it writes, the
+// sweep takes the lane over once the lease is over. A lane owner lost
+// meanwhile fails with a *NotOwnerError.
 func (s *Store) Renew(ctx context.Context, id ID, owner string, until time.Time) error {
 	names := map[string]string{}
 	sfx := id.suffix()
 	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
+	vals := map[string]types.AttributeValue{":o": str(owner), ":l": micros(until)}
+	set, add := listing(names, vals)
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.Table,
 		Key:                                 key(id),
-		UpdateExpression:                    strPtr(fmt.Sprintf("SET %s = :l", l)),
+		UpdateExpression:                    strPtr(fmt.Sprintf("SET %s = :l, %s ADD %s", l, set, add)),
 		ConditionExpression:                 strPtr(o + " = :o"),
 		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": str(owner), ":l": micros(until)},
+		ExpressionAttributeValues:           vals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
@@ -156,6 +161,25 @@ func (s *Store) stranding(names map[string]string, sfx string, failed bool) (set
 	set = fmt.Sprintf("%s = :now, #sweep = :part, #sweepAt = :now", w)
 	vals = map[string]types.AttributeValue{":now": now, ":part": str(SweepPartition), ":one": &types.AttributeValueMemberN{Value: "1"}}
 	return set, add, vals
+}
+
+// listing is the part of a write that gives a lane an owner's lease (:l)
+// and lists its item in the sweep index for that lease's end (see
+// Sweeping): its SET and ADD clauses, registering their names and :one.
+// An owner that dies before its next write (a deferred job whose every
+// receive dies before its first write lands, a claim that dies in its
+// push) is then found by the sweep (sweepPlan: a lane with something
+// pending and its lease over is due) with no write of the dying
+// invocation. DynamoDB cannot take the earlier of two times in a write, so
+// an item listed already keeps its time: the sweep reads it then and
+// relists it for the earliest lease or backoff it finds, so a dead owner
+// waits past its lease at most until the time the item was listed for.
+// The count (sweep_n) keeps a sweep that read the item before this write
+// from taking the listing away (relist).
+func listing(names map[string]string, vals map[string]types.AttributeValue) (set, add string) {
+	names["#sweep"], names["#sweepAt"], names["#sweepN"] = SweepAttribute, SweepAtAttribute, sweepCountAttribute
+	vals[":part"], vals[":one"] = str(SweepPartition), &types.AttributeValueMemberN{Value: "1"}
+	return "#sweep = :part, #sweepAt = if_not_exists(#sweepAt, :l)", "#sweepN :one"
 }
 
 // LeaseFor is the lease an owner needs to be back by slot: the slot plus a

@@ -132,19 +132,26 @@ type stranded struct {
 }
 
 // sweepPlan reads a lane item: the lanes due for the sweep at now, and
-// when the item must be looked at next (zero: never, unless stranded
-// again). A lane is due when it is marked stranded, has something pending,
-// has no live owner, and its backoff is over. A marked lane with a live
-// owner is looked at again when that lease runs out: the owner may die
-// before its claim.
+// when the item must be looked at next (zero: never, unless stranded or
+// listed again). A lane is due when it is marked stranded or has an owner,
+// has something pending, has no live owner, and its backoff is over: an
+// owner whose lease ran out died (it renews before the lease ends), and
+// the writes that give a deferred job's lane its lease list the item for
+// that lease's end (listing). A lane with a live owner is looked at again
+// when that lease runs out: the owner may die before its next write.
 func sweepPlan(item Item, attrs map[string]types.AttributeValue, now time.Time) ([]stranded, time.Time, error) {
 	var due []stranded
 	var next time.Time
+	seen := map[string]bool{}
 	for name := range attrs {
 		suffix, ok := strings.CutPrefix(name, "w:")
 		if !ok {
+			suffix, ok = strings.CutPrefix(name, "o:")
+		}
+		if !ok || seen[suffix] {
 			continue
 		}
+		seen[suffix] = true
 		parts := strings.SplitN(suffix, "#", 3)
 		if len(parts) != 3 {
 			return nil, time.Time{}, fmt.Errorf("lane item %s#%s: attribute %q does not name a lane", item.Property, item.Kind, name)
@@ -154,12 +161,18 @@ func sweepPlan(item Item, attrs map[string]types.AttributeValue, now time.Time) 
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		since, err1 := number(attrs[name])
+		since, err1 := number(attrs["w:"+suffix])
 		times, err2 := number(attrs["f:"+suffix])
 		if err1 != nil || err2 != nil {
 			return nil, time.Time{}, fmt.Errorf("lane %s: stranding marks %v, %v", id, err1, err2)
 		}
-		at := time.UnixMicro(since).Add(SweepBackoff(int(times)))
+		at := time.UnixMicro(since)
+		if _, stranded := attrs["w:"+suffix]; !stranded {
+			// An owner's lease that ran out with no write of its own
+			// (listing): it died, and strands the lane from its lease's end.
+			at = p.LeaseUntil
+		}
+		at = at.Add(SweepBackoff(int(times)))
 		switch {
 		case len(p.Elements) == 0:
 			// Pushed meanwhile: nothing to sweep.

@@ -58,8 +58,20 @@ func TestSweepPlan(t *testing.T) {
 		{"nothing pending: nothing to do", func(it map[string]types.AttributeValue) {
 			lane(it, "bk#c1#BK-1", now, 1, ended, nil)
 		}, nil, time.Time{}},
-		{"a lane never stranded is not the sweep's", func(it map[string]types.AttributeValue) {
-			it["d:bk#c1#BK-9"], it["o:bk#c1#BK-9"], it["l:bk#c1#BK-9"] = pending, &types.AttributeValueMemberS{Value: "x"}, us(ended)
+		// An owner listed by the write that gave it its lease (listing)
+		// and never heard of again: its invocations died before writing.
+		{"never stranded, its owner's lease over: due", func(it map[string]types.AttributeValue) {
+			it["d:bk#c1#BK-9"], it["o:bk#c1#BK-9"], it["l:bk#c1#BK-9"] = pending, &types.AttributeValueMemberS{Value: "x"}, us(now.Add(-time.Second))
+		}, []string{"bk#c1#BK-9"}, time.Time{}},
+		{"never stranded, a live owner: looked at again when its lease ends", func(it map[string]types.AttributeValue) {
+			it["d:bk#c1#BK-9"], it["o:bk#c1#BK-9"], it["l:bk#c1#BK-9"] = pending, &types.AttributeValueMemberS{Value: "x"}, us(now.Add(time.Minute))
+		}, nil, now.Add(time.Minute + time.Second)},
+		{"never stranded, failing: backs off from its lease's end", func(it map[string]types.AttributeValue) {
+			it["d:bk#c1#BK-9"], it["o:bk#c1#BK-9"], it["l:bk#c1#BK-9"] = pending, &types.AttributeValueMemberS{Value: "x"}, us(now.Add(-time.Minute))
+			it["f:bk#c1#BK-9"] = n(2)
+		}, nil, now.Add(14 * time.Minute)},
+		{"never stranded, released: nothing to do", func(it map[string]types.AttributeValue) {
+			it["v:bk#c1#BK-9"] = n(3)
 		}, nil, time.Time{}},
 		{"several lanes: the due ones, the earliest of the rest", func(it map[string]types.AttributeValue) {
 			lane(it, "bk#c1#BK-1", now, 1, ended, pending)
