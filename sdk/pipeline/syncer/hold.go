@@ -33,13 +33,20 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		// waits parked, for a live change to take, until it is back.
 		return w.park(ctx, id, ref, need)
 	}
-	lease, known := s.owned.lease(ref.Token)
+	lease, listed, known := s.owned.lease(ref.Token)
 	switch {
-	case known && !lease.Before(need.Add(-s.Lanes.LeaseLength()/2)):
+	case known && listed && !lease.Before(need.Add(-s.Lanes.LeaseLength()/2)):
 		return nil
-	case !known && until.Sub(s.now()) < s.Lanes.LeaseLength()/2:
+	case known:
+		// A lease of this process's Mark is not listed for the sweep:
+		// should every receive of the deferred job die before its first
+		// write, SQS's redrive would take the message and nothing would
+		// come back for the lane (lane.Store.Renew lists it).
+		need = later(need, lease)
+	case until.Sub(s.now()) < s.Lanes.LeaseLength()/2:
 		// Deferred again before this process claimed it: its owner's
-		// last write covered this deferral.
+		// last write covered this deferral, and listed the lane (it was
+		// this Hold's Renew or a claim of an earlier receive).
 		return nil
 	}
 	err = s.Lanes.Renew(ctx, id, ref.Token, need)
@@ -55,7 +62,7 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	if err == nil {
-		s.owned.leased(ref.Token, need)
+		s.owned.listed(ref.Token, need)
 	}
 	return err
 }
@@ -86,29 +93,49 @@ func (w *laneWork) park(ctx context.Context, id lane.ID, ref laneRef, need time.
 		}
 		p.LeaseUntil = need
 	}
-	s.owned.leased(parked, p.LeaseUntil)
+	s.owned.listed(parked, p.LeaseUntil)
 	return nil
 }
 
 // ownership is what this process knows of the lanes it owns: the lease of
-// each owner token it wrote.
+// each owner token it wrote, and whether that write listed the lane item
+// for the sweep at the lease's end (a claim's or a renewal's does, a
+// Mark's does not: lane.Store.Renew).
 type ownership struct {
 	mu     sync.Mutex
-	leases map[string]time.Time
+	leases map[string]held
 }
 
-func (o *ownership) leased(token string, until time.Time) {
+type held struct {
+	until  time.Time
+	listed bool
+}
+
+// leased records a lease whose write did not list the lane (Mark).
+func (o *ownership) leased(token string, until time.Time) { o.set(token, held{until, false}) }
+
+// listed records a lease whose write listed the lane for its end.
+func (o *ownership) listed(token string, until time.Time) { o.set(token, held{until, true}) }
+
+func (o *ownership) set(token string, h held) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.leases == nil || len(o.leases) > 10_000 {
-		o.leases = map[string]time.Time{} // tokens of long-gone jobs; renewing costs one write
+		o.leases = map[string]held{} // tokens of long-gone jobs; renewing costs one write
 	}
-	o.leases[token] = until
+	o.leases[token] = h
 }
 
-func (o *ownership) lease(token string) (time.Time, bool) {
+func (o *ownership) lease(token string) (until time.Time, listed, known bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t, ok := o.leases[token]
-	return t, ok
+	h, ok := o.leases[token]
+	return h.until, h.listed, ok
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
