@@ -16,7 +16,11 @@ import (
 // and hands the lane to the sweep, which pushes it once the vendor
 // answers; no message is left to SQS's redrive. Before, the redrive moved
 // it with no reason, the lane owned and unlisted, and the change never
-// reached the OTA (adversary seed 44).
+// reached the OTA (adversary seed 44). Since a claim lists its lane for
+// the sweep at its lease's end (lane.Store.ClaimAfter), the sweep takes the
+// lane from the first receive's dead claim once that lease is over, before
+// the job's next receive, which then finds the lane another's: either way
+// the sweep is what pushes it.
 func TestALaneJobKilledOnEveryReceiveStillReachesTheOTA(t *testing.T) {
 	sc := oneProperty("killed-every-receive", "one lane; the vendor hangs 30 min; every deferred-queue invocation dies 1 s in for 45 min")
 	sc.Channels[0].Vendor.HangSpan = [2]time.Duration{0, 30 * time.Minute}
@@ -36,7 +40,7 @@ func TestALaneJobKilledOnEveryReceiveStillReachesTheOTA(t *testing.T) {
 			handed += n
 		}
 	}
-	if handed == 0 || rep.Stats.SweptLanes == 0 {
+	if rep.Stats.SweptLanes == 0 {
 		t.Errorf("%d jobs handed their lane over on their last receive, the sweep took %d lanes (dead letters %v): the case tested nothing",
 			handed, rep.Stats.SweptLanes, rep.DeadByReason)
 	}
