@@ -48,3 +48,28 @@ func TestALaneJobKilledOnEveryReceiveStillReachesTheOTA(t *testing.T) {
 		t.Errorf("%d invocations died, want the job's first %d receives at least", rep.Stats.Deaths, maxReceiveCount-1)
 	}
 }
+
+// As above, but every deferred-queue invocation dies 50 ms in, beside a
+// store answering in some 278 ms: no receive of the job writes anything,
+// the last one's hand-over included, so SQS's redrive takes its message
+// with no reason of the worker's. The deferral that sent the job listed
+// its lane for the sweep at the lease's end, and the sweep pushes it once
+// the vendor answers (adversary seed 3 with deferred-deaths 50 ms in: 31
+// lane jobs redriven, 14-156 days stale).
+func TestALaneJobKilled50msIntoEveryReceiveStillReachesTheOTA(t *testing.T) {
+	sc := oneProperty("killed-50ms-into-every-receive", "one lane; the vendor hangs 30 min; every deferred-queue invocation dies 50 ms in for 45 min, the store answering in ~278 ms")
+	sc.Channels[0].Vendor.HangSpan = [2]time.Duration{0, 30 * time.Minute}
+	sc.Faults = Faults{DeferredDeaths: [2]time.Duration{0, 45 * time.Minute}, DeferredDeathAfter: 50 * time.Millisecond}
+	sc.DBLatency = Latency{P50: 278 * time.Millisecond, P99: 400 * time.Millisecond}
+	sc.Drain = 3 * time.Hour
+	rep := runChecked(t, sc, nil)
+	if rep.Stale != 0 {
+		t.Errorf("%d dates stale at the OTA: %v", rep.Stale, rep.StaleExamples)
+	}
+	if rep.Stats.SweptLanes == 0 {
+		t.Errorf("the sweep took no lane (dead letters %v): the case tested nothing", rep.DeadByReason)
+	}
+	if rep.Stats.Deaths < maxReceiveCount {
+		t.Errorf("%d invocations died, want the job's %d receives at least", rep.Stats.Deaths, maxReceiveCount)
+	}
+}
