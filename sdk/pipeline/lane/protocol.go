@@ -96,6 +96,19 @@
 // holds, that invocation dead (syncer's receives.go); the sweep takes the
 // lane once that lease is over.
 //
+// A deferred job's invocations may all die before any of them writes (a
+// death 50 ms in beside a store answering in 278 ms, the last receive's
+// hand-over included), and SQS's redrive then takes its message with no
+// reason. So the writes that give a deferred job's lane its lease list
+// the item for that lease's end too (Renew, ClaimAfter: listing), with
+// sweep_at = if_not_exists(sweep_at, lease end) (a write cannot take the
+// earlier of two times; the sweep relists for the earliest it finds) and
+// sweep_n counted: a lane with something pending whose owner's lease ran
+// out is due, stranded or not, from that lease's end. A Mark does not
+// list (a fresh lane pushed in the marking invocation is the change's,
+// whose message comes back if it dies); the syncer renews a Mark's lease
+// before the job's first deferral (Hold), which lists it.
+//
 // The sweep (Due, then Sweep per item) takes each stranded lane over with
 // a fresh owner, as a change would, and the caller schedules its push. A
 // lane whose pushes the vendor keeps refusing or failing is due later each

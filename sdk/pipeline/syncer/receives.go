@@ -24,12 +24,13 @@ import "fmt"
 // keep killing their invocations is swept later each time
 // (lane.SweepBackoff), not every SweepInterval; its first time is at once.
 //
-// Working first and listing the lane at the lease's end would keep the
-// attempt, but a death would still leave the message to the redrive, with
-// no reason; and the claim, which could list the lane in its own write,
-// comes after the sleep to the slot and the booking, where the invocation
-// may already have died. A message received fewer times costs nothing:
-// the check reads the count the event carries.
+// Working first would keep the attempt, but a death would leave the
+// message to the redrive, with no reason. A death before even this
+// hand-over's write (50 ms in, beside a slow store) still does: the lane
+// then reaches the sweep from the listing the write that deferred the job,
+// or an earlier receive's claim, made for its lease's end (Hold,
+// lane.Store.Renew and ClaimAfter). A message received fewer times costs
+// nothing: the check reads the count the event carries.
 func (s *Syncer) lastReceive(m Message) string {
 	if !m.Deferred || s.MaxReceives <= 0 || m.Receives < s.MaxReceives {
 		return ""
