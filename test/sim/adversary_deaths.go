@@ -21,17 +21,14 @@ var deathParts = []part{
 		// 2 minutes kills a job once or twice; 45, past the five receives
 		// of a 6-minute visibility, on every receive it has.
 		f.DeferredDeaths = span(b, r, 2*time.Minute, 10*time.Minute, 45*time.Minute)
-		// Within a push, or after one. Never before the last receive's
-		// hand-over can land (its lease ended, the lane listed, the dead
-		// letter sent: three store writes, each up to the slow store's cap
-		// under it): a death before them leaves the message to SQS's
-		// redrive with no reason and its lane unlisted, a gap this part
-		// does not draw (docs/benchmarks.md: seed 3 with deaths 50 ms in
-		// beside a slow store, 31 lane jobs redriven, 14-156 days stale).
-		f.DeferredDeathAfter = oneOf(r, time.Second, 5*time.Second)
-		if f.SlowCap > 0 {
-			f.DeferredDeathAfter = max(f.DeferredDeathAfter, 3*f.SlowCap+time.Second)
-		}
+		// Before the invocation's first write can land (50 ms, beside a
+		// slow store), within a push, or after one. A death before the
+		// last receive's hand-over leaves the message to SQS's redrive
+		// with no reason; the lane reaches the sweep all the same, listed
+		// at its lease's end by the write that deferred the job
+		// (lane.Store.Renew, ClaimAfter; seed 3 with deaths 50 ms in
+		// beside a slow store, 14-156 days stale before).
+		f.DeferredDeathAfter = oneOf(r, 50*time.Millisecond, time.Second, 5*time.Second)
 		return []string{"fault.deferred_deaths=" + (f.DeferredDeaths[1] - f.DeferredDeaths[0]).String(),
 			"fault.deferred_death_after=" + f.DeferredDeathAfter.String()}, ""
 	}},
