@@ -188,6 +188,60 @@ func TestShrinkKeepsWholeChanges(t *testing.T) {
 	}
 }
 
+// A push's first render dead-letters the changes its connection cannot
+// carry (a code it does not map) and keeps them, for its Done to clear.
+// Shrink picked the oldest changes: those alone, with no message of the
+// format left, and the dispatcher sent the push's JSON render, without
+// the credential an expedia-ar body carries (adversary seed 663: remap ×
+// items, a request to booking without its credential's token); or, with
+// no change fitting whole, it split the dead-lettered one and sent its
+// first dates. The dead-lettered changes now cost no items and stay in
+// the push; the live ones fill it.
+func TestShrinkSkipsDeadLetteredChanges(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"channels":{"bk":{"base_url":"https://x.example","endpoints":{"rates":{"path":"/r","limit":{"rate":50,"burst":50},"cost":"items"}},"credentials":{"c1":{"token_env":"T"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Syncer{Config: cfg}
+	id := lane.ID{Property: "hotel-1", Kind: "rates", Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
+	dead := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-03", Sequence: 1} // 3 items, unmapped
+	live := lane.Element{RoomType: "TWN", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-02", Sequence: 2} // 2 items
+	state := map[string][]ari.Day{}
+	for _, e := range []lane.Element{dead, live} {
+		for _, d := range (ari.Change{From: e.From, To: e.To}).Dates() {
+			state[cellOf(id, e)] = append(state[cellOf(id, e)], ari.Day{Date: d, Sequence: e.Sequence, Values: json.RawMessage(`{"a":1}`)})
+		}
+	}
+	settled := newSettlement()
+	settled.dead[dead] = true
+	full := pushed{lane: id, owner: "t", elements: []lane.Element{dead, live}, state: state, settled: settled}
+	for _, tt := range []struct {
+		items    int
+		wantTo   string // the last date of the live change sent
+		wantPart bool
+	}{
+		{3, "2027-01-02", false}, // the dead-lettered change alone filled it
+		{2, "2027-01-02", false},
+		{1, "2027-01-01", true}, // none fits whole: the live change goes in parts
+	} {
+		p, err := s.Shrink(context.Background(), job.Job{ID: "j"}, dispatch.Payload{State: full}, tt.items)
+		if err != nil {
+			t.Fatalf("Shrink(%d): %v", tt.items, err)
+		}
+		if len(p.Messages) != 1 {
+			t.Fatalf("Shrink(%d): %d messages (body %s), want one: a push goes as its format's messages", tt.items, len(p.Messages), p.Body)
+		}
+		c, _ := p.Messages[0].State.(carriage)
+		if sp, ok := c.spans[live]; len(c.spans) != 1 || tt.wantPart && c.elements[0].RoomType != live.RoomType || !tt.wantPart && (!ok || sp.to != tt.wantTo) {
+			t.Fatalf("Shrink(%d) sends %v, want only the live change's dates to %s", tt.items, c.spans, tt.wantTo)
+		}
+		st := p.State.(pushed)
+		if !slices.Contains(st.elements, dead) || slices.Contains(st.rest, dead) || (st.part != nil) != tt.wantPart {
+			t.Fatalf("Shrink(%d): elements %v, rest %v, part %+v; want the dead-lettered change kept for Done to clear, part %v", tt.items, st.elements, st.rest, st.part, tt.wantPart)
+		}
+	}
+}
+
 func TestFitWholeAndCountItems(t *testing.T) {
 	pending := overlappingChanges()
 	if n := countItems(pending); n != 18 {

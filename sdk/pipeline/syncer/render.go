@@ -35,15 +35,27 @@ type PushCell struct {
 // Shrink renders a push again with the oldest pending changes that fit in
 // items items, for an endpoint metered by items whose bucket had fewer
 // tokens free than the push had items. The changes it leaves out stay
-// pending for the lane's next push.
+// pending for the lane's next push. The changes the push's first render
+// dead-lettered (a code its connection does not map, a value its format
+// cannot carry) cost no items and stay in it, so that its Done clears
+// them: picked by age they would fill the smaller push alone, which
+// would then carry no message of its format, and its JSON render would
+// go out without the credential a format places in the body (adversary
+// seed 663: remap × items).
 func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, items int) (dispatch.Payload, error) {
 	st, ok := p.State.(pushed)
 	if !ok {
 		return p, fmt.Errorf("job %q: push state %T is not a lane push", j.ID, p.State)
 	}
-	els, left := fitWhole(st.elements, items)
+	dead, live := st.deadAndLive()
+	if len(live) == 0 {
+		return p, fmt.Errorf("job %q: every change of its push was dead-lettered: nothing to render again", j.ID)
+	}
+	st.elements = live
+	els, left := fitWhole(live, items)
 	if len(els) == 0 {
-		return s.split(ctx, j, st, items)
+		pay, err := s.split(ctx, j, st, dead, items)
+		return asMessages(j, pay, err)
 	}
 	_, maxBytes := s.requestLimits(st.lane)
 	body, n, fit, err := fitBytes(st.lane, els, st.state, maxBytes)
@@ -51,8 +63,32 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 		return p, err
 	}
 	st.rest = append(append(append([]lane.Element(nil), els[len(fit):]...), left...), st.rest...)
-	st.elements, st.more = fit, true
-	return s.payload(ctx, st, body, n)
+	st.elements, st.more = append(dead, fit...), true
+	pay, err := s.payload(ctx, st, body, n)
+	return asMessages(j, pay, err)
+}
+
+// deadAndLive are the push's elements its messages dead-lettered, and the
+// others, each in order.
+func (p pushed) deadAndLive() (dead, live []lane.Element) {
+	for _, e := range p.elements {
+		if p.settled != nil && p.settled.dead[e] {
+			dead = append(dead, e)
+		} else {
+			live = append(live, e)
+		}
+	}
+	return dead, live
+}
+
+// asMessages is a shrunk push, which must go as its format's messages:
+// without them the dispatcher would send its JSON render, without the
+// credential a format places in the body.
+func asMessages(j job.Job, p dispatch.Payload, err error) (dispatch.Payload, error) {
+	if err == nil && len(p.Messages) == 0 {
+		return dispatch.Payload{}, fmt.Errorf("job %q: its push rendered again carries no message of its format", j.ID)
+	}
+	return p, err
 }
 
 // split pushes the first items dates of the oldest pending element, which
@@ -61,7 +97,9 @@ func (s *Syncer) Shrink(ctx context.Context, j job.Job, p dispatch.Payload, item
 // stays pending; the lane's next push carries its dates from the first one
 // left out (laneRef.Part), and clears it when they have all gone. Each
 // date goes out with the newest state at its push, so none is left stale.
-func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (dispatch.Payload, error) {
+// dead are the push's dead-lettered elements, which it keeps for its Done
+// to clear.
+func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, dead []lane.Element, items int) (dispatch.Payload, error) {
 	first := st.elements[0]
 	dates := (ari.Change{From: first.From, To: first.To}).Dates()
 	if items < 1 || items >= len(dates) {
@@ -89,7 +127,7 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 		if c, ok := pay.Messages[0].State.(carriage); ok {
 			if sp, ok := c.spans[head]; ok && sp.to < head.To {
 				if i := slices.Index(dates, sp.to); i >= 0 {
-					return s.split(ctx, j, st, i+1)
+					return s.split(ctx, j, st, dead, i+1)
 				}
 			}
 		}
@@ -98,7 +136,7 @@ func (s *Syncer) split(ctx context.Context, j job.Job, st pushed, items int) (di
 	st.part = &partRef{Element: whole.String(), From: tail.From}
 	st.rest = append(append([]lane.Element{tail}, st.elements[1:]...), st.rest...)
 	st.whole = map[lane.Element]lane.Element{tail: whole}
-	st.elements, st.more = nil, true
+	st.elements, st.more = dead, true
 	pay.State = st
 	return pay, nil
 }
