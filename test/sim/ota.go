@@ -179,6 +179,23 @@ func (v *Vendor) Silenced() time.Duration {
 	return most
 }
 
+// Occupied is the most time one silenced bucket needed in all: its
+// silences, and its sends at the published rate between them. A bucket
+// of burst 1 silenced a quarter hour every few dozen sends drains in
+// stretches of a minute or two between its silences, and those add up
+// (seed 636: 57 silences of one bucket, 495 sends, 16 min of them).
+func (v *Vendor) Occupied() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var most time.Duration
+	for key, d := range v.silenced {
+		if d > 0 {
+			most = max(most, d+time.Duration(float64(v.ByKey[key])/v.published.Rate*float64(time.Second)))
+		}
+	}
+	return most
+}
+
 // isolated records a request of bucket key refused for the unmapped room.
 // Under v.mu.
 func (v *Vendor) isolated(key string, body []byte) {

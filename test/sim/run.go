@@ -324,7 +324,8 @@ func (s *sim) drain(ctx context.Context) {
 }
 
 // drainTime is the scenario's drain time, or the silences the vendors
-// asked of the busiest bucket if longer, and the deaths' grace so far.
+// asked of the busiest bucket and its sends between them (Occupied) if
+// longer, and the deaths' grace so far.
 // Each 429 of a vendor asking a day silences its bucket for the client's
 // 15 minutes, and one of burst 1 meets 429s beyond the overload the case
 // drew (silenceDrain's count): a send within the limiter's documented
@@ -336,12 +337,15 @@ func (s *sim) drain(ctx context.Context) {
 // up to Faults.LateDeliveries of it late, so each costs that much more:
 // seed 358 (one request a quarter hour through its busiest bucket, the
 // rest drawing the next 429) came back 15-76 s after each of its 16
-// silences, past the 10 minutes the drain kept over them.
+// silences, past the 10 minutes the drain kept over them. The 10 minutes
+// held a bucket's sends too, until seed 636 (rate 0.5, burst 1, a day's
+// Retry-After, 495 sends between 57 silences: 16 min of sends) ended its
+// drain while the bucket still drained between its silences.
 func (s *sim) drainTime() time.Duration {
 	var silenced time.Duration
 	isolating := 0
 	for _, v := range s.vendors {
-		silenced = max(silenced, v.Silenced())
+		silenced = max(silenced, v.Occupied())
 		isolating = max(isolating, v.Isolating())
 	}
 	s.mu.Lock()

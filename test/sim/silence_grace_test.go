@@ -82,3 +82,24 @@ func TestDrainGrantsTheSilencesTheBusiestBucketMet(t *testing.T) {
 		})
 	}
 }
+
+// A bucket of burst 1 silenced a quarter hour every few dozen sends
+// drains between its silences, in stretches that add up: seed 636's
+// busiest bucket (rate 0.5) sent 495 requests between 57 silences, 16
+// minutes of sends, and the drain, which had held the silences and 10
+// minutes, ended while it still drained. It holds the sends too.
+func TestDrainHoldsASilencedBucketsSends(t *testing.T) {
+	t0 := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	v := NewVendor("booking", 0, nil, rand.New(rand.NewPCG(1, 2)), Latency{}, window.Limit{Rate: 0.5, Burst: 1}, nil)
+	v.spec.RetryAfter = "huge"
+	each := retryAfterCap - time.Second // from the answer plus a second
+	for i := range 20 {
+		v.retryAfter(http.Header{}, "a", t0.Add(time.Duration(i)*(retryAfterCap+time.Minute)), 0, time.Second)
+	}
+	v.ByKey["a"] = 600 // 20 min at 0.5/s
+	v.ByKey["b"] = 900 // never silenced: the case's drain holds it
+	s := &sim{sc: Scenario{Drain: time.Hour}, vendors: []*Vendor{v}}
+	if got, want := s.drainTime(), 20*each+20*time.Minute+10*time.Minute; got != want {
+		t.Errorf("drain %v, want %v (the silences, the sends at 0.5/s and 10 minutes)", got, want)
+	}
+}
