@@ -116,7 +116,8 @@ func (a Adaptive) Effective(s AdaptState, l Limit, now int64) Limit {
 // ends at until (µs; at or before now for none). It always changes (a
 // throttle restarts the quiet period even at the floor):
 //   - a rate climbing above a Base that held for its quiet period returns
-//     to Base, and the next quiet period is twice as long (Probes);
+//     to Base, or to half the rate it reached if that is higher, and the
+//     next quiet period is twice as long (Probes);
 //   - otherwise the effective rate halves, but not below MinRate.
 //
 // The quiet period counts from the end of Retry-After (Since is the later
@@ -129,17 +130,27 @@ func (a Adaptive) Effective(s AdaptState, l Limit, now int64) Limit {
 // Halving on every throttle (plain AIMD) saws between the vendor's limit and
 // half of it, 75% on average. Returning to the rate that held keeps the
 // fleet at the limit it found, and a probe above it costs one episode of
-// throttling, ever less often.
+// throttling, ever less often. But Base is only what halvings left, and
+// throttles that were not the pace's (requests larger than the vendor
+// takes, slots booked before a change) can halve it to MinRate, far below
+// the vendor: a climb that got past twice Base before its throttle showed
+// the vendor takes more, and returning to Base would hold the fleet at a
+// fraction of the vendor for good (adversary seed 696: 0.31/s against a
+// vendor at 2.5/s, every probe climbing to 5/s). It returns to half the rate
+// it reached, where a halving from there would have left it.
 func (a Adaptive) Throttled(s AdaptState, l Limit, now, until int64) AdaptState {
 	cur := a.Interval(s, l, now)
 	next := AdaptState{Since: max(now, until), Ceiling: s.Ceiling, Version: s.Version + 1}
 	if s.Base != 0 && now-s.Since >= a.quiet(s) && cur < s.Base {
-		next.Base, next.Probes = s.Base, min(s.Probes+1, MaxProbeBackoff)
+		next.Base, next.Probes = min(s.Base, halfRate(cur)), min(s.Probes+1, MaxProbeBackoff)
 		return next
 	}
 	next.Base = max(intervalOf(max(1e6/float64(cur)/2, a.MinRate)), l.Interval())
 	return next
 }
+
+// halfRate is the interval of half the rate of interval iv.
+func halfRate(iv int64) int64 { return intervalOf(1e6 / float64(iv) / 2) }
 
 // publishedSlack is how far a published rate must differ from the
 // effective one to count as a change: vendors round their windows, and a

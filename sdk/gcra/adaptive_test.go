@@ -114,6 +114,13 @@ func TestAdaptiveThrottled(t *testing.T) {
 		{"a probe above a base that held returns to the base, and the next quiet period doubles",
 			AdaptState{Base: 100_000, Since: 50 * sec, Version: 1}, 63 * sec,
 			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}},
+		// Base 2/s (the floor), halved there by throttles that were not
+		// the pace's; the climb reached 20/s (quiet 10 s, then 18 s at
+		// 1/s per second) before its throttle: the vendor took far more
+		// than 2/s, and back at 2/s the fleet would stay there.
+		{"a probe that climbed past twice the base returns to half the rate it reached",
+			AdaptState{Base: 500_000, Since: 50 * sec, Version: 5}, 78 * sec,
+			AdaptState{Base: 100_000, Since: 78 * sec, Probes: 1, Version: 6}},
 		{"after a failed probe the base holds for 20 s: a throttle at 80 s is within it and halves",
 			AdaptState{Base: 100_000, Since: 63 * sec, Probes: 1, Version: 2}, 80 * sec,
 			AdaptState{Base: 200_000, Since: 80 * sec, Version: 3}},
