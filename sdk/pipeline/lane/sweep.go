@@ -238,3 +238,22 @@ func number(v types.AttributeValue) (int64, error) {
 	}
 	return strconv.ParseInt(n.Value, 10, 64)
 }
+
+// listing is the part of a write that gives a lane an owner's lease (:l)
+// and lists its item in the sweep index for that lease's end (see
+// Sweeping): its SET and ADD clauses, registering their names and :one.
+// An owner that dies before its next write (a deferred job whose every
+// receive dies before its first write lands, a claim that dies in its
+// push) is then found by the sweep (sweepPlan: a lane with something
+// pending and its lease over is due) with no write of the dying
+// invocation. DynamoDB cannot take the earlier of two times in a write, so
+// an item listed already keeps its time: the sweep reads it then and
+// relists it for the earliest lease or backoff it finds, so a dead owner
+// waits past its lease at most until the time the item was listed for.
+// The count (sweep_n) keeps a sweep that read the item before this write
+// from taking the listing away (relist).
+func listing(names map[string]string, vals map[string]types.AttributeValue) (set, add string) {
+	names["#sweep"], names["#sweepAt"], names["#sweepN"] = SweepAttribute, SweepAtAttribute, sweepCountAttribute
+	vals[":part"], vals[":one"] = str(SweepPartition), &types.AttributeValueMemberN{Value: "1"}
+	return "#sweep = :part, #sweepAt = if_not_exists(#sweepAt, :l)", "#sweepN :one"
+}

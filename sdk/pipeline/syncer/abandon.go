@@ -63,7 +63,7 @@ func (w *laneWork) Abandon(ctx context.Context, j job.Job, o dispatch.Outcome) e
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	if err == nil {
-		s.owned.leased(ref.Token, time.UnixMicro(0))
+		s.owned.record(ref.Token, time.UnixMicro(0), false)
 	}
 	return err
 }

@@ -175,7 +175,7 @@ func (s *Syncer) handToBulk(ctx context.Context, inv *invocation, id lane.ID, ow
 		return false, err
 	}
 	inv.claimed(owner, next)
-	s.owned.listed(next, p.LeaseUntil)
+	s.owned.record(next, p.LeaseUntil, true)
 	j := s.laneJob(id, laneRef{Token: next, Bulk: true})
 	j.FirstSeen = at
 	if err := s.Dispatcher.Queue.Defer(ctx, j, 0); err != nil {
@@ -203,7 +203,7 @@ func (s *Syncer) handToLive(ctx context.Context, inv *invocation, id lane.ID, ow
 		return err
 	}
 	inv.claimed(owner, next)
-	s.owned.listed(next, p.LeaseUntil)
+	s.owned.record(next, p.LeaseUntil, true)
 	j := s.pushJob(id, laneRef{Token: next}.withParts(parts), func() []lane.Element { return p.Elements })
 	if err := s.Dispatcher.Queue.Defer(ctx, j, 0); err != nil {
 		return fmt.Errorf("hand lane %s to its live push: %w", id, err)
@@ -222,7 +222,7 @@ func (s *Syncer) takeFromBulk(ctx context.Context, id lane.ID, p lane.Pending, t
 		got, err := s.Lanes.ClaimAfter(ctx, id, p.Owner, nil, token, nil)
 		var other *lane.NotOwnerError
 		if err == nil {
-			s.owned.listed(token, got.LeaseUntil)
+			s.owned.record(token, got.LeaseUntil, true)
 			return got, true, nil
 		}
 		if !errors.As(err, &other) {

@@ -35,7 +35,7 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 		p, err = other.Pending, nil
 	}
 	if err == nil {
-		s.owned.listed(next, p.LeaseUntil)
+		s.owned.record(next, p.LeaseUntil, true)
 		inv.claimed(ref.Token, next)
 	}
 	return next, p, err

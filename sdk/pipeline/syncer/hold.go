@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -62,7 +61,7 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	if err == nil {
-		s.owned.listed(ref.Token, need)
+		s.owned.record(ref.Token, need, true)
 	}
 	return err
 }
@@ -93,44 +92,8 @@ func (w *laneWork) park(ctx context.Context, id lane.ID, ref laneRef, need time.
 		}
 		p.LeaseUntil = need
 	}
-	s.owned.listed(parked, p.LeaseUntil)
+	s.owned.record(parked, p.LeaseUntil, true)
 	return nil
-}
-
-// ownership is what this process knows of the lanes it owns: the lease of
-// each owner token it wrote, and whether that write listed the lane item
-// for the sweep at the lease's end (a claim's or a renewal's does, a
-// Mark's does not: lane.Store.Renew).
-type ownership struct {
-	mu     sync.Mutex
-	leases map[string]held
-}
-
-type held struct {
-	until  time.Time
-	listed bool
-}
-
-// leased records a lease whose write did not list the lane (Mark).
-func (o *ownership) leased(token string, until time.Time) { o.set(token, held{until, false}) }
-
-// listed records a lease whose write listed the lane for its end.
-func (o *ownership) listed(token string, until time.Time) { o.set(token, held{until, true}) }
-
-func (o *ownership) set(token string, h held) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.leases == nil || len(o.leases) > 10_000 {
-		o.leases = map[string]held{} // tokens of long-gone jobs; renewing costs one write
-	}
-	o.leases[token] = h
-}
-
-func (o *ownership) lease(token string) (until time.Time, listed, known bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	h, ok := o.leases[token]
-	return h.until, h.listed, ok
 }
 
 func later(a, b time.Time) time.Time {

@@ -308,7 +308,7 @@ func (w *laneWork) parkBulk(ctx context.Context, st pushed, cleared []lane.Eleme
 		return nil, err
 	}
 	w.inv.claimed(st.owner, parked)
-	s.owned.listed(parked, p.LeaseUntil)
+	s.owned.record(parked, p.LeaseUntil, true)
 	if len(p.Elements) == 0 {
 		// The push carried the last of it (a finish refused by a
 		// compaction, say): release the lane, or push what landed.

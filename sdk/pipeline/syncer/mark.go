@@ -84,7 +84,7 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 		}
 		switch {
 		case m.Claimed:
-			s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
+			s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, false)
 			ref := laneRef{Token: m.Pending.Owner}
 			if m.Unanswered != "" {
 				// A lane our failed delivery held, whose takeover by this

@@ -321,7 +321,7 @@ func (s *Syncer) remark(ctx context.Context, inv *invocation, j job.Job, id lane
 	var tasks []dispatch.Task
 	for _, m := range marks {
 		if m.Claimed {
-			s.owned.leased(token, m.Pending.LeaseUntil)
+			s.owned.record(token, m.Pending.LeaseUntil, false)
 			ref := laneRef{Token: token}
 			nj := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			tasks = append(tasks, s.laneTask(inv, nj, m.Lane, ref))

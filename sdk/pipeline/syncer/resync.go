@@ -100,7 +100,7 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 			for _, m := range marks {
 				switch {
 				case m.Claimed:
-					s.owned.leased(m.Pending.Owner, m.Pending.LeaseUntil)
+					s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, false)
 					j := s.bulkJob(m.Lane, m.Pending.Owner)
 					tasks, rep.Scheduled = append(tasks, s.laneTask(inv, j, m.Lane, laneRef{Token: m.Pending.Owner, Bulk: true})), rep.Scheduled+1
 				case m.Pending.Owner != "" && (redelivered || s.leaseRunsOut(m.Pending)):

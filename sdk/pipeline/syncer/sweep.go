@@ -52,7 +52,7 @@ func (s *Syncer) Sweep(ctx context.Context) (SweepReport, error) {
 		marks, serr := s.Lanes.Sweep(ctx, it, func(lane.ID) string { return newToken() })
 		err = errors.Join(err, serr)
 		for _, m := range marks {
-			s.owned.listed(m.Pending.Owner, m.Pending.LeaseUntil)
+			s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, true)
 			ref := laneRef{Token: m.Pending.Owner}
 			j := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			tasks = append(tasks, s.laneTask(nil, j, m.Lane, ref))
