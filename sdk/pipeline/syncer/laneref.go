@@ -6,6 +6,7 @@ package syncer
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
@@ -142,5 +143,16 @@ func resume(pending []lane.Element, parts []partRef) ([]lane.Element, map[lane.E
 		}
 		whole[cut] = e
 	}
-	return out, whole
+	// A cut can equal an element the lane holds as well (a merged change
+	// resumed from a date where the same change, delivered again, was
+	// marked alone: adversary seed 696). The push carries its dates once,
+	// as the cut, which clears the whole; the other stays pending for the
+	// next push. Twice, its Done would clear one element twice, a string
+	// set DynamoDB refuses (ValidationException, read as lane.ErrRejected).
+	seen := make(map[lane.Element]bool, len(out))
+	return slices.DeleteFunc(out, func(e lane.Element) bool {
+		again := seen[e]
+		seen[e] = true
+		return again
+	}), whole
 }

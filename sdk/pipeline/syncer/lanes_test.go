@@ -303,6 +303,25 @@ func TestLingerYields(t *testing.T) {
 	}
 }
 
+// A merged change resumed from a date where the same change, delivered
+// again, was marked alone cuts to an element the lane holds as well: the
+// push carries it once, and its Done clears no element twice, which a
+// string set refuses (adversary seed 696: "Input collection [DBL#BAR#…#25,
+// DBL#BAR#…#25] contains duplicates", each push's next claim refused).
+func TestAResumedCutEqualToAPendingElementGoesOnce(t *testing.T) {
+	merged := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-01", To: "2027-01-07", Sequence: 25}
+	again := lane.Element{RoomType: "DBL", RatePlan: "BAR", From: "2027-01-05", To: "2027-01-07", Sequence: 25}
+	part := partRef{Element: merged.String(), From: "2027-01-05"}
+	pending, whole := resume([]lane.Element{merged, again}, []partRef{part})
+	if len(pending) != 1 || pending[0] != again {
+		t.Fatalf("resumed %v, want %v once", pending, again)
+	}
+	cleared := pushed{elements: pending, whole: whole}.cleared()
+	if len(cleared) != 1 || cleared[0] != merged {
+		t.Fatalf("a push of it clears %v, want the merged change once", cleared)
+	}
+}
+
 // A change pushed in parts resumes at the first date not yet pushed while
 // it is pending, is cleared as the lane holds it, and keeps its part when
 // a push leaves its rest out.
