@@ -289,7 +289,9 @@ func (l *Limiter) ReserveAhead(ctx context.Context, b Bucket, n int, maxDelay, a
 // SilenceAfter or more ahead is checked, when it comes, against the
 // silence a 429 asked since (Silence: no call if this process heard from
 // the bucket within SilenceAfter, one read otherwise); inside it, Wait
-// books again the same way, behind the penalty.
+// books again the same way, behind the penalty. So is one an adaptive
+// bucket granted at a rate a change has lowered since (what that check
+// learned of the item: no other call).
 //
 // A grant Wait could only hand back later than the bucket's margin allows
 // (Late: its write answered, or its sleep ended, more than Limit.Margin
