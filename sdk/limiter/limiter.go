@@ -244,10 +244,20 @@ func (l *Limiter) Take(ctx context.Context, b Bucket, n int) (Reservation, error
 }
 
 // Reserve books n tokens at the earliest slot no later than maxDelay from
-// now. The caller must not spend them before Reservation.Slot, and needs no
-// further call to spend them then. When the slot would be later, it fails
-// with an *ExhaustedError whose RetryAfter says when the same reservation
-// would fit.
+// now. The caller must not spend them before Reservation.Slot. When the
+// slot would be later, it fails with an *ExhaustedError whose RetryAfter
+// says when the same reservation would fit.
+//
+// A slot that lies SilenceAfter or more past its grant is held while the
+// vendor may speak: before spending it, check Silence (a 429 any worker
+// met since asks the credential's whole traffic to wait), and on an
+// adaptive bucket Confirm its Stamp. A slot booked ahead at a rate a
+// throttle or Publish has lowered since counts one old interval, not one
+// new one, so grants made after the lowering fit in among it: spent
+// unchecked, the slots of one window can reach b·T′/T + r·W, T′/T the
+// lowering (twice the burst after a halving). Wait does both checks
+// itself, and so does the pipeline's dispatcher for the slots its jobs
+// carry; a slot nearer than SilenceAfter needs neither.
 func (l *Limiter) Reserve(ctx context.Context, b Bucket, n int, maxDelay time.Duration) (Reservation, error) {
 	return l.reserve(ctx, b, n, maxDelay)
 }
