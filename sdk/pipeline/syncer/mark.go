@@ -16,6 +16,15 @@ import (
 // elements its connections map (markMapped), and a job for each lane it
 // found idle, which lingers for more changes before its push (lingerOf).
 
+// marking is what a mark did: a job for each lane it woke or rechecks,
+// how many lanes it marked and how many of them it scheduled, and the
+// owner tokens of the lanes this delivery holds.
+type marking struct {
+	jobs             []dispatch.Task
+	lanes, scheduled int
+	held             []string
+}
+
 // mark marks the lanes of changes (one property and kind, whose
 // connections are targets) dirty with one
 // write and returns a job for each lane it found idle. For a redelivered
@@ -26,10 +35,11 @@ import (
 // duplicate receive), whose worker may die after this one deleted the
 // message. A lane that offered holds (what a failed delivery of these
 // changes held, Message.Owners) is this delivery's: its job claims it at
-// once. held are the owner tokens of the lanes this delivery holds.
-func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, targets []config.Target, redelivered bool, offered offers) (jobs []dispatch.Task, lanes, scheduled int, held []string, err error) {
+// once.
+func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, targets []config.Target, redelivered bool, offered offers) (marking, error) {
+	var out marking
 	if len(targets) == 0 {
-		return nil, 0, 0, nil, nil
+		return out, nil
 	}
 	ids := make([]lane.ID, len(targets))
 	for i, t := range targets {
@@ -62,7 +72,7 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 	tokenOf := func(id lane.ID) string { return tokens[id] }
 	marks, err := s.markMapped(ctx, ids, targets, cs, els, tokenOf)
 	if err != nil {
-		return nil, 0, 0, nil, err
+		return out, err
 	}
 	for i, m := range marks {
 		if s.compact(ctx, m) {
@@ -73,7 +83,7 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 			// takes it, to be pushed at the live class (bulk.go). A bulk
 			// push on its way out hands it over when done.
 			if m.Pending, m.Claimed, err = s.takeFromBulk(ctx, m.Lane, m.Pending, tokenOf(m.Lane)); err != nil {
-				return nil, 0, 0, nil, err
+				return out, err
 			}
 		}
 		if !m.Claimed && offered.holds(m.Pending.Owner, m.Lane) {
@@ -94,8 +104,8 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 			}
 			j := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
 			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
-			jobs, scheduled = append(jobs, s.laneTask(inv, j, m.Lane, ref)), scheduled+1
-			held = append(held, m.Pending.Owner)
+			out.jobs, out.scheduled = append(out.jobs, s.laneTask(inv, j, m.Lane, ref)), out.scheduled+1
+			out.held = append(out.held, m.Pending.Owner)
 		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane)) || s.leaseRunsOut(m.Pending)):
 			ref := laneRef{Token: newToken(), SeenOwner: m.Pending.Owner}
 			if m.Unanswered != "" {
@@ -103,11 +113,12 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 			}
 			j := s.laneJob(m.Lane, ref)
 			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
-			jobs = append(jobs, s.laneTask(inv, j, m.Lane, ref))
+			out.jobs = append(out.jobs, s.laneTask(inv, j, m.Lane, ref))
 		}
 	}
 	inv.marked(marks)
-	return jobs, len(marks), scheduled, held, nil
+	out.lanes = len(marks)
+	return out, nil
 }
 
 // leaseRunsOut reports whether a lane another delivery owns has less than

@@ -304,17 +304,17 @@ func (s *Syncer) markAll(ctx context.Context, inv *invocation, msgs []Message, c
 				cs[n], redelivered = changes[i].Change, redelivered || msgs[i].Redelivered
 				offered.add(msgs[i].Owners)
 			}
-			jobs, lanes, scheduled, tokens, err := s.mark(ctx, inv, cs, changes[idx[0]].targets, redelivered, offered)
+			m, err := s.mark(ctx, inv, cs, changes[idx[0]].targets, redelivered, offered)
 			if errors.Is(err, lane.ErrRejected) {
 				s.rejectMarks(ctx, msgs, changes, idx, out, err)
 				return
 			}
 			for _, i := range idx {
-				out[i].Change.Lanes, marked[i], held[i] = lanes, true, tokens
+				out[i].Change.Lanes, marked[i], held[i] = m.lanes, true, m.held
 				out[i].Err = errors.Join(out[i].Err, err)
 			}
-			out[idx[0]].Change.Scheduled = scheduled
-			jobsOf[idx[0]] = append(jobsOf[idx[0]], jobs...)
+			out[idx[0]].Change.Scheduled = m.scheduled
+			jobsOf[idx[0]] = append(jobsOf[idx[0]], m.jobs...)
 		})
 	}
 	wg.Wait()
