@@ -158,7 +158,8 @@ type decision struct {
 	// going for a lease (actJoinLease), taken only if the lease set is
 	// crowded then; otherwise the token comes first (the next step).
 	IfCrowded bool
-	// DropHold: the hold expired before the job ran (a wasted slot).
+	// DropHold: the job gives up its hold before the step: it expired
+	// before the job ran (a wasted slot), or a deferral would outlast it.
 	DropHold bool
 	// Confirm: the slot carries a stamp, confirmed before it is spent.
 	Confirm bool

@@ -43,6 +43,12 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, t *task, wait time
 	return Result{JobID: j.ID, Outcome: Deferred, Reason: reason, Wait: wait, Slot: j.Hold.At}, nil
 }
 
+// deferUnheld defers j as deferJob does, giving up the slot it holds: it
+// would pass while the job waits, and the job books another when back.
+func (d *Dispatcher) deferUnheld(ctx context.Context, j job.Job, t *task, wait time.Duration, reason string) (Result, error) {
+	return d.act(ctx, j, t, decision{Act: actDefer, Wait: wait, Reason: reason, DropHold: true})
+}
+
 // deadLetter sends j to the dead-letter queue with the reason. t's work
 // gives up what j carries first (Work.Abandon), so that the next job to
 // take the work up finds it pending, rather than waiting for j's hold to

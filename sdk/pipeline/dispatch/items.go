@@ -172,8 +172,8 @@ func (d *Dispatcher) shrink(ctx context.Context, j job.Job, p Payload, t *task, 
 	if !errors.As(err, &big) {
 		return small, nil, err
 	}
-	j.Hold, j.Items = job.Hold{}, big.Items
-	res, err := d.deferJob(ctx, j, t, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
+	j.Items = big.Items
+	res, err := d.deferUnheld(ctx, j, t, 0, fmt.Sprintf("its first change has %d items: booking their tokens", big.Items))
 	res.WastedSlots = 1
 	return Payload{}, &res, err
 }

@@ -278,15 +278,14 @@ func (d *Dispatcher) silentSlot(ctx context.Context, j job.Job, t *task, req ota
 	if err == nil && until.IsZero() {
 		return res, true, nil
 	}
-	j.Hold = job.Hold{}
 	var out Result
 	if err != nil {
 		d.log().Warn("limiter store unavailable for the slot's silence; deferring (fail closed)", "job_id", j.ID, "err", err)
-		out, err = d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "limiter store unavailable")
+		out, err = d.deferUnheld(ctx, j, t, d.Policy.StoreCooldown, "limiter store unavailable")
 		out.StoreError = true
 	} else {
 		d.log().Info("slot inside a vendor's silence as the push leaves; back at its end", "job_id", j.ID, "slot", req.Slot, "until", until)
-		out, err = d.deferJob(ctx, j, t, until.Sub(d.now()), silenceReason)
+		out, err = d.deferUnheld(ctx, j, t, until.Sub(d.now()), silenceReason)
 	}
 	out.WastedSlots += res.WastedSlots
 	out.RevokedSlots += res.RevokedSlots + 1

@@ -147,8 +147,9 @@ func (d *Dispatcher) slotQuotaRefused(ctx context.Context, j job.Job, t *task, r
 		return res, true, nil
 	}
 	maxAge, _ := d.lifetime(t.Route)
-	j.Hold = job.Hold{}
-	out, err := d.quotaRefused(ctx, j, t, decideQuota(d.quotaRefusal(ctx, j, t, maxAge, err, true)), err)
+	dec := decideQuota(d.quotaRefusal(ctx, j, t, maxAge, err, true))
+	dec.DropHold = true // the slot goes unused
+	out, err := d.quotaRefused(ctx, j, t, dec, err)
 	out.WastedSlots += res.WastedSlots + 1
 	return out, false, err
 }

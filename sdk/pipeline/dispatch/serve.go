@@ -187,8 +187,12 @@ func (d *Dispatcher) crowded(j job.Job, t *task) bool {
 }
 
 // act carries out a decision that ends the call's hold on j: a deferral
-// or a dead letter.
+// or a dead letter. With dec.DropHold, j gives up the slot it holds
+// first: it would pass while the job waits.
 func (d *Dispatcher) act(ctx context.Context, j job.Job, t *task, dec decision) (Result, error) {
+	if dec.DropHold {
+		j.Hold = job.Hold{}
+	}
 	if dec.Act == actDeadLetter {
 		return d.deadLetter(ctx, j, t, dec.Outcome, dec.Reason)
 	}

@@ -34,8 +34,7 @@ func (d *Dispatcher) routeUnavailable(ctx context.Context, j job.Job, t *task, e
 	if j.Hold.Held() {
 		wasted = 1
 	}
-	j.Hold = job.Hold{}
-	res, err := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, e.Error())
+	res, err := d.deferUnheld(ctx, j, t, d.Policy.StoreCooldown, e.Error())
 	res.Bucket, res.StoreError, res.WastedSlots = e.Route.Bucket.Key, true, res.WastedSlots+wasted
 	return res, err
 }

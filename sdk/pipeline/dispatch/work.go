@@ -176,8 +176,7 @@ func (d *Dispatcher) done(out settle, j job.Job, t *task, p Payload, res Result)
 		// The push went out; what it carried is still pending and will be
 		// pushed again: the vendor gets the same state twice, never less.
 		d.log().Warn("settling a push failed; the job comes back to retry", "job_id", j.ID, "err", err)
-		j.Hold = job.Hold{}
-		def, derr := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
+		def, derr := d.deferUnheld(ctx, j, t, d.Policy.StoreCooldown, "settling the push failed: "+err.Error())
 		def.StoreError = true
 		return res.then(def), nil, derr
 	}
@@ -191,8 +190,7 @@ func (d *Dispatcher) workFailed(ctx context.Context, j job.Job, t *task, res Res
 		return Result{}, nil, ctx.Err()
 	}
 	d.log().Warn("reading the job's work failed; deferring (fail closed)", "job_id", j.ID, "err", err)
-	j.Hold = job.Hold{}
-	def, derr := d.deferJob(ctx, j, t, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
+	def, derr := d.deferUnheld(ctx, j, t, d.Policy.StoreCooldown, "reading its work failed: "+err.Error())
 	def.StoreError, def.WastedSlots = true, 1
 	return def, nil, derr
 }
