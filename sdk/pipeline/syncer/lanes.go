@@ -277,9 +277,8 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	// A lane that is still dirty has a backlog: it takes the next slot
 	// the bucket has, collecting for only a quarter of the linger, so that
 	// the quota is used in full while there is work.
-	next.NotBefore, next.Linger = st.at.Add(s.lingerOf(st.lane)/4), s.lingerYields(st.lane)
-	if bulk {
-		next.NotBefore, next.Linger = time.Time{}, false // a bulk slot is a free token: take it at once
+	if !bulk { // a bulk slot is a free token: take it at once
+		next = s.lingered(next, st.lane, st.at.Add(s.lingerOf(st.lane)/4))
 	}
 	return &next, nil
 }

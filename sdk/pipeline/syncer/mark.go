@@ -8,6 +8,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 )
 
@@ -102,8 +103,7 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 				// the job's claims and holds take as its own (ours).
 				ref.Unanswered = []string{m.Unanswered}
 			}
-			j := s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements })
-			j.NotBefore, j.Linger = s.now().Add(s.lingerOf(m.Lane)), s.lingerYields(m.Lane)
+			j := s.lingered(s.pushJob(m.Lane, ref, func() []lane.Element { return m.Pending.Elements }), m.Lane, s.now().Add(s.lingerOf(m.Lane)))
 			out.jobs, out.scheduled = append(out.jobs, s.laneTask(inv, j, m.Lane, ref)), out.scheduled+1
 			out.held = append(out.held, m.Pending.Owner)
 		case m.Pending.Owner != "" && (redelivered || strings.HasPrefix(m.Pending.Owner, kin(m.Lane)) || s.leaseRunsOut(m.Pending)):
@@ -111,14 +111,21 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 			if m.Unanswered != "" {
 				ref.Unanswered = []string{m.Unanswered}
 			}
-			j := s.laneJob(m.Lane, ref)
-			j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
-			out.jobs = append(out.jobs, s.laneTask(inv, j, m.Lane, ref))
+			out.jobs = append(out.jobs, s.laneTask(inv, s.recheckJob(m.Lane, ref, m.Pending), m.Lane, ref))
 		}
 	}
 	inv.marked(marks)
 	out.lanes = len(marks)
 	return out, nil
+}
+
+// recheckJob is the job that comes back for lane id, under ref, when the
+// lease of p's owner runs out: to take the lane over if that owner died
+// holding it.
+func (s *Syncer) recheckJob(id lane.ID, ref laneRef, p lane.Pending) job.Job {
+	j := s.laneJob(id, ref)
+	j.NotBefore = p.LeaseUntil.Add(time.Second)
+	return j
 }
 
 // leaseRunsOut reports whether a lane another delivery owns has less than
@@ -204,6 +211,13 @@ func (s *Syncer) compact(ctx context.Context, m lane.Mark) bool {
 	}
 	_, _ = s.Lanes.Compact(ctx, m.Lane, m.Pending, merged)
 	return true
+}
+
+// lingered is j, lane id's push, due at: it lingers until then for more
+// changes, ending early if its bucket would fill up (lingerYields).
+func (s *Syncer) lingered(j job.Job, id lane.ID, at time.Time) job.Job {
+	j.NotBefore, j.Linger = at, s.lingerYields(id)
+	return j
 }
 
 // lingerYields reports whether a lane's linger ends early when its bucket

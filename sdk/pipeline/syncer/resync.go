@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -107,9 +106,7 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 					// The owner may be the delivery of this resync that
 					// died: come back when its lease runs out.
 					ref := laneRef{Token: newBulkToken(), SeenOwner: m.Pending.Owner, Bulk: true}
-					j := s.laneJob(m.Lane, ref)
-					j.NotBefore = m.Pending.LeaseUntil.Add(time.Second)
-					tasks = append(tasks, s.laneTask(inv, j, m.Lane, ref))
+					tasks = append(tasks, s.laneTask(inv, s.recheckJob(m.Lane, ref, m.Pending), m.Lane, ref))
 				}
 			}
 		}
