@@ -30,6 +30,9 @@ type Config struct {
 	// with its retries (a Go duration; default otapush.PushTimeout): see
 	// PushTimeout.
 	PushTimeoutSetting string `json:"push_timeout,omitempty"`
+
+	// learn is Learn's lease set, but for its key, built by Validate.
+	learn limiter.InFlight
 }
 
 // Channel is one OTA.

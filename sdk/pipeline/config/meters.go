@@ -107,14 +107,26 @@ func (e Endpoint) InFlight(key string, push time.Duration) *limiter.InFlight {
 	return &limiter.InFlight{Key: key, Max: *e.MaxInFlight, Hold: hold, Timeout: MinLeaseHold(push)}
 }
 
-// Learn is the lease set a push of the endpoint takes under key while
-// the fleet has learned an in-flight cap for it and the endpoint names no
+// Learn is the lease set a push takes under key while the fleet has
+// learned an in-flight cap for its bucket and its endpoint names no
 // max_in_flight (dispatch.Route.Learn; a configured one is lowered
 // instead): limiter.MaxLeases, held as the default lease_hold holds a
-// configured one, its Timeout MinLeaseHold(push). It is built on every
-// job's route, so it calls nothing.
-func (e Endpoint) Learn(key string, push time.Duration) *limiter.InFlight {
-	return &limiter.InFlight{Key: key, Max: limiter.MaxLeases, Hold: push + leaseStart, Timeout: push + LeaseSlack}
+// configured one, its Timeout MinLeaseHold(push_timeout). It depends on
+// push_timeout alone, so Validate builds it once (learnSet) and each
+// job's route copies it under its key.
+func (c *Config) Learn(key string) *limiter.InFlight {
+	f := c.learn
+	if f.Max == 0 { // a Config that Validate did not build
+		f = learnSet(c.PushTimeout())
+	}
+	f.Key = key
+	return &f
+}
+
+// learnSet is Learn's lease set, but for its key, under a push_timeout of
+// push.
+func learnSet(push time.Duration) limiter.InFlight {
+	return limiter.InFlight{Max: limiter.MaxLeases, Hold: push + leaseStart, Timeout: MinLeaseHold(push)}
 }
 
 // CalendarQuota is the endpoint's quota under key (the bucket key), nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
@@ -142,5 +143,43 @@ func TestInFlightFollowsThePushTimeout(t *testing.T) {
 	}
 	if DefaultLeaseHold != otapush.PushTimeout+5*time.Second || otapush.DefaultPolicy.MaxElapsed != otapush.PushTimeout {
 		t.Fatalf("DefaultLeaseHold %v, the push budget %v; want otapush.PushTimeout %v + 5s, and it", DefaultLeaseHold, otapush.DefaultPolicy.MaxElapsed, otapush.PushTimeout)
+	}
+}
+
+// The lease set a learned cap asks of a route naming no max_in_flight is
+// built once, at validation, from push_timeout alone: MaxLeases, the
+// default lease_hold, and the shortest hold a push of that timeout needs
+// (MinLeaseHold); a route has it under its own key, a copy of its own.
+func TestLearnIsBuiltAtValidationFromPushTimeout(t *testing.T) {
+	tests := []struct {
+		name, push string
+		want       time.Duration // push_timeout in force
+	}{
+		{"default push_timeout", ``, otapush.PushTimeout},
+		{"push_timeout 20s", `,"push_timeout":"20s"`, 20 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := strings.TrimSuffix(modesConfig(`{"path":"/r","limit":{"rate":5,"burst":5}}`), "}") + tt.push + "}"
+			c, err := Parse([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.learn.Max == 0 {
+				t.Fatalf("Validate left no lease set to learn under (%+v)", c.learn)
+			}
+			unvalidated := &Config{PushTimeoutSetting: c.PushTimeoutSetting}
+			for _, got := range []*limiter.InFlight{c.Learn("bk#c1#rates"), unvalidated.Learn("bk#c1#rates")} {
+				want := limiter.InFlight{Key: "bk#c1#rates", Max: limiter.MaxLeases, Hold: tt.want + leaseStart, Timeout: MinLeaseHold(tt.want)}
+				if *got != want || got.Validate() != nil {
+					t.Fatalf("Learn = %+v, want %+v (valid)", *got, want)
+				}
+			}
+			a := c.Learn("bk#c1#rates")
+			a.Max = 1
+			if b := c.Learn("bk#c2#rates"); b.Max != limiter.MaxLeases || b.Key != "bk#c2#rates" {
+				t.Fatalf("Learn under another key = %+v: a route's copy changed the set", *b)
+			}
+		})
 	}
 }

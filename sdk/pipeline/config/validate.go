@@ -27,6 +27,7 @@ func (c *Config) Validate() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	c.learn = learnSet(push)
 	for _, name := range sortedKeys(c.Channels) {
 		ch := c.Channels[name]
 		at := "channels." + name

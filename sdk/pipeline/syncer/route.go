@@ -113,7 +113,7 @@ func (s *Syncer) route(j job.Job, property string) (dispatch.Route, *encoding, e
 		MaxAge:       maxAge,
 		MaxDeferrals: maxDeferrals,
 		InFlight:     ep.InFlight(key, push),
-		Learn:        ep.Learn(key, push),
+		Learn:        s.Config.Learn(key),
 	}
 	if route.Quota, err = ep.CalendarQuota(key); err != nil {
 		return dispatch.Route{}, nil, err
