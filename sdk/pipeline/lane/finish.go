@@ -43,7 +43,7 @@ func (s *Store) Finish(ctx context.Context, id ID, owner string, done []Element)
 	})
 	if item, failed := conditionFailed(err); failed {
 		p, err := refused(item, id, owner)
-		if err != nil && leftReleased(p, done) {
+		if err != nil && leftReleased(p) {
 			return true, Pending{}, nil // as this write, sent again after its answer was lost, left it
 		}
 		return false, p, err

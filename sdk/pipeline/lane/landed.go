@@ -2,7 +2,6 @@ package lane
 
 import (
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -18,8 +17,10 @@ import (
 //     with a lease it computed (tookOver); a claim's callers know their
 //     fresh next token (syncer's claim);
 //   - EndLease marks the end with a number fresh to the call (endMark);
-//   - Finish releases the lane: no owner and nothing of done pending
-//     (leftReleased; Release alike). Whoever released it, what the
+//   - Finish and Release release the lane, each only with nothing else
+//     pending: no owner and nothing pending (leftReleased). A change
+//     marked since gives the lane an owner with its elements (Mark), so
+//     no later write leaves that state; whoever released it, what the
 //     caller asked for holds.
 
 // tookOver reports whether p is the lane as a write that moved it to
@@ -37,16 +38,8 @@ func endMark() time.Time {
 	return time.UnixMicro(-1 - rand.Int64N(1<<52))
 }
 
-// leftReleased reports whether p is a lane Finish's write would leave: no
-// owner and none of done pending.
-func leftReleased(p Pending, done []Element) bool {
-	if p.Owner != "" {
-		return false
-	}
-	for _, e := range done {
-		if slices.Contains(p.Elements, e) {
-			return false
-		}
-	}
-	return true
+// leftReleased reports whether p is a lane as Finish's or Release's write
+// leaves it: no owner and nothing pending.
+func leftReleased(p Pending) bool {
+	return p.Owner == "" && len(p.Elements) == 0
 }

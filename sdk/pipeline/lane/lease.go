@@ -27,7 +27,7 @@ func (s *Store) Release(ctx context.Context, id ID, owner string) (Pending, erro
 	})
 	if item, failed := conditionFailed(err); failed {
 		p, err := refused(item, id, owner)
-		if err != nil && p.Owner == "" && len(p.Elements) == 0 {
+		if err != nil && leftReleased(p) {
 			return Pending{}, nil // as this write, sent again after its answer was lost, left it
 		}
 		return p, err
