@@ -80,12 +80,14 @@ func (q *fakeQueue) DeadLetter(_ context.Context, body, reason string) error {
 	return nil
 }
 
-// router routes every job to one bucket; rotated, if set, is whether a
-// refused credential's token was rotated (worker.task's Task.Refresh).
-type router struct{ rotated *bool }
-
-func (router) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{}}, nil
+// kRoute is the rig's route: every job to one bucket "k" of 4/s, burst
+// 8, with the fields set sets.
+func kRoute(set ...func(*Route)) fixedRoute {
+	r := Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{}}
+	for _, s := range set {
+		s(&r)
+	}
+	return fixedRoute(r)
 }
 
 // work is a scripted Work: Begin returns beginErr or a body; Done hands
@@ -138,7 +140,7 @@ func newRig(t *testing.T) *rig {
 	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	r := &rig{clock: c, lim: &reserver{clock: c, T: 250 * time.Millisecond}, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
 	r.d = &worker{&Dispatcher{Limiter: r.lim, Pusher: r.push, Queue: r.queue, Policy: DefaultPolicy,
-		Now: c.Now, Sleep: c.Sleep}, r.work, router{}}
+		Now: c.Now, Sleep: c.Sleep}, r.work, kRoute()}
 	// Tests swap the rig's parts before its first job, which reads the
 	// dispatcher's capabilities (Validate would read them now).
 	if err := r.d.Policy.Validate(); err != nil {
@@ -300,11 +302,13 @@ func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
 	}{{true, 0}, {false, 0}, {false, 2}, {false, DefaultPolicy.MaxFailures}} {
 		r := newRig(t)
 		pz := &penalizer{reserver: r.lim}
-		r.d.Routes, r.d.Limiter = router{rotated: &tt.rotated}, pz
+		r.d.Limiter = pz
 		r.push.err = &otapush.PermanentError{Status: 401, Summary: "401 Unauthorized"}
 		j := testJob(r.clock.Now())
 		j.Failures = tt.failures
-		res, err := r.d.HandleJob(context.Background(), j)
+		task := r.d.task(j)
+		task.Refresh = func() bool { return tt.rotated }
+		res, err := r.d.Do(context.Background(), task, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +408,7 @@ func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			p := &slowPusher{clock: r.clock, took: 300 * time.Millisecond}
-			r.d.Pusher, r.d.Routes = p, modeRouter{shadow: tt.shadow}
+			r.d.Pusher, r.d.Routes = p, modeRoute(tt.shadow, false)
 			r.lim.T = tt.T
 			r.work.more = 1000 // a backlog no push clears
 			start := r.clock.Now()

@@ -20,12 +20,10 @@ func (w *slowBegin) Begin(ctx context.Context, j job.Job) (job.Job, Payload, err
 	return w.work.Begin(ctx, j)
 }
 
-type marginRouter struct{}
-
-func (marginRouter) Route(job.Job) (Route, error) {
+func marginRoute() fixedRoute {
 	l := limiter.PerSecond(10, 20)
 	l.Margin = 100 * time.Millisecond
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: l}, URL: "http://ota.invalid"}, nil
+	return fixedRoute{Bucket: limiter.Bucket{Key: "k", Limit: l}, URL: "http://ota.invalid"}
 }
 
 // slowGrant answers a reservation took after the now its write claimed,
@@ -64,7 +62,7 @@ func TestPushPastItsGraceAfterBeginBooksAFreshToken(t *testing.T) {
 		t.Run(tt.begin.String()+"+"+tt.grant.String(), func(t *testing.T) {
 			r := newRig(t)
 			p := &leasePusher{events: &eventLog{}}
-			r.d.Routes, r.d.Pusher, r.d.Work = marginRouter{}, p, &slowBegin{work: r.work, took: tt.begin}
+			r.d.Routes, r.d.Pusher, r.d.Work = marginRoute(), p, &slowBegin{work: r.work, took: tt.begin}
 			r.d.Limiter = slowGrant{reserver: r.lim, took: tt.grant}
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 			if err != nil || res.Outcome != Pushed {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // capper is a reserver whose bucket has a learned in-flight cap, and
@@ -47,14 +46,10 @@ func (p *crowdedPusher) Push(_ context.Context, req otapush.Request) (otapush.Re
 	return otapush.Response{Attempts: 1, Throttled: 1}, &otapush.DeferError{Throttled: true, Cause: errors.New("vendor answered 429 (throttled)")}
 }
 
-// learnRouter routes to one bucket metered by items, naming no
+// learnRoute routes to one bucket metered by items, naming no
 // max_in_flight: the lease a learned cap asks is Learn's.
-type learnRouter struct{}
-
-func (learnRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "c", Limit: limiter.PerSecond(4, 16)}, URL: "http://ota.invalid", ItemWeight: 1,
-		Learn: &limiter.InFlight{Key: "c", Max: limiter.MaxLeases, Hold: 25 * time.Second, Timeout: 21 * time.Second}}, nil
-}
+var learnRoute = fixedRoute{Bucket: limiter.Bucket{Key: "c", Limit: limiter.PerSecond(4, 16)}, URL: "http://ota.invalid", ItemWeight: 1,
+	Learn: &limiter.InFlight{Key: "c", Max: limiter.MaxLeases, Hold: 25 * time.Second, Timeout: 21 * time.Second}}
 
 // A throttle met while other requests of the bucket were at the vendor
 // (this process's, or, under a learned cap of two or more, maybe the
@@ -82,7 +77,7 @@ func TestAConcurrencyThrottleLowersTheCapAndLeavesFitAlone(t *testing.T) {
 				r := newLeaseRig(t)
 				lim := &capper{reserver: r.lim, cap: tt.cap}
 				p := &crowdedPusher{others: tt.others}
-				r.d.Limiter, r.d.Pusher, r.d.Routes = lim, p, learnRouter{}
+				r.d.Limiter, r.d.Pusher, r.d.Routes = lim, p, learnRoute
 				r.d.Work = &sizedWork{work: work{clock: r.clock}, items: 8}
 				res, err := r.d.HandleJob(context.Background(), itemsJob(r.clock.Now(), "c", 8))
 				if err != nil {
@@ -173,7 +168,7 @@ func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
 		r := newLeaseRig(t)
 		lim := &teachingReserver{bookingReserver: bookingReserver{r.lim, r.ev}}
 		r.d.Limiter, r.d.Pusher, r.d.Work = lim, &leasePusher{events: r.ev}, nil
-		r.d.Routes = learnLeaseRouter{f}
+		r.d.Routes = learnLeaseRoute(f)
 		j := testJob(r.clock.Now())
 		j.LeaseBusy = true
 		res, err := r.d.HandleJob(context.Background(), j)
@@ -186,9 +181,7 @@ func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
 	})
 }
 
-// learnLeaseRouter routes with max_in_flight f, and learns under it.
-type learnLeaseRouter struct{ f *limiter.InFlight }
-
-func (r learnLeaseRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", InFlight: r.f, Learn: r.f}, nil
+// learnLeaseRoute routes with max_in_flight f, and learns under it.
+func learnLeaseRoute(f *limiter.InFlight) fixedRoute {
+	return fixedRoute{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", InFlight: f, Learn: f}
 }

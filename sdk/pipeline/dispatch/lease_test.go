@@ -154,10 +154,10 @@ func (p *leasePusher) Push(ctx context.Context, req otapush.Request) (otapush.Re
 	return otapush.Response{Attempts: 1}, nil
 }
 
-type leaseRouter struct{ f *limiter.InFlight }
-
-func (r leaseRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", InFlight: r.f}, nil
+// leaseRoute routes every job to one bucket of 4/s, burst 8, under the
+// lease set f.
+func leaseRoute(f *limiter.InFlight) fixedRoute {
+	return fixedRoute{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", InFlight: f}
 }
 
 func TestLeaseAroundThePush(t *testing.T) {
@@ -230,7 +230,7 @@ func TestLeaseAroundThePush(t *testing.T) {
 			}
 			r.ev.reset()
 			p := &leasePusher{events: r.ev}
-			r.d.Routes, r.d.Pusher = leaseRouter{tt.f}, p
+			r.d.Routes, r.d.Pusher = leaseRoute(tt.f), p
 			start := r.clock.Now()
 			res, err := r.d.HandleJob(context.Background(), testJob(start))
 			if err != nil {
@@ -308,7 +308,7 @@ func TestLeaseAwaitedWithinTheHoldKeepsTheToken(t *testing.T) {
 			// it over after tt.wait.
 			r.holdFor(t, f, tt.wait)
 			p := &leasePusher{events: r.ev}
-			r.d.Routes, r.d.Pusher = leaseRouter{&f}, p
+			r.d.Routes, r.d.Pusher = leaseRoute(&f), p
 			start := r.clock.Now()
 			res, err := r.d.HandleJob(context.Background(), testJob(start))
 			if err != nil {
@@ -363,7 +363,7 @@ func TestInFlightLeaseIsFreedBeforeThePushSettles(t *testing.T) {
 		t.Run(tt.name, synctestRun(func(t *testing.T) {
 			r := newLeaseRig(t)
 			w := &settlingWork{work: &work{clock: r.clock}, events: r.ev, messages: tt.messages}
-			r.d.Routes, r.d.Pusher, r.d.Work = leaseRouter{&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}}, &leasePusher{events: r.ev}, w
+			r.d.Routes, r.d.Pusher, r.d.Work = leaseRoute(&limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}), &leasePusher{events: r.ev}, w
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 			if err != nil || res.Outcome != Pushed {
 				t.Fatalf("result %+v, %v; want pushed", res, err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // bookingReserver records each booking among the lease's events.
@@ -23,18 +22,12 @@ func (r bookingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, m
 	return r.reserver.Reserve(ctx, b, n, maxDelay)
 }
 
-// leaseFirstRouter is leaseRouter's route, in shadow mode when shadow,
-// booking at most horizon ahead when it is set.
-type leaseFirstRouter struct {
-	leaseRouter
-	shadow  bool
-	horizon time.Duration
-}
-
-func (r leaseFirstRouter) Route(j job.Job) (Route, error) {
-	route, err := r.leaseRouter.Route(j)
-	route.Shadow, route.Horizon = r.shadow, r.horizon
-	return route, err
+// leaseFirstRoute is leaseRoute(f), in shadow mode when shadow, booking
+// at most horizon ahead when it is set.
+func leaseFirstRoute(f *limiter.InFlight, shadow bool, horizon time.Duration) fixedRoute {
+	r := leaseRoute(f)
+	r.Shadow, r.Horizon = shadow, horizon
+	return r
 }
 
 // A push whose lease set this process knows to be contended (its gate
@@ -115,7 +108,7 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			start := r.clock.Now()
 			r.lim.next = start.Add(tt.slotIn)
 			p := &leasePusher{events: r.ev}
-			r.d.Routes = leaseFirstRouter{leaseRouter{&f}, tt.shadow, tt.horizon}
+			r.d.Routes = leaseFirstRoute(&f, tt.shadow, tt.horizon)
 			if tt.denied > 0 {
 				r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
 				r.d.Jitter = func(time.Duration) time.Duration { return 0 }
@@ -174,12 +167,11 @@ func (q bookingQuotaTaker) TakeWithQuota(ctx context.Context, buckets []limiter.
 	return q.quotaTaker.TakeWithQuota(ctx, buckets, qb, n, id)
 }
 
-type quotaLeaseRouter struct{ quotaRouter }
-
-func (r quotaLeaseRouter) Route(j job.Job) (Route, error) {
-	route, err := r.quotaRouter.Route(j)
-	route.InFlight = &limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}
-	return route, err
+// quotaLeaseRoute is quotaRoute's route under a lease set of one.
+func quotaLeaseRoute() fixedRoute {
+	r := quotaRoute(false)
+	r.InFlight = &limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}
+	return r
 }
 
 // A quota route takes its token now and sleeps for the next one within
@@ -192,7 +184,7 @@ func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
 		r.ev.reset()
 		q := &quotaTaker{reserver: r.lim, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
 		p := &leasePusher{events: r.ev}
-		r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = quotaLeaseRouter{}, bookingQuotaTaker{q, r.ev}, p, nil
+		r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = quotaLeaseRoute(), bookingQuotaTaker{q, r.ev}, p, nil
 		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 		if err != nil || res.Outcome != Pushed {
 			t.Fatalf("result %+v, %v; want pushed", res, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +14,10 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// lifeRouter routes every job to one bucket of 4/s, burst 8, with the
+// lifeRoute routes every job to one bucket of 4/s, burst 8, with the
 // given lifetime bounds (zero: the policy's).
-type lifeRouter struct {
-	maxAge       time.Duration
-	maxDeferrals int
-}
-
-func (l lifeRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{},
-		MaxAge: l.maxAge, MaxDeferrals: l.maxDeferrals}, nil
+func lifeRoute(maxAge time.Duration, maxDeferrals int) fixedRoute {
+	return kRoute(func(r *Route) { r.MaxAge, r.MaxDeferrals = maxAge, maxDeferrals })
 }
 
 // lifeNext is the tat that puts b's next slot next from now (none: a
@@ -54,8 +47,11 @@ func TestJobLifetime(t *testing.T) {
 	day := DefaultPolicy.MaxAge
 	maxDef := DefaultPolicy.MaxDeferrals
 	tests := []struct {
-		name  string
-		route lifeRouter
+		name string
+		// maxAge and maxDeferrals are the route's bounds (zero: the
+		// policy's).
+		maxAge       time.Duration
+		maxDeferrals int
 		// setup shapes the job and the rig; now is the rig's clock.
 		setup func(r *rig, w *abandoning, j *job.Job, now time.Time)
 		want  Outcome
@@ -79,7 +75,7 @@ func TestJobLifetime(t *testing.T) {
 		{name: "a second before max_age with a slot now: pushed, its reservation bounded by the second",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-day + time.Second) },
 			want:  Pushed, pushes: 1, maxDelay: time.Second},
-		{name: "the route's max_age, not the policy's", route: lifeRouter{maxAge: time.Hour},
+		{name: "the route's max_age, not the policy's", maxAge: time.Hour,
 			setup: func(_ *rig, _ *abandoning, j *job.Job, now time.Time) { j.FirstSeen = now.Add(-time.Hour) },
 			want:  Expired, reason: "max_age 1h0m0s", abandoned: 1},
 		{name: "no slot before max_age ends: expired, no token spent",
@@ -94,7 +90,7 @@ func TestJobLifetime(t *testing.T) {
 		{name: "max_deferrals reached but its slot is now: pushed",
 			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = maxDef },
 			want:  Pushed, pushes: 1},
-		{name: "the route's max_deferrals, not the policy's", route: lifeRouter{maxDeferrals: 10},
+		{name: "the route's max_deferrals, not the policy's", maxDeferrals: 10,
 			setup: func(_ *rig, _ *abandoning, j *job.Job, _ time.Time) { j.Deferrals = 10 },
 			next:  5 * time.Second, want: Expired, reason: "10 deferrals, max_deferrals 10", abandoned: 1, wasted: 1},
 		{name: "a deferral that would come back past max_age: expired now",
@@ -120,7 +116,8 @@ func TestJobLifetime(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			fail := tt.fail
-			route, _ := tt.route.Route(job.Job{})
+			routes := lifeRoute(tt.maxAge, tt.maxDeferrals)
+			route, _ := routes.Route(job.Job{})
 			lim := newMemBucket(t, r.clock, route.Bucket, lifeNext(route.Bucket, tt.next), limitertest.WithFault(func(string, string) error {
 				err := fail
 				fail = nil
@@ -128,7 +125,7 @@ func TestJobLifetime(t *testing.T) {
 			}))
 			w := &abandoning{work: r.work}
 			// Reserver alone: the capabilities the rig's limiter has.
-			r.d.Routes, r.d.Limiter, r.d.Work = tt.route, struct{ Reserver }{lim}, w
+			r.d.Routes, r.d.Limiter, r.d.Work = routes, struct{ Reserver }{lim}, w
 			j := testJob(r.clock.Now())
 			tt.setup(r, w, &j, r.clock.Now())
 			res, err := r.d.HandleJob(t.Context(), j)

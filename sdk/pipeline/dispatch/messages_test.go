@@ -125,7 +125,7 @@ func TestSlotTokensPayForTheNextMessages(t *testing.T) {
 	r := newRig(t)
 	w := &messageWork{work: work{clock: r.clock}, msgs: []Message{{Body: []byte("dec"), Items: 3}, {Body: []byte("jan"), Items: 2}, {Body: []byte("feb"), Items: 2}}}
 	p := &scriptedPusher{}
-	r.d.Work, r.d.Pusher, r.d.Routes = w, p, itemsRouter{}
+	r.d.Work, r.d.Pusher, r.d.Routes = w, p, kItemsRoute
 	j := testJob(r.clock.Now())
 	j.Hold.At, j.Hold.Tokens = r.clock.Now(), 5
 	if _, err := r.d.HandleJob(context.Background(), j); err != nil {
@@ -140,11 +140,9 @@ func TestSlotTokensPayForTheNextMessages(t *testing.T) {
 	}
 }
 
-type itemsRouter struct{}
-
-func (itemsRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", ItemWeight: 1}, nil
-}
+// kItemsRoute routes every job to one bucket of 4/s, burst 8, metered by
+// items.
+var kItemsRoute = fixedRoute{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", ItemWeight: 1}
 
 func reasons(dead []string, reason string) []string {
 	var out []string

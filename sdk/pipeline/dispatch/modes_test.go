@@ -10,16 +10,12 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // modeRouter routes every job to one bucket of 4/s, burst 8, in the given
 // modes.
-type modeRouter struct{ shadow, localShare bool }
-
-func (m modeRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{},
-		Shadow: m.shadow, LocalShare: m.localShare}, nil
+func modeRoute(shadow, localShare bool) fixedRoute {
+	return kRoute(func(r *Route) { r.Shadow, r.LocalShare = shadow, localShare })
 }
 
 func storeDown() error {
@@ -30,7 +26,7 @@ func storeDown() error {
 // would have deferred it (slot beyond blocking distance) and for how long.
 func TestShadowPushesAtOnceAndReportsWouldDefer(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes = modeRouter{shadow: true}
+	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
 	r.lim.next = start.Add(5 * time.Second) // the bucket is booked 5 s ahead
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
@@ -55,7 +51,7 @@ func TestShadowPushesAtOnceAndReportsWouldDefer(t *testing.T) {
 // deferred; the shadow push still goes at once and reports the wait.
 func TestShadowShortWaitIsNotWouldDefer(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes = modeRouter{shadow: true}
+	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
 	r.lim.next = start.Add(300 * time.Millisecond)
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
@@ -71,7 +67,7 @@ func TestShadowShortWaitIsNotWouldDefer(t *testing.T) {
 // pushes it and says so.
 func TestShadowReportsWouldShed(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes = modeRouter{shadow: true}
+	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
 	r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 40 * time.Second}}
 	j := testJob(start)
@@ -89,7 +85,7 @@ func TestShadowReportsWouldShed(t *testing.T) {
 // tests above are not passing because nothing would wait.
 func TestEnforceDefersWhereShadowPushes(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes = modeRouter{}
+	r.d.Routes = modeRoute(false, false)
 	start := r.clock.Now()
 	r.lim.next = start.Add(5 * time.Second)
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
@@ -106,7 +102,7 @@ func TestEnforceDefersWhereShadowPushes(t *testing.T) {
 // BlockThreshold, and defers until the share has one when it comes later.
 func TestLocalSharePacesWhileStoreDown(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes = modeRouter{localShare: true}
+	r.d.Routes = modeRoute(false, true)
 	r.d.LocalShare = fallback.New(4) // 4/s burst 8 → 1/s burst 2 here
 	start := r.clock.Now()
 	handle := func() Result {
@@ -144,11 +140,11 @@ func TestLocalSharePacesWhileStoreDown(t *testing.T) {
 func TestClosedDefersWhileStoreDown(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		route modeRouter
+		route fixedRoute
 		pacer *fallback.Pacer
 	}{
-		{"closed", modeRouter{}, fallback.New(4)},
-		{"local-share without a pacer", modeRouter{localShare: true}, nil},
+		{"closed", modeRoute(false, false), fallback.New(4)},
+		{"local-share without a pacer", modeRoute(false, true), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
@@ -169,7 +165,7 @@ func TestClosedDefersWhileStoreDown(t *testing.T) {
 // only for an unreachable store.
 func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes, r.d.LocalShare = modeRouter{localShare: true}, fallback.New(1)
+	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1)
 	r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: time.Minute}}
 	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 	if err != nil {
@@ -185,7 +181,7 @@ func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
 // before: retries are not paced locally, so they must not flood.
 func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 	r := newRig(t)
-	r.d.Routes, r.d.LocalShare = modeRouter{localShare: true}, fallback.New(1)
+	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1)
 	r.lim.fail = []error{storeDown()}
 	r.push.err = &otapush.DeferError{Status: 500, Cause: storeDown()}
 	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
@@ -214,7 +210,7 @@ func (r *nReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDel
 func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
 	r := newRig(t)
 	lim := &nReserver{reserver: r.lim}
-	r.d.Limiter, r.d.Routes, r.d.LocalShare = lim, modeRouter{localShare: true}, fallback.New(1) // 4/s burst 8
+	r.d.Limiter, r.d.Routes, r.d.LocalShare = lim, modeRoute(false, true), fallback.New(1) // 4/s burst 8
 	for i := 0; i < 3; i++ {
 		r.lim.fail = []error{storeDown()}
 		if res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil || res.LocalShares != 1 {

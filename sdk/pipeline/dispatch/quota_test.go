@@ -3,14 +3,12 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // quotaTaker answers TakeWithQuota from a script, and is a reserver too
@@ -40,11 +38,12 @@ func (q *quotaTaker) TakeQuota(_ context.Context, qb limiter.QuotaBucket, n int,
 	return limiter.QuotaGrant{Key: qb.Key}, nil
 }
 
-type quotaRouter struct{ shadow bool }
-
-func (r quotaRouter) Route(job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: "k", Limit: limiter.PerSecond(4, 8)}, URL: "http://ota.invalid", Header: http.Header{}, Shadow: r.shadow,
-		Quota: &limiter.QuotaBucket{Key: "k", Quota: gcra.Quota{Count: 5, Period: gcra.Day}}}, nil
+// quotaRoute is the rig's route with a daily quota of 5, in shadow mode
+// when shadow.
+func quotaRoute(shadow bool) fixedRoute {
+	return kRoute(func(r *Route) {
+		r.Shadow, r.Quota = shadow, &limiter.QuotaBucket{Key: "k", Quota: gcra.Quota{Count: 5, Period: gcra.Day}}
+	})
 }
 
 func TestQuotaRoute(t *testing.T) {
@@ -103,7 +102,7 @@ func TestQuotaRoute(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			q := &quotaTaker{reserver: r.lim, script: tt.script}
-			r.d.Routes, r.d.Work = quotaRouter{tt.shadow}, nil
+			r.d.Routes, r.d.Work = quotaRoute(tt.shadow), nil
 			if !tt.noTaker {
 				r.d.Limiter = q
 			}

@@ -48,9 +48,6 @@ func (w asWork) Abandon(ctx context.Context, j job.Job, o Outcome) error {
 func (w *worker) task(j job.Job) Task {
 	t := Task{Job: j}
 	t.Route, t.Err = w.Routes.Route(j)
-	if r, ok := w.Routes.(router); ok && r.rotated != nil {
-		t.Refresh = func() bool { return *r.rotated }
-	}
 	if w.Work == nil {
 		return t
 	}
