@@ -15,14 +15,17 @@ import (
 )
 
 // reserver hands out slots T apart from now, after failing with the
-// scripted errors. silence is what it knows a vendor asked of each
-// bucket (KnownSilence).
+// scripted errors, each answer answer after the now its write claimed (a
+// slow store's). silence is what it knows a vendor asked of each bucket
+// (KnownSilence); ns records the tokens each reservation asked for.
 type reserver struct {
 	clock   *clock
 	fail    []error
 	calls   int
+	ns      []int
 	next    time.Time
 	T       time.Duration
+	answer  time.Duration
 	silence map[string]time.Time
 }
 
@@ -33,8 +36,12 @@ func (r *reserver) KnownSilence(b limiter.Bucket) time.Time {
 	return time.Time{}
 }
 
-func (r *reserver) Reserve(_ context.Context, b limiter.Bucket, _ int, _ time.Duration) (limiter.Reservation, error) {
+func (r *reserver) Reserve(ctx context.Context, b limiter.Bucket, n int, _ time.Duration) (limiter.Reservation, error) {
 	r.calls++
+	r.ns = append(r.ns, n)
+	if r.answer > 0 {
+		defer func() { _ = r.clock.Sleep(ctx, r.answer) }()
+	}
 	if len(r.fail) > 0 {
 		err := r.fail[0]
 		r.fail = r.fail[1:]

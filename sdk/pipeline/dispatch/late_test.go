@@ -26,19 +26,6 @@ func marginRoute() fixedRoute {
 	return fixedRoute{Bucket: limiter.Bucket{Key: "k", Limit: l}, URL: "http://ota.invalid"}
 }
 
-// slowGrant answers a reservation took after the now its write claimed,
-// which is the slot of a grant due at once (a slow store's write).
-type slowGrant struct {
-	*reserver
-	took time.Duration
-}
-
-func (r slowGrant) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	res, err := r.reserver.Reserve(ctx, b, n, maxDelay)
-	_ = r.clock.Sleep(ctx, r.took)
-	return res, err
-}
-
 // The grace is checked as the request leaves: a slot the request reaches
 // past its margin (here a grant the store answered late) is left unused
 // and the request books a fresh token, since the vendor's window would
@@ -63,7 +50,7 @@ func TestPushPastItsGraceAfterBeginBooksAFreshToken(t *testing.T) {
 			r := newRig(t)
 			p := &leasePusher{events: &eventLog{}}
 			r.d.Routes, r.d.Pusher, r.d.Work = marginRoute(), p, &slowBegin{work: r.work, took: tt.begin}
-			r.d.Limiter = slowGrant{reserver: r.lim, took: tt.grant}
+			r.lim.answer = tt.grant // after the slot of a grant due at once (a slow store's write)
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 			if err != nil || res.Outcome != Pushed {
 				t.Fatalf("result %+v, %v; want pushed", res, err)

@@ -193,24 +193,13 @@ func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 	}
 }
 
-// nReserver records the tokens each reservation asks for.
-type nReserver struct {
-	*reserver
-	ns []int
-}
-
-func (r *nReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	r.ns = append(r.ns, n)
-	return r.reserver.Reserve(ctx, b, n, maxDelay)
-}
-
 // When the store comes back, the first reservation books the pushes the
 // local share let through, so that the shared bucket, full again, does not
 // grant its burst on top of them; the next ones ask for one token again.
 func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
 	r := newRig(t)
-	lim := &nReserver{reserver: r.lim}
-	r.d.Limiter, r.d.Routes, r.d.LocalShare = lim, modeRoute(false, true), fallback.New(1) // 4/s burst 8
+	lim := r.lim
+	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1) // 4/s burst 8
 	for i := 0; i < 3; i++ {
 		r.lim.fail = []error{storeDown()}
 		if res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil || res.LocalShares != 1 {
