@@ -17,12 +17,14 @@ import (
 // reserver hands out slots T apart from now, after failing with the
 // scripted errors, each answer answer after the now its write claimed (a
 // slow store's). silence is what it knows a vendor asked of each bucket
-// (KnownSilence); ns records the tokens each reservation asked for.
+// (KnownSilence); ns records the tokens each reservation asked for, and
+// events, if set, each booking among a lease's events.
 type reserver struct {
 	clock   *clock
 	fail    []error
 	calls   int
 	ns      []int
+	events  *eventLog
 	next    time.Time
 	T       time.Duration
 	answer  time.Duration
@@ -39,6 +41,9 @@ func (r *reserver) KnownSilence(b limiter.Bucket) time.Time {
 func (r *reserver) Reserve(ctx context.Context, b limiter.Bucket, n int, _ time.Duration) (limiter.Reservation, error) {
 	r.calls++
 	r.ns = append(r.ns, n)
+	if r.events != nil {
+		r.events.add("reserve")
+	}
 	if r.answer > 0 {
 		defer func() { _ = r.clock.Sleep(ctx, r.answer) }()
 	}

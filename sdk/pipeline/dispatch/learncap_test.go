@@ -140,17 +140,17 @@ func TestTheLearnedCapBoundsTheLease(t *testing.T) {
 	}
 }
 
-// teachingReserver books as bookingReserver does, and its booking's answer
+// teachingReserver books as the rig's reserver does, and its booking's answer
 // tells of a learned cap of 1 (limiter.InFlightCap learns it from every
 // grant).
 type teachingReserver struct {
-	bookingReserver
+	*reserver
 	cap int
 }
 
 func (r *teachingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
 	r.cap = 1
-	return r.bookingReserver.Reserve(ctx, b, n, maxDelay)
+	return r.reserver.Reserve(ctx, b, n, maxDelay)
 }
 
 func (r *teachingReserver) InFlightCap(string) int { return r.cap }
@@ -166,7 +166,8 @@ func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &limiter.InFlight{Key: "k", Max: 3, Hold: 25 * time.Second}
 		r := newLeaseRig(t)
-		lim := &teachingReserver{bookingReserver: bookingReserver{r.lim, r.ev}}
+		r.lim.events = r.ev
+		lim := &teachingReserver{reserver: r.lim}
 		r.d.Limiter, r.d.Pusher, r.d.Work = lim, &leasePusher{events: r.ev}, nil
 		r.d.Routes = learnLeaseRoute(f)
 		j := testJob(r.clock.Now())

@@ -11,17 +11,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
-// bookingReserver records each booking among the lease's events.
-type bookingReserver struct {
-	*reserver
-	events *eventLog
-}
-
-func (r bookingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	r.events.add("reserve")
-	return r.reserver.Reserve(ctx, b, n, maxDelay)
-}
-
 // leaseFirstRoute is leaseRoute(f), in shadow mode when shadow, booking
 // at most horizon ahead when it is set.
 func leaseFirstRoute(f *limiter.InFlight, shadow bool, horizon time.Duration) fixedRoute {
@@ -113,7 +102,8 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 				r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
 				r.d.Jitter = func(time.Duration) time.Duration { return 0 }
 			}
-			r.d.Limiter, r.d.Pusher, r.d.Work = bookingReserver{r.lim, r.ev}, p, nil
+			r.lim.events = r.ev
+			r.d.Pusher, r.d.Work = p, nil
 			if tt.going > 0 {
 				r.d.Leases.going["k"] = tt.going
 			}
