@@ -146,17 +146,6 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 	}
 }
 
-// bookingQuotaTaker records each take among the lease's events.
-type bookingQuotaTaker struct {
-	*quotaTaker
-	events *eventLog
-}
-
-func (q bookingQuotaTaker) TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, qb limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error) {
-	q.events.add("take")
-	return q.quotaTaker.TakeWithQuota(ctx, buckets, qb, n, id)
-}
-
 // quotaLeaseRoute is quotaRoute's route under a lease set of one.
 func quotaLeaseRoute() fixedRoute {
 	r := quotaRoute(false)
@@ -172,9 +161,9 @@ func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
 		r := newLeaseRig(t)
 		r.toldBusyFor(t, limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}, 100*time.Millisecond)
 		r.ev.reset()
-		q := &quotaTaker{reserver: r.lim, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
+		q := &quotaTaker{reserver: r.lim, events: r.ev, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
 		p := &leasePusher{events: r.ev}
-		r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = quotaLeaseRoute(), bookingQuotaTaker{q, r.ev}, p, nil
+		r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = quotaLeaseRoute(), q, p, nil
 		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 		if err != nil || res.Outcome != Pushed {
 			t.Fatalf("result %+v, %v; want pushed", res, err)

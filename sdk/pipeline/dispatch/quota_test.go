@@ -18,10 +18,14 @@ type quotaTaker struct {
 	script []error
 	takes  int
 	ids    []string
-	alone  int // takes of the quota alone
+	alone  int       // takes of the quota alone
+	events *eventLog // if set, each take is recorded among a lease's events
 }
 
 func (q *quotaTaker) TakeWithQuota(_ context.Context, buckets []limiter.Bucket, qb limiter.QuotaBucket, n int, id string) (limiter.MultiReservation, error) {
+	if q.events != nil {
+		q.events.add("take")
+	}
 	q.takes++
 	q.ids = append(q.ids, id)
 	if len(q.script) == 0 {
