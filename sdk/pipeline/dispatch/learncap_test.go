@@ -13,10 +13,20 @@ import (
 
 // capper is a reserver whose bucket has a learned in-flight cap, and
 // which records the lowerings asked of it (in requests at the vendor).
+// With taught set, its bookings' answers tell of that cap, as
+// limiter.InFlightCap learns one from every grant.
 type capper struct {
 	*reserver
 	cap     int
+	taught  int
 	lowered []int
+}
+
+func (c *capper) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	if c.taught > 0 {
+		c.cap = c.taught
+	}
+	return c.reserver.Reserve(ctx, b, n, maxDelay)
 }
 
 func (c *capper) InFlightCap(string) int { return c.cap }
@@ -140,23 +150,6 @@ func TestTheLearnedCapBoundsTheLease(t *testing.T) {
 	}
 }
 
-// teachingReserver books as the rig's reserver does, and its booking's answer
-// tells of a learned cap of 1 (limiter.InFlightCap learns it from every
-// grant).
-type teachingReserver struct {
-	*reserver
-	cap int
-}
-
-func (r *teachingReserver) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	r.cap = 1
-	return r.reserver.Reserve(ctx, b, n, maxDelay)
-}
-
-func (r *teachingReserver) InFlightCap(string) int { return r.cap }
-
-func (r *teachingReserver) LowerInFlight(context.Context, string, int, time.Time) error { return nil }
-
 // A lease taken before the token (the set contended: job.LeaseBusy) under
 // a Max above the cap the token's answer told of goes back, and the push
 // takes one under the cap: the set bounds its leases by the largest Max
@@ -167,7 +160,7 @@ func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
 		f := &limiter.InFlight{Key: "k", Max: 3, Hold: 25 * time.Second}
 		r := newLeaseRig(t)
 		r.lim.events = r.ev
-		lim := &teachingReserver{reserver: r.lim}
+		lim := &capper{reserver: r.lim, taught: 1}
 		r.d.Limiter, r.d.Pusher, r.d.Work = lim, &leasePusher{events: r.ev}, nil
 		r.d.Routes = learnLeaseRoute(f)
 		j := testJob(r.clock.Now())
