@@ -79,8 +79,15 @@ func (l *Limiter) Confirm(ctx context.Context, b Bucket, s Stamp) (bool, error) 
 }
 
 // stands reports whether a slot stamped s survives a change to st, at now.
+// The interval is st's at its change (st.Since), its slowest: a change
+// that lowered the rate below the slot's revokes it for good, even once
+// the rate has climbed back by the slot. Grants made at the lower rate
+// counted the slots booked ahead at the old one at their lower worth and
+// fit in among them (adversary seed 18 with seed 696's smallest parts: 8
+// items booked ahead at 2/s, spent at the climbed-back rate beside 5 booked
+// at 1/s after the halving, 13 tokens in one second over burst 10 + 2).
 func stands(b Bucket, st AdaptState, s Stamp, now int64) bool {
-	return now >= st.Since && b.Adaptive.Interval(st, b.Limit, now) <= s.Interval
+	return now >= st.Since && b.Adaptive.Interval(st, b.Limit, st.Since) <= s.Interval
 }
 
 // confirmed is Wait's check of a grant SilenceAfter before its slot: whether to
