@@ -310,6 +310,14 @@ func TestAdversaryPinned(t *testing.T) {
 		// changes at no cost and fills with the live ones (syncer
 		// TestShrinkSkipsDeadLetteredChanges).
 		{"shrunk push left with only dead-lettered changes", Case{Seed: 663, Parts: []string{"items", "property_share", "big-answers", "5xx", "hot-property", "format", "strict-slow-store", "remap"}}},
+		// Seed 696's smallest parts drawn from seed 18 (items at weight
+		// 0.5, 2/s, burst 10, against a vendor that halves): 8 tokens a
+		// deferred job booked ahead at 2/s before a throttle halved the
+		// rate to 1/s were confirmed at their slot, the rate climbed back
+		// by then, and spent beside 5 booked at 1/s in between: 13 tokens
+		// in one second over burst 10 + 2, 8 runs of 8 (limiter
+		// TestConfirmRevokesASlotAHalvingSlowedOnceTheRateClimbsBack).
+		{"slot booked before a halving spent once the rate climbed back", Case{Seed: 18, Parts: []string{"adaptive", "items", "halving", "strict-slow-store"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {
