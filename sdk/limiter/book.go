@@ -131,6 +131,8 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 		}
 		if item, failed := conditionFailed(err); failed {
 			if b.Share != nil {
+				why := failedWhy(f, sf, sv, b.Share.Leases, item, now, now+tau-nT+delay)
+				l.shares.count(&l.shares.failed, why+" ("+sf.String()+")", 1)
 				l.shares.learn(b.Key, item)
 			}
 			if i, left, ours := call.landed(item); ours && i < len(writes) {

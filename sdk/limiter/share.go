@@ -83,8 +83,15 @@ type seenShares struct {
 	// leased·(their tokens) − local.
 	leased, local, leasedTokens int64
 	// misses counts requests a lease did not grant, by why (the Miss
-	// names); wrote counts the share-aware writes that landed, by form.
-	misses, wrote map[string]int64
+	// names); wrote counts the share-aware writes that landed, by form;
+	// failed the share-aware writes whose condition failed, by what the
+	// item handed back showed (the Failed names).
+	misses, wrote, failed map[string]int64
+}
+
+// String names the form in ShareStats.Failed.
+func (f shareForm) String() string {
+	return [...]string{"marked", "unmarked", "lease", "whole"}[f]
 }
 
 // Why a request of a bucket with shares was not granted by a lease: the
@@ -109,6 +116,48 @@ const (
 	WroteHeld     = "idle, no lease: holds this epoch's lease"
 	WroteNotQuiet = "idle, no lease: not quiet"
 )
+
+// What the item a share-aware write's failed condition handed back showed
+// (the first that applies): the keys of ShareStats.Failed.
+const (
+	FailedIdle  = "guessed idle, found busy"
+	FailedBusy  = "guessed busy, found idle"
+	FailedLimit = "busy past the write's limit"
+	FailedMark  = "the mark (tat ≠ nw, or marked as unmarked)"
+	FailedCount = "the epoch's lease count past what it asserted"
+	FailedQuiet = "not quiet (ow)"
+	FailedOther = "other (its own write landed, an adaptive version)"
+)
+
+// failedWhy names what item, handed back by the failed condition of a
+// share-aware write of forms f and sf at now (its busy limit limitTAT, M
+// leases an epoch), shows went wrong.
+func failedWhy(f form, sf shareForm, v shareView, leases int, item map[string]types.AttributeValue, now, limitTAT int64) string {
+	tat, _ := itemTAT(item)
+	_, hasTAT := item[TATAttribute]
+	nw, _ := itemMicros(item, markAttribute)
+	_, hasNW := item[markAttribute]
+	switch {
+	case f == idle && hasTAT && tat > now:
+		return FailedIdle
+	case f == busy && (!hasTAT || tat <= now):
+		return FailedBusy
+	case f == busy && tat > limitTAT:
+		return FailedLimit
+	case sf == unmarked && hasTAT && hasNW && nw == tat:
+		return FailedMark
+	case sf != unmarked && !v.aged && (!hasNW || nw != tat):
+		return FailedMark
+	}
+	c, _ := itemMicros(item, countAttribute(v.epoch))
+	switch {
+	case sf == marked && c > int64(v.n), sf == lease && c >= int64(leases):
+		return FailedCount
+	case sf == lease && !v.aged:
+		return FailedQuiet
+	}
+	return FailedOther
+}
 
 func (s *seenShares) count(m *map[string]int64, why string, n int) {
 	s.mu.Lock()
@@ -212,7 +261,7 @@ func (s *seenShares) spend(key string, sh Share, lim Limit, now int64) (bool, st
 // Wrote names): what a cost analysis needs to see why pushes still write.
 type ShareStats struct {
 	Leases, LeasedTokens, Local int64
-	Misses, Writes              map[string]int64
+	Misses, Writes, Failed      map[string]int64
 }
 
 // ShareStats returns the counts so far.
@@ -220,7 +269,7 @@ func (l *Limiter) ShareStats() ShareStats {
 	l.shares.mu.Lock()
 	defer l.shares.mu.Unlock()
 	return ShareStats{Leases: l.shares.leased, LeasedTokens: l.shares.leasedTokens, Local: l.shares.local,
-		Misses: maps.Clone(l.shares.misses), Writes: maps.Clone(l.shares.wrote)}
+		Misses: maps.Clone(l.shares.misses), Writes: maps.Clone(l.shares.wrote), Failed: maps.Clone(l.shares.failed)}
 }
 
 // localGrant grants n tokens of b from this process's lease with no write,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // A lease serves the dispatcher's calls, which book ahead of the clock
@@ -252,6 +253,48 @@ func TestAnIdleBatchTakesALease(t *testing.T) {
 			r, err := l.Reserve(ctx, b, 1, time.Second)
 			if err != nil || !r.Leased {
 				t.Fatalf("Reserve after the lease's first token = %+v, %v; want a leased grant", r, err)
+			}
+		})
+	}
+}
+
+// A share-aware write whose condition failed is counted by what the item
+// it handed back shows (ShareStats.Failed): a cost analysis needs to tell
+// guesses of the bucket's form that another writer overtook from lease
+// counts that moved.
+func TestFailedShareWritesAreCountedByWhatTheItemShowed(t *testing.T) {
+	const now, limit = 1_000_000, 3_000_000
+	itemOf := func(tat int64, count map[int64]int64) map[string]types.AttributeValue {
+		it := item(tat, "")
+		it[markAttribute], it[unknownAttribute] = num(tat), num(0)
+		for k, n := range count {
+			it[countAttribute(k)] = num(n)
+		}
+		return it
+	}
+	tests := []struct {
+		name string
+		f    form
+		sf   shareForm
+		v    shareView
+		item map[string]types.AttributeValue
+		want string
+	}{
+		{"an idle guess overtaken", idle, whole, shareView{epoch: 7}, itemOf(now+200_000, nil), FailedIdle},
+		{"a busy guess of a bucket gone idle", busy, marked, shareView{epoch: 7}, itemOf(now-1, nil), FailedBusy},
+		{"busy past the limit", busy, marked, shareView{epoch: 7}, itemOf(limit+1, nil), FailedLimit},
+		{"a shared write written over by an unaware one", busy, marked, shareView{epoch: 7}, func() map[string]types.AttributeValue {
+			it := itemOf(now+1000, nil)
+			it[markAttribute] = num(now)
+			return it
+		}(), FailedMark},
+		{"more leases than it asserted", busy, marked, shareView{epoch: 7, n: 3}, itemOf(now+1000, map[int64]int64{7: 4}), FailedCount},
+		{"the epoch's leases all taken", idle, lease, shareView{epoch: 7, n: 11}, itemOf(now-1, map[int64]int64{7: 12}), FailedCount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := failedWhy(tt.f, tt.sf, tt.v, 12, tt.item, now, limit); got != tt.want {
+				t.Fatalf("failedWhy = %q, want %q", got, tt.want)
 			}
 		})
 	}

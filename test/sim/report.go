@@ -103,6 +103,7 @@ func (s *sim) report() *Report {
 		r.Shares.Local += st.Local
 		r.Shares.Misses = addCounts(r.Shares.Misses, st.Misses)
 		r.Shares.Writes = addCounts(r.Shares.Writes, st.Writes)
+		r.Shares.Failed = addCounts(r.Shares.Failed, st.Failed)
 	}
 	s.mu.Unlock()
 	for _, v := range s.vendors {
@@ -300,6 +301,7 @@ func (r *Report) Write(w io.Writer) {
 			set, sh.Leases, sh.Local, per(float64(sh.Local), float64(st.Pushes)), unused, per(float64(unused), r.Simulated.Minutes()))
 		fmt.Fprintf(w, "    requests no lease granted, by why (a share of pushes): %s\n", countsPer(sh.Misses, float64(st.Pushes)))
 		fmt.Fprintf(w, "    share-aware limiter writes that landed, by form (a share of pushes): %s\n", countsPer(sh.Writes, float64(st.Pushes)))
+		fmt.Fprintf(w, "    share-aware limiter writes whose condition failed, by what the item showed (a share of pushes): %s\n", countsPer(sh.Failed, float64(st.Pushes)))
 	}
 	fmt.Fprintf(w, "  DynamoDB calls %d: %.2f per change (limiter %.2f, state and lanes %.2f); WCU %.0f (%.2f per change), RCU %.0f (%.2f per change); conditional failures %d, outage errors %d, other errors %d, items refused over 400 KB %d\n",
 		all, per(float64(all), ch), per(float64(lim), ch), per(float64(all-lim), ch), r.DB.WCU, per(r.DB.WCU, ch), r.DB.RCU, per(r.DB.RCU, ch),
