@@ -23,6 +23,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 )
 
@@ -513,7 +514,11 @@ func (s *sim) newInstance() (*instance, error) {
 	if s.sc.StoredConnections {
 		stored = s.withStoredConnections(connReader{s.db})
 	}
-	clients, token := pipeline.Clients{DynamoDB: db, SQS: s.sqs, HTTP: hc}, pipeline.WithToken(s.sc.tokenOf)
+	var sq queue.SQSAPI = s.sqs
+	if s.trace != nil {
+		sq = tracedSQS{SQS: s.sqs, env: env, trace: s.trace}
+	}
+	clients, token := pipeline.Clients{DynamoDB: db, SQS: sq, HTTP: hc}, pipeline.WithToken(s.sc.tokenOf)
 	if f := s.sc.Faults.SecretsOutage; f[1] > f[0] {
 		clients.Secrets, token = s.secrets, pipeline.WithLimiterOptions() // tokens from Secrets Manager
 	}
@@ -670,6 +675,9 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 		defer t.Stop()
 	}
 	inv := s.lanes.newInvocation()
+	if s.trace != nil && deferred {
+		s.trace.received(in.env, msgs)
+	}
 	batch := make([]syncer.Message, len(msgs))
 	for i, m := range msgs {
 		s.lanes.received(inv, q.Name, m, die)

@@ -14,7 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
 // A push trace, for what-if analyses of the limiter (cmd in
@@ -23,9 +25,12 @@ import (
 // limiter write, and when each invocation ran. One record a line, times in
 // µs of simulated time from the run's start:
 //
-//	P <t> <env> <bucket> <status>     an OTA request (bucket: channel/token/endpoint)
+//	P <t> <env> <bucket> <status> <job>  an OTA request (bucket: channel/token/endpoint; job: its X-Job-Id, - if none)
 //	W <t> <env> <pk> <ok|cond|err>    a limits-table UpdateItem and its outcome
 //	I <start> <end> <env>             an invocation (sweeps included)
+//	D <t> <env> <job> <delay> <askAt> <notBefore>  a job sent to the deferred queue (delay in s; the job's turn and
+//	                                  earliest time in µs of the run, - if none)
+//	R <t> <env> <job>                 a deferred job received by an invocation
 //	S changes <n> load_end <t> ended <t>  the run's totals, last
 //
 // The trace only observes: it takes no simulated time and changes no call.
@@ -106,7 +111,7 @@ func (t *tracedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil {
 		status = fmt.Sprint(resp.StatusCode)
 	}
-	t.trace.add("P %d %d %s %s", t.trace.at(at), t.env, bucket, status)
+	t.trace.add("P %d %d %s %s %s", t.trace.at(at), t.env, bucket, status, orDash(r.Header.Get("X-Job-Id")))
 	return resp, err
 }
 
@@ -139,4 +144,45 @@ func (d tracedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 		d.trace.add("W %d %d %s %s", d.trace.at(at), d.env, strings.ReplaceAll(pk, " ", "_"), outcome)
 	}
 	return out, err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// tracedSQS records the jobs one environment sends to the deferred queue.
+type tracedSQS struct {
+	*SQS
+	env   int
+	trace *pushTrace
+}
+
+func (q tracedSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	at := time.Now()
+	if aws.ToString(in.QueueUrl) == "deferred" {
+		if j, err := job.Decode(aws.ToString(in.MessageBody)); err == nil {
+			q.trace.add("D %d %d %s %d %s %s", q.trace.at(at), q.env, j.ID, in.DelaySeconds, q.trace.atOrDash(j.AskAt), q.trace.atOrDash(j.NotBefore))
+		}
+	}
+	return q.SQS.SendMessage(ctx, in, opts...)
+}
+
+func (t *pushTrace) atOrDash(when time.Time) string {
+	if when.IsZero() {
+		return "-"
+	}
+	return fmt.Sprint(t.at(when))
+}
+
+// received records the deferred jobs an invocation of env took.
+func (t *pushTrace) received(env int, msgs []*Message) {
+	at := time.Now()
+	for _, m := range msgs {
+		if j, err := job.Decode(m.Body); err == nil {
+			t.add("R %d %d %s", t.at(at), env, j.ID)
+		}
+	}
 }

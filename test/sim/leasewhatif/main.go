@@ -111,7 +111,7 @@ func read(path string) (*trace, error) {
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		switch {
-		case len(fs) == 5 && fs[0] == "P":
+		case len(fs) >= 5 && fs[0] == "P":
 			id, ok := ids[fs[3]]
 			if !ok {
 				id = len(tr.buckets)
@@ -133,6 +133,8 @@ func read(path string) (*trace, error) {
 		case len(fs) == 4 && fs[0] == "I":
 			env, _ := strconv.Atoi(fs[3])
 			tr.invocations[env] = append(tr.invocations[env], span{sec(fs[1]), sec(fs[2])})
+		case fs[0] == "D" || fs[0] == "R":
+			// Deferrals and receives: not what this what-if replays.
 		case len(fs) == 7 && fs[0] == "S":
 			tr.changes, _ = strconv.Atoi(fs[2])
 			tr.loadEnd, tr.ended = sec(fs[4]), sec(fs[6])
