@@ -41,6 +41,24 @@ func (s *Syncer) claim(ctx context.Context, inv *invocation, id lane.ID, ref lan
 	return next, p, err
 }
 
+// claimFromBulk makes a lane a bulk job holds waiting for its token
+// (owner: takeable) the push's, under the pushing token it returns, as a
+// live change takes it (takeFromBulk): the job that waits finds the lane
+// another's when its own token comes.
+func (s *Syncer) claimFromBulk(ctx context.Context, inv *invocation, id lane.ID, owner string) (string, lane.Pending, error) {
+	next := newPushingToken()
+	p, err := s.Lanes.ClaimAfter(ctx, id, owner, nil, next, nil)
+	var other *lane.NotOwnerError
+	if errors.As(err, &other) && other.Pending.Owner == next {
+		p, err = other.Pending, nil // claimed, its answer lost
+	}
+	if err == nil {
+		s.owned.record(next, p.LeaseUntil, true)
+		inv.claimed(owner, next)
+	}
+	return next, p, err
+}
+
 // ours reports whether owner is one of the tokens ref's unanswered
 // claims offered, or the parked token of ref's pushing token (a bulk
 // push that did not go out, parked by Hold): the lane is the job's though
