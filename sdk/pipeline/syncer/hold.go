@@ -22,7 +22,7 @@ import (
 func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 	s := w.s
 	id, ref, _, err := w.lane(j)
-	if err != nil || ref.SeenOwner != "" {
+	if err != nil || ref.SeenOwner != "" || ref.LiveOwner != "" {
 		return nil // not an owner: nothing to hold
 	}
 	w.inv.leave(ref.Token) // it leaves the invocation

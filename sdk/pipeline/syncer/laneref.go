@@ -43,6 +43,15 @@ type laneRef struct {
 	// Bulk: the job pushes at the bulk class (bulk.go), under bulk owner
 	// tokens.
 	Bulk bool `json:"bulk,omitempty"`
+	// BulkOwner is, on a live job, the token of the bulk job its change
+	// took the lane from (takeFromBulk): the live chain hands the lane
+	// back to it (handToBulk), and that job, still on its way, pushes it.
+	BulkOwner string `json:"bulk_owner,omitempty"`
+	// LiveOwner is set on a bulk job that found its lane under that live
+	// token, which took it while the job waited and hands it back: the
+	// job holds nothing meanwhile (Hold) and comes back soon, once more
+	// after the owner's lease if it finds the same owner again.
+	LiveOwner string `json:"live_owner,omitempty"`
 	// Apart are groups of pending changes, as the lane holds them, that
 	// the previous push's isolation of a refusal had still to send
 	// apart: this push sends each in messages of its own (apart.go).

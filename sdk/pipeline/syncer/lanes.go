@@ -45,6 +45,8 @@ type pushed struct {
 	target *config.Target
 	// apart are the groups the job's ref names apart (laneRef.Apart).
 	apart [][]string
+	// bulkOwner is the job's laneRef.BulkOwner.
+	bulkOwner string
 	// enc is the encoding the job's route resolved; nil: messages reads
 	// it from the config.
 	enc *encoding
@@ -133,7 +135,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	}
 	// The part and the groups apart survive a push that does not go out
 	// (deferred to book its tokens, or failed): the next one resumes them.
-	j = w.rebased(j, id, laneRef{Token: next, Bulk: ref.Bulk, Apart: ref.Apart}.withParts(ref.parts()), nil)
+	j = w.rebased(j, id, laneRef{Token: next, Bulk: ref.Bulk, Apart: ref.Apart, BulkOwner: ref.BulkOwner}.withParts(ref.parts()), nil)
 	target, connected, err := s.targetOf(ctx, id)
 	if err != nil {
 		return j, dispatch.Payload{}, err
@@ -160,7 +162,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	if handOff {
 		// A live job's slot, and only a resync's elements pending: they go
 		// at the bulk class. The slot goes unused.
-		if _, err := s.handToBulk(ctx, inv, id, next, nil, j.FirstSeen); err != nil {
+		if _, err := s.handToBulk(ctx, inv, id, next, nil, j.FirstSeen, ref.BulkOwner); err != nil {
 			return j, dispatch.Payload{}, err
 		}
 		return j, dispatch.Payload{}, fmt.Errorf("%w: lane %s holds only bulk elements, handed to its bulk push", dispatch.ErrIdle, id)
@@ -174,7 +176,8 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 		return j, dispatch.Payload{}, err
 	}
 	st := pushed{lane: id, owner: next, elements: r.elements, more: len(r.elements) < len(pending), at: start,
-		rest: pending[len(r.elements):], state: r.state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart, enc: w.enc}
+		rest: pending[len(r.elements):], state: r.state, whole: whole, settled: newSettlement(), target: &target, apart: ref.Apart, enc: w.enc,
+		bulkOwner: ref.BulkOwner}
 	pay, err := s.payload(ctx, st, r.body, r.items)
 	if err != nil {
 		return j, dispatch.Payload{}, err
@@ -221,6 +224,14 @@ func (s *Syncer) payload(ctx context.Context, st pushed, body []byte, items int)
 // the lane: the job comes back when its lease runs out, to take over then.
 func (w *laneWork) notOwner(j job.Job, id lane.ID, ref laneRef, done []lane.Element, other *lane.NotOwnerError) (job.Job, dispatch.Payload, error) {
 	owner := other.Pending.Owner
+	if ref.Bulk && owner != "" && !isBulkToken(owner) && ref.LiveOwner != owner {
+		// A live change took the lane while this job waited; its chain
+		// hands the lane back to this job's token (laneRef.BulkOwner).
+		ref.LiveOwner = owner
+		j = w.rebased(j, id, ref, done)
+		j.Hold = job.Hold{}
+		return j, dispatch.Payload{}, &dispatch.RecheckError{At: w.s.now().Add(time.Second), Reason: other.Error()}
+	}
 	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) {
 		return j, dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
@@ -273,13 +284,13 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	if left := rest(); !bulk && len(left) > 0 && !hasLive(left) {
 		// The live changes are out; what is left is a resync's, for the
 		// bulk class.
-		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen)
+		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen, st.bulkOwner)
 		return nil, err
 	}
 	if isPushingToken(st.owner) {
 		return w.parkBulk(ctx, st, cleared, hasLive(rest()))
 	}
-	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Bulk: bulk, Apart: apart}.withParts(st.next())
+	ref := laneRef{Token: st.owner, Pushed: make([]string, len(cleared)), Bulk: bulk, Apart: apart, BulkOwner: st.bulkOwner}.withParts(st.next())
 	for i, e := range cleared {
 		ref.Pushed[i] = e.String()
 	}

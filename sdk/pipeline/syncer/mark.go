@@ -79,11 +79,13 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 		if s.compact(ctx, m) {
 			marks[i].Fresh = false
 		}
+		var bulkOwner string
 		if !m.Claimed && takeable(m.Pending.Owner) {
 			// A bulk job holds the lane, waiting for its slot: the change
-			// takes it, to be pushed at the live class (bulk.go). A bulk
-			// push on its way out hands it over when done.
-			if m.Pending, m.Claimed, err = s.takeFromBulk(ctx, m.Lane, m.Pending, tokenOf(m.Lane)); err != nil {
+			// takes it, to be pushed at the live class (bulk.go), and
+			// hands it back to that job. A bulk push on its way out hands
+			// it over when done.
+			if m.Pending, bulkOwner, m.Claimed, err = s.takeFromBulk(ctx, m.Lane, m.Pending, tokenOf(m.Lane)); err != nil {
 				return out, err
 			}
 		}
@@ -96,7 +98,7 @@ func (s *Syncer) mark(ctx context.Context, inv *invocation, cs []ari.Change, tar
 		switch {
 		case m.Claimed:
 			s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, false)
-			ref := laneRef{Token: m.Pending.Owner}
+			ref := laneRef{Token: m.Pending.Owner, BulkOwner: bulkOwner}
 			if m.Unanswered != "" {
 				// A lane our failed delivery held, whose takeover by this
 				// mark failed: it may be the takeover's token's now, which
