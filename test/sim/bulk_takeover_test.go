@@ -210,3 +210,37 @@ func TestBulkJobGrantedFindingItsLaneWithAWaitingBulkJobPushesIt(t *testing.T) {
 	backAndPushes(t, m, first, "the bulk job whose lane another bulk job held waiting")
 	src.assertNewest(t, m.ota, "BK-1001")
 }
+
+// A resync's bulk job whose lane a live change of the same batch took
+// before the job's first deferral (its bucket silenced) is deferred, not
+// dropped: the live chain hands the lane back to the job's token, and
+// nothing else would push it (the onboarding at 30 hotels a bucket, seed
+// 1: 17 lanes waited for the sweep, 4 minutes, before Hold kept such
+// jobs).
+func TestBulkJobDeferredWhileALiveChangeHoldsItsLaneIsKept(t *testing.T) {
+	lim := limiter.PerSecond(10, 5)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
+	src := newPMSOracle("hotel-aurora")
+	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-02-05", 100)}, 10)
+	m.drain(100)
+	m.clock.Set(m.clock.Now().Add(time.Minute))
+	m.bookRates(lim, 10*time.Second)
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-02-05",
+		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
+	body, err := r.Event(m.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.handle([]syncer.Message{{ID: "rs-1", Body: body}, {ID: "live", Body: src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)}})
+	m.drain(100)
+	for _, res := range m.results {
+		if strings.Contains(res.JobID, "@b-") && res.Outcome == dispatch.Pushed && res.Pushes > 0 {
+			return
+		}
+	}
+	var got []string
+	for _, res := range m.results {
+		got = append(got, fmt.Sprintf("%s %s (%s)", res.JobID, res.Outcome, res.Reason))
+	}
+	t.Errorf("no bulk push: the resync's elements wait for a bulk job that is gone; results %v", got)
+}

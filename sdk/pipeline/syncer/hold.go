@@ -58,12 +58,23 @@ func (w *laneWork) Hold(ctx context.Context, j job.Job, until time.Time) error {
 		}
 	}
 	if errors.As(err, &other) {
-		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+		return w.notHeld(ref, other)
 	}
 	if err == nil {
 		s.owned.record(ref.Token, need, true)
 	}
 	return err
+}
+
+// notHeld is what Hold answers for a job whose lane other holds: the job
+// is dropped, the work no longer its own, unless it is a bulk job whose
+// lane a live change took while it waited: that change's chain hands the
+// lane back to it (laneRef.BulkOwner), so it is deferred all the same.
+func (w *laneWork) notHeld(ref laneRef, other *lane.NotOwnerError) error {
+	if owner := other.Pending.Owner; ref.Bulk && owner != "" && !isBulkToken(owner) {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 }
 
 // park moves the lane of ref, a bulk job deferred after its claim, from
@@ -78,7 +89,7 @@ func (w *laneWork) park(ctx context.Context, id lane.ID, ref laneRef, need time.
 		p, err = other.Pending, nil // parked already, or its answer lost
 	}
 	if errors.As(err, &other) {
-		return fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
+		return w.notHeld(ref, other)
 	}
 	if err != nil {
 		return err
