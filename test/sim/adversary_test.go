@@ -46,7 +46,7 @@ func runCaseTraced(t *testing.T, c Case, traced bool) *Report {
 // violations, and a run that did nothing at all.
 func verdict(rep *Report) string {
 	if len(rep.Violations) > 0 {
-		return strings.Join(rep.Violations, "\n")
+		return strings.Join(slices.Concat(rep.Violations, rep.LaneItems), "\n")
 	}
 	if rep.Stats.Changes == 0 {
 		return "nothing happened: no change was sent"

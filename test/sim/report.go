@@ -61,6 +61,9 @@ type Report struct {
 	Strict                   []string
 	PerChannel               []string
 	PendingAtEnd, DirtyAtEnd int
+	// LaneItems are the lane items as the store holds them at the end of a
+	// run that left lanes dirty (laneitems.go).
+	LaneItems []string
 	// Recovery says, per fault, how long after it ended the dirty lanes
 	// fell back to their level before the first fault.
 	Recovery []string
@@ -183,7 +186,8 @@ func (s *sim) report() *Report {
 		r.Violations = append(r.Violations, fmt.Sprintf("an older state over a newer one in a lane: %d writes replaced a lane's pending set with an older change for a date it still holds; first %s", n, s.db.FirstLaneWentBack))
 	}
 	r.PendingAtEnd = s.sqs.Pending(s.changes) + s.sqs.Pending(s.defers)
-	r.DirtyAtEnd = len(s.ledger.DirtyByProp())
+	dirty := s.ledger.DirtyByProp()
+	r.DirtyAtEnd = len(dirty)
 	if r.PendingAtEnd > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d messages still on the changes and deferred queues %v after the load", r.PendingAtEnd, s.drainTime()))
 	}
@@ -192,6 +196,9 @@ func (s *sim) report() *Report {
 	}
 	if s.stats.Timeouts > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("jobs that never end: %d invocations ran into the function timeout", s.stats.Timeouts))
+	}
+	if len(r.Violations) > 0 && (len(dirty) > 0 || r.PendingAtEnd > 0) {
+		r.LaneItems = s.laneItems(dirty)
 	}
 	return r
 }
@@ -386,6 +393,9 @@ func (r *Report) Write(w io.Writer) {
 	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  VIOLATION (seed %d): %s\n", r.Scenario.Seed, v)
+	}
+	for _, l := range r.LaneItems {
+		fmt.Fprintf(w, "  %s\n", l)
 	}
 }
 
