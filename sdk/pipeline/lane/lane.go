@@ -234,30 +234,58 @@ const MaxUnanswered = 8
 // A copy of the job carries the same earlier tokens, but the first claim
 // moves the lane to a fresh next, so only one copy claims. At most
 // MaxUnanswered of earlier, the newest, are read.
+//
+// A compaction since the previous push read the lane (x) clears nothing:
+// done is then no longer what it names. A merged element stands for every
+// element it replaced, and one equal to an element the push carried (its
+// block's, the newest sequence unchanged by a late change of an older one)
+// also stands for dates marked after the push read their state. So the
+// claim is refused while x is up and sent again without done: what the
+// push carried stays pending and goes again, a date twice, never one less.
 func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []string, next string, done []Element) (Pending, error) {
+	p, err := s.claimAfter(ctx, id, token, earlier, next, done, len(done) > 0)
+	var compacted *compactedError
+	if errors.As(err, &compacted) {
+		return s.claimAfter(ctx, id, token, earlier, next, nil, true)
+	}
+	return p, err
+}
+
+// compactedError is a claim clearing done refused for the lane's x alone.
+type compactedError struct{}
+
+func (*compactedError) Error() string { return "lane compacted since its push read it" }
+
+// claimAfter is ClaimAfter's write; delivered says the previous push got
+// through, which ends the lane's failures (f).
+func (s *Store) claimAfter(ctx context.Context, id ID, token string, earlier []string, next string, done []Element, delivered bool) (Pending, error) {
 	now := s.now()
 	names := map[string]string{}
 	sfx := id.suffix()
-	o, l := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0)
+	o, l, x := attr(names, "o", sfx, 0), attr(names, "l", sfx, 0), attr(names, "x", sfx, 0)
 	vals := map[string]types.AttributeValue{":next": str(next), ":t": str(token), ":l": micros(now.Add(s.lease())), ":now": micros(now)}
 	// next is known only to this invocation: listed, the lane reaches the
 	// sweep should it die before its next write.
 	set, add := listing(names, vals)
 	update := fmt.Sprintf("SET %s = :next, %s = :l, %s ADD %s", o, l, set, add)
-	cond := o + " = :t"
+	owned := o + " = :t"
 	for i, e := range earlier[max(0, len(earlier)-MaxUnanswered):] {
 		vals[fmt.Sprintf(":e%d", i)] = str(e)
-		cond += fmt.Sprintf(" OR %s = :e%d", o, i)
+		owned += fmt.Sprintf(" OR %s = :e%d", o, i)
 	}
-	cond += fmt.Sprintf(" OR %s < :now", l)
+	owned += fmt.Sprintf(" OR %s < :now", l)
+	cond := owned
 	// A claim takes the lane up: it is no longer stranded. It reads what
 	// is pending now, so a compaction before it (x) is part of what its
 	// push carries. done is what the previous push delivered, so the lane
 	// is no longer failing.
-	remove := " REMOVE " + attr(names, "w", sfx, 0) + ", " + attr(names, "x", sfx, 0)
+	remove := " REMOVE " + attr(names, "w", sfx, 0) + ", " + x
 	if len(done) > 0 {
 		update += " DELETE " + attr(names, "d", sfx, 0) + " :done"
 		vals[":done"] = elementSet(done)
+		cond = fmt.Sprintf("(%s) AND attribute_not_exists(%s)", owned, x)
+	}
+	if delivered {
 		remove += ", " + attr(names, "f", sfx, 0)
 	}
 	update += remove
@@ -272,6 +300,9 @@ func (s *Store) ClaimAfter(ctx context.Context, id ID, token string, earlier []s
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if item, failed := conditionFailed(err); failed {
+		if _, up := item["x:"+sfx]; up && len(done) > 0 {
+			return Pending{}, &compactedError{}
+		}
 		_, err := refused(item, id, "")
 		return Pending{}, err
 	}

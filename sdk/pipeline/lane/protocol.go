@@ -130,7 +130,11 @@
 // Compact is the only writer besides the owner that removes elements, so
 // it flags the lane (x) and Finish refuses while the flag is up: the
 // owner's push may have read elements that the merge replaced, and its
-// next claim clears only what that push carried.
+// next claim clears nothing: a merged element may equal one the push
+// carried (its block's, whose newest sequence a late change of an older
+// one leaves as it was) and stand for dates the push never rendered, so a
+// claim clearing done is refused while x is up and sent again without it
+// (ClaimAfter).
 // Compact applies only to the elements its mark read: the same owner,
 // version and number of elements (a worker of the previous release,
 // mid-deploy, adds elements without a version; docs/operations.md says
