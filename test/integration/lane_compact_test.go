@@ -152,3 +152,47 @@ func TestCompactionKeepsAnElementAnOldWorkerMarked(t *testing.T) {
 		})
 	}
 }
+
+// A push carries a lane's merged element; a late change of an older
+// sequence marks a date inside it and a compaction merges the two into
+// that same element, which now stands for a date the push never rendered
+// after its change. The owner's next claim, clearing what the push
+// carried, must leave it pending (adversary seed 866; test/sim's
+// TestAClaimAfterACompactionClearsNoMergedElement runs the same steps on
+// the simulation's store): the claim's condition on the compaction flag
+// and its answer (ALL_OLD) are DynamoDB's to evaluate.
+func TestAClaimAfterACompactionClearsNoMergedElement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := emulator.DynamoDB(t)
+	store := &lane.Store{DB: db, Table: emulator.NewStateTable(t, db)}
+	id := lane.ID{Property: "hotel-1", Kind: "availability", Channel: "expedia", Credential: "c1", HotelRef: "EX-1"}
+	merged := lane.Element{RoomType: "TWN", From: "2027-06-18", To: "2027-07-18", Sequence: 694}
+	late := lane.Element{RoomType: "TWN", From: "2027-06-30", To: "2027-06-30", Sequence: 310}
+	tokens := func(tok string) func(lane.ID) string { return func(lane.ID) string { return tok } }
+	if _, err := store.Mark(ctx, []lane.ID{id}, []lane.Element{merged}, tokens("m-1")); err != nil {
+		t.Fatal(err)
+	}
+	carried, err := store.Claim(ctx, id, "m-1", "t-1", nil)
+	if err != nil || len(carried.Elements) != 1 {
+		t.Fatalf("claim: %+v, %v", carried, err)
+	}
+	marks, err := store.Mark(ctx, []lane.ID{id}, []lane.Element{late}, tokens("m-2"))
+	if err != nil || len(marks) != 1 {
+		t.Fatalf("mark: %+v, %v", marks, err)
+	}
+	if ok, err := store.Compact(ctx, id, marks[0].Pending, []lane.Element{merged}); err != nil || !ok {
+		t.Fatalf("compact: %v, %v", ok, err)
+	}
+	p, err := store.Claim(ctx, id, "t-1", "t-2", carried.Elements)
+	if err != nil || p.Owner != "t-2" {
+		t.Fatalf("claim after the compaction: %+v, %v; want the lane t-2's", p, err)
+	}
+	if days, _ := pendingDays(t, db, store.Table, id); days["TWN#2027-06-30"] < late.Sequence {
+		t.Errorf("after the claim TWN 2027-06-30 is pending at sequence %d, want %d: the push never rendered it after its change", days["TWN#2027-06-30"], late.Sequence)
+	}
+	// A claim by another token is still refused, compacted or not.
+	if _, err := store.Claim(ctx, id, "t-1", "t-3", carried.Elements); err == nil {
+		t.Error("a claim under the lane's previous token succeeded")
+	}
+}
