@@ -57,7 +57,7 @@ func TestLaneJobPathEntersEachFileForAtMostTwoSteps(t *testing.T) {
 	cmd.Dir = filepath.Join("..", "..")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go run ./test/pathtrace -max 2: %v\n%s", err, tail(out, 60))
+		t.Fatalf("go run ./test/pathtrace -max 2: %v\n%s", err, tail(out, 120))
 	}
 }
 
