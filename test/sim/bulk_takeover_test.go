@@ -80,12 +80,7 @@ func TestLiveChangeNeverGoesOutBeforeABulkPushAlreadyRead(t *testing.T) {
 		}
 	}
 	hook.armed.Store(true)
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-02-05",
-		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
-	body, err := r.Event(m.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := resyncEvent(t, m)
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	m.drain(100)
 	if hook.armed.Load() {
@@ -120,6 +115,30 @@ func maxReached(c *otacopy.Copy, day otacopy.Day) int64 {
 	return newest
 }
 
+// bulkLaneRig is hotel-aurora on Booking.com (10/s, burst 5) with its
+// DBL/BAR rates for 2027-02-01..05 delivered: a lane a resync can take.
+func bulkLaneRig(t *testing.T) (*memLanes, *pmsOracle, limiter.Limit) {
+	t.Helper()
+	lim := limiter.PerSecond(10, 5)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
+	src := newPMSOracle("hotel-aurora")
+	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-02-05", 100)}, 10)
+	m.drain(100)
+	return m, src, lim
+}
+
+// resyncEvent is the event resyncing what bulkLaneRig delivered, at m's now.
+func resyncEvent(t *testing.T, m *memLanes) string {
+	t.Helper()
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-02-05",
+		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
+	body, err := r.Event(m.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
 // waitingBulkJob resyncs hotel-aurora's DBL/BAR rates on m while its
 // bucket is silenced, and returns the resync's bulk job, waiting for its
 // token, out of m's deferred jobs, and when the bucket is free again.
@@ -127,12 +146,7 @@ func waitingBulkJob(t *testing.T, m *memLanes, lim limiter.Limit) (job.Job, time
 	t.Helper()
 	m.clock.Set(m.clock.Now().Add(time.Minute))
 	free := m.bookRates(lim, 10*time.Second)
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-02-05",
-		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
-	body, err := r.Event(m.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := resyncEvent(t, m)
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	if len(m.pending) != 1 || !strings.Contains(m.pending[0].ID, "@b-") {
 		t.Fatalf("deferred %v, want the resync's one bulk job", m.pending)
@@ -166,11 +180,7 @@ func backAndPushes(t *testing.T, m *memLanes, j job.Job, what string) {
 // and leave a granted token unused (onboarding at 30 hotels a bucket,
 // seed 1: 6 in 100 bulk grants; FLEETBUCKET_SIM_PUSH_TRACE).
 func TestLiveChangeHandsTheLaneBackToTheBulkJobItTookItFrom(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
-	src := newPMSOracle("hotel-aurora")
-	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-02-05", 100)}, 10)
-	m.drain(100)
+	m, src, lim := bulkLaneRig(t)
 	first, free := waitingBulkJob(t, m, lim)
 
 	m.clock.Set(free)
@@ -188,11 +198,7 @@ func TestLiveChangeHandsTheLaneBackToTheBulkJobItTookItFrom(t *testing.T) {
 // the lane another's and left its token unused, with a recheck two
 // minutes on.
 func TestBulkJobGrantedFindingItsLaneWithAWaitingBulkJobPushesIt(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
-	src := newPMSOracle("hotel-aurora")
-	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-02-05", 100)}, 10)
-	m.drain(100)
+	m, src, lim := bulkLaneRig(t)
 	first, free := waitingBulkJob(t, m, lim)
 
 	// Another bulk job's waiting token holds the lane.
@@ -218,19 +224,10 @@ func TestBulkJobGrantedFindingItsLaneWithAWaitingBulkJobPushesIt(t *testing.T) {
 // 1: 17 lanes waited for the sweep, 4 minutes, before Hold kept such
 // jobs).
 func TestBulkJobDeferredWhileALiveChangeHoldsItsLaneIsKept(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	m := newMemLanes(t, mockota.Config{Limit: lim}, connconfig.Booking(lim, "", auroraBK1001), nil)
-	src := newPMSOracle("hotel-aurora")
-	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-02-05", 100)}, 10)
-	m.drain(100)
+	m, src, lim := bulkLaneRig(t)
 	m.clock.Set(m.clock.Now().Add(time.Minute))
 	m.bookRates(lim, 10*time.Second)
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-02-05",
-		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
-	body, err := r.Event(m.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := resyncEvent(t, m)
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}, {ID: "live", Body: src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)}})
 	m.drain(100)
 	for _, res := range m.results {
