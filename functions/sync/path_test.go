@@ -43,6 +43,7 @@ func TestLaneJobPath(t *testing.T) {
 	if !ok {
 		t.Fatal("the change never arrived on the changes queue")
 	}
+	ev.Records = oneDelivery(t, ev.Records)
 	mark(t, "begin")
 	invocations := 1
 	if resp := r.handle(t, ev); len(resp.BatchItemFailures) != 0 {
@@ -69,6 +70,27 @@ func TestLaneJobPath(t *testing.T) {
 		t.Fatalf("the vendor had %d pushes of the change's lane, want 1", n)
 	}
 	t.Logf("%d invocations", invocations)
+}
+
+// oneDelivery is the first of recs, the change's copies received at once.
+// SQS delivers at least once: on a loaded machine a SendMessage whose
+// answer is slow and which the SDK sends again lands twice, and the
+// function, handed both, applies the copy too (its sequence is not newer:
+// no mark, no push). The copy's parse, connections, state and codes
+// entered ari/state.go, config/config.go and syncer/connections.go a third
+// time in one of quiet CI's runs (26cf80e), which the trace of a change
+// sent twice repeats line for line. The path is one delivery's.
+func oneDelivery(t *testing.T, recs []events.SQSMessage) []events.SQSMessage {
+	t.Helper()
+	for _, rec := range recs[1:] {
+		if rec.Body != recs[0].Body {
+			t.Fatalf("the changes queue held another message than the change: %s", rec.Body)
+		}
+	}
+	if len(recs) > 1 {
+		t.Logf("the change arrived %d times at once: the path is the first's", len(recs))
+	}
+	return recs[:1]
 }
 
 // receiveDeferred long-polls the deferred queue until a message arrives

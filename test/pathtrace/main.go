@@ -147,9 +147,10 @@ func main() {
 // pathInvocations is how many invocations the lane job's path takes with
 // the defaults: the change's, which marks the lane and defers its job,
 // and the deferred job's, which pushes. A run that takes more is another
-// path (a job the machine's timing sent back once more, as a loaded CI
-// machine did once: three invocations entered ari/state.go,
-// config/config.go and syncer/connections.go a third time), not this one.
+// path, not this one: a job a slow store's slot sends back once more.
+// (The one CI failure this retry was first written for, three files
+// entered a third time, was not such a run but the change delivered
+// twice in one receive; TestLaneJobPath now traces one delivery.)
 const pathInvocations = 2
 
 // pathTries bounds how many times the path is traced for a run of
