@@ -13,8 +13,10 @@
 //   - Take grants tokens now or reports, as an *ExhaustedError, exactly how
 //     long until it would.
 //   - Reserve books a slot up to a max delay ahead; the caller owns the
-//     tokens from Reservation.Slot on, with no second call. Use it to defer
-//     work (onto a queue, with that delay) without ever re-acquiring.
+//     tokens from Reservation.Slot on, without booking again. Use it to
+//     defer work (onto a queue, with that delay). A slot booked
+//     SilenceAfter or more ahead asks Silence before it is spent, and
+//     Confirm on an adaptive bucket (Reserve's doc says why).
 //   - Wait reserves and sleeps until the slot, failing at once when the slot
 //     lies past its max wait or the context's deadline.
 //

@@ -52,9 +52,16 @@ func Example() {
 	r, err := lim.Reserve(ctx, bucket, 1, 15*time.Minute)
 	switch {
 	case err == nil && r.Delay(time.Now()) <= time.Second:
-		time.Sleep(r.Delay(time.Now())) // then push: the token is yours
+		time.Sleep(r.Delay(time.Now()))
+		// a slot booked SilenceAfter (100 ms) or more ahead asks first: a 429
+		// any worker met since silences the credential for the whole fleet
+		if until, err := lim.Silence(ctx, bucket); err != nil || until.After(time.Now()) {
+			break // silenced, or the store is out: defer the push
+		}
+		log.Print("push: the token is yours")
 	case err == nil:
-		// defer the push to r.Slot (sdk/pipeline/queue does it with SQS)
+		// defer the push to r.Slot (sdk/pipeline/queue does it with SQS); ask
+		// Silence there too, and Confirm r's Stamp on an adaptive bucket
 	case errors.Is(err, limiter.ErrExhausted):
 		wait, _ := limiter.RetryAfter(err) // exact: when the same request would fit
 		log.Printf("booked 15 min ahead: ask again in %v", wait)
@@ -97,7 +104,7 @@ func ExampleLimiter_Take() {
 
 // Reserve books the earliest slot within maxDelay, or says when the same
 // reservation would fit; the caller pushes at the slot (or defers the push
-// to it) with no further call.
+// to it), asking Silence first when the slot lay SilenceAfter or more ahead.
 func ExampleLimiter_Reserve() {
 	lim, _ := exampleLimiter()
 	ctx := context.Background()
