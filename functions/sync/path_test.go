@@ -76,10 +76,9 @@ func TestLaneJobPath(t *testing.T) {
 // SQS delivers at least once: on a loaded machine a SendMessage whose
 // answer is slow and which the SDK sends again lands twice, and the
 // function, handed both, applies the copy too (its sequence is not newer:
-// no mark, no push). The copy's parse, connections, state and codes
-// entered ari/state.go, config/config.go and syncer/connections.go a third
-// time in one of quiet CI's runs (26cf80e), which the trace of a change
-// sent twice repeats line for line. The path is one delivery's.
+// no mark, no push). The copy's parse, connections, state and codes would
+// enter ari/state.go, config/config.go and syncer/connections.go a third
+// time, a path that is not the lane job's: the path is one delivery's.
 func oneDelivery(t *testing.T, recs []events.SQSMessage) []events.SQSMessage {
 	t.Helper()
 	for _, rec := range recs[1:] {

@@ -148,9 +148,8 @@ func main() {
 // the defaults: the change's, which marks the lane and defers its job,
 // and the deferred job's, which pushes. A run that takes more is another
 // path, not this one: a job a slow store's slot sends back once more.
-// (The one CI failure this retry was first written for, three files
-// entered a third time, was not such a run but the change delivered
-// twice in one receive; TestLaneJobPath now traces one delivery.)
+// (A change delivered twice is not: TestLaneJobPath hands the function
+// one delivery.)
 const pathInvocations = 2
 
 // pathTries bounds how many times the path is traced for a run of
