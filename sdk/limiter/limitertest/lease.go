@@ -53,7 +53,8 @@ func (l *Limiter) Now() time.Time { return l.now() }
 // time from now when every such end has passed); Recheck, for a waiter
 // that stays, keeps the expiry or Timeout bound).
 func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter.Lease, error) {
-	if err := l.leaseFault("AcquireLease", f.Key); err != nil {
+	defer l.answer(ctx, "AcquireLease", f.Key)
+	if err := l.ask("AcquireLease", f.Key, 0); err != nil {
 		return limiter.Lease{}, err
 	}
 	if err := f.Validate(); err != nil {
@@ -115,7 +116,8 @@ func (l *Limiter) take(set *[limiter.MaxLeases]leaseSlot, f limiter.InFlight, sl
 // ReleaseLease frees lease's slot. A slot found free already is no error;
 // one another holder took after lease expired is limiter.ErrLeaseLost.
 func (l *Limiter) ReleaseLease(ctx context.Context, lease limiter.Lease) error {
-	if err := l.leaseFault("ReleaseLease", lease.Key); err != nil {
+	defer l.answer(ctx, "ReleaseLease", lease.Key)
+	if err := l.ask("ReleaseLease", lease.Key, 0); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -136,7 +138,8 @@ func (l *Limiter) ReleaseLease(ctx context.Context, lease limiter.Lease) error {
 // *limiter.Limiter's one write does: limiter.ErrLeaseLost when the slot is
 // no longer lease's, or a slot at or above f.Max is live.
 func (l *Limiter) HandOverLease(ctx context.Context, lease limiter.Lease, f limiter.InFlight) (limiter.Lease, error) {
-	if err := l.leaseFault("HandOverLease", lease.Key); err != nil {
+	defer l.answer(ctx, "HandOverLease", lease.Key)
+	if err := l.ask("HandOverLease", lease.Key, 0); err != nil {
 		return limiter.Lease{}, err
 	}
 	l.mu.Lock()
@@ -167,7 +170,8 @@ func (l *Limiter) pushed(lease limiter.Lease) {
 
 // Leases is key's live leases, by slot.
 func (l *Limiter) Leases(ctx context.Context, key string) ([]limiter.Lease, error) {
-	if err := l.leaseFault("Leases", key); err != nil {
+	defer l.answer(ctx, "Leases", key)
+	if err := l.ask("Leases", key, 0); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -180,11 +184,4 @@ func (l *Limiter) Leases(ctx context.Context, key string) ([]limiter.Lease, erro
 		}
 	}
 	return live, nil
-}
-
-func (l *Limiter) leaseFault(op, key string) error {
-	if l.fault == nil {
-		return nil
-	}
-	return l.fault(op, key)
 }

@@ -17,7 +17,9 @@
 // worker. What it leaves out is what only a shared store has: contention
 // between workers, lost answers, store outages (inject them with
 // WithFault), the denial cache and adaptive buckets (refused: their rate
-// is learned from the store's answers).
+// is learned from the store's answers). A store's latency is WithLatency,
+// other workers' bookings BookAhead, and Calls is every call the code
+// under test asked.
 package limitertest
 
 import (
@@ -39,6 +41,8 @@ type Limiter struct {
 	now     func() time.Time
 	sleep   func(ctx context.Context, d time.Duration) error
 	fault   func(op, key string) error
+	latency func(op, key string) time.Duration
+	calls   []Call
 	buckets map[string]*bucket
 	fences  map[string]fence
 	leases  map[string]*[limiter.MaxLeases]leaseSlot
@@ -72,6 +76,55 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 // limiter.ErrUnavailable) does, is an outage to the code under test.
 func WithFault(fault func(op, key string) error) Option { return func(l *Limiter) { l.fault = fault } }
 
+// WithLatency makes every call's answer come latency(op, key) after the
+// call decided it (op and key as WithFault's), slept with the limiter's
+// sleep (WithSleep), as a store's answer comes after the now its write
+// claimed: a slot granted at once is that much past by the time the
+// caller hears of it. Wait and WaitMulti hear of their slot that late and
+// sleep what is left until it. KnownSilence, which asks no store, answers
+// at once.
+func WithLatency(latency func(op, key string) time.Duration) Option {
+	return func(l *Limiter) { l.latency = latency }
+}
+
+// Call is one call a Limiter was asked: its operation's name and key, as
+// WithFault is told of them, and the tokens it asked for (0 for a call
+// that asks none; a batch's N).
+type Call struct {
+	Op, Key string
+	N       int
+}
+
+// Calls is every call asked so far, in order, those a fault answered
+// included; a multi-bucket call is one for each bucket. KnownSilence,
+// which asks no store, is not one.
+func (l *Limiter) Calls() []Call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// ask records a call and asks the fault, if any, for its answer.
+func (l *Limiter) ask(op, key string, n int) error {
+	l.mu.Lock()
+	l.calls = append(l.calls, Call{Op: op, Key: key, N: n})
+	l.mu.Unlock()
+	if l.fault == nil {
+		return nil
+	}
+	return l.fault(op, key)
+}
+
+// answer sleeps the latency of op's answer, if any: call it deferred, so
+// that the call decides first.
+func (l *Limiter) answer(ctx context.Context, op, key string) {
+	if l.latency != nil {
+		if d := l.latency(op, key); d > 0 {
+			_ = l.sleep(ctx, d)
+		}
+	}
+}
+
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
 	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{},
@@ -82,13 +135,11 @@ func New(opts ...Option) *Limiter {
 	return l
 }
 
-// check is what every call refuses before it decides: a fault, an invalid
-// bucket, an adaptive one.
-func (l *Limiter) check(op string, b limiter.Bucket) error {
-	if l.fault != nil {
-		if err := l.fault(op, b.Key); err != nil {
-			return err
-		}
+// check records a call of n tokens and is what it refuses before it
+// decides: a fault, an invalid bucket, an adaptive one.
+func (l *Limiter) check(op string, b limiter.Bucket, n int) error {
+	if err := l.ask(op, b.Key, n); err != nil {
+		return err
 	}
 	if err := b.Validate(); err != nil {
 		return err
@@ -112,17 +163,18 @@ func (l *Limiter) state(key string) *bucket {
 // carrying the exact wait; n beyond what the bucket holds fails with
 // limiter.ErrNeverGrantable.
 func (l *Limiter) Take(ctx context.Context, b limiter.Bucket, n int) (limiter.Reservation, error) {
-	return l.reserve("Take", b, n, 0)
+	return l.reserve(ctx, "Take", b, n, 0)
 }
 
 // Reserve books n tokens at the earliest slot no later than maxDelay from
 // now, or fails with the wait until the same reservation would fit.
 func (l *Limiter) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	return l.reserve("Reserve", b, n, maxDelay)
+	return l.reserve(ctx, "Reserve", b, n, maxDelay)
 }
 
-func (l *Limiter) reserve(op string, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	if err := l.check(op, b); err != nil {
+func (l *Limiter) reserve(ctx context.Context, op string, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+	defer l.answer(ctx, op, b.Key)
+	if err := l.check(op, b, n); err != nil {
 		return limiter.Reservation{}, err
 	}
 	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
@@ -153,7 +205,8 @@ func (l *Limiter) bookAt(b limiter.Bucket, n int, delay, now int64) (limiter.Res
 // maxDelay, of which it takes its share), as a write claiming that time
 // would: every slot it grants lies at least that far ahead.
 func (l *Limiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
-	if err := l.check("ReserveAhead", b); err != nil {
+	defer l.answer(ctx, "ReserveAhead", b.Key)
+	if err := l.check("ReserveAhead", b, n); err != nil {
 		return limiter.Reservation{}, err
 	}
 	ahead = min(max(ahead, 0), max(maxDelay, 0))
@@ -170,7 +223,7 @@ func (l *Limiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, max
 // deadline. If ctx ends during the sleep the tokens stay spent and ctx's
 // error is returned.
 func (l *Limiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
-	if err := l.check("Wait", b); err != nil {
+	if err := l.check("Wait", b, n); err != nil {
 		return limiter.Reservation{}, err
 	}
 	if err := gcra.Check(b.Limit, n, maxWait.Microseconds()); err != nil {
@@ -183,6 +236,7 @@ func (l *Limiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait tim
 	l.mu.Lock()
 	r, err := l.book(b, n, bound.Microseconds())
 	l.mu.Unlock()
+	l.answer(ctx, "Wait", b.Key)
 	if err != nil {
 		return limiter.Reservation{}, err
 	}
@@ -221,7 +275,8 @@ func (l *Limiter) sleepUntil(ctx context.Context, slot time.Time) error {
 // one write would: all N or a denial with the exact wait, or with Partial
 // as many as fit within req.MaxDelay; req.Ahead as ReserveAhead's ahead.
 func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
-	if err := l.check("ReserveBatch", b); err != nil {
+	defer l.answer(ctx, "ReserveBatch", b.Key)
+	if err := l.check("ReserveBatch", b, req.N); err != nil {
 		return limiter.Batch{}, err
 	}
 	ahead := min(max(req.Ahead, 0), max(req.MaxDelay, 0))
@@ -264,13 +319,13 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limite
 
 // TakeMulti takes n tokens now from every bucket, or from none.
 func (l *Limiter) TakeMulti(ctx context.Context, buckets []limiter.Bucket, n int) (limiter.MultiReservation, error) {
-	return l.reserveMulti("TakeMulti", buckets, n, 0)
+	return l.reserveMulti(ctx, "TakeMulti", buckets, n, 0)
 }
 
 // ReserveMulti books n tokens of every bucket at their common slot within
 // maxDelay, or none.
 func (l *Limiter) ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error) {
-	return l.reserveMulti("ReserveMulti", buckets, n, maxDelay)
+	return l.reserveMulti(ctx, "ReserveMulti", buckets, n, maxDelay)
 }
 
 // WaitMulti reserves n tokens of every bucket and sleeps until their
@@ -284,16 +339,19 @@ func (l *Limiter) WaitMulti(ctx context.Context, buckets []limiter.Bucket, n int
 	if err != nil {
 		return limiter.MultiReservation{}, err
 	}
-	r, err := l.reserveMulti("WaitMulti", buckets, n, bound)
+	r, err := l.reserveMulti(ctx, "WaitMulti", buckets, n, bound)
 	if err != nil {
 		return limiter.MultiReservation{}, err
 	}
 	return r, l.sleepUntil(ctx, r.Slot)
 }
 
-func (l *Limiter) reserveMulti(op string, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error) {
+func (l *Limiter) reserveMulti(ctx context.Context, op string, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error) {
+	if len(buckets) > 0 {
+		defer l.answer(ctx, op, buckets[0].Key)
+	}
 	for _, b := range buckets {
-		if err := l.check(op, b); err != nil {
+		if err := l.check(op, b, n); err != nil {
 			return limiter.MultiReservation{}, err
 		}
 	}
@@ -325,7 +383,8 @@ func (l *Limiter) reserveMulti(op string, buckets []limiter.Bucket, n int, maxDe
 // that is left alone; until more than limiter.MaxPenalty ahead is refused
 // with an *limiter.ArgumentError on "until".
 func (l *Limiter) Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error {
-	if err := l.check("Penalize", b); err != nil {
+	defer l.answer(ctx, "Penalize", b.Key)
+	if err := l.check("Penalize", b, 0); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -342,7 +401,8 @@ func (l *Limiter) Penalize(ctx context.Context, b limiter.Bucket, until time.Tim
 // Silence is the end of the silence a Penalize asked of bucket b, if now
 // lies inside it, and the zero time otherwise.
 func (l *Limiter) Silence(ctx context.Context, b limiter.Bucket) (time.Time, error) {
-	if err := l.check("Silence", b); err != nil {
+	defer l.answer(ctx, "Silence", b.Key)
+	if err := l.check("Silence", b, 0); err != nil {
 		return time.Time{}, err
 	}
 	l.mu.Lock()
@@ -367,7 +427,8 @@ func (l *Limiter) KnownSilence(b limiter.Bucket) time.Time {
 // Reset drops every penalty of bucket b but keeps the slots already
 // handed out: tat falls back to the booked horizon, never below.
 func (l *Limiter) Reset(ctx context.Context, b limiter.Bucket) error {
-	if err := l.check("Reset", b); err != nil {
+	defer l.answer(ctx, "Reset", b.Key)
+	if err := l.check("Reset", b, 0); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -377,9 +438,27 @@ func (l *Limiter) Reset(ctx context.Context, b limiter.Bucket) error {
 	return nil
 }
 
+// BookAhead books bucket b as other workers would have: its next token is
+// granted no earlier than next, and each token after it one emission
+// interval later. A bucket booked past next already is left alone. It is
+// a test's setup, not a call: no fault is asked, nothing is recorded.
+func (l *Limiter) BookAhead(b limiter.Bucket, next time.Time) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// A grant of one token is slotted at tat + T − τ (gcra.Decide).
+	s := l.state(b.Key)
+	s.tat = max(s.tat, next.UnixMicro()+b.Limit.Tolerance()-b.Limit.Interval())
+	s.booked = max(s.booked, s.tat)
+	return nil
+}
+
 // State is bucket b as an operator sees it.
 func (l *Limiter) State(ctx context.Context, b limiter.Bucket) (limiter.State, error) {
-	if err := l.check("State", b); err != nil {
+	defer l.answer(ctx, "State", b.Key)
+	if err := l.check("State", b, 0); err != nil {
 		return limiter.State{}, err
 	}
 	l.mu.Lock()
@@ -397,7 +476,8 @@ func (l *Limiter) State(ctx context.Context, b limiter.Bucket) (limiter.State, e
 // Confirm reports that a slot still stands. Only an adaptive bucket's
 // throttle revokes slots, and limitertest has none, so it is always true.
 func (l *Limiter) Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error) {
-	if err := l.check("Confirm", b); err != nil {
+	defer l.answer(ctx, "Confirm", b.Key)
+	if err := l.check("Confirm", b, 0); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -415,10 +495,9 @@ func (l *Limiter) First(ctx context.Context, key string, until time.Time) (bool,
 // FirstAfter does. An injected fault stands for a write never sent, so it
 // hands back no tag.
 func (l *Limiter) FirstAfter(ctx context.Context, key string, earlier []string, until time.Time) (bool, string, error) {
-	if l.fault != nil {
-		if err := l.fault("First", key); err != nil {
-			return false, "", err
-		}
+	defer l.answer(ctx, "First", key)
+	if err := l.ask("First", key, 0); err != nil {
+		return false, "", err
 	}
 	if key == "" {
 		return false, "", &limiter.ArgumentError{Field: "key", Reason: "empty"}

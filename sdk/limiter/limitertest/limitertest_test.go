@@ -405,3 +405,70 @@ func TestKnownSilenceAnswersThroughAnOutage(t *testing.T) {
 		}
 	}
 }
+
+// A bucket booked ahead to next grants its next token at next, and each
+// after it one interval later; booking it to an earlier time changes
+// nothing. Figures by hand: ten is 10/s (T = 100 ms), burst 5.
+func TestBookAheadSlotsTheNextGrant(t *testing.T) {
+	clock := NewClock(t0)
+	l := New(WithClock(clock.Now))
+	ctx := t.Context()
+	for _, next := range []time.Duration{2 * time.Second, time.Second} {
+		if err := l.BookAhead(ten, t0.Add(next)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []time.Duration{2 * time.Second, 2100 * time.Millisecond} {
+		if r, err := l.Reserve(ctx, ten, 1, time.Minute); err != nil || !r.Slot.Equal(t0.Add(want)) {
+			t.Fatalf("reservation %d = (%v, %v), want slot t0+%v", i, r.Slot.Sub(t0), err, want)
+		}
+	}
+	if _, err := l.Reserve(ctx, ten, 1, time.Second); !errors.Is(err, limiter.ErrExhausted) {
+		t.Fatalf("a reservation within 1 s of a bucket booked 2.2 s ahead = %v, want ErrExhausted", err)
+	}
+	if err := l.BookAhead(limiter.Bucket{Key: "k"}, t0); !errors.Is(err, limiter.ErrInvalidArgument) {
+		t.Fatalf("BookAhead of a bucket with no limit = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// Calls lists every call in order, with its key and tokens, those a
+// fault answered included; a multi-bucket call is one for each bucket.
+// With a latency, the answer comes that long after the call decided: the
+// slot granted at the call's now is past by then, and a Wait sleeps only
+// what is left until its slot.
+func TestCallsAndLatency(t *testing.T) {
+	clock := NewClock(t0)
+	other := limiter.Bucket{Key: "other", Limit: limiter.PerSecond(1, 1)}
+	latency := map[string]time.Duration{"Reserve": 30 * time.Millisecond, "Wait": 40 * time.Millisecond}
+	l := New(WithClock(clock.Now), WithSleep(clock.Sleep),
+		WithLatency(func(op, _ string) time.Duration { return latency[op] }),
+		WithFault(func(op, key string) error {
+			if key == "other" && op == "Silence" {
+				return fmt.Errorf("%w: store down", limiter.ErrUnavailable)
+			}
+			return nil
+		}))
+	ctx := t.Context()
+	r, err := l.Reserve(ctx, ten, 2, 0)
+	if err != nil || !r.Slot.Equal(t0) || !clock.Now().Equal(t0.Add(30*time.Millisecond)) {
+		t.Fatalf("Reserve = (%v, %v), answered at t0+%v; want the slot t0, answered at t0+30ms", r.Slot.Sub(t0), err, clock.Now().Sub(t0))
+	}
+	if _, err := l.Silence(ctx, other); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("Silence = %v, want the fault's ErrUnavailable", err)
+	}
+	if _, err := l.ReserveMulti(ctx, []limiter.Bucket{ten, other}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.KnownSilence(ten)
+	if err := l.BookAhead(ten, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.Wait(ctx, ten, 1, 2*time.Second)
+	if err != nil || !w.Slot.Equal(t0.Add(time.Second)) || !clock.Now().Equal(w.Slot) {
+		t.Fatalf("Wait = (%v, %v), returned at t0+%v; want its slot t0+1s, returned at it", w.Slot.Sub(t0), err, clock.Now().Sub(t0))
+	}
+	want := []Call{{"Reserve", "cm#cred#rates", 2}, {"Silence", "other", 0}, {"ReserveMulti", "cm#cred#rates", 1}, {"ReserveMulti", "other", 1}, {"Wait", "cm#cred#rates", 1}}
+	if got := l.Calls(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Calls = %v, want %v", got, want)
+	}
+}
