@@ -30,7 +30,7 @@ func TestValidateRefusesAMissingCapability(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t) // its reserver only reserves, its work only begins, holds and settles
+			r := newRig(t) // its limiter can only reserve (and tell a known silence), its work only begin, hold and settle
 			r.d.Needs = tt.needs
 			err := r.d.Validate()
 			if tt.want == "" {

@@ -14,52 +14,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// reserver hands out slots T apart from now, after failing with the
-// scripted errors, each answer answer after the now its write claimed (a
-// slow store's). silence is what it knows a vendor asked of each bucket
-// (KnownSilence); ns records the tokens each reservation asked for, and
-// events, if set, each booking among a lease's events.
-type reserver struct {
-	clock   *clock
-	fail    []error
-	calls   int
-	ns      []int
-	events  *eventLog
-	next    time.Time
-	T       time.Duration
-	answer  time.Duration
-	silence map[string]time.Time
-}
-
-func (r *reserver) KnownSilence(b limiter.Bucket) time.Time {
-	if until := r.silence[b.Key]; until.After(r.clock.Now()) {
-		return until
-	}
-	return time.Time{}
-}
-
-func (r *reserver) Reserve(ctx context.Context, b limiter.Bucket, n int, _ time.Duration) (limiter.Reservation, error) {
-	r.calls++
-	r.ns = append(r.ns, n)
-	if r.events != nil {
-		r.events.add("reserve")
-	}
-	if r.answer > 0 {
-		defer func() { _ = r.clock.Sleep(ctx, r.answer) }()
-	}
-	if len(r.fail) > 0 {
-		err := r.fail[0]
-		r.fail = r.fail[1:]
-		return limiter.Reservation{}, err
-	}
-	slot := r.clock.Now()
-	if r.next.After(slot) {
-		slot = r.next
-	}
-	r.next = slot.Add(r.T)
-	return limiter.Reservation{Key: b.Key, Tokens: 1, Slot: slot}, nil
-}
-
 type pusher struct {
 	bodies []string
 	stamps []*limiter.Stamp // each push's Request.Stamp
@@ -138,27 +92,80 @@ func (w *work) Hold(context.Context, job.Job, time.Time) error {
 	return nil
 }
 
+// rig is a dispatcher of kRoute's jobs, each a job of work, on limitertest's
+// limiter and the rig's clock. The dispatcher can do nothing of the
+// limiter's but Reserve and KnownSilence (its Can); a test gives it more.
 type rig struct {
 	clock *clock
-	lim   *reserver
-	push  *pusher
-	queue *fakeQueue
-	work  *work
-	d     *worker
+	lim   *limitertest.Limiter
+	// fail are what the next bookings answer, in turn, instead of the
+	// bucket; answer is how long after its booking each is answered (a
+	// slow store's write); events, if set, records each booking among a
+	// lease's events.
+	fail   []error
+	answer time.Duration
+	events *eventLog
+	push   *pusher
+	queue  *fakeQueue
+	work   *work
+	d      *worker
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r := &rig{clock: c, lim: &reserver{clock: c, T: 250 * time.Millisecond}, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
+	r := &rig{clock: c, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
+	r.lim = limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep), limitertest.WithFault(r.book),
+		limitertest.WithLatency(func(op, _ string) time.Duration {
+			if op != "Reserve" {
+				return 0
+			}
+			return r.answer
+		}))
 	r.d = &worker{&Dispatcher{Limiter: r.lim, Pusher: r.push, Queue: r.queue, Policy: DefaultPolicy,
-		Now: c.Now, Sleep: c.Sleep}, r.work, kRoute()}
+		Now: c.Now, Sleep: c.Sleep, Can: Capabilities{KnownSilence: r.lim.KnownSilence}}, r.work, kRoute()}
 	// Tests swap the rig's parts before its first job, which reads the
 	// dispatcher's capabilities (Validate would read them now).
 	if err := r.d.Policy.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// book is the rig's limiter asked for a booking: it records it among the
+// events and answers the next of fail, if any.
+func (r *rig) book(op, _ string) error {
+	if op != "Reserve" {
+		return nil
+	}
+	if r.events != nil {
+		r.events.add("reserve")
+	}
+	if len(r.fail) == 0 {
+		return nil
+	}
+	err := r.fail[0]
+	r.fail = r.fail[1:]
+	return err
+}
+
+// bookings is the tokens each booking the rig's limiter was asked for.
+func (r *rig) bookings() []int {
+	var n []int
+	for _, c := range r.lim.Calls() {
+		if c.Op == "Reserve" {
+			n = append(n, c.N)
+		}
+	}
+	return n
+}
+
+// bookAhead has the rig's bucket booked by others until next.
+func (r *rig) bookAhead(t *testing.T, next time.Time) {
+	t.Helper()
+	if err := r.lim.BookAhead(kRoute().Bucket, next); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func testJob(now time.Time) job.Job {
@@ -172,10 +179,10 @@ func TestHandleJob(t *testing.T) {
 		check func(t *testing.T, r *rig, res Result)
 	}{
 		{"contention is retried at once, never deferred", func(r *rig) {
-			r.lim.fail = []error{fmt.Errorf("lost every race: %w", limiter.ErrContended), fmt.Errorf("again: %w", limiter.ErrContended)}
+			r.fail = []error{fmt.Errorf("lost every race: %w", limiter.ErrContended), fmt.Errorf("again: %w", limiter.ErrContended)}
 		}, func(t *testing.T, r *rig, res Result) {
-			if res.Outcome != Pushed || len(r.queue.deferred) != 0 || r.lim.calls != 3 {
-				t.Fatalf("result %+v after %d reservations and %d deferrals; want pushed after 3, none deferred", res, r.lim.calls, len(r.queue.deferred))
+			if res.Outcome != Pushed || len(r.queue.deferred) != 0 || len(r.bookings()) != 3 {
+				t.Fatalf("result %+v after %d reservations and %d deferrals; want pushed after 3, none deferred", res, len(r.bookings()), len(r.queue.deferred))
 			}
 		}},
 		{"a lane with more pending pushes again in the same call", func(r *rig) {
@@ -203,8 +210,8 @@ func TestHandleJob(t *testing.T) {
 		{"work found idle before booking spends no slot", func(r *rig) {
 			r.work.beginErr = ErrIdle
 		}, func(t *testing.T, r *rig, res Result) {
-			if res.Outcome != Coalesced || res.WastedSlots != 0 || r.lim.calls != 0 {
-				t.Fatalf("result %+v after %d reservations; want coalesced, none booked, no wasted slot", res, r.lim.calls)
+			if res.Outcome != Coalesced || res.WastedSlots != 0 || len(r.bookings()) != 0 {
+				t.Fatalf("result %+v after %d reservations; want coalesced, none booked, no wasted slot", res, len(r.bookings()))
 			}
 		}},
 		{"a vendor refusal dead-letters the job and never settles the work", func(r *rig) {
@@ -313,8 +320,7 @@ func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
 		failures int
 	}{{true, 0}, {false, 0}, {false, 2}, {false, DefaultPolicy.MaxFailures}} {
 		r := newRig(t)
-		pz := &penalizer{reserver: r.lim}
-		r.d.Limiter = pz
+		r.d.Can.Penalize = r.lim.Penalize
 		r.push.err = &otapush.PermanentError{Status: 401, Summary: "401 Unauthorized"}
 		j := testJob(r.clock.Now())
 		j.Failures = tt.failures
@@ -330,23 +336,12 @@ func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
 			t.Errorf("rotated token: %+v, want deferred at once, counted as a failure", res)
 		case !tt.rotated && tt.failures < DefaultPolicy.MaxFailures &&
 			(res.Outcome != Deferred || !res.CredentialRefused || r.queue.deferred[0].wait != backoff ||
-				len(pz.until) != 1 || !pz.until[0].Equal(r.clock.Now().Add(backoff)) || r.work.done != 0):
-			t.Errorf("same token after %d failures: %+v, paused until %v; want deferred %v with the bucket paused as long, flagged", tt.failures, res, pz.until, backoff)
+				!r.lim.KnownSilence(kRoute().Bucket).Equal(r.clock.Now().Add(backoff)) || r.work.done != 0):
+			t.Errorf("same token after %d failures: %+v, paused until %v; want deferred %v with the bucket paused as long, flagged", tt.failures, res, r.lim.KnownSilence(kRoute().Bucket), backoff)
 		case !tt.rotated && tt.failures >= DefaultPolicy.MaxFailures && (res.Outcome != DeadLettered || !res.CredentialRefused || r.work.done != 0):
 			t.Errorf("same token after %d failures: %+v, done %d; want dead-lettered, flagged, the work not settled", tt.failures, res, r.work.done)
 		}
 	}
-}
-
-// penalizer records the pauses of the rig's reserver.
-type penalizer struct {
-	*reserver
-	until []time.Time
-}
-
-func (p *penalizer) Penalize(_ context.Context, _ limiter.Bucket, until time.Time) error {
-	p.until = append(p.until, until)
-	return nil
 }
 
 // A vendor that keeps failing is asked less and less often, and past
@@ -411,17 +406,16 @@ func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
 	tests := []struct {
 		name   string
 		shadow bool
-		T      time.Duration // the reserver's slots apart
+		rate   float64 // the bucket's, of burst 1: its slots 1/rate apart
 	}{
-		{"shadow, bucket booked ahead", true, 2 * time.Second},
-		{"enforce, slots faster than pushes", false, 100 * time.Millisecond},
+		{"shadow, bucket booked ahead", true, 0.5},
+		{"enforce, slots faster than pushes", false, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			p := &slowPusher{clock: r.clock, took: 300 * time.Millisecond}
-			r.d.Pusher, r.d.Routes = p, modeRoute(tt.shadow, false)
-			r.lim.T = tt.T
+			r.d.Pusher, r.d.Routes = p, kRoute(func(r *Route) { r.Shadow, r.Bucket.Limit = tt.shadow, limiter.PerSecond(tt.rate, 1) })
 			r.work.more = 1000 // a backlog no push clears
 			start := r.clock.Now()
 			res, err := r.d.HandleJob(t.Context(), testJob(start))
@@ -430,9 +424,9 @@ func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
 			}
 			// Pushes begin at 0, 0.3 s, … 1.8 s (within MaxHold, 2 s);
 			// the job handed back at 2.1 s is deferred.
-			if len(p.bodies) != 7 || r.lim.calls != 7 {
+			if len(p.bodies) != 7 || len(r.bookings()) != 7 {
 				t.Fatalf("%d pushes and %d reservations in %v; want 7 of each, then the call's hold (%v) ends it",
-					len(p.bodies), r.lim.calls, r.clock.Now().Sub(start), DefaultPolicy.MaxHold)
+					len(p.bodies), len(r.bookings()), r.clock.Now().Sub(start), DefaultPolicy.MaxHold)
 			}
 			if res.Outcome != Deferred || len(r.queue.deferred) != 1 {
 				t.Fatalf("result %+v, deferrals %d; want the handed-back job deferred once", res, len(r.queue.deferred))

@@ -112,6 +112,7 @@ func TestHeldSlotLeavesWithinItsLatenessBound(t *testing.T) {
 				route := Route{Bucket: limiter.Bucket{Key: "k", Limit: tt.limit}, URL: "http://ota.invalid", Header: http.Header{},
 					Quota: &limiter.QuotaBucket{Key: "k", Quota: gcra.Quota{Count: 500, Period: gcra.Day}}}
 				r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = fixedRoute(route), s, p, nil
+				r.d.Can = CapabilitiesOf(s)
 				j := testJob(r.clock.Now())
 				j.Payload = []byte(`{}`)
 				if messages {

@@ -50,7 +50,7 @@ func TestPushPastItsGraceAfterBeginBooksAFreshToken(t *testing.T) {
 			r := newRig(t)
 			p := &leasePusher{events: &eventLog{}}
 			r.d.Routes, r.d.Pusher, r.d.Work = marginRoute(), p, &slowBegin{work: r.work, took: tt.begin}
-			r.lim.answer = tt.grant // after the slot of a grant due at once (a slow store's write)
+			r.answer = tt.grant // after the slot of a grant due at once (a slow store's write)
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 			if err != nil || res.Outcome != Pushed {
 				t.Fatalf("result %+v, %v; want pushed", res, err)

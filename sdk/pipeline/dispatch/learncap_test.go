@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
-// capper is a reserver whose bucket has a learned in-flight cap, and
-// which records the lowerings asked of it (in requests at the vendor).
-// With taught set, its bookings' answers tell of that cap, as
+// capper is the rig's limiter whose bucket has a learned in-flight cap,
+// and which records the lowerings asked of it (in requests at the
+// vendor). With taught set, its bookings' answers tell of that cap, as
 // limiter.InFlightCap learns one from every grant.
 type capper struct {
-	*reserver
+	*limitertest.Limiter
 	cap     int
 	taught  int
 	lowered []int
@@ -26,7 +27,7 @@ func (c *capper) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay 
 	if c.taught > 0 {
 		c.cap = c.taught
 	}
-	return c.reserver.Reserve(ctx, b, n, maxDelay)
+	return c.Limiter.Reserve(ctx, b, n, maxDelay)
 }
 
 func (c *capper) InFlightCap(string) int { return c.cap }
@@ -85,9 +86,10 @@ func TestAConcurrencyThrottleLowersTheCapAndLeavesFitAlone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newLeaseRig(t)
-				lim := &capper{reserver: r.lim, cap: tt.cap}
+				lim := &capper{Limiter: r.lim, cap: tt.cap}
 				p := &crowdedPusher{others: tt.others}
 				r.d.Limiter, r.d.Pusher, r.d.Routes = lim, p, learnRoute
+				r.d.Can.Caps = lim
 				r.d.Work = &sizedWork{work: work{clock: r.clock}, items: 8}
 				res, err := r.d.HandleJob(context.Background(), itemsJob(r.clock.Now(), "c", 8))
 				if err != nil {
@@ -159,9 +161,10 @@ func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &limiter.InFlight{Key: "k", Max: 3, Hold: 25 * time.Second}
 		r := newLeaseRig(t)
-		r.lim.events = r.ev
-		lim := &capper{reserver: r.lim, taught: 1}
+		r.events = r.ev
+		lim := &capper{Limiter: r.lim, taught: 1}
 		r.d.Limiter, r.d.Pusher, r.d.Work = lim, &leasePusher{events: r.ev}, nil
+		r.d.Can.Caps = lim
 		r.d.Routes = learnLeaseRoute(f)
 		j := testJob(r.clock.Now())
 		j.LeaseBusy = true

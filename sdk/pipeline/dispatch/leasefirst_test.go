@@ -95,14 +95,14 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			}
 			r.ev.reset()
 			start := r.clock.Now()
-			r.lim.next = start.Add(tt.slotIn)
+			r.bookAhead(t, start.Add(tt.slotIn))
 			p := &leasePusher{events: r.ev}
 			r.d.Routes = leaseFirstRoute(&f, tt.shadow, tt.horizon)
 			if tt.denied > 0 {
-				r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
+				r.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: tt.denied}}
 				r.d.Jitter = func(time.Duration) time.Duration { return 0 }
 			}
-			r.lim.events = r.ev
+			r.events = r.ev
 			r.d.Pusher, r.d.Work = p, nil
 			if tt.going > 0 {
 				r.d.Leases.going["k"] = tt.going
@@ -119,8 +119,8 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			if got := r.ev.String(); got != tt.events {
 				t.Errorf("events %s; want %s", got, tt.events)
 			}
-			if res.Outcome != tt.outcome || res.WastedSlots != tt.wasted || r.lim.calls != tt.bookings {
-				t.Errorf("result %+v after %d bookings; want %s, %d wasted, %d bookings", res, r.lim.calls, tt.outcome, tt.wasted, tt.bookings)
+			if res.Outcome != tt.outcome || res.WastedSlots != tt.wasted || len(r.bookings()) != tt.bookings {
+				t.Errorf("result %+v after %d bookings; want %s, %d wasted, %d bookings", res, len(r.bookings()), tt.outcome, tt.wasted, tt.bookings)
 			}
 			if !slices.Equal(p.reserved, tt.reserved) {
 				t.Errorf("requests on their held slot %v; want %v", p.reserved, tt.reserved)
@@ -161,9 +161,10 @@ func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
 		r := newLeaseRig(t)
 		r.toldBusyFor(t, limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}, 100*time.Millisecond)
 		r.ev.reset()
-		q := &quotaTaker{reserver: r.lim, events: r.ev, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
+		q := &quotaTaker{events: r.ev, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
 		p := &leasePusher{events: r.ev}
-		r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = quotaLeaseRoute(), q, p, nil
+		r.d.Routes, r.d.Pusher, r.d.Work = quotaLeaseRoute(), p, nil
+		r.d.Can.Quota, r.d.Can.QuotaAlone = q.TakeWithQuota, q.TakeQuota
 		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 		if err != nil || res.Outcome != Pushed {
 			t.Fatalf("result %+v, %v; want pushed", res, err)

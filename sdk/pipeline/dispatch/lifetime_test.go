@@ -165,8 +165,8 @@ func TestPayloadJobExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != Expired || len(r.queue.dead) != 1 || len(r.push.bodies) != 0 || r.lim.calls != 0 {
-		t.Fatalf("result %+v, %d reservations; want expired, nothing reserved or pushed", res, r.lim.calls)
+	if res.Outcome != Expired || len(r.queue.dead) != 1 || len(r.push.bodies) != 0 || len(r.bookings()) != 0 {
+		t.Fatalf("result %+v, %d reservations; want expired, nothing reserved or pushed", res, len(r.bookings()))
 	}
 }
 

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -11,32 +10,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
-
-// latentStore is limitertest's limiter answering every booking latency after
-// the now its write claimed, as a store does: the decision is made at the
-// call's clock (or the time it books ahead to), the answer comes later.
-type latentStore struct {
-	lim     *limitertest.Limiter
-	clock   *clock
-	latency time.Duration
-}
-
-func (s *latentStore) answer() { s.clock.set(s.clock.Now().Add(s.latency)) }
-
-func (s *latentStore) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	defer s.answer()
-	return s.lim.Reserve(ctx, b, n, maxDelay)
-}
-
-func (s *latentStore) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
-	defer s.answer()
-	return s.lim.ReserveAhead(ctx, b, n, maxDelay, ahead)
-}
-
-func (s *latentStore) ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
-	defer s.answer()
-	return s.lim.ReserveBatch(ctx, b, req)
-}
 
 // noMargin is a 20/s bucket of burst 1: no margin fits, so a slot answered
 // after it has passed leaves beside the next (adversary seed 21).
@@ -68,9 +41,14 @@ func TestLingeringSlotsAreBookedAheadOfTheStoresLatency(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			s := &latentStore{lim: limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep)), clock: c, latency: 40 * ms}
+			// Every booking is answered 40 ms after the now its write
+			// claimed, as a store's is: the decision is made at the
+			// call's clock (or the time it books ahead to).
+			s := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep),
+				limitertest.WithLatency(func(string, string) time.Duration { return 40 * ms }))
 			p := &timedPusher{clock: c, t0: t0}
-			d := &worker{&Dispatcher{Limiter: s, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(noMargin)}
+			d := &worker{&Dispatcher{Limiter: s, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
+				Can: Capabilities{Ahead: s.ReserveAhead, Batch: s.ReserveBatch}}, nil, fixedRoute(noMargin)}
 			for round := range 2 {
 				start := t0.Add(time.Duration(round) * time.Second) // the bucket is full again
 				c.set(start)
@@ -113,7 +91,7 @@ func lingerRound(t *testing.T, d *worker, p *timedPusher, c *clock, start time.T
 	for i := range idx {
 		idx[i] = i
 	}
-	bookAll(t.Context(), d.lingerGroups(d.Limiter.(*latentStore).ReserveBatch, tasks, idx))
+	bookAll(t.Context(), d.lingerGroups(d.Can.Batch, tasks, idx))
 	var slots []time.Time
 	for _, j := range jobsOf(tasks) {
 		if j.Hold.Held() {

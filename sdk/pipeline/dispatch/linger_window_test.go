@@ -16,27 +16,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// slowStore is limitertest's limiter answering each booking of a bucket
-// after that bucket's latency, as a store does: the grant is decided at
-// the now the call read, and the caller hears of it later. Run it inside
-// a synctest bubble, where the sleep is simulated time.
-type slowStore struct {
-	lim     *limitertest.Limiter
-	latency map[string]time.Duration // by bucket key
-}
-
-func (s *slowStore) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	r, err := s.lim.Reserve(ctx, b, n, maxDelay)
-	time.Sleep(s.latency[b.Key])
-	return r, err
-}
-
-func (s *slowStore) ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
-	batch, err := s.lim.ReserveBatch(ctx, b, req)
-	time.Sleep(s.latency[b.Key])
-	return batch, err
-}
-
 // arrivals records when each push reached the vendor, by bucket.
 type arrivals struct {
 	mu sync.Mutex
@@ -92,10 +71,14 @@ func TestLingerYieldNeverOverspendsTheWindow(t *testing.T) {
 	full := Route{Bucket: limiter.Bucket{Key: "ota#c#rates", Limit: limit}, URL: "http://ota.invalid", Header: http.Header{}}
 	other := Route{Bucket: limiter.Bucket{Key: "ota#c#availability", Limit: limit}, URL: "http://ota.invalid", Header: http.Header{}}
 	synctest.Test(t, func(t *testing.T) {
-		store := &slowStore{lim: limitertest.New(), latency: map[string]time.Duration{full.Bucket.Key: 5 * ms, other.Bucket.Key: 90 * ms}}
+		// Each booking of a bucket is answered after that bucket's
+		// latency, as a store's: the grant is decided at the now the call
+		// read, and the caller hears of it later (in the bubble's time).
+		latency := map[string]time.Duration{full.Bucket.Key: 5 * ms, other.Bucket.Key: 90 * ms}
+		store := limitertest.New(limitertest.WithLatency(func(_, key string) time.Duration { return latency[key] }))
 		vendor := &arrivals{at: map[string][]time.Time{}}
 		d := &worker{&Dispatcher{Limiter: store, Pusher: vendor,
-			Queue: &fakeQueue{}, Policy: DefaultPolicy}, slowWork{"rates-0@tok": 30 * ms, "rates-1@tok": 30 * ms}, byJob{"rates": full, "availability": other}}
+			Queue: &fakeQueue{}, Policy: DefaultPolicy, Can: Capabilities{Batch: store.ReserveBatch}}, slowWork{"rates-0@tok": 30 * ms, "rates-1@tok": 30 * ms}, byJob{"rates": full, "availability": other}}
 		t0 := time.Now()
 		jobs := func(endpoint string, n int, linger bool) []job.Job {
 			js := make([]job.Job, n)

@@ -90,7 +90,7 @@ func TestPushOfSeveralMessages(t *testing.T) {
 			w := &messageWork{work: work{clock: r.clock}, msgs: tt.msgs}
 			p := &scriptedPusher{errs: tt.errs}
 			r.d.Work, r.d.Pusher = w, p
-			r.d.Limiter = &penalizer{reserver: r.lim}
+			r.d.Can.Penalize = r.lim.Penalize
 			res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +165,7 @@ func TestTakenApartButNoPartSentIsNotAFailedPush(t *testing.T) {
 		"a":   &otapush.DeferError{Cause: fmt.Errorf("no token within the push's budget")},
 	}}
 	r.d.Work, r.d.Pusher = w, p
-	r.d.Limiter = &penalizer{reserver: r.lim}
+	r.d.Can.Penalize = r.lim.Penalize
 	res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestLaterMessagesEndBeforeTheDeadlineMargin(t *testing.T) {
 				"a,b,c,d,e,f,g,h": &otapush.PermanentError{Status: 200, Summary: "392: Room ID is not valid"},
 			}}, took: tt.took}
 			r.d.Work, r.d.Pusher = w, p
-			r.d.Limiter = &penalizer{reserver: r.lim}
+			r.d.Can.Penalize = r.lim.Penalize
 			start := time.Now()
 			ctx, cancel := context.WithDeadline(context.Background(), start.Add(45*time.Second))
 			defer cancel()

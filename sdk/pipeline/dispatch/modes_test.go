@@ -28,7 +28,7 @@ func TestShadowPushesAtOnceAndReportsWouldDefer(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
-	r.lim.next = start.Add(5 * time.Second) // the bucket is booked 5 s ahead
+	r.bookAhead(t, start.Add(5*time.Second)) // the bucket is booked 5 s ahead
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +42,8 @@ func TestShadowPushesAtOnceAndReportsWouldDefer(t *testing.T) {
 	if !res.ShadowWouldDefer || res.ShadowWouldShed || res.ShadowWait != 5*time.Second {
 		t.Fatalf("shadow record: would defer %v, would shed %v, wait %v; want defer, no shed, 5s", res.ShadowWouldDefer, res.ShadowWouldShed, res.ShadowWait)
 	}
-	if r.lim.calls != 1 {
-		t.Fatalf("%d reservations, want 1 (the bucket shows what enforcement would do)", r.lim.calls)
+	if len(r.bookings()) != 1 {
+		t.Fatalf("%d reservations, want 1 (the bucket shows what enforcement would do)", len(r.bookings()))
 	}
 }
 
@@ -53,7 +53,7 @@ func TestShadowShortWaitIsNotWouldDefer(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
-	r.lim.next = start.Add(300 * time.Millisecond)
+	r.bookAhead(t, start.Add(300*time.Millisecond))
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestShadowReportsWouldShed(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
-	r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 40 * time.Second}}
+	r.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 40 * time.Second}}
 	j := testJob(start)
 	j.Deadline = start.Add(30 * time.Second)
 	res, err := r.d.HandleJob(t.Context(), j)
@@ -87,7 +87,7 @@ func TestEnforceDefersWhereShadowPushes(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(false, false)
 	start := r.clock.Now()
-	r.lim.next = start.Add(5 * time.Second)
+	r.bookAhead(t, start.Add(5*time.Second))
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestLocalSharePacesWhileStoreDown(t *testing.T) {
 	start := r.clock.Now()
 	handle := func() Result {
 		t.Helper()
-		r.lim.fail = []error{storeDown()}
+		r.fail = []error{storeDown()}
 		res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +149,7 @@ func TestClosedDefersWhileStoreDown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
 			r.d.Routes, r.d.LocalShare = tc.route, tc.pacer
-			r.lim.fail = []error{storeDown()}
+			r.fail = []error{storeDown()}
 			res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 			if err != nil {
 				t.Fatal(err)
@@ -166,7 +166,7 @@ func TestClosedDefersWhileStoreDown(t *testing.T) {
 func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1)
-	r.lim.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: time.Minute}}
+	r.fail = []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: time.Minute}}
 	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
 func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1)
-	r.lim.fail = []error{storeDown()}
+	r.fail = []error{storeDown()}
 	r.push.err = &otapush.DeferError{Status: 500, Cause: storeDown()}
 	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 	if err != nil {
@@ -198,10 +198,9 @@ func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 // grant its burst on top of them; the next ones ask for one token again.
 func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
 	r := newRig(t)
-	lim := r.lim
 	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1) // 4/s burst 8
 	for i := 0; i < 3; i++ {
-		r.lim.fail = []error{storeDown()}
+		r.fail = []error{storeDown()}
 		if res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now())); err != nil || res.LocalShares != 1 {
 			t.Fatalf("outage job %d: %+v, %v; want a local push", i, res, err)
 		}
@@ -213,8 +212,8 @@ func TestLocalSharePushesAreBookedWhenTheStoreComesBack(t *testing.T) {
 	}
 	// During the outage each attempt asks for the pushes pending so far
 	// (and fails); the first after it books all 3 with its own token.
-	if want := []int{1, 2, 3, 4, 1}; fmt.Sprint(lim.ns) != fmt.Sprint(want) {
-		t.Fatalf("tokens asked per reservation: %v, want %v (the 3 local pushes booked with the first one after the outage)", lim.ns, want)
+	if want := []int{1, 2, 3, 4, 1}; fmt.Sprint(r.bookings()) != fmt.Sprint(want) {
+		t.Fatalf("tokens asked per reservation: %v, want %v (the 3 local pushes booked with the first one after the outage)", r.bookings(), want)
 	}
 }
 
@@ -248,9 +247,10 @@ func TestLocalShareWaitsOutAKnownSilence(t *testing.T) {
 			route := tt.route
 			route.URL, route.Header, route.LocalShare = "http://ota.invalid", http.Header{}, true
 			r.d.Routes, r.d.LocalShare = fixedRoute(route), fallback.New(1)
-			r.lim.silence = map[string]time.Time{}
 			for k, d := range tt.silence {
-				r.lim.silence[k] = start.Add(d)
+				if err := r.lim.Penalize(t.Context(), limiter.Bucket{Key: k, Limit: bucket.Limit}, start.Add(d)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			down := func() error { return storeDown() }
 			r.d.Can = Capabilities{KnownSilence: r.lim.KnownSilence,
@@ -260,7 +260,7 @@ func TestLocalShareWaitsOutAKnownSilence(t *testing.T) {
 				Multi: func(context.Context, []limiter.Bucket, int, time.Duration) (limiter.MultiReservation, error) {
 					return limiter.MultiReservation{}, down()
 				}}
-			r.lim.fail = []error{storeDown()}
+			r.fail = []error{storeDown()}
 			res, err := r.d.HandleJob(t.Context(), testJob(start))
 			if err != nil {
 				t.Fatal(err)

@@ -9,9 +9,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
-// confirmer is the rig's reserver that also answers Confirm, as scripted.
+// confirmer answers Confirm as scripted, on the rig's clock.
 type confirmer struct {
-	*reserver
+	clock  *clock
 	good   bool
 	err    error
 	probes []limiter.Probe
@@ -46,9 +46,9 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			c := &confirmer{reserver: r.lim, good: tt.good, err: tt.err}
-			r.d.Limiter, r.d.Work = c, nil
-			r.lim.next = r.clock.Now().Add(500 * r.lim.T) // the bucket is booked ahead: a new slot is later
+			c := &confirmer{clock: r.clock, good: tt.good, err: tt.err}
+			r.d.Can.Confirm, r.d.Work = c.Confirm, nil
+			r.bookAhead(t, r.clock.Now().Add(2*time.Minute)) // a new slot is later
 			j := testJob(r.clock.Now())
 			held := r.clock.Now()
 			j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, held
@@ -57,8 +57,8 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.probes) != tt.confirms || r.lim.calls != tt.reserves {
-				t.Fatalf("%d confirms and %d reservations, want %d and %d", len(c.probes), r.lim.calls, tt.confirms, tt.reserves)
+			if len(c.probes) != tt.confirms || len(r.bookings()) != tt.reserves {
+				t.Fatalf("%d confirms and %d reservations, want %d and %d", len(c.probes), len(r.bookings()), tt.confirms, tt.reserves)
 			}
 			if revoked := tt.reserves; res.RevokedSlots != revoked {
 				t.Fatalf("%d revoked slots counted, want %d", res.RevokedSlots, revoked)
@@ -84,8 +84,8 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 // the vendor).
 func TestStampedSlotIsConfirmedBeforeItComes(t *testing.T) {
 	r := newRig(t)
-	c := &confirmer{reserver: r.lim, good: true}
-	r.d.Limiter, r.d.Work = c, nil
+	c := &confirmer{clock: r.clock, good: true}
+	r.d.Can.Confirm, r.d.Work = c.Confirm, nil
 	j := testJob(r.clock.Now())
 	slot := r.clock.Now().Add(600 * time.Millisecond) // within BlockThreshold: slept for
 	j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, slot

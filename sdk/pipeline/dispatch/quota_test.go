@@ -11,10 +11,9 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
-// quotaTaker answers TakeWithQuota from a script, and is a reserver too
-// (a route without a quota would reserve).
+// quotaTaker answers TakeWithQuota from a script (limitertest has no
+// quotas).
 type quotaTaker struct {
-	*reserver
 	script []error
 	takes  int
 	ids    []string
@@ -62,8 +61,8 @@ func TestQuotaRoute(t *testing.T) {
 		check    func(t *testing.T, r *rig, q *quotaTaker, res Result, slept time.Duration)
 	}{
 		{name: "granted: pushed now, no slot booked ahead", check: func(t *testing.T, r *rig, q *quotaTaker, res Result, slept time.Duration) {
-			if res.Outcome != Pushed || q.takes != 1 || q.alone != 0 || r.lim.calls != 0 || slept != 0 || q.ids[0] != "lane@tok" {
-				t.Fatalf("result %+v after %d takes (ids %v) and %d of the quota alone, %d reservations, slept %v; want pushed after one take under the job's id", res, q.takes, q.ids, q.alone, r.lim.calls, slept)
+			if res.Outcome != Pushed || q.takes != 1 || q.alone != 0 || len(r.bookings()) != 0 || slept != 0 || q.ids[0] != "lane@tok" {
+				t.Fatalf("result %+v after %d takes (ids %v) and %d of the quota alone, %d reservations, slept %v; want pushed after one take under the job's id", res, q.takes, q.ids, q.alone, len(r.bookings()), slept)
 			}
 		}},
 		{name: "no token now: waited for within the hold", script: []error{noToken}, check: func(t *testing.T, r *rig, q *quotaTaker, res Result, slept time.Duration) {
@@ -105,10 +104,10 @@ func TestQuotaRoute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			q := &quotaTaker{reserver: r.lim, script: tt.script}
+			q := &quotaTaker{script: tt.script}
 			r.d.Routes, r.d.Work = quotaRoute(tt.shadow), nil
 			if !tt.noTaker {
-				r.d.Limiter = q
+				r.d.Can.Quota, r.d.Can.QuotaAlone = q.TakeWithQuota, q.TakeQuota
 			}
 			var slept time.Duration
 			r.d.Sleep = func(ctx context.Context, d time.Duration) error { slept += d; return r.clock.Sleep(ctx, d) }

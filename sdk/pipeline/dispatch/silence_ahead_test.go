@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -10,21 +9,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 )
-
-// slowSilence is limitertest's limiter whose silence reads are answered
-// read after they are asked, as a store's are; the answer is the store's
-// as the read found it.
-type slowSilence struct {
-	*limitertest.Limiter
-	clock *clock
-	read  time.Duration
-}
-
-func (s *slowSilence) Silence(ctx context.Context, b limiter.Bucket) (time.Time, error) {
-	until, err := s.Limiter.Silence(ctx, b)
-	_ = s.clock.Sleep(ctx, s.read)
-	return until, err
-}
 
 // A push whose slot was booked ahead asks the bucket's silence
 // limiter.SilenceAfter (100 ms) before the slot, as decide wakes it for,
@@ -53,7 +37,15 @@ func TestSlotBookedAheadAsksItsSilenceBeforeItComes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 			c := &clock{now: t0}
-			s := &slowSilence{Limiter: limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep)), clock: c, read: tt.read}
+			// Its silence reads are answered read after they are asked,
+			// as a store's are, with the silence as the read found it.
+			s := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep),
+				limitertest.WithLatency(func(op, _ string) time.Duration {
+					if op != "Silence" {
+						return 0
+					}
+					return tt.read
+				}))
 			if tt.silenced {
 				if err := s.Penalize(t.Context(), route.Bucket, t0.Add(2*time.Second)); err != nil {
 					t.Fatal(err)

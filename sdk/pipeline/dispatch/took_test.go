@@ -59,7 +59,7 @@ func TestAThrottleOfASizeTheVendorTookLeavesFitAlone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			r.d.Routes = bucketRouter{}
-			r.d.Limiter = &penalizer{reserver: r.lim}
+			r.d.Can.Penalize = r.lim.Penalize
 			if tt.tookOn != "" {
 				r.d.Pusher = routedPusher{}
 				w := &sizedWork{work: work{clock: r.clock}, items: tt.tookItems}
