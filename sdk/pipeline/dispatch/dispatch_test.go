@@ -5,25 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush/otapushtest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
+// pusher takes every push, and records its body and what the dispatcher
+// handed the client with it (Request.Stamp, which no vendor sees); a test
+// of what a vendor's answer does pushes through the real client instead
+// (rig.vendor).
 type pusher struct {
 	bodies []string
 	stamps []*limiter.Stamp // each push's Request.Stamp
-	err    error
 }
 
 func (p *pusher) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
 	p.bodies = append(p.bodies, string(req.Body))
 	p.stamps = append(p.stamps, req.Stamp)
-	return otapush.Response{Attempts: 1}, p.err
+	return otapush.Response{Attempts: 1}, nil
 }
 
 type deferred struct {
@@ -96,13 +101,16 @@ func (w *work) Hold(context.Context, job.Job, time.Time) error {
 // limiter and the rig's clock. The dispatcher can do nothing of the
 // limiter's but Reserve and KnownSilence (its Can); a test gives it more.
 type rig struct {
+	t     *testing.T
 	clock *clock
 	lim   *limitertest.Limiter
 	// fail are what the next bookings answer, in turn, instead of the
-	// bucket; answer is how long after its booking each is answered (a
-	// slow store's write); events, if set, records each booking among a
-	// lease's events.
+	// bucket, and waits what the push client's next waits for a token (a
+	// retry's) answer; answer is how long after its booking each is
+	// answered (a slow store's write); events, if set, records each
+	// booking among a lease's events.
 	fail   []error
+	waits  []error
 	answer time.Duration
 	events *eventLog
 	push   *pusher
@@ -114,7 +122,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r := &rig{clock: c, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
+	r := &rig{t: t, clock: c, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
 	r.lim = limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep), limitertest.WithFault(r.book),
 		limitertest.WithLatency(func(op, _ string) time.Duration {
 			if op != "Reserve" {
@@ -132,21 +140,49 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-// book is the rig's limiter asked for a booking: it records it among the
-// events and answers the next of fail, if any.
+// book is the rig's limiter asked for a call: a booking is recorded among
+// the events and answers the next of fail, if any; a wait, the next of
+// waits.
 func (r *rig) book(op, _ string) error {
-	if op != "Reserve" {
+	script := &r.waits
+	switch op {
+	case "Reserve":
+		if r.events != nil {
+			r.events.add("reserve")
+		}
+		script = &r.fail
+	case "Wait":
+	default:
 		return nil
 	}
-	if r.events != nil {
-		r.events.add("reserve")
-	}
-	if len(r.fail) == 0 {
+	if len(*script) == 0 {
 		return nil
 	}
-	err := r.fail[0]
-	r.fail = r.fail[1:]
+	err := (*script)[0]
+	*script = (*script)[1:]
 	return err
+}
+
+// vendor has the rig push through the real push client, on the rig's
+// limiter and clock, to a vendor that answers as answer does, at the URL
+// of the rig's route if it has one route (set it first).
+func (r *rig) vendor(answer func(otapushtest.Request) otapushtest.Answer) *otapushtest.Vendor {
+	v := otapushtest.NewVendor(r.t, answer)
+	r.d.Pusher = otapushtest.NewClient(r.t, r.lim, r.clock.Now, r.clock.Sleep)
+	if route, ok := r.d.Routes.(fixedRoute); ok {
+		route.URL = v.URL
+		r.d.Routes = route
+	}
+	return v
+}
+
+// answering is a vendor's answer to every request: status, and the Retry-After header after, if set.
+func answering(status int, after string) func(otapushtest.Request) otapushtest.Answer {
+	a := otapushtest.Answer{Status: status}
+	if after != "" {
+		a.Header = http.Header{"Retry-After": {after}}
+	}
+	return func(otapushtest.Request) otapushtest.Answer { return a }
 }
 
 // bookings is the tokens each booking the rig's limiter was asked for.
@@ -215,7 +251,7 @@ func TestHandleJob(t *testing.T) {
 			}
 		}},
 		{"a vendor refusal dead-letters the job and never settles the work", func(r *rig) {
-			r.push.err = &otapush.PermanentError{Status: 400}
+			r.vendor(answering(http.StatusBadRequest, ""))
 		}, func(t *testing.T, r *rig, res Result) {
 			if res.Outcome != DeadLettered || len(r.queue.dead) != 1 || r.work.done != 0 || res.WastedSlots != 0 {
 				t.Fatalf("result %+v, dead %d, done %d; want the job dead-lettered, Done not called, no slot wasted", res, len(r.queue.dead), r.work.done)
@@ -280,22 +316,35 @@ func TestFenceStopsASecondDelivery(t *testing.T) {
 // (or after a push the limiter store failed during) pushes again, while a
 // copy of the delivery whose push failed stays fenced out.
 func TestFenceLetsARetryThrough(t *testing.T) {
-	failures := map[string]error{
-		"vendor 503":        &otapush.DeferError{After: time.Second, Status: 503, Cause: errors.New("vendor answered 503")},
-		"store unavailable": &otapush.DeferError{After: time.Second, Cause: fmt.Errorf("retry's wait: %w", limiter.ErrUnavailable)},
+	tests := []struct {
+		name  string
+		waits []error // what the client's waits for a retry's token answer
+		// requests: the vendor's, the failed push's and its retry's
+		requests int
+	}{
+		{"vendor 503", nil, otapush.DefaultPolicy.MaxAttempts + 1},
+		{"store unavailable", []error{storeDown()}, 2},
 	}
-	for name, failure := range failures {
-		t.Run(name, func(t *testing.T) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			r.d.Work, r.d.Fence = nil, limitertest.New(limitertest.WithClock(r.clock.Now)).FirstAfter
-			r.push.err = failure
+			var failing atomic.Bool
+			failing.Store(true)
+			v := r.vendor(func(otapushtest.Request) otapushtest.Answer {
+				if failing.Load() {
+					return otapushtest.Answer{Status: http.StatusServiceUnavailable}
+				}
+				return otapushtest.Answer{}
+			})
+			r.waits = tt.waits
 			original := testJob(r.clock.Now())
 			original.Payload = []byte(`{"n":1}`)
 			if res, err := r.d.HandleJob(context.Background(), original); err != nil || res.Outcome != Deferred {
 				t.Fatalf("failed push: %+v, %v; want deferred", res, err)
 			}
 			retry := r.queue.deferred[0].j
-			r.push.err = nil
+			failing.Store(false)
 			r.clock.now = r.clock.now.Add(r.queue.deferred[0].wait)
 			if res, err := r.d.HandleJob(context.Background(), retry); err != nil || res.Outcome != Pushed {
 				t.Fatalf("retry: %+v, %v; want pushed", res, err)
@@ -303,8 +352,8 @@ func TestFenceLetsARetryThrough(t *testing.T) {
 			if res, err := r.d.HandleJob(context.Background(), original); err != nil || res.Outcome != Coalesced {
 				t.Fatalf("a second copy of the original delivery: %+v, %v; want coalesced", res, err)
 			}
-			if len(r.push.bodies) != 2 {
-				t.Errorf("%d pushes, want 2 (the failed one and its retry)", len(r.push.bodies))
+			if got := len(v.Received()); got != tt.requests {
+				t.Errorf("the vendor received %d requests, want %d (the failed push's and its retry's)", got, tt.requests)
 			}
 		})
 	}
@@ -321,7 +370,7 @@ func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
 	}{{true, 0}, {false, 0}, {false, 2}, {false, DefaultPolicy.MaxFailures}} {
 		r := newRig(t)
 		r.d.Can.Penalize = r.lim.Penalize
-		r.push.err = &otapush.PermanentError{Status: 401, Summary: "401 Unauthorized"}
+		r.vendor(answering(http.StatusUnauthorized, ""))
 		j := testJob(r.clock.Now())
 		j.Failures = tt.failures
 		task := r.d.task(j)
@@ -361,7 +410,7 @@ func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := newRig(t)
-		r.push.err = &otapush.DeferError{After: time.Second, Status: 503, Cause: errors.New("vendor answered 503")}
+		r.vendor(answering(http.StatusServiceUnavailable, ""))
 		j := testJob(r.clock.Now())
 		j.Failures = tt.failures
 		res, err := r.d.HandleJob(context.Background(), j)
@@ -384,18 +433,6 @@ func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
 	}
 }
 
-// slowPusher is a pusher whose every push takes took on the rig's clock.
-type slowPusher struct {
-	pusher
-	clock *clock
-	took  time.Duration
-}
-
-func (p *slowPusher) Push(ctx context.Context, req otapush.Request) (otapush.Response, error) {
-	p.clock.set(p.clock.Now().Add(p.took))
-	return p.pusher.Push(ctx, req)
-}
-
 // A lane with a long backlog hands back a job after every push. Once the
 // call's hold has ended, the next job goes to the queue, unbooked, on any
 // route: on a shadow route (which never sleeps for its slot) and on a
@@ -414,8 +451,13 @@ func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			p := &slowPusher{clock: r.clock, took: 300 * time.Millisecond}
-			r.d.Pusher, r.d.Routes = p, kRoute(func(r *Route) { r.Shadow, r.Bucket.Limit = tt.shadow, limiter.PerSecond(tt.rate, 1) })
+			r.d.Routes = kRoute(func(r *Route) { r.Shadow, r.Bucket.Limit = tt.shadow, limiter.PerSecond(tt.rate, 1) })
+			// The vendor answers each push 300 ms after it on the rig's
+			// clock.
+			v := r.vendor(func(otapushtest.Request) otapushtest.Answer {
+				r.clock.set(r.clock.Now().Add(300 * time.Millisecond))
+				return otapushtest.Answer{}
+			})
 			r.work.more = 1000 // a backlog no push clears
 			start := r.clock.Now()
 			res, err := r.d.HandleJob(t.Context(), testJob(start))
@@ -424,9 +466,9 @@ func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
 			}
 			// Pushes begin at 0, 0.3 s, … 1.8 s (within MaxHold, 2 s);
 			// the job handed back at 2.1 s is deferred.
-			if len(p.bodies) != 7 || len(r.bookings()) != 7 {
+			if len(v.Received()) != 7 || len(r.bookings()) != 7 {
 				t.Fatalf("%d pushes and %d reservations in %v; want 7 of each, then the call's hold (%v) ends it",
-					len(p.bodies), len(r.bookings()), r.clock.Now().Sub(start), DefaultPolicy.MaxHold)
+					len(v.Received()), len(r.bookings()), r.clock.Now().Sub(start), DefaultPolicy.MaxHold)
 			}
 			if res.Outcome != Deferred || len(r.queue.deferred) != 1 {
 				t.Fatalf("result %+v, deferrals %d; want the handed-back job deferred once", res, len(r.queue.deferred))

@@ -3,12 +3,9 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +15,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush/otapushtest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -218,21 +216,17 @@ func (monthsWork) Hold(context.Context, job.Job, time.Time) error           { re
 // than burst + rate·W items.
 func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
-	var mu sync.Mutex
 	var at []time.Time
 	var sizes []int
-	vendor := itemsHTTPVendor(t, &mu, func(w http.ResponseWriter, n int) {
+	vendor := otapushtest.NewVendor(t, countingItems(func(n int) otapushtest.Answer {
 		for range n {
 			at = append(at, c.Now())
 		}
 		sizes = append(sizes, n)
-	})
+		return otapushtest.Answer{}
+	}))
 	lim := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))
-	client, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(c.Now), otapush.WithSleep(c.Sleep),
-		otapush.WithJitter(func(time.Duration) time.Duration { return time.Millisecond }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := otapushtest.NewClient(t, lim, c.Now, c.Sleep)
 	route := itemsRoute
 	route.URL, route.LocalShare = vendor.URL, false
 	d := &worker{&Dispatcher{Limiter: lim, Pusher: client, Queue: &fakeQueue{}, Policy: DefaultPolicy,
@@ -249,6 +243,7 @@ func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 		}
 	}
 	limit := window.Limit{Rate: 40, Burst: 20}
+	vendor.Sync(func() {}) // the answers' records are the test's to read after it
 	if len(at) < 300 {
 		t.Fatalf("the vendor counted %d items in 10 s, want near the 400 + 20 the limit allows", len(at))
 	}
@@ -259,23 +254,15 @@ func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
 	t.Logf("%d items in %d messages over 10 s; fullest window %v", len(at), len(sizes), w)
 }
 
-// itemsHTTPVendor is an HTTP vendor that reads the item count of each body
-// ("items:n", as the tests' payloads carry it) and hands it to judge under
-// mu, which the test holds to read what judge recorded; a body without a
-// count is answered 400.
-func itemsHTTPVendor(t *testing.T, mu *sync.Mutex, judge func(w http.ResponseWriter, n int)) *httptest.Server {
-	t.Helper()
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		n, err := strconv.Atoi(strings.TrimPrefix(string(body), "items:"))
+// countingItems is a vendor's answer that reads the item count of each
+// body ("items:n", as the tests' payloads carry it) and answers as judge
+// does; a body without a count is answered 400.
+func countingItems(judge func(n int) otapushtest.Answer) func(otapushtest.Request) otapushtest.Answer {
+	return func(r otapushtest.Request) otapushtest.Answer {
+		n, err := strconv.Atoi(strings.TrimPrefix(r.Body, "items:"))
 		if err != nil {
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
+			return otapushtest.Answer{Status: http.StatusBadRequest, Body: "bad body"}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		judge(w, n)
-	}))
-	t.Cleanup(vendor.Close)
-	return vendor
+		return judge(n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -185,8 +186,7 @@ func TestNothingLoopsForever(t *testing.T) {
 	}{
 		// 200 trips of the 10 s store cooldown, each handled at once.
 		{"the limiter's store never comes back", func(r *rig, _ *abandoning) {
-			// Reserver alone: the capabilities the rig's limiter has.
-			r.d.Limiter = struct{ Reserver }{limitertest.New(limitertest.WithFault(func(string, string) error { return storeDown() }))}
+			r.d.Limiter = limitertest.New(limitertest.WithFault(func(string, string) error { return storeDown() }))
 		},
 			Expired, 200, 200 * 10 * time.Second},
 		// Rechecked every 15 minutes: the 96th trip would be back at 24h.
@@ -194,10 +194,12 @@ func TestNothingLoopsForever(t *testing.T) {
 			w.beginErr = &RecheckError{Reason: "owned by a worker that never finishes"}
 		}, Expired, 95, 95 * 15 * time.Minute},
 		// A vendor that answers 500 forever: MaxFailures ends it,
-		// backing off 2 s·2^k: 2+4+…+256 s.
+		// backing off 2 s·2^k: 2+4+…+256 s, and each of its 9 pushes
+		// retried within itself, its attempts 1 ms apart (the client's
+		// backoff, its jitter the test's).
 		{"the vendor answers 500 forever", func(r *rig, _ *abandoning) {
-			r.push.err = &otapush.DeferError{After: time.Second, Status: 500, Cause: errors.New("vendor answered 500")}
-		}, DeadLettered, 8, 510 * time.Second},
+			r.vendor(answering(http.StatusInternalServerError, ""))
+		}, DeadLettered, 8, 510*time.Second + 9*time.Duration(otapush.DefaultPolicy.MaxAttempts-1)*time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

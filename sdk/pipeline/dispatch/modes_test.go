@@ -9,7 +9,6 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/fallback"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
 // modeRouter routes every job to one bucket of 4/s, burst 8, in the given
@@ -182,8 +181,8 @@ func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
 func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1)
-	r.fail = []error{storeDown()}
-	r.push.err = &otapush.DeferError{Status: 500, Cause: storeDown()}
+	r.vendor(answering(http.StatusInternalServerError, ""))
+	r.fail, r.waits = []error{storeDown()}, []error{storeDown()}
 	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 	if err != nil {
 		t.Fatal(err)

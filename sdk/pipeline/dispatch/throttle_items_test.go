@@ -6,14 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush/otapushtest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -58,30 +57,24 @@ func (backlogWork) Hold(context.Context, job.Job, time.Time) error { return nil 
 func TestItemsPushTheVendorCannotTakeIsSentSmaller(t *testing.T) {
 	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 	vendorLimit := window.Limit{Rate: 2.5, Burst: 5}
-	var mu sync.Mutex
 	var taken []time.Time
 	var sizes []int
 	refused := 0
-	vendor := itemsHTTPVendor(t, &mu, func(w http.ResponseWriter, n int) {
+	vendor := otapushtest.NewVendor(t, countingItems(func(n int) otapushtest.Answer {
 		with := slices.Clone(taken)
 		for range n {
 			with = append(with, c.Now())
 		}
 		if window.Check(with, vendorLimit) != nil {
 			refused++
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
+			return otapushtest.Answer{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"0"}}}
 		}
 		taken, sizes = with, append(sizes, n)
-	})
+		return otapushtest.Answer{}
+	}))
 	lim := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep))
 	quiet := slog.New(slog.DiscardHandler)
-	client, err := otapush.New(nil, lim, otapush.DefaultPolicy, otapush.WithClock(c.Now), otapush.WithSleep(c.Sleep),
-		otapush.WithJitter(func(time.Duration) time.Duration { return time.Millisecond }), otapush.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := otapushtest.NewClient(t, lim, c.Now, c.Sleep)
 	route := Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.PerSecond(5, 10)}, URL: vendor.URL, Header: http.Header{}, ItemWeight: 1}
 	q := &fakeQueue{}
 	d := &worker{Dispatcher: &Dispatcher{Limiter: lim, Pusher: client, Queue: q, Policy: DefaultPolicy,
@@ -103,8 +96,7 @@ func TestItemsPushTheVendorCannotTakeIsSentSmaller(t *testing.T) {
 		j = last.j
 		_ = c.Sleep(t.Context(), max(last.wait, time.Millisecond))
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	vendor.Sync(func() {}) // the answers' records are the test's to read after it
 	if err := window.Check(taken, vendorLimit); err != nil {
 		t.Fatalf("the vendor's own log: %v", err)
 	}

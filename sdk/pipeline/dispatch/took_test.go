@@ -2,33 +2,23 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
-	"github.com/fleetbucket/fleetbucket/sdk/otapush"
+	"github.com/fleetbucket/fleetbucket/sdk/otapush/otapushtest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// routedPusher answers each push by its route's bucket: throttled to the
-// end of its push if throttle names it, accepted otherwise.
-type routedPusher struct{ throttle map[string]bool }
-
-func (p routedPusher) Push(_ context.Context, req otapush.Request) (otapush.Response, error) {
-	if p.throttle[req.Bucket.Key] {
-		return otapush.Response{Attempts: 4, Throttled: 4}, &otapush.DeferError{Throttled: true, Cause: errors.New("vendor answered 429 (throttled)")}
-	}
-	return otapush.Response{Attempts: 1}, nil
-}
-
 // bucketRouter routes a job to the bucket its credential names, metered
-// by items.
-type bucketRouter struct{}
+// by items, at the path of that name under its URL.
+type bucketRouter struct{ url string }
 
-func (bucketRouter) Route(j job.Job) (Route, error) {
-	return Route{Bucket: limiter.Bucket{Key: j.Credential, Limit: limiter.PerSecond(4, 16)}, URL: "http://ota.invalid", ItemWeight: 1}, nil
+func (r bucketRouter) Route(j job.Job) (Route, error) {
+	return Route{Bucket: limiter.Bucket{Key: j.Credential, Limit: limiter.PerSecond(4, 16)}, URL: r.url + "/" + j.Credential, ItemWeight: 1}, nil
 }
 
 // A request throttled to the end of its push halves its lane's requests
@@ -58,10 +48,18 @@ func TestAThrottleOfASizeTheVendorTookLeavesFitAlone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			r.d.Routes = bucketRouter{}
+			// The vendor throttles every request of bucket "c" once
+			// throttling.
+			var throttling atomic.Bool
+			v := r.vendor(func(req otapushtest.Request) otapushtest.Answer {
+				if throttling.Load() && req.Path == "/c" {
+					return otapushtest.Answer{Status: http.StatusTooManyRequests}
+				}
+				return otapushtest.Answer{}
+			})
+			r.d.Routes = bucketRouter{url: v.URL}
 			r.d.Can.Penalize = r.lim.Penalize
 			if tt.tookOn != "" {
-				r.d.Pusher = routedPusher{}
 				w := &sizedWork{work: work{clock: r.clock}, items: tt.tookItems}
 				r.d.Work = w
 				j := itemsJob(r.clock.Now(), tt.tookOn, tt.tookItems)
@@ -71,7 +69,7 @@ func TestAThrottleOfASizeTheVendorTookLeavesFitAlone(t *testing.T) {
 				}
 				r.clock.set(r.clock.Now().Add(tt.ago))
 			}
-			r.d.Pusher = routedPusher{throttle: map[string]bool{"c": true}}
+			throttling.Store(true)
 			r.d.Work = &sizedWork{work: work{clock: r.clock}, items: 8}
 			res, err := r.d.HandleJob(context.Background(), itemsJob(r.clock.Now(), "c", 8))
 			if err != nil {
