@@ -176,7 +176,7 @@ func (d *Dispatcher) bookShard(ctx context.Context, booker Booker, shard limiter
 	}
 	now = latest(now, d.now())
 	for n, slot := range batch.Slots {
-		tasks[idx[n]].Job.Hold = newHold(slot, shard.Key, 0, nil, slot.Sub(now))
+		taking(newHold(slot, shard.Key, 0, nil, slot.Sub(now))).apply(&tasks[idx[n]].Job)
 	}
 }
 
@@ -238,7 +238,7 @@ func (d *Dispatcher) bookDue(ctx context.Context, booker Booker, route Route, ta
 	stamp := granted(batch.Stamp())
 	now = latest(now, d.now()) // how far ahead of its answer each slot lies, as in reserve
 	for n, slot := range batch.Slots[local:] {
-		tasks[idx[n]].Job.Hold = newHold(slot, "", 0, stamp, slot.Sub(now))
+		taking(newHold(slot, "", 0, stamp, slot.Sub(now))).apply(&tasks[idx[n]].Job)
 	}
 }
 
@@ -314,7 +314,7 @@ func (d *Dispatcher) bookLingering(ctx context.Context, booker Booker, route Rou
 	answered := latest(now, d.now())
 	for n, i := range idx {
 		if n < len(batch.Slots) {
-			tasks[i].Job.Hold, tasks[i].Job.NotBefore = newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(answered)), time.Time{}
+			taking(newHold(batch.Slots[n], "", 1, nil, batch.Slots[n].Sub(answered))).apply(&tasks[i].Job)
 		}
 		tasks[i].Job.Linger = false // asked; lingerSlot does not ask again
 	}

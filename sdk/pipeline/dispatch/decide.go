@@ -39,7 +39,7 @@ const (
 	// its work is its own before booking one (Task.Recheck).
 	actRecheck
 	// actReserve: book a slot, dropping an expired hold first if
-	// decision.DropHold (a wasted slot).
+	// decision.Hold (a wasted slot).
 	actReserve
 	// actPush: push at the slot held, after sleeping decision.Wait; with
 	// decision.Confirm, confirm the slot's stamp first (probe.go).
@@ -57,16 +57,16 @@ const (
 	// actPrepare: after sleeping decision.Wait, begin the job's work
 	// (claim and render) before its slot, or before booking one, so that
 	// only the send waits for the slot (situation.Prepares); drop an
-	// expired hold first if decision.DropHold, and give back a lease taken
+	// expired hold first if decision.Hold, and give back a lease taken
 	// first if decision.FreeLease.
 	actPrepare
 	// actJoinLease: count the push among those going for its route's
 	// in-flight lease (Leases.join), after which the lease set's crowding
 	// is read (situation.Lease, decision.IfCrowded). Dropping an expired
-	// hold first if decision.DropHold.
+	// hold first if decision.Hold.
 	actJoinLease
 	// actLeaseFirst: take the route's in-flight lease before the token
-	// (lease.go); dropping an expired hold first if decision.DropHold.
+	// (lease.go); dropping an expired hold first if decision.Hold.
 	actLeaseFirst
 )
 
@@ -158,9 +158,10 @@ type decision struct {
 	// going for a lease (actJoinLease), taken only if the lease set is
 	// crowded then; otherwise the token comes first (the next step).
 	IfCrowded bool
-	// DropHold: the job gives up its hold before the step: it expired
-	// before the job ran (a wasted slot), or a deferral would outlast it.
-	DropHold bool
+	// Hold: what becomes of the job's hold before the step (holding.go):
+	// dropped, since it expired before the job ran (a wasted slot) or a
+	// deferral would outlast it.
+	Hold holding
 	// Confirm: the slot carries a stamp, confirmed before it is spent.
 	Confirm bool
 	// Shadow: push at once, with no in-flight lease and no confirmation
@@ -272,7 +273,7 @@ func (s situation) next() (d decision, atSlot bool) {
 			// it, or booked as it lingered) is decideSlot's, which keeps
 			// to the hold too: deferred, such a job would come back after
 			// its slot. One past its grace is dropped here (wasted).
-			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate, DropHold: j.Hold.Held()}, false
+			return decision{Act: actDefer, Wait: max(j.NotBefore.Sub(now), 0), Reason: handedBackLate, Hold: holding{drop: j.Hold.Held()}}, false
 		}
 		if !j.NotBefore.IsZero() && now.Before(j.NotBefore) {
 			wait := j.NotBefore.Sub(now)
@@ -298,7 +299,7 @@ func (s situation) next() (d decision, atSlot bool) {
 	case s.slotToUse():
 		return decision{}, true
 	case j.Hold.Held() && beginFirst:
-		return decision{Act: actPrepare, DropHold: true}, false
+		return decision{Act: actPrepare, Hold: dropped}, false
 	case j.Hold.Held():
 		return s.reserve(true), false
 	case beginFirst:
@@ -315,9 +316,7 @@ func (s situation) next() (d decision, atSlot bool) {
 // not moved: what the time a step takes changes is what plan.Until
 // bounds, and a slot to use is decideSlot's, asked at its time.
 func (s situation) after(d decision) (situation, bool) {
-	if d.DropHold {
-		s.Job.Hold = job.Hold{}
-	}
+	d.Hold.apply(&s.Job)
 	switch d.Act {
 	case actPrepare:
 		s.Prepared = true
@@ -376,12 +375,12 @@ func (s situation) reserve(drop bool) decision {
 	if s.Lease.Gated && !s.Shadow {
 		switch {
 		case !s.Lease.Joined:
-			return decision{Act: actJoinLease, DropHold: drop}
+			return decision{Act: actJoinLease, Hold: holding{drop: drop}}
 		case s.Lease.Crowded && !s.Lease.Held:
-			return decision{Act: actLeaseFirst, DropHold: drop}
+			return decision{Act: actLeaseFirst, Hold: holding{drop: drop}}
 		}
 	}
-	return decision{Act: actReserve, DropHold: drop}
+	return decision{Act: actReserve, Hold: holding{drop: drop}}
 }
 
 // sleepBound is how long a call may keep a job in process: until Hold

@@ -142,9 +142,7 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 		}
 		d := p.Steps[next]
 		next++
-		if d.DropHold {
-			s.Job.Hold = job.Hold{}
-		}
+		d.Hold.apply(&s.Job)
 		if d.IfCrowded {
 			if s.Lease.Crowded = maybe(0.5); !s.Lease.Crowded {
 				trail = append(trail, fmt.Sprintf("  %2d %s skipped: the lease set is not crowded", step, d.Act))
@@ -153,8 +151,8 @@ func decideSequence(seed uint64, maxSteps int) (trail []string, _ error) {
 		}
 		trail = append(trail, fmt.Sprintf("  %2d now+%v hold=%v notBefore=%v owned=%v booked=%v prepared=%v lingerAsked=%v: %s wait=%v %s",
 			step, s.Now.Sub(t0), holdAt(s.Job.Hold, t0), at(s.Job.NotBefore, t0), s.Owned, s.Booked, s.Prepared, s.LingerAsked, d.Act, d.Wait, d.Reason))
-		if d.DropHold {
-			d.DropHold = false // dropped above, as serve does before the step
+		if d.Hold.drop {
+			d.Hold = holding{} // dropped above, as serve does before the step
 		}
 		if err := checkDecision(s, d, carried); err != nil {
 			return trail, err
@@ -354,7 +352,7 @@ func checkDecision(s situation, d decision, carried bool) error {
 			return errors.New("a second lease taken first")
 		case !s.Lease.Crowded:
 			return errors.New("a lease taken first while the lease set is free")
-		case j.Hold.Held() && !d.DropHold:
+		case j.Hold.Held() && !d.Hold.drop:
 			return errors.New("a lease taken first by a job holding a slot")
 		}
 	case actReserve:

@@ -57,7 +57,7 @@ func TestDecide(t *testing.T) {
 		}, decision{Act: actPrepare, Wait: 900 * time.Millisecond}},
 		{"work to begin, hold expired past grace: drop it (wasted) and begin first", func(s *situation) {
 			s.Job.Hold, s.Prepares = held(-3*time.Second), true
-		}, decision{Act: actPrepare, DropHold: true}},
+		}, decision{Act: actPrepare, Hold: dropped}},
 		{"work begun, its slot passed its grace meanwhile: push (on a fresh token), not book and defer again", func(s *situation) {
 			s.Job.Hold, s.Prepares, s.Prepared = held(-3*time.Second), true, true
 		}, decision{Act: actPush}},
@@ -80,7 +80,7 @@ func TestDecide(t *testing.T) {
 			s.Job.Hold, s.Sleep.Deadline, s.Sleep.Margin = held(800*time.Millisecond), t0.Add(3*time.Second), 3*time.Second
 		}, decision{Act: actDefer, Wait: 0, Reason: "waiting for its reserved slot"}},
 		{"hold expired past grace: drop it (wasted) and reserve", func(s *situation) { s.Job.Hold = held(-3 * time.Second) },
-			decision{Act: actReserve, DropHold: true}},
+			decision{Act: actReserve, Hold: dropped}},
 		{"hold late within grace: push", func(s *situation) { s.Job.Hold = held(-time.Second) }, decision{Act: actPush}},
 		{"slot within blocking distance but further off than its grace: a lease taken first goes back", func(s *situation) {
 			s.Job.Hold, s.Grace = held(800*time.Millisecond), 500*time.Millisecond
@@ -153,7 +153,7 @@ func TestDecide(t *testing.T) {
 		}, decision{Act: actLeaseFirst}},
 		{"lease set crowded, hold expired: drop it, then the lease first", func(s *situation) {
 			s.Lease, s.Job.Hold = leaseState{Gated: true, Joined: true, Crowded: true}, held(-3*time.Second)
-		}, decision{Act: actLeaseFirst, DropHold: true}},
+		}, decision{Act: actLeaseFirst, Hold: dropped}},
 		{"lease set crowded, the lease taken: book the token", func(s *situation) {
 			s.Lease = leaseState{Gated: true, Joined: true, Crowded: true, Held: true}
 		}, decision{Act: actReserve}},

@@ -46,7 +46,7 @@ func (d *Dispatcher) deferJob(ctx context.Context, j job.Job, t *task, wait time
 // deferUnheld defers j as deferJob does, giving up the slot it holds: it
 // would pass while the job waits, and the job books another when back.
 func (d *Dispatcher) deferUnheld(ctx context.Context, j job.Job, t *task, wait time.Duration, reason string) (Result, error) {
-	return d.act(ctx, j, t, decision{Act: actDefer, Wait: wait, Reason: reason, DropHold: true})
+	return d.act(ctx, j, t, decision{Act: actDefer, Wait: wait, Reason: reason, Hold: dropped})
 }
 
 // deadLetter sends j to the dead-letter queue with the reason. t's work

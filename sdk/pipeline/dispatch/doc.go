@@ -72,7 +72,9 @@
 // whether a slot booked earlier still stands (an adaptive bucket's stamp,
 // a vendor's silence since), localshare.go pushes through a limiter store
 // outage, askers.go books fleet-wide turns to ask for routes that take only
-// tokens free at once; policy.go, capabilities.go, result.go and task.go hold the types.
+// tokens free at once; policy.go, capabilities.go, result.go and task.go hold the types,
+// and holding.go what becomes of a job's slot (dropped or taken, wherever
+// that is decided), the one place a job's Hold is written.
 //
 // State-backed work that a dead-lettered job carried is given up
 // (Work.Abandon), so the next job to take it up finds it pending: that

@@ -28,7 +28,7 @@ func (d *Dispatcher) pushFailed(ctx context.Context, j job.Job, t *task, p Paylo
 	if dec.Pause {
 		d.pause(ctx, t.Route, d.now().Add(dec.Wait))
 	}
-	dec.DropHold = true // spent, or refused: the job books another when back
+	dec.Hold = dropped // spent, or refused: the job books another when back
 	out, err := d.act(ctx, j, t, dec)
 	out.Attempts, out.Throttled, out.Isolation = res.Attempts, res.Throttled, res.Isolation
 	out.StoreError = out.StoreError || dec.StoreError

@@ -28,7 +28,7 @@ func TestDecideHandedBackHoldingASlot(t *testing.T) {
 		{"slot beyond the hold: defer to come back a lead before it", 5 * time.Second, true,
 			decision{Act: actDefer, Wait: 4 * time.Second, Reason: "waiting for its reserved slot"}},
 		{"slot past its grace: dropped (wasted), deferred unbooked", -3 * time.Second, false,
-			decision{Act: actDefer, Reason: handedBackLate, DropHold: true}},
+			decision{Act: actDefer, Reason: handedBackLate, Hold: dropped}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,13 +26,13 @@ import (
 // booked ahead by the store's latency, as a due job's is (reserveAhead):
 // a bucket that is full already grants it at the now its write claims,
 // and one claimed at the call's start is late by the whole answer.
-func (d *Dispatcher) lingerSlot(ctx context.Context, route Route, reach time.Duration) (job.Hold, bool) {
+func (d *Dispatcher) lingerSlot(ctx context.Context, route Route, reach time.Duration) holding {
 	r, err := d.reserveAhead(ctx, burstOne(route.Bucket), 1, reach)
 	if err != nil {
-		return job.Hold{}, false
+		return holding{}
 	}
 	// lingerReach leaves adaptive buckets out: no stamp.
-	return newHold(r.Slot, "", 1, nil, r.Slot.Sub(d.now())), true
+	return taking(newHold(r.Slot, "", 1, nil, r.Slot.Sub(d.now())))
 }
 
 // lingerReach is how far ahead a lingering job may book a slot of route's

@@ -37,7 +37,7 @@ func (d *Dispatcher) localShare(ctx context.Context, j job.Job, t *task, now tim
 	n := d.localTokens(t.Route, j)
 	delay, ok := d.LocalShare.ReserveN(t.buckets(), n, now, maxWait)
 	if ok {
-		return booking{hold: job.Hold{At: now.Add(delay), Key: firstShard(t.Route), Tokens: n}, res: Result{StoreError: true, LocalShares: 1}}, nil
+		return booking{hold: taking(job.Hold{At: now.Add(delay), Key: firstShard(t.Route), Tokens: n}), res: Result{StoreError: true, LocalShares: 1}}, nil
 	}
 	wait := min(max(delay, time.Second), d.Policy.StoreCooldown)
 	d.log().Info("limiter store unavailable and the local share is spent; deferring", "job_id", j.ID, "bucket", t.Bucket.Key, "wait", wait, "err", storeErr)

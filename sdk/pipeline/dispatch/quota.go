@@ -66,7 +66,7 @@ func (d *Dispatcher) takeQuota(ctx context.Context, j job.Job, t *task, bound in
 			if at.IsZero() {
 				at = d.now()
 			}
-			return booking{hold: job.Hold{At: at, Tokens: 1, Quota: true}}, nil
+			return booking{hold: taking(job.Hold{At: at, Tokens: 1, Quota: true})}, nil
 		}
 		if ctx.Err() != nil {
 			return ended(Result{}), ctx.Err()
@@ -148,7 +148,7 @@ func (d *Dispatcher) slotQuotaRefused(ctx context.Context, j job.Job, t *task, r
 	}
 	maxAge, _ := d.lifetime(t.Route)
 	dec := decideQuota(d.quotaRefusal(ctx, j, t, maxAge, err, true))
-	dec.DropHold = true // the slot goes unused
+	dec.Hold = dropped // the slot goes unused
 	out, err := d.quotaRefused(ctx, j, t, dec, err)
 	out.WastedSlots += res.WastedSlots + 1
 	return out, false, err

@@ -75,7 +75,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 		// later now and answered just before it is a slot due at once,
 		// and one within SilenceAfter of the answer needs no silence read
 		// (the race every grant due at once runs).
-		return booking{hold: newHold(slot, key, tokens, stamp, slot.Sub(latest(now, d.now())))}, nil
+		return booking{hold: taking(newHold(slot, key, tokens, stamp, slot.Sub(latest(now, d.now()))))}, nil
 	}
 	if t.Shadow && !errors.Is(err, limiter.ErrInvalidArgument) && ctx.Err() == nil {
 		return d.shadowRefused(j, t.Route, err, bound != noBound, now), nil
@@ -128,7 +128,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 // res also carries what a booking records of a job it lets through (a
 // shadow route's would-be deferral, a local share's push).
 type booking struct {
-	hold job.Hold
+	hold holding
 	res  Result
 	done bool
 }
@@ -167,7 +167,7 @@ func (d *Dispatcher) shadowRefused(j job.Job, route Route, err error, bounded bo
 	}
 	// No slot is held: the push goes out now, as the integration did
 	// before fleetbucket.
-	return booking{hold: job.Hold{At: now, Key: firstShard(route)}, res: res}
+	return booking{hold: taking(job.Hold{At: now, Key: firstShard(route)}), res: res}
 }
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,

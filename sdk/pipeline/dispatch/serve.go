@@ -41,11 +41,11 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			i = 0
 		}
 		dec := p.Steps[i]
-		if dec.DropHold {
+		if dec.Hold.drop {
 			d.log().Info("reserved slot expired; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "late", now.Sub(j.Hold.At))
-			j.Hold = job.Hold{}
 			pre.WastedSlots++
 		}
+		dec.Hold.apply(&j)
 		switch dec.Act {
 		case actPrepare:
 			if dec.FreeLease {
@@ -65,10 +65,11 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			j, prep, s.Prepared, now = begun, &pl, true, d.now()
 			continue
 		case actBookLinger:
-			if hold, ok := d.lingerSlot(ctx, t.Route, dec.Wait); ok {
+			if h := d.lingerSlot(ctx, t.Route, dec.Wait); h.take {
 				// Its bucket fills up before the linger ends: the push takes
 				// the slot it booked rather than let the bucket lose tokens.
-				j.Hold, j.NotBefore, now = hold, time.Time{}, d.now()
+				h.apply(&j)
+				now = d.now()
 			}
 			s.LingerAsked, p = true, plan{}
 			continue
@@ -119,7 +120,8 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			if b.done || err != nil {
 				return pre, nil, err
 			}
-			j.Hold, j.AskAt, now, s.Booked = b.hold, time.Time{}, d.now(), true
+			b.hold.apply(&j)
+			now, s.Booked = d.now(), true
 			continue
 		case actRevoke:
 			d.log().Info("slot revoked by a throttle; re-acquiring", "job_id", j.ID, "slot", j.Hold.At, "err", revokeErr)
@@ -127,7 +129,8 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 			// wait for its new slot, and no request of it is near.
 			first.free()
 			pre.RevokedSlots++
-			j.Hold, now, p = job.Hold{}, d.now(), plan{}
+			dropped.apply(&j)
+			now, p = d.now(), plan{}
 			s.Owned, s.Booked, s.LingerAsked, s.Revoked = false, false, false, false
 			continue
 		}
@@ -187,12 +190,10 @@ func (d *Dispatcher) crowded(j job.Job, t *task) bool {
 }
 
 // act carries out a decision that ends the call's hold on j: a deferral
-// or a dead letter. With dec.DropHold, j gives up the slot it holds
-// first: it would pass while the job waits.
+// or a dead letter, j giving up the slot it holds first if dec.Hold says
+// so: it would pass while the job waits.
 func (d *Dispatcher) act(ctx context.Context, j job.Job, t *task, dec decision) (Result, error) {
-	if dec.DropHold {
-		j.Hold = job.Hold{}
-	}
+	dec.Hold.apply(&j)
 	if dec.Act == actDeadLetter {
 		return d.deadLetter(ctx, j, t, dec.Outcome, dec.Reason)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // A job deferred with a slot in hand because its store cannot be read
-// (its work's, its route's) gives the slot up (decision.DropHold, act):
+// (its work's, its route's) gives the slot up (decision.Hold, act):
 // the slot passes while the job waits, and the job books another when it
 // is back rather than push on one long gone.
 func TestAJobDeferredForItsStoreGivesUpItsSlot(t *testing.T) {
