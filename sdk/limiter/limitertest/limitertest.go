@@ -76,55 +76,6 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 // limiter.ErrUnavailable) does, is an outage to the code under test.
 func WithFault(fault func(op, key string) error) Option { return func(l *Limiter) { l.fault = fault } }
 
-// WithLatency makes every call's answer come latency(op, key) after the
-// call decided it (op and key as WithFault's), slept with the limiter's
-// sleep (WithSleep), as a store's answer comes after the now its write
-// claimed: a slot granted at once is that much past by the time the
-// caller hears of it. Wait and WaitMulti hear of their slot that late and
-// sleep what is left until it. KnownSilence, which asks no store, answers
-// at once.
-func WithLatency(latency func(op, key string) time.Duration) Option {
-	return func(l *Limiter) { l.latency = latency }
-}
-
-// Call is one call a Limiter was asked: its operation's name and key, as
-// WithFault is told of them, and the tokens it asked for (0 for a call
-// that asks none; a batch's N).
-type Call struct {
-	Op, Key string
-	N       int
-}
-
-// Calls is every call asked so far, in order, those a fault answered
-// included; a multi-bucket call is one for each bucket. KnownSilence,
-// which asks no store, is not one.
-func (l *Limiter) Calls() []Call {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.calls)
-}
-
-// ask records a call and asks the fault, if any, for its answer.
-func (l *Limiter) ask(op, key string, n int) error {
-	l.mu.Lock()
-	l.calls = append(l.calls, Call{Op: op, Key: key, N: n})
-	l.mu.Unlock()
-	if l.fault == nil {
-		return nil
-	}
-	return l.fault(op, key)
-}
-
-// answer sleeps the latency of op's answer, if any: call it deferred, so
-// that the call decides first.
-func (l *Limiter) answer(ctx context.Context, op, key string) {
-	if l.latency != nil {
-		if d := l.latency(op, key); d > 0 {
-			_ = l.sleep(ctx, d)
-		}
-	}
-}
-
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
 	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{},
@@ -520,36 +471,3 @@ type fence struct {
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
-
-// Clock is a fake clock for a Limiter: it moves only when told, or when
-// Wait sleeps on it.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewClock returns a clock reading start.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
-
-// Now reads the clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Sleep moves the clock on by d at once, unless ctx has ended.
-func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.Advance(d)
-	return nil
-}
