@@ -175,6 +175,7 @@ func (l *Limiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, max
 // error is returned.
 func (l *Limiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
 	if err := l.check("Wait", b, n); err != nil {
+		l.answer(ctx, "Wait", b.Key)
 		return limiter.Reservation{}, err
 	}
 	if err := gcra.Check(b.Limit, n, maxWait.Microseconds()); err != nil {
