@@ -144,7 +144,7 @@ func newRig(t *testing.T) *rig {
 // the events and answers the next of fail, if any; a wait, the next of
 // waits.
 func (r *rig) book(op, _ string) error {
-	script := &r.waits
+	var script *[]error
 	switch op {
 	case "Reserve":
 		if r.events != nil {
@@ -152,6 +152,7 @@ func (r *rig) book(op, _ string) error {
 		}
 		script = &r.fail
 	case "Wait":
+		script = &r.waits
 	default:
 		return nil
 	}
@@ -176,13 +177,9 @@ func (r *rig) vendor(answer func(otapushtest.Request) otapushtest.Answer) *otapu
 	return v
 }
 
-// answering is a vendor's answer to every request: status, and the Retry-After header after, if set.
-func answering(status int, after string) func(otapushtest.Request) otapushtest.Answer {
-	a := otapushtest.Answer{Status: status}
-	if after != "" {
-		a.Header = http.Header{"Retry-After": {after}}
-	}
-	return func(otapushtest.Request) otapushtest.Answer { return a }
+// answering is a vendor's answer to every request: status.
+func answering(status int) func(otapushtest.Request) otapushtest.Answer {
+	return func(otapushtest.Request) otapushtest.Answer { return otapushtest.Answer{Status: status} }
 }
 
 // bookings is the tokens each booking the rig's limiter was asked for.
@@ -197,10 +194,10 @@ func (r *rig) bookings() []int {
 }
 
 // bookAhead has the rig's bucket booked by others until next.
-func (r *rig) bookAhead(t *testing.T, next time.Time) {
-	t.Helper()
+func (r *rig) bookAhead(next time.Time) {
+	r.t.Helper()
 	if err := r.lim.BookAhead(kRoute().Bucket, next); err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
 }
 
@@ -251,7 +248,7 @@ func TestHandleJob(t *testing.T) {
 			}
 		}},
 		{"a vendor refusal dead-letters the job and never settles the work", func(r *rig) {
-			r.vendor(answering(http.StatusBadRequest, ""))
+			r.vendor(answering(http.StatusBadRequest))
 		}, func(t *testing.T, r *rig, res Result) {
 			if res.Outcome != DeadLettered || len(r.queue.dead) != 1 || r.work.done != 0 || res.WastedSlots != 0 {
 				t.Fatalf("result %+v, dead %d, done %d; want the job dead-lettered, Done not called, no slot wasted", res, len(r.queue.dead), r.work.done)
@@ -370,7 +367,7 @@ func TestRefusedCredentialIsRefreshedOnce(t *testing.T) {
 	}{{true, 0}, {false, 0}, {false, 2}, {false, DefaultPolicy.MaxFailures}} {
 		r := newRig(t)
 		r.d.Can.Penalize = r.lim.Penalize
-		r.vendor(answering(http.StatusUnauthorized, ""))
+		r.vendor(answering(http.StatusUnauthorized))
 		j := testJob(r.clock.Now())
 		j.Failures = tt.failures
 		task := r.d.task(j)
@@ -410,7 +407,7 @@ func TestFailingVendorBacksOffThenGivesUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := newRig(t)
-		r.vendor(answering(http.StatusServiceUnavailable, ""))
+		r.vendor(answering(http.StatusServiceUnavailable))
 		j := testJob(r.clock.Now())
 		j.Failures = tt.failures
 		res, err := r.d.HandleJob(context.Background(), j)

@@ -95,7 +95,7 @@ func TestContendedLeaseIsTakenBeforeTheToken(t *testing.T) {
 			}
 			r.ev.reset()
 			start := r.clock.Now()
-			r.bookAhead(t, start.Add(tt.slotIn))
+			r.bookAhead(start.Add(tt.slotIn))
 			p := &leasePusher{events: r.ev}
 			r.d.Routes = leaseFirstRoute(&f, tt.shadow, tt.horizon)
 			if tt.denied > 0 {

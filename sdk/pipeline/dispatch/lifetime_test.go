@@ -198,7 +198,7 @@ func TestNothingLoopsForever(t *testing.T) {
 		// retried within itself, its attempts 1 ms apart (the client's
 		// backoff, its jitter the test's).
 		{"the vendor answers 500 forever", func(r *rig, _ *abandoning) {
-			r.vendor(answering(http.StatusInternalServerError, ""))
+			r.vendor(answering(http.StatusInternalServerError))
 		}, DeadLettered, 8, 510*time.Second + 9*time.Duration(otapush.DefaultPolicy.MaxAttempts-1)*time.Millisecond},
 	}
 	for _, tt := range tests {

@@ -27,7 +27,7 @@ func TestShadowPushesAtOnceAndReportsWouldDefer(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
-	r.bookAhead(t, start.Add(5*time.Second)) // the bucket is booked 5 s ahead
+	r.bookAhead(start.Add(5 * time.Second)) // the bucket is booked 5 s ahead
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestShadowShortWaitIsNotWouldDefer(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(true, false)
 	start := r.clock.Now()
-	r.bookAhead(t, start.Add(300*time.Millisecond))
+	r.bookAhead(start.Add(300 * time.Millisecond))
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestEnforceDefersWhereShadowPushes(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes = modeRoute(false, false)
 	start := r.clock.Now()
-	r.bookAhead(t, start.Add(5*time.Second))
+	r.bookAhead(start.Add(5 * time.Second))
 	res, err := r.d.HandleJob(t.Context(), testJob(start))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestLocalShareOnlyForAnUnreachableStore(t *testing.T) {
 func TestLocalShareRetryWithStoreDownDefers(t *testing.T) {
 	r := newRig(t)
 	r.d.Routes, r.d.LocalShare = modeRoute(false, true), fallback.New(1)
-	r.vendor(answering(http.StatusInternalServerError, ""))
+	r.vendor(answering(http.StatusInternalServerError))
 	r.fail, r.waits = []error{storeDown()}, []error{storeDown()}
 	res, err := r.d.HandleJob(t.Context(), testJob(r.clock.Now()))
 	if err != nil {

@@ -48,7 +48,7 @@ func TestProbingSlotIsConfirmedBeforeThePush(t *testing.T) {
 			r := newRig(t)
 			c := &confirmer{clock: r.clock, good: tt.good, err: tt.err}
 			r.d.Can.Confirm, r.d.Work = c.Confirm, nil
-			r.bookAhead(t, r.clock.Now().Add(2*time.Minute)) // a new slot is later
+			r.bookAhead(r.clock.Now().Add(2 * time.Minute)) // a new slot is later
 			j := testJob(r.clock.Now())
 			held := r.clock.Now()
 			j.Payload, j.Deferrals, j.Hold.At = []byte(`{"n":1}`), 1, held
