@@ -20,6 +20,18 @@ import (
 // the next reset. A liveness deadline shorter than the quota allows
 // proves nothing lost, so the drain lasts until the quota's periods after
 // the load's have held one push of every lane on it.
+//
+// A shadow channel is no exception. It pushes at once, whatever the
+// fleet's count, but the vendor's quota holds all the same: past its
+// count the vendor answers 429 with a Retry-After to the period's end
+// (ota.go; Unchecked spares only the invariant's count), the push is
+// deferred to the reset, and the lanes drain at the vendor's count a
+// period. Seed 916 (booking in shadow mode, an hourly quota of 60 an
+// endpoint, OpenTravel under max_bytes 1024, 10 lanes a kind) had its
+// quota skipped: its restrictions endpoint had 60 requests accepted in
+// every hour from the first to the fifth, 25-30 more answered 429, and
+// the drain, 5 h 13 min from other parts, ended with 5 lanes still
+// pending and 58 days stale.
 
 // quotaDrain lengthens sc.Drain to the end of the period in which every
 // quota of sc has held pushRequests for each of the lanes that share its
@@ -29,8 +41,7 @@ import (
 func quotaDrain(sc *Scenario) {
 	for i, c := range sc.Channels {
 		q := c.Vendor.Quota
-		if q == nil || c.Vendor.Unchecked {
-			// A shadow channel pushes at once, whatever its quota.
+		if q == nil {
 			continue
 		}
 		need := quotaLanes(*sc, c) * pushRequests(*sc, c)
