@@ -175,6 +175,16 @@ func TestAdversaryPinned(t *testing.T) {
 		// TestQuotaDrainHoldsOnePushOfEveryLane). Seed 95 (expedia, 9 an
 		// hour, max_bytes 2048) failed the same way.
 		{"quota drain shorter than max_bytes' halves", Case{Seed: 189, Parts: []string{"quota", "max_bytes", "refuse-item", "quota-5xx"}}},
+		// A shadow channel pushes at once, and the drain skipped its
+		// quota; but the vendor still took 60 an hour an endpoint and
+		// answered 429 past that to the period's end. OpenTravel under
+		// max_bytes 1024 halves a push into bodies of a day or two, and 18
+		// lanes were still deferred to the next reset when the 2 h 12 min
+		// drain ended, about 800 days stale in 3 runs of 3. A defect of
+		// the simulation: the drain now holds a shadow channel's quota too
+		// (adversary_quota.go, TestQuotaDrainHoldsOnePushOfEveryLane);
+		// drained by 6 h 5 min in 3 runs of 3.
+		{"quota drain that skipped a shadow channel", Case{Seed: 916, Parts: []string{"quota", "limits", "shadow", "max_bytes", "format", "strict-slow-store"}}},
 		// A 429 asked 15 minutes of silence of a sharded bucket, and the
 		// store went down 35 s later: the dispatcher paced its jobs from
 		// the local share, which knows nothing of the penalty that kept
