@@ -54,7 +54,9 @@ func (r Reservation) Probe() (Probe, bool) {
 //   - a change that lowered the rate below the one the slot was granted
 //     at (a halving, the end of a probe, a lower published limit): slots
 //     booked at the old rate would each earn a 429 of their own, and a
-//     429 on each would only say the same again.
+//     429 on each would only say the same again;
+//   - more than one change: the store keeps the last alone, and one
+//     between may have done either (survives).
 //
 // A revoked slot should not be spent: book again, at the rate that holds
 // now and after the penalty. It costs one strongly consistent read (one
@@ -68,14 +70,33 @@ func (l *Limiter) Confirm(ctx context.Context, b Bucket, s Stamp) (bool, error) 
 	if b.Adaptive == nil {
 		return true, nil
 	}
-	if seen := l.adapt.get(b.Key); seen.Version > s.Version && !stands(b, seen, s, micros(l.now())) {
+	if seen := l.adapt.get(b.Key); seen.Version > s.Version && !survives(b, seen, s, micros(l.now())) {
 		return false, nil
 	}
 	_, st, err := l.read(ctx, b.Key)
 	if err != nil {
 		return false, err
 	}
-	return st.Version == s.Version || stands(b, st, s, micros(l.now())), nil
+	return survives(b, st, s, micros(l.now())), nil
+}
+
+// survives reports whether a slot stamped s survives the changes up to st,
+// at now. The store keeps only the last change, so a slot granted more
+// than one change ago is revoked: a change between may have lowered the
+// rate below the slot's, which revokes it for good (stands), and the last
+// does not say so. A throttle on a rate that climbed back after a halving
+// returns it to half the rate it reached, the slot's own again: a slot
+// booked ahead at 1/s, a halving to 0.5/s, a climb back to 2/s and a
+// throttle to 1/s left an interval the slot's fits, while grants at 0.5/s
+// in between counted it at half its worth (TestConfirmJudgesASlotOnlyOneChangeOld).
+func survives(b Bucket, st AdaptState, s Stamp, now int64) bool {
+	switch {
+	case st.Version == s.Version:
+		return true
+	case st.Version > s.Version+1:
+		return false
+	}
+	return stands(b, st, s, now)
 }
 
 // stands reports whether a slot stamped s survives a change to st, at now.
@@ -123,7 +144,7 @@ func (l *Limiter) confirmed(ctx context.Context, b Bucket, g grant) (bool, error
 	// items booked at 0.44 s an item, a push's 4 at 0.87 s, 12 in 0.34 s).
 	s, adaptive := g.Stamp()
 	seen := l.adapt.get(b.Key)
-	return !adaptive || seen.Version <= s.Version || stands(b, seen, s, micros(l.now())), nil
+	return !adaptive || seen.Version <= s.Version || survives(b, seen, s, micros(l.now())), nil
 }
 
 // read fetches bucket key's item with a strongly consistent read, through
