@@ -96,7 +96,7 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 	}
 	if req.N == 1 || req.Partial {
 		for len(leased) < req.N {
-			r, why := l.tryLocal(b, 1, ahead)
+			r, why := l.tryLocal(ctx, b, 1, ahead)
 			if why != "" && len(leased) > 0 {
 				l.shares.miss(MissClump, req.N-len(leased))
 			} else if why != "" {

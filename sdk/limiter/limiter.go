@@ -277,7 +277,7 @@ func (l *Limiter) ReserveAhead(ctx context.Context, b Bucket, n int, maxDelay, a
 	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
 		return Reservation{}, err
 	}
-	if r, ok := l.localGrant(b, n, min(max(ahead, 0), maxDelay)); ok {
+	if r, ok := l.localGrant(ctx, b, n, min(max(ahead, 0), maxDelay)); ok {
 		return r, nil
 	}
 	g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay, ahead)
@@ -328,7 +328,7 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 	}
 	start := l.now()
 	unspent, ahead := 0, time.Duration(0)
-	if r, ok := l.localGrant(b, n, 0); ok {
+	if r, ok := l.localGrant(ctx, b, n, 0); ok {
 		return r, nil
 	}
 	for {
@@ -420,7 +420,7 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
 		return Reservation{}, err
 	}
-	if r, ok := l.localGrant(b, n, 0); ok {
+	if r, ok := l.localGrant(ctx, b, n, 0); ok {
 		return r, nil
 	}
 	g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay)

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"maps"
 	"strconv"
 	"strings"
@@ -99,6 +100,7 @@ func (f shareForm) String() string {
 const (
 	MissSeveral = "several tokens at once"
 	MissSilent  = "a silence known"
+	MissUnheard = "the item unread, the store failing"
 	MissPenalty = "a penalty known"
 	MissNone    = "no lease of the bucket ever"
 	MissEnded   = "no lease in this epoch (the last one ended)"
@@ -227,6 +229,15 @@ func (s *seenShares) took(key string, sh Share, lim Limit, now int64) {
 	s.leasedTokens += sh.LeaseTokens(lim, now)
 }
 
+// live reports whether this process holds a lease of key in the epoch of
+// now: one whose pacer may have a token to give.
+func (s *seenShares) live(key string, sh Share, now int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[key]
+	return ok && v.leased && now < sh.EpochEnd(v.lease.Epoch)
+}
+
 // spend takes one token of this process's lease of key at now, if it has
 // one to give; if not, why (a Miss name).
 func (s *seenShares) spend(key string, sh Share, lim Limit, now int64) (bool, string) {
@@ -279,8 +290,8 @@ func (l *Limiter) ShareStats() ShareStats {
 // caller has work to do before it sends, and the lease's slots stay one
 // lease interval apart whatever each caller's ahead, which is what bounds
 // its requests at the vendor.
-func (l *Limiter) localGrant(b Bucket, n int, ahead time.Duration) (Reservation, bool) {
-	r, why := l.tryLocal(b, n, ahead)
+func (l *Limiter) localGrant(ctx context.Context, b Bucket, n int, ahead time.Duration) (Reservation, bool) {
+	r, why := l.tryLocal(ctx, b, n, ahead)
 	if why != "" {
 		l.shares.miss(why, n)
 	}
@@ -289,7 +300,7 @@ func (l *Limiter) localGrant(b Bucket, n int, ahead time.Duration) (Reservation,
 
 // tryLocal is localGrant without the count of misses: why is the Miss
 // name of a refusal ("" when granted, or when b has no shares).
-func (l *Limiter) tryLocal(b Bucket, n int, ahead time.Duration) (Reservation, string) {
+func (l *Limiter) tryLocal(ctx context.Context, b Bucket, n int, ahead time.Duration) (Reservation, string) {
 	switch {
 	case b.Share == nil:
 		return Reservation{}, ""
@@ -297,6 +308,9 @@ func (l *Limiter) tryLocal(b Bucket, n int, ahead time.Duration) (Reservation, s
 		return Reservation{}, MissSeveral
 	}
 	now := micros(l.now())
+	if !l.heardForLease(ctx, b, now) {
+		return Reservation{}, MissUnheard
+	}
 	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
 		return Reservation{}, MissSilent
 	}
@@ -308,6 +322,28 @@ func (l *Limiter) tryLocal(b Bucket, n int, ahead time.Duration) (Reservation, s
 		return Reservation{}, why
 	}
 	return Reservation{Key: b.Key, Tokens: 1, Slot: time.UnixMicro(slot), Rate: b.Share.LeaseRate(b.Limit), Leased: true}, ""
+}
+
+// heardForLease makes what this process knows of b's silences and
+// penalties fresh before its lease grants at now: an answer about the
+// item within SilenceAfter, or one strongly consistent read. A lease
+// grants with no write, so a 429's silence another environment wrote
+// since this one last heard from the item would go unknown until the
+// epoch's end, and its pushes would land inside the silence the vendor
+// asked of the whole credential (adversary seed 1093: a day's Retry-After
+// at 11.2 s, penalized by the environment that met it; another, last
+// answered about the bucket at 9.4 s, sent on its lease at 15.9 s). It
+// reads only for a process whose lease of the epoch could grant, and is
+// false when the read failed: the write path then answers as it would.
+func (l *Limiter) heardForLease(ctx context.Context, b Bucket, now int64) bool {
+	if !l.shares.live(b.Key, *b.Share, now) {
+		return true
+	}
+	if _, fresh := l.silent.get(b.Key, now, SilenceAfter.Microseconds()); fresh {
+		return true
+	}
+	_, _, err := l.read(ctx, b.Key)
+	return err == nil
 }
 
 // shareDecision is the limit a share-aware write of b at now is decided

@@ -53,7 +53,7 @@ func TestAheadGrantsComeFromTheLease(t *testing.T) {
 					steps = append(steps, granted(epoch.Add(c.at+c.ahead+100*ms).UnixMicro()))
 				}
 			}
-			s := &scripted{unreachable: unreachable{t}, steps: steps}
+			s := &readsLast{scripted: &scripted{unreachable: unreachable{t}, steps: steps}}
 			l, err := New(s, WithClock(func() time.Time { return now }))
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +128,7 @@ func TestABatchTakesWhatTheLeaseBanked(t *testing.T) {
 			if tt.n > tt.leased {
 				steps = append(steps, granted(at.Add(time.Duration(tt.n-tt.leased)*100*ms).UnixMicro()))
 			}
-			s := &scripted{unreachable: unreachable{t}, steps: steps}
+			s := &readsLast{scripted: &scripted{unreachable: unreachable{t}, steps: steps}}
 			l, err := New(s, WithClock(func() time.Time { return now }))
 			if err != nil {
 				t.Fatal(err)
@@ -179,7 +179,7 @@ func TestShareStatsSayWhyNoLeaseGranted(t *testing.T) {
 		{"the next epoch: the lease ended", 10500 * ms, 1, false, map[string]int64{MissEnded: 1}},
 	}
 	now := epoch
-	store := &scripted{unreachable: unreachable{t}}
+	store := &readsLast{scripted: &scripted{unreachable: unreachable{t}}}
 	l, err := New(store, WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
@@ -233,9 +233,9 @@ func TestAnIdleBatchTakesALease(t *testing.T) {
 			now := epoch.Add(time.Second)
 			// The batch's write leaves the bucket idle again by 1.3 s; the
 			// lease taken at 1 s has its first token at 2 s.
-			s := &scripted{unreachable: unreachable{t}, steps: []func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error){
+			s := &readsLast{scripted: &scripted{unreachable: unreachable{t}, steps: []func(context.Context, *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error){
 				granted(now.Add(300 * ms).UnixMicro()),
-			}}
+			}}}
 			l, err := New(s, WithClock(func() time.Time { return now }))
 			if err != nil {
 				t.Fatal(err)
