@@ -229,13 +229,17 @@ func (s *seenShares) took(key string, sh Share, lim Limit, now int64) {
 	s.leasedTokens += sh.LeaseTokens(lim, now)
 }
 
-// live reports whether this process holds a lease of key in the epoch of
-// now: one whose pacer may have a token to give.
-func (s *seenShares) live(key string, sh Share, now int64) bool {
+// ready reports whether spend would grant a token of this process's
+// lease of key at now, without taking it.
+func (s *seenShares) ready(key string, sh Share, lim Limit, now int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.m[key]
-	return ok && v.leased && now < sh.EpochEnd(v.lease.Epoch)
+	if !ok || !v.leased || now >= sh.EpochEnd(v.lease.Epoch) {
+		return false
+	}
+	_, ok = sh.Spend(lim, v.lease, now)
+	return ok
 }
 
 // spend takes one token of this process's lease of key at now, if it has
@@ -308,7 +312,8 @@ func (l *Limiter) tryLocal(ctx context.Context, b Bucket, n int, ahead time.Dura
 		return Reservation{}, MissSeveral
 	}
 	now := micros(l.now())
-	if !l.heardForLease(ctx, b, now) {
+	slot := now + max(ahead, 0).Microseconds()
+	if !l.heardForLease(ctx, b, now, slot) {
 		return Reservation{}, MissUnheard
 	}
 	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
@@ -317,7 +322,6 @@ func (l *Limiter) tryLocal(ctx context.Context, b Bucket, n int, ahead time.Dura
 	if tat, _ := l.seen.get(b.Key, now, 1<<62); tat > now+b.Limit.Tolerance() {
 		return Reservation{}, MissPenalty
 	}
-	slot := now + max(ahead, 0).Microseconds()
 	if ok, why := l.shares.spend(b.Key, *b.Share, b.Limit, slot); !ok {
 		return Reservation{}, why
 	}
@@ -333,10 +337,10 @@ func (l *Limiter) tryLocal(ctx context.Context, b Bucket, n int, ahead time.Dura
 // asked of the whole credential (adversary seed 1093: a day's Retry-After
 // at 11.2 s, penalized by the environment that met it; another, last
 // answered about the bucket at 9.4 s, sent on its lease at 15.9 s). It
-// reads only for a process whose lease of the epoch could grant, and is
-// false when the read failed: the write path then answers as it would.
-func (l *Limiter) heardForLease(ctx context.Context, b Bucket, now int64) bool {
-	if !l.shares.live(b.Key, *b.Share, now) {
+// reads only when the lease has a token for slot, and is false when the
+// read failed: the write path then answers as it would.
+func (l *Limiter) heardForLease(ctx context.Context, b Bucket, now, slot int64) bool {
+	if !l.shares.ready(b.Key, *b.Share, b.Limit, slot) {
 		return true
 	}
 	if _, fresh := l.silent.get(b.Key, now, SilenceAfter.Microseconds()); fresh {

@@ -36,7 +36,7 @@ func (r *readsLast) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dy
 // the item after this process last heard from it is read before the lease
 // grants (heardForLease): without the read, the lease sent inside the
 // silence the vendor asked of the whole credential (adversary seed 1093).
-// An answer about the item within SilenceAfter costs no read.
+// A lease with no token to give reads nothing.
 func TestALeaseReadsASilenceWrittenSinceItsProcessLastHeard(t *testing.T) {
 	// Epochs of 10 s; 5 leases of half of 10/s: 1/s each, banking 1.
 	sh := &Share{Fraction: 0.5, Leases: 5, Epoch: 10 * time.Second}
@@ -52,6 +52,8 @@ func TestALeaseReadsASilenceWrittenSinceItsProcessLastHeard(t *testing.T) {
 	}{
 		{"silenced since: read, and not granted", true, 2200 * ms, false, 1},
 		{"nothing since: read, and granted", false, 2200 * ms, true, 1},
+		// Before the lease's first token: the write path, and no read.
+		{"the lease's pacer empty: no read", false, 1500 * ms, false, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := epoch.Add(time.Second)
@@ -73,6 +75,9 @@ func TestALeaseReadsASilenceWrittenSinceItsProcessLastHeard(t *testing.T) {
 				s.last = it
 				// The write that confirms the denial finds the silence.
 				s.steps = append(s.steps, failWith(it))
+			}
+			if !tt.silenced && !tt.leased {
+				s.steps = append(s.steps, granted(epoch.Add(tt.at).UnixMicro()))
 			}
 			now = epoch.Add(tt.at)
 			r, err := l.Reserve(ctx, b, 1, time.Second)
