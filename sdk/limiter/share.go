@@ -229,6 +229,17 @@ func (s *seenShares) took(key string, sh Share, lim Limit, now int64) {
 	s.leasedTokens += sh.LeaseTokens(lim, now)
 }
 
+// busiest is the furthest ahead of now (µs) the tat of b's item runs
+// without a penalty: the shared part's tolerance at the whole carve, its
+// slowest, if that is longer than the bucket's own. A tat read from the
+// store under a busy shared part lies there (10/s of burst 20 with half
+// the rate leased: the shared part's 15 tokens at 5/s run 3 s ahead,
+// past the bucket's 2 s), and taken for a penalty it would stop every
+// lease; a penalty shorter than that is a silence the item records.
+func busiest(b Bucket) int64 {
+	return max(b.Limit.Tolerance(), b.Share.SharedLimit(b.Limit, b.Share.Leases).Tolerance())
+}
+
 // ready reports whether spend would grant a token of this process's
 // lease of key at now, without taking it.
 func (s *seenShares) ready(key string, sh Share, lim Limit, now int64) bool {
@@ -319,7 +330,7 @@ func (l *Limiter) tryLocal(ctx context.Context, b Bucket, n int, ahead time.Dura
 	if until, _ := l.silent.get(b.Key, now, 1<<62); until > now {
 		return Reservation{}, MissSilent
 	}
-	if tat, _ := l.seen.get(b.Key, now, 1<<62); tat > now+b.Limit.Tolerance() {
+	if tat, _ := l.seen.get(b.Key, now, 1<<62); tat > now+busiest(b) {
 		return Reservation{}, MissPenalty
 	}
 	if ok, why := l.shares.spend(b.Key, *b.Share, b.Limit, slot); !ok {

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +37,8 @@ func (r *readsLast) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dy
 // the item after this process last heard from it is read before the lease
 // grants (heardForLease): without the read, the lease sent inside the
 // silence the vendor asked of the whole credential (adversary seed 1093).
-// A lease with no token to give reads nothing.
+// A lease with no token to give reads nothing, and a tat the busy shared
+// part left is no penalty.
 func TestALeaseReadsASilenceWrittenSinceItsProcessLastHeard(t *testing.T) {
 	// Epochs of 10 s; 5 leases of half of 10/s: 1/s each, banking 1.
 	sh := &Share{Fraction: 0.5, Leases: 5, Epoch: 10 * time.Second}
@@ -54,6 +56,10 @@ func TestALeaseReadsASilenceWrittenSinceItsProcessLastHeard(t *testing.T) {
 		{"nothing since: read, and granted", false, 2200 * ms, true, 1},
 		// Before the lease's first token: the write path, and no read.
 		{"the lease's pacer empty: no read", false, 1500 * ms, false, 0},
+		// The shared part busy: its 15 tokens at 5/s run the item's tat
+		// up to 3 s ahead, past the bucket's own 2 s, and that is no
+		// penalty.
+		{"the shared part busy: read, and granted", false, 2200 * ms, true, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := epoch.Add(time.Second)
@@ -75,6 +81,9 @@ func TestALeaseReadsASilenceWrittenSinceItsProcessLastHeard(t *testing.T) {
 				s.last = it
 				// The write that confirms the denial finds the silence.
 				s.steps = append(s.steps, failWith(it))
+			}
+			if strings.HasPrefix(tt.name, "the shared part busy") {
+				s.last = item(epoch.Add(tt.at+2800*ms).UnixMicro(), "")
 			}
 			if !tt.silenced && !tt.leased {
 				s.steps = append(s.steps, granted(epoch.Add(tt.at).UnixMicro()))
