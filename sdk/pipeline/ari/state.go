@@ -67,13 +67,13 @@ type Applied struct {
 // failed condition hands back the item, which says which dates are still
 // older). It is idempotent, so a redelivered event is harmless.
 func (s *Store) Apply(ctx context.Context, c Change) (Applied, error) {
-	values, err := json.Marshal(c.Values)
+	values, err := encodeValues(c)
 	if err != nil {
 		return Applied{}, err
 	}
 	var out Applied
 	for _, m := range months(c.Dates()) {
-		a, err := s.applyMonth(ctx, c, m.month, m.days, string(values))
+		a, err := s.applyMonth(ctx, c, m.month, m.days, values)
 		out.Changed += a.Changed
 		out.Current += a.Current
 		if err != nil {
@@ -83,7 +83,7 @@ func (s *Store) Apply(ctx context.Context, c Change) (Applied, error) {
 	return out, nil
 }
 
-func (s *Store) applyMonth(ctx context.Context, c Change, month string, days []string, values string) (Applied, error) {
+func (s *Store) applyMonth(ctx context.Context, c Change, month string, days []string, values types.AttributeValue) (Applied, error) {
 	var out Applied
 	// Each failed write removes at least one date (a newer change took it),
 	// so this ends within len(days)+1 writes.
@@ -130,16 +130,13 @@ func isValidation(err error) bool {
 	return errors.As(err, &coded) && coded.ErrorCode() == "ValidationException"
 }
 
-func applyInput(table string, c Change, month string, days []string, values string) *dynamodb.UpdateItemInput {
+func applyInput(table string, c Change, month string, days []string, values types.AttributeValue) *dynamodb.UpdateItemInput {
 	names := map[string]string{}
-	vals := map[string]types.AttributeValue{
-		":seq": &types.AttributeValueMemberN{Value: strconv.FormatInt(c.Sequence, 10)},
-		":v":   &types.AttributeValueMemberS{Value: values},
-	}
+	vals := map[string]types.AttributeValue{":seq": encodeSequence(c.Sequence), ":v": values}
 	set, cond := "SET ", ""
 	for i, d := range days {
 		dd := d[8:10]
-		names["#s"+dd], names["#v"+dd] = "s"+dd, "v"+dd
+		names["#s"+dd], names["#v"+dd] = dayAttributes(d)
 		if i > 0 {
 			set += ", "
 			cond += " AND "
@@ -158,6 +155,51 @@ func applyInput(table string, c Change, month string, days []string, values stri
 	}
 }
 
+// MonthItems are the items Apply leaves for c in a table that holds none
+// of its dates: one per month of its range, keyed and laid out as Read
+// reads them. A load of state no change has written yet (a simulation's
+// seeded history) puts them whole rather than parse a conditional update a
+// month; Apply and MonthItems share the layout's encoding, so the two
+// cannot hold a day differently.
+func MonthItems(c Change) ([]map[string]types.AttributeValue, error) {
+	values, err := encodeValues(c)
+	if err != nil {
+		return nil, err
+	}
+	seq := encodeSequence(c.Sequence)
+	ms := months(c.Dates())
+	out := make([]map[string]types.AttributeValue, 0, len(ms))
+	for _, m := range ms {
+		item := monthKey(c.Cell(), m.month)
+		for _, d := range m.days {
+			s, v := dayAttributes(d)
+			item[s], item[v] = seq, values
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}
+
+// dayAttributes names the attributes of a month item that hold date's
+// state: its sequence and its values ("s05", "v05").
+func dayAttributes(date string) (seq, values string) {
+	dd := date[8:10]
+	return "s" + dd, "v" + dd
+}
+
+func encodeSequence(seq int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)}
+}
+
+// encodeValues is c's values as each of its days holds them: JSON.
+func encodeValues(c Change) (types.AttributeValue, error) {
+	b, err := json.Marshal(c.Values)
+	if err != nil {
+		return nil, err
+	}
+	return &types.AttributeValueMemberS{Value: string(b)}, nil
+}
+
 func monthKey(cell, month string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		PartitionKey: &types.AttributeValueMemberS{Value: cell},
@@ -167,7 +209,8 @@ func monthKey(cell, month string) map[string]types.AttributeValue {
 
 // daySeq reads day date's sequence from a month item.
 func daySeq(item map[string]types.AttributeValue, date string) (int64, bool, error) {
-	v, ok := item["s"+date[8:10]].(*types.AttributeValueMemberN)
+	s, _ := dayAttributes(date)
+	v, ok := item[s].(*types.AttributeValueMemberN)
 	if !ok {
 		return 0, false, nil
 	}
@@ -297,7 +340,8 @@ func dayOf(item map[string]types.AttributeValue, date string) (Day, bool, error)
 	if err != nil || !ok {
 		return Day{}, false, err
 	}
-	values, ok := item["v"+date[8:10]].(*types.AttributeValueMemberS)
+	_, v := dayAttributes(date)
+	values, ok := item[v].(*types.AttributeValueMemberS)
 	if !ok {
 		return Day{}, false, errors.New("sequence without values")
 	}
