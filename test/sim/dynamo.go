@@ -110,6 +110,9 @@ type DB struct {
 	// items are stored items by sizeKey as DB last wrote or read them
 	// (items.go): a read copies one instead of having minidyn convert it.
 	items map[string]map[string]types.AttributeValue
+	// unput are items seeded and kept but not yet put into minidyn, by
+	// sizeKey (seed.go).
+	unput map[string]map[string]types.AttributeValue
 	// checkItems has every read of a kept item check it against minidyn.
 	checkItems bool
 	// laneTrace, if set, records every write of a lanes item (lanetrace.go).
@@ -166,7 +169,7 @@ type itemHeat struct {
 func NewDB(r *rand.Rand, lat Latency) *DB {
 	return &DB{c: client.NewClient(), shards: newShards(), rng: r, latency: lat, ttl: map[string]string{}, keys: map[string][]string{}, indexes: map[string]map[string]gsi{}, laneTables: map[string]bool{},
 		stats: DBStats{Calls: map[string]int{}, WCUByOp: map[string]float64{}, Sites: map[string]*Site{}}, hot: map[string]*itemHeat{}, sizes: map[string]int{}, parts: map[string]map[string]map[string]types.AttributeValue{},
-		items: map[string]map[string]types.AttributeValue{}}
+		items: map[string]map[string]types.AttributeValue{}, unput: map[string]map[string]types.AttributeValue{}}
 }
 
 // SetOutage makes every call fail while down(now) holds.

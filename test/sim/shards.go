@@ -32,8 +32,19 @@ func newShards() []*client.Client {
 	return out
 }
 
-// shardOf is the client holding the item with key in table.
+// shardOf is the client holding the item with key in table, holding it
+// now if it was seeded and not yet put there (seed.go).
 func (d *DB) shardOf(table string, key map[string]types.AttributeValue) *client.Client {
+	c := d.clientOf(table, key)
+	if len(d.unput) > 0 {
+		d.putSeeded(c, table, sizeKey(table, key))
+	}
+	return c
+}
+
+// clientOf is the client that holds, or will hold, the item with key in
+// table.
+func (d *DB) clientOf(table string, key map[string]types.AttributeValue) *client.Client {
 	names := d.keys[table]
 	if len(names) < 2 || len(d.shards) == 0 {
 		return d.c
@@ -81,7 +92,13 @@ func (d *DB) queryShard(table string, in *dynamodb.QueryInput) *client.Client {
 	if name != names[0] || !ok {
 		return d.c
 	}
-	return d.partitionShard(pk.Value)
+	c := d.partitionShard(pk.Value)
+	if part, ok := partKey(table, pk); ok && len(d.unput) > 0 {
+		for sk := range d.parts[part] {
+			d.putSeeded(c, table, sk)
+		}
+	}
+	return c
 }
 
 // batchGet reads every requested key from its shard, one BatchGetItem per
@@ -91,7 +108,7 @@ func (d *DB) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) (*dyn
 	var order []*client.Client
 	for t, ka := range in.RequestItems {
 		for _, k := range ka.Keys {
-			c := d.shardOf(t, k)
+			c := d.clientOf(t, k)
 			p := parts[c]
 			if p == nil {
 				p = &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{}}
