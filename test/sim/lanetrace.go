@@ -20,7 +20,9 @@ import (
 // happened to every lane item (a property and kind; the channel is in the
 // record) and, at its end, writes the slowest days of each minute (the
 // ledger's freshness samples over 20 s, by the minute they reached the
-// OTA) and every record of the lane items those days belong to. One
+// OTA) and every record of the lane items those days belong to, and of
+// those FLEETBUCKET_SIM_LANE_TRACE_LANES names (property/kind, comma
+// separated: p00000/restrictions), which a violation may point at. One
 // record a line, times in ms of simulated time from the run's start:
 //
 //	SLOW <minute>' <took> <channel> <lane> <room>/<plan> <day> seq <n> published <t> accepted <t>
@@ -248,6 +250,11 @@ func (t *laneTrace) write(slow []slowDay, channels []string) error {
 		fmt.Fprintf(w, "SLOW %d' %v %s %s %s/%s %s seq %d published %.3f accepted %.3f\n", int(s.accepted/time.Minute), (s.accepted - s.published).Round(time.Millisecond),
 			channels[s.ch], lane, roomNames[s.room], planNames[s.plan], day0.AddDate(0, 0, s.day).Format("2006-01-02"), s.seq,
 			float64(s.published.Microseconds())/1000, float64(s.accepted.Microseconds())/1000)
+	}
+	for _, l := range strings.Split(os.Getenv("FLEETBUCKET_SIM_LANE_TRACE_LANES"), ",") {
+		if l != "" {
+			want[l] = true
+		}
 	}
 	t.mu.Lock()
 	lanes := make([]string, 0, len(want))
