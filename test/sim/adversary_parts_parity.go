@@ -229,6 +229,9 @@ func (l *Ledger) handEdit(ch int, k rowKey, day int, v int32) bool {
 		l.stale[laneKey{k.prop, k.kind, uint8(ch)}]++
 	}
 	h.seq[d], h.val[d] = 0, v
+	if h.least != nil {
+		h.least[d] = 0
+	}
 	return true
 }
 

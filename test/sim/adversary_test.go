@@ -126,7 +126,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
 	// Traced in docs/benchmarks.md (seeds 901-1300).
-	1149: "an older state over a newer one at booking (expedia-ar, parity, hang-lease, db-outage): p00000 restrictions TWN/BAR 2027-01-26..28 pushed at seq 158, then at seq 142 8 s later by another environment's push of the same lane; about 1 run in 4",
 	1205: "a resync's bulk lanes re-send their first days and never reach the rest (expedia, cost items, max_items 31, split_by): p00000 availability's 270 bulk pushes over 40 min left 2027-03-02..31 unsent, 60-90 days stale at the 1 h drain; every run",
 }
 

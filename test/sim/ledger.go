@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -53,6 +54,10 @@ type truthRow struct {
 // heldRow is what one OTA holds for a row: the last push of each day wins.
 type heldRow struct {
 	seq, val []int32
+	// least is, for a vendor that receives values alone (a wire format),
+	// the least sequence the OTA's history of each day can have reached
+	// (acceptWire); nil until such a push: seq is then known.
+	least []int32
 }
 
 // laneKey is one lane as the ledger sees it: a (property, kind, channel).
@@ -161,6 +166,40 @@ func (l *Ledger) publish(k rowKey, from, n int, seq, v int32, seed bool) {
 	}
 }
 
+// wentBack says whether a push of day d at sequence seq went back (over:
+// the sequence it went back from), and moves the day's least sequence on.
+// With could (a wire format's value, which may be any of several
+// sequences), the day's history at the OTA went back only if no choice of
+// one sequence per value is non-decreasing: the least sequence at or past
+// the last least one decides it, and keeps every later choice open.
+// Naming each value by its newest sequence alone took an older change's
+// value for a later one's that repeated it (adversary seed 1149:
+// restrictions 9 at change 73 and at 158, 302 at 142; the pushes carried
+// 73's, then 142's, read as 158 then 142).
+func (h *heldRow) wentBack(d int, seq int32, could []int32) (bool, int32) {
+	if could == nil {
+		if h.least != nil {
+			h.least[d] = seq
+		}
+		return seq < h.seq[d], h.seq[d]
+	}
+	if h.least == nil {
+		h.least = slices.Clone(h.seq)
+	}
+	was, next := h.least[d], int32(math.MaxInt32)
+	for _, s := range could {
+		if s >= was {
+			next = min(next, s)
+		}
+	}
+	if next == math.MaxInt32 {
+		h.least[d] = slices.Min(could)
+		return true, was
+	}
+	h.least[d] = next
+	return false, was
+}
+
 // fresh says whether channel ch holds day d of row k at the newest sequence.
 func (l *Ledger) fresh(ch int, k rowKey, t *truthRow, d int) bool {
 	h := l.held[ch][k]
@@ -170,10 +209,17 @@ func (l *Ledger) fresh(ch int, k rowKey, t *truthRow, d int) bool {
 	return h.seq[d] >= t.seq[d]
 }
 
-// Accept records an OTA's accepted push of one day.
+// Accept records an OTA's accepted push of one day, at sequence seq.
 func (l *Ledger) Accept(ch int, k rowKey, day int, seq, v int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.accept(ch, k, day, seq, v, nil)
+}
+
+// accept records day's push of value v at sequence seq; could, if not
+// nil, are the sequences v can be (a wire format's push carries no
+// sequence: acceptWire), seq the newest of them.
+func (l *Ledger) accept(ch int, k rowKey, day int, seq, v int32, could []int32) {
 	l.Accepted++
 	k, d := at(k, day)
 	h := l.held[ch][k]
@@ -183,10 +229,10 @@ func (l *Ledger) Accept(ch int, k rowKey, day int, seq, v int32) {
 	}
 	t := l.truth[k]
 	wasFresh := t == nil || h.seq[d] >= t.seq[d]
-	if seq < h.seq[d] {
+	if back, over := h.wentBack(d, seq, could); back {
 		if l.WentBack++; l.WentBackExample == "" {
 			l.WentBackExample = fmt.Sprintf("%s p%05d kind %d room %d plan %d day %d: seq %d over %d at %v",
-				l.channels[ch], k.prop, k.kind, k.room, k.plan, int(k.block)*blockDays+d, seq, h.seq[d], time.Since(l.start))
+				l.channels[ch], k.prop, k.kind, k.room, k.plan, int(k.block)*blockDays+d, seq, over, time.Since(l.start))
 		}
 	}
 	h.seq[d], h.val[d] = seq, v

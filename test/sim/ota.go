@@ -428,11 +428,11 @@ func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 			if err != nil || idx < 0 || idx >= horizon || day.Values.Value == nil {
 				continue
 			}
-			seq := int32(day.Sequence)
 			if v.spec.Wire.speaks() {
-				seq = v.ledger.SeqOf(k, idx, *day.Values.Value)
+				v.ledger.AcceptWire(copyOf, k, idx, *day.Values.Value)
+				continue
 			}
-			v.ledger.Accept(copyOf, k, idx, seq, *day.Values.Value)
+			v.ledger.Accept(copyOf, k, idx, int32(day.Sequence), *day.Values.Value)
 		}
 	}
 	v.rateLimitFields(h, 1, 0)

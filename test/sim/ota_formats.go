@@ -317,11 +317,8 @@ func (v *Vendor) success(kind string, big bool) []byte {
 }
 
 // wireLedger keeps every (sequence, value) the PMS published for each day,
-// so that a value an XML vendor received names its sequence: the newest
-// one published with that value. A value published twice in a day's
-// history is then read as the newer one, so an older state overwriting a
-// newer one with an equal value goes unseen (and is no harm: the OTA
-// holds the newer value).
+// so that a value an XML vendor received names the sequences it can be:
+// every one published with that value (acceptWire).
 type wireLedger map[wireDay][][2]int32
 
 type wireDay struct {
@@ -333,19 +330,26 @@ func (w wireLedger) publish(k rowKey, d int, seq, v int32) {
 	w[wireDay{k, d}] = append(w[wireDay{k, d}], [2]int32{seq, v})
 }
 
-// SeqOf is the sequence of value v of day of row k: the newest published
-// with it, 0 if none was.
-func (l *Ledger) SeqOf(k rowKey, day int, v int32) int32 {
+// AcceptWire records an XML vendor's accepted push of value v for day of
+// row k. The OTA holds the day at the newest sequence published with v (a
+// value published twice is as fresh as its newer publication); it went
+// back only if every sequence v can be is older than what the day's
+// history can have reached (heldRow.wentBack). A value no change published
+// is sequence 0.
+func (l *Ledger) AcceptWire(ch int, k rowKey, day int, v int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	bk, d := at(k, day)
-	h := l.wire[wireDay{bk, d}]
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i][1] == v {
-			return h[i][0]
+	var could []int32
+	for _, p := range l.wire[wireDay{bk, d}] {
+		if p[1] == v {
+			could = append(could, p[0])
 		}
 	}
-	return 0
+	if len(could) == 0 {
+		could = []int32{0}
+	}
+	l.accept(ch, k, day, slices.Max(could), v, could)
 }
 
 // secrets is Secrets Manager: it answers every secret the config names
