@@ -61,6 +61,17 @@ func isPushingToken(t string) bool { return strings.HasPrefix(t, pushingTokenPre
 // over: t is a bulk job's, waiting for its slot.
 func takeable(t string) bool { return isBulkToken(t) && !isPushingToken(t) }
 
+// unpushed reports whether t is a bulk job's token that has pushed none of
+// its lane yet (neither pushing nor parked): another bulk job granted its
+// token may push the lane from it, as it loses nothing. A parked chain
+// carries in its job what it sent of its elements (laneRef.Part), which a
+// claim from its token would drop: the lane's next push would send those
+// days again, and the chain, back at its own slot, would claim the lane
+// back the same way, each dropping the other's parts (adversary seed
+// 1205: 28 bulk jobs on one lane, born of SQS duplicates, each push the
+// first 9 days of a 31-day element, for an hour).
+func unpushed(t string) bool { return takeable(t) && !strings.HasPrefix(t, parkedTokenPrefix) }
+
 // parkedOf is the token pushing token t parks its lane under; a job
 // carrying t claims from either (laneRef.ours).
 func parkedOf(t string) string { return parkedTokenPrefix + strings.TrimPrefix(t, pushingTokenPrefix) }

@@ -109,11 +109,11 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	}
 	next, p, err := s.claim(ctx, inv, id, ref, done)
 	var other *lane.NotOwnerError
-	if errors.As(err, &other) && ref.Bulk && j.Hold.Held() && takeable(other.Pending.Owner) {
+	if errors.As(err, &other) && ref.Bulk && j.Hold.Held() && unpushed(other.Pending.Owner) {
 		// A live change took the lane while this job waited for its
 		// token, and handed it to another bulk job, still waiting for
-		// its own: this job's token is granted, so it pushes the lane
-		// (what the other left of its parts goes again whole).
+		// its own: this job's token is granted, so it pushes the lane.
+		// A parked lane is left to its chain (unpushed).
 		from := laneRef{Token: other.Pending.Owner, Bulk: true}
 		if next, p, err = s.claimFromBulk(ctx, inv, id, from.Token); !errors.As(err, &other) {
 			ref, done = from, nil
