@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
+	"github.com/fleetbucket/fleetbucket/sdk/pipeline/lane"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/syncer"
 	"github.com/fleetbucket/fleetbucket/test/internal/connconfig"
 	"github.com/fleetbucket/fleetbucket/test/internal/vendoritems"
@@ -96,4 +98,69 @@ func pushDates(t *testing.T, body []byte) []string {
 		}
 	}
 	return out
+}
+
+// A live change that lands during a bulk push of an element larger than
+// the burst takes the lane at that push's end (handToLive), with what the
+// push sent of the element; the live chain, its change out, hands the
+// lane to a new bulk job, which must resume the element after those days,
+// not send them again.
+func TestBulkPartSurvivesALiveChangeDuringItsPush(t *testing.T) {
+	const burst, days = 5, 31
+	itemLimit := limiter.PerSecond(1, burst)
+	m := newMemLanes(t, mockota.Config{Limit: limiter.PerSecond(1000, 1000)},
+		connconfig.Booking(itemLimit, `, "cost": "items", "max_deferrals": 50`, auroraBK1001), nil)
+	hook := &afterBulkRead{DB: m.store}
+	m.sy.Lanes = &lane.Store{DB: hook, Table: "state", Now: m.clock.Now}
+	m.sy.State = &ari.Store{DB: hook, Table: "state"}
+	src := newPMSOracle("hotel-aurora")
+	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-03-03", 100)}, 10)
+	m.drain(100)
+	before := len(m.ota.Accepted())
+
+	m.clock.Set(m.clock.Now().Add(time.Minute))
+	newer := src.change("rates", "TWN", "2027-04-01", "2027-04-01", 200) // another cell: its day is not the resync's
+	hook.live = func() {
+		for _, out := range m.sy.HandleBatch(context.Background(), []syncer.Message{{ID: "live", Body: newer}}) {
+			if out.Err != nil {
+				t.Errorf("the live change: %v", out.Err)
+			}
+			m.results = append(m.results, out.Jobs...)
+		}
+	}
+	hook.armed.Store(true)
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-03-03",
+		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
+	body, err := r.Event(m.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
+	for i := 0; len(m.pending) > 0 && i < 200; i++ {
+		m.deliverNext()
+	}
+	if hook.armed.Load() {
+		t.Fatal("no bulk push claimed and read its lane: the test did not run its case")
+	}
+	if len(m.pending) > 0 {
+		t.Errorf("%d jobs still deferred after 200 deliveries, want none", len(m.pending))
+	}
+
+	src.assertNewest(t, m.ota, "BK-1001")
+	sent := map[string]int{}
+	for _, req := range m.ota.Accepted()[before:] {
+		for _, d := range pushDates(t, req.Body) {
+			if strings.HasPrefix(d, "DBL/BAR ") {
+				sent[d]++
+			}
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(sent)) {
+		if n := sent[d]; n > 1 {
+			t.Errorf("%s went %d times: a bulk push sent days an earlier one had sent", d, n)
+		}
+	}
+	if len(sent) != days {
+		t.Errorf("the resync sent %d days, want %d", len(sent), days)
+	}
 }

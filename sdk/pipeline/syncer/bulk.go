@@ -179,12 +179,15 @@ func hasLive(els []lane.Element) bool {
 //
 // back, if set, is the token of the bulk job a live change took the lane
 // from (laneRef.BulkOwner): the lane goes back to it, and no job is sent,
-// since that job is still on its way. A second bulk job would find its
+// since that job is still on its way. Otherwise the new bulk job resumes
+// parts, what the live chain knows was sent of the lane's elements (a
+// bulk push that handed the lane to it, handToLive): without them it
+// would send those days again. A second bulk job would find its
 // lane pushed by the first and leave a granted token unused at the
 // lane's end; before the first took its lane back when granted, each
 // such lane's first job did (onboarding at 30 hotels a bucket, seed 1:
 // 6 in 100 bulk grants, a recheck two minutes on).
-func (s *Syncer) handToBulk(ctx context.Context, inv *invocation, id lane.ID, owner string, done []lane.Element, at time.Time, back string) (bool, error) {
+func (s *Syncer) handToBulk(ctx context.Context, inv *invocation, id lane.ID, owner string, done []lane.Element, at time.Time, back string, parts []partRef) (bool, error) {
 	next := cmp.Or(back, newBulkToken())
 	p, err := s.Lanes.ClaimAfter(ctx, id, owner, nil, next, done)
 	var other *lane.NotOwnerError
@@ -199,7 +202,7 @@ func (s *Syncer) handToBulk(ctx context.Context, inv *invocation, id lane.ID, ow
 	if back != "" {
 		return true, nil
 	}
-	j := s.laneJob(id, laneRef{Token: next, Bulk: true})
+	j := s.laneJob(id, laneRef{Token: next, Bulk: true}.withParts(parts))
 	j.FirstSeen = at
 	if err := s.Dispatcher.Queue.Defer(ctx, j, 0); err != nil {
 		// The lane is the bulk token's until its lease runs out; then the

@@ -162,7 +162,7 @@ func (w *laneWork) Begin(ctx context.Context, j job.Job) (_ job.Job, _ dispatch.
 	if handOff {
 		// A live job's slot, and only a resync's elements pending: they go
 		// at the bulk class. The slot goes unused.
-		if _, err := s.handToBulk(ctx, inv, id, next, nil, j.FirstSeen, ref.BulkOwner); err != nil {
+		if _, err := s.handToBulk(ctx, inv, id, next, nil, j.FirstSeen, ref.BulkOwner, ref.parts()); err != nil {
 			return j, dispatch.Payload{}, err
 		}
 		return j, dispatch.Payload{}, fmt.Errorf("%w: lane %s holds only bulk elements, handed to its bulk push", dispatch.ErrIdle, id)
@@ -284,7 +284,7 @@ func (w *laneWork) Done(ctx context.Context, j job.Job, p dispatch.Payload) (*jo
 	if left := rest(); !bulk && len(left) > 0 && !hasLive(left) {
 		// The live changes are out; what is left is a resync's, for the
 		// bulk class.
-		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen, st.bulkOwner)
+		_, err := s.handToBulk(ctx, w.inv, st.lane, st.owner, cleared, j.FirstSeen, st.bulkOwner, st.next())
 		return nil, err
 	}
 	if isPushingToken(st.owner) {
