@@ -126,7 +126,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
 	// Traced in docs/benchmarks.md (seeds 901-1300).
-	1205: "a resync's bulk lanes re-send their first days and never reach the rest (expedia, cost items, max_items 31, split_by): p00000 availability's 270 bulk pushes over 40 min left 2027-03-02..31 unsent, 60-90 days stale at the 1 h drain; every run",
 }
 
 // TestAdversary runs the first 30 adversary cases that are not known
