@@ -44,6 +44,44 @@ func newConnectionsStore(t *testing.T, db connections.DynamoDBAPI) *connections.
 	return &connections.Store{DB: db, Table: emulator.NewConnectionsTable(t, client), Config: connectionsConfig(t)}
 }
 
+// answerLost sends every PutItem twice and answers with the second
+// send's outcome, as the SDK's retry does after an answer the network
+// lost (the first send landed).
+type answerLost struct{ connections.DynamoDBAPI }
+
+func (a answerLost) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if _, err := a.DynamoDBAPI.PutItem(ctx, in, opts...); err != nil {
+		return nil, err
+	}
+	return a.DynamoDBAPI.PutItem(ctx, in, opts...)
+}
+
+// A put whose answer was lost and which the SDK sent again finds its own
+// item under the condition: it is the write that landed, not another
+// writer's, and the operator is not told that the connection changed
+// since it was read when the change was their own.
+func TestConnectionPutWhoseAnswerWasLostIsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	s := newConnectionsStore(t, answerLost{emulator.DynamoDB(t)})
+	c := connections.Connection{PropertyID: "hotel-1", Property: config.Property{Channel: "bk", Credential: "main", HotelRef: "BK-1",
+		RoomTypes: map[string]string{"DBL": "101"}, Kinds: []string{"availability"}}}
+	v1, err := s.Put(ctx, c)
+	if err != nil || v1.Version != 1 {
+		t.Fatalf("first put, sent twice: version %d, %v; want 1", v1.Version, err)
+	}
+	v1.HotelRef = "BK-2"
+	v2, err := s.Put(ctx, v1)
+	if err != nil || v2.Version != 2 {
+		t.Fatalf("a put over version 1, sent twice: version %d, %v; want 2", v2.Version, err)
+	}
+	stale := v1
+	stale.HotelRef = "BK-3"
+	var conflict *connections.VersionError
+	if _, err := s.Put(ctx, stale); !errors.As(err, &conflict) || conflict.Have != 2 || conflict.Want != 1 {
+		t.Fatalf("another writer's put over version 1: %v, want a VersionError (have 2, want 1)", err)
+	}
+}
+
 // Every write is conditional on the version it read: a second writer of
 // the same version, or a first write of a connection that exists, is
 // refused with the version the store holds, and nothing it carried lands.

@@ -2,6 +2,7 @@ package connections
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sort"
@@ -34,6 +35,12 @@ type DynamoDBAPI interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 }
+
+// writeAttribute holds a random id of the Put that wrote a connection's
+// item, by which a Put the SDK sent again after a lost answer knows the
+// item its condition found as its own, even beside another writer's put
+// of the same content.
+const writeAttribute = "write_id"
 
 // Connection is one property's connection to one channel, as stored.
 type Connection struct {
@@ -141,9 +148,12 @@ func (s *Store) Put(ctx context.Context, c Connection) (Connection, error) {
 	}
 	next := c
 	next.Version = c.Version + 1
+	item := encode(next, s.now())
+	write := rand.Text()
+	item[writeAttribute] = str(write)
 	in := &dynamodb.PutItemInput{
 		TableName:                           &s.Table,
-		Item:                                encode(next, s.now()),
+		Item:                                item,
 		ExpressionAttributeNames:            map[string]string{"#pk": PartitionKey},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
@@ -155,6 +165,11 @@ func (s *Store) Put(ctx context.Context, c Connection) (Connection, error) {
 	}
 	_, err := s.DB.PutItem(ctx, in)
 	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) && sOf(failed.Item[writeAttribute]) == write {
+		// The SDK sent the write again after an answer it never got, and
+		// the condition found this write's own item: it landed.
+		return next, nil
+	}
 	if errors.As(err, &failed) {
 		return Connection{}, &VersionError{PropertyID: c.PropertyID, Channel: c.Channel, Want: c.Version, Have: versionOf(failed.Item)}
 	}
@@ -236,7 +251,8 @@ type Unmapped struct {
 }
 
 // CountUnmapped counts a change to a code the connection does not map,
-// with one UpdateItem ADD.
+// with one UpdateItem ADD. An ADD the SDK sends again after a lost answer
+// counts twice: a count is at least the changes that met the code.
 func (s *Store) CountUnmapped(ctx context.Context, propertyID, channel, field, code string) error {
 	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.Table,
