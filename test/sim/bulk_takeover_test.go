@@ -69,18 +69,9 @@ func TestLiveChangeNeverGoesOutBeforeABulkPushAlreadyRead(t *testing.T) {
 	m.drain(100)
 	m.clock.Set(m.clock.Now().Add(time.Minute))
 	newer := src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)
-	hook.live = func() {
-		// In the bulk push's store call, as another worker would: its
-		// own invocation, its own pushes.
-		for _, out := range m.sy.HandleBatch(context.Background(), []syncer.Message{{ID: "live", Body: newer}}) {
-			if out.Err != nil {
-				t.Errorf("the live change: %v", out.Err)
-			}
-			m.results = append(m.results, out.Jobs...)
-		}
-	}
+	hook.live = liveChangeIn(t, m, newer)
 	hook.armed.Store(true)
-	body := resyncEvent(t, m)
+	body := resyncEvent(t, m, "2027-02-01", "2027-02-05")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	m.drain(100)
 	if hook.armed.Load() {
@@ -102,6 +93,19 @@ func TestLiveChangeNeverGoesOutBeforeABulkPushAlreadyRead(t *testing.T) {
 		}
 	}
 	src.assertNewest(t, m.ota, "BK-1001")
+}
+
+// liveChangeIn handles change body in its own invocation on m, as another
+// worker would inside the bulk push's store call, and keeps its results.
+func liveChangeIn(t *testing.T, m *memLanes, body string) func() {
+	return func() {
+		for _, out := range m.sy.HandleBatch(context.Background(), []syncer.Message{{ID: "live", Body: body}}) {
+			if out.Err != nil {
+				t.Errorf("the live change: %v", out.Err)
+			}
+			m.results = append(m.results, out.Jobs...)
+		}
+	}
 }
 
 // maxReached is the newest sequence of day that ever arrived at the OTA.
@@ -127,10 +131,11 @@ func bulkLaneRig(t *testing.T) (*memLanes, *pmsOracle, limiter.Limit) {
 	return m, src, lim
 }
 
-// resyncEvent is the event resyncing what bulkLaneRig delivered, at m's now.
-func resyncEvent(t *testing.T, m *memLanes) string {
+// resyncEvent is the event resyncing hotel-aurora's DBL/BAR rates from
+// from to to, at m's now.
+func resyncEvent(t *testing.T, m *memLanes, from, to string) string {
 	t.Helper()
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-02-05",
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: from, To: to,
 		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
 	body, err := r.Event(m.clock.Now())
 	if err != nil {
@@ -146,7 +151,7 @@ func waitingBulkJob(t *testing.T, m *memLanes, lim limiter.Limit) (job.Job, time
 	t.Helper()
 	m.clock.Set(m.clock.Now().Add(time.Minute))
 	free := m.bookRates(lim, 10*time.Second)
-	body := resyncEvent(t, m)
+	body := resyncEvent(t, m, "2027-02-01", "2027-02-05")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	if len(m.pending) != 1 || !strings.Contains(m.pending[0].ID, "@b-") {
 		t.Fatalf("deferred %v, want the resync's one bulk job", m.pending)
@@ -227,7 +232,7 @@ func TestBulkJobDeferredWhileALiveChangeHoldsItsLaneIsKept(t *testing.T) {
 	m, src, lim := bulkLaneRig(t)
 	m.clock.Set(m.clock.Now().Add(time.Minute))
 	m.bookRates(lim, 10*time.Second)
-	body := resyncEvent(t, m)
+	body := resyncEvent(t, m, "2027-02-01", "2027-02-05")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}, {ID: "live", Body: src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)}})
 	m.drain(100)
 	for _, res := range m.results {

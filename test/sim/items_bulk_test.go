@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -37,12 +36,7 @@ func TestBulkElementLargerThanTheBurstReachesEveryDayWithADuplicateJob(t *testin
 	before := len(m.ota.Accepted())
 
 	m.clock.Set(m.clock.Now().Add(time.Minute))
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-03-03",
-		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
-	body, err := r.Event(m.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := resyncEvent(t, m, "2027-02-01", "2027-03-03")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	if len(m.pending) != 1 || !strings.Contains(m.pending[0].ID, "@b-") {
 		t.Fatalf("deferred %v, want the resync's one bulk job", m.pending)
@@ -65,6 +59,13 @@ func TestBulkElementLargerThanTheBurstReachesEveryDayWithADuplicateJob(t *testin
 			sent[d]++
 		}
 	}
+	assertEachDayOnce(t, sent, days)
+}
+
+// assertEachDayOnce fails t unless sent, the times each day went, holds
+// days days, each sent once.
+func assertEachDayOnce(t *testing.T, sent map[string]int, days int) {
+	t.Helper()
 	for _, d := range slices.Sorted(maps.Keys(sent)) {
 		if n := sent[d]; n > 1 {
 			t.Errorf("%s went %d times: a bulk push sent days an earlier one had sent", d, n)
@@ -120,21 +121,9 @@ func TestBulkPartSurvivesALiveChangeDuringItsPush(t *testing.T) {
 
 	m.clock.Set(m.clock.Now().Add(time.Minute))
 	newer := src.change("rates", "TWN", "2027-04-01", "2027-04-01", 200) // another cell: its day is not the resync's
-	hook.live = func() {
-		for _, out := range m.sy.HandleBatch(context.Background(), []syncer.Message{{ID: "live", Body: newer}}) {
-			if out.Err != nil {
-				t.Errorf("the live change: %v", out.Err)
-			}
-			m.results = append(m.results, out.Jobs...)
-		}
-	}
+	hook.live = liveChangeIn(t, m, newer)
 	hook.armed.Store(true)
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-02-01", To: "2027-03-03",
-		Cells: []ari.ResyncCell{{RoomType: "DBL", RatePlan: "BAR"}}}
-	body, err := r.Event(m.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := resyncEvent(t, m, "2027-02-01", "2027-03-03")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	for i := 0; len(m.pending) > 0 && i < 200; i++ {
 		m.deliverNext()
@@ -155,12 +144,5 @@ func TestBulkPartSurvivesALiveChangeDuringItsPush(t *testing.T) {
 			}
 		}
 	}
-	for _, d := range slices.Sorted(maps.Keys(sent)) {
-		if n := sent[d]; n > 1 {
-			t.Errorf("%s went %d times: a bulk push sent days an earlier one had sent", d, n)
-		}
-	}
-	if len(sent) != days {
-		t.Errorf("the resync sent %d days, want %d", len(sent), days)
-	}
+	assertEachDayOnce(t, sent, days)
 }
