@@ -112,11 +112,15 @@ type rig struct {
 	fail   []error
 	waits  []error
 	answer time.Duration
-	events *eventLog
-	push   *pusher
-	queue  *fakeQueue
-	work   *work
-	d      *worker
+	// slow, by operation, is how long after it decided a call other than
+	// Reserve answers; bookedAt is when each booking was asked.
+	slow     map[string]time.Duration
+	bookedAt []time.Time
+	events   *eventLog
+	push     *pusher
+	queue    *fakeQueue
+	work     *work
+	d        *worker
 }
 
 func newRig(t *testing.T) *rig {
@@ -126,7 +130,7 @@ func newRig(t *testing.T) *rig {
 	r.lim = limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep), limitertest.WithFault(r.book),
 		limitertest.WithLatency(func(op, _ string) time.Duration {
 			if op != "Reserve" {
-				return 0
+				return r.slow[op]
 			}
 			return r.answer
 		}))
@@ -140,15 +144,25 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-// book is the rig's limiter asked for a call: a booking is recorded among
-// the events and answers the next of fail, if any; a wait, the next of
-// waits.
-func (r *rig) book(op, _ string) error {
+// book is the rig's limiter asked for a call: a booking (a reservation, a
+// take with the quota) is recorded among the events and answers the next
+// of fail, if any; a wait, the next of waits.
+func (r *rig) book(op, key string) error {
 	var script *[]error
 	switch op {
 	case "Reserve":
+		r.bookedAt = append(r.bookedAt, r.clock.Now())
 		if r.events != nil {
 			r.events.add("reserve")
+		}
+		script = &r.fail
+	case "TakeWithQuota":
+		if key == limiter.QuotaKey(kRoute().Bucket.Key) {
+			return nil // the take's bucket answered for it
+		}
+		r.bookedAt = append(r.bookedAt, r.clock.Now())
+		if r.events != nil {
+			r.events.add("take")
 		}
 		script = &r.fail
 	case "Wait":

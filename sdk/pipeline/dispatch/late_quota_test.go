@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,35 +13,6 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
-
-// slowQuotaStore grants at the now each call reads and answers later: a
-// reservation (a lingering job's early slot) grant after it, a token with
-// its unit of the quota take after it, a unit of the quota alone (a held
-// slot's) quota after the call. It keeps every slot it granted.
-type slowQuotaStore struct {
-	clock              *clock
-	grant, take, quota time.Duration
-	granted            map[time.Time]bool
-}
-
-func (s *slowQuotaStore) Reserve(ctx context.Context, b limiter.Bucket, n int, _ time.Duration) (limiter.Reservation, error) {
-	slot := s.clock.Now()
-	s.granted[slot] = true
-	_ = s.clock.Sleep(ctx, s.grant)
-	return limiter.Reservation{Key: b.Key, Tokens: n, Slot: slot}, nil
-}
-
-func (s *slowQuotaStore) TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, _ limiter.QuotaBucket, n int, _ string) (limiter.MultiReservation, error) {
-	slot := s.clock.Now()
-	s.granted[slot] = true
-	_ = s.clock.Sleep(ctx, s.take)
-	return limiter.MultiReservation{Keys: []string{buckets[0].Key}, Tokens: n, Slot: slot}, nil
-}
-
-func (s *slowQuotaStore) TakeQuota(ctx context.Context, q limiter.QuotaBucket, _ int, _ string) (limiter.QuotaGrant, error) {
-	_ = s.clock.Sleep(ctx, s.quota)
-	return limiter.QuotaGrant{Key: q.Key}, nil
-}
 
 // oneMessage is a lane's work rendered as one message of a format, which
 // pushes through pushMessages rather than a payload's single request.
@@ -106,13 +78,18 @@ func TestHeldSlotLeavesWithinItsLatenessBound(t *testing.T) {
 	for _, tt := range tests {
 		for _, messages := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/messages=%v", tt.name, messages), func(t *testing.T) {
+				// The rig's limiter grants at the now each call reads and
+				// answers later: a reservation (a lingering job's early
+				// slot) grant after it, a token with its unit of the quota
+				// take after it, a unit of the quota alone (a held slot's)
+				// quota after it.
 				r := newRig(t)
-				s := &slowQuotaStore{clock: r.clock, grant: tt.grant, take: tt.take, quota: tt.quota, granted: map[time.Time]bool{}}
+				r.answer, r.slow = tt.grant, map[string]time.Duration{"TakeWithQuota": tt.take, "TakeQuota": tt.quota}
 				p := &slotPusher{clock: r.clock}
 				route := Route{Bucket: limiter.Bucket{Key: "k", Limit: tt.limit}, URL: "http://ota.invalid", Header: http.Header{},
 					Quota: &limiter.QuotaBucket{Key: "k", Quota: gcra.Quota{Count: 500, Period: gcra.Day}}}
-				r.d.Routes, r.d.Limiter, r.d.Pusher, r.d.Work = fixedRoute(route), s, p, nil
-				r.d.Can = CapabilitiesOf(s)
+				r.d.Routes, r.d.Pusher, r.d.Work = fixedRoute(route), p, nil
+				r.d.Can = Capabilities{Quota: r.lim.TakeWithQuota, QuotaAlone: r.lim.TakeQuota}
 				j := testJob(r.clock.Now())
 				j.Payload = []byte(`{}`)
 				if messages {
@@ -129,8 +106,10 @@ func TestHeldSlotLeavesWithinItsLatenessBound(t *testing.T) {
 					t.Fatalf("%d requests, want 1", len(p.reserved))
 				}
 				if p.reserved[0] {
-					if !s.granted[p.slots[0]] {
-						t.Errorf("the request went on slot %v, which the store never granted (granted: %v)", p.slots[0], s.granted)
+					// Each booking of the full bucket is granted at the
+					// now it was asked.
+					if !slices.ContainsFunc(r.bookedAt, p.slots[0].Equal) {
+						t.Errorf("the request went on slot %v, which the store never granted (booked at %v)", p.slots[0], r.bookedAt)
 					}
 					if p.late[0] > tt.bound {
 						t.Errorf("the request left %v after its slot, past the bound of %v", p.late[0], tt.bound)

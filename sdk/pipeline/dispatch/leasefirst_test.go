@@ -161,10 +161,11 @@ func TestContendedQuotaRouteFreesItsLeaseWhileItWaitsForItsToken(t *testing.T) {
 		r := newLeaseRig(t)
 		r.toldBusyFor(t, limiter.InFlight{Key: "k", Max: 1, Hold: time.Minute}, 100*time.Millisecond)
 		r.ev.reset()
-		q := &quotaTaker{events: r.ev, script: []error{&limiter.ExhaustedError{Key: "k", N: 1, RetryAfter: 300 * time.Millisecond}}}
+		r.events = r.ev
+		r.bookAhead(r.clock.Now().Add(300 * time.Millisecond))
 		p := &leasePusher{events: r.ev}
 		r.d.Routes, r.d.Pusher, r.d.Work = quotaLeaseRoute(), p, nil
-		r.d.Can.Quota, r.d.Can.QuotaAlone = q.TakeWithQuota, q.TakeQuota
+		r.d.Can.Quota, r.d.Can.QuotaAlone = r.lim.TakeWithQuota, r.lim.TakeQuota
 		res, err := r.d.HandleJob(context.Background(), testJob(r.clock.Now()))
 		if err != nil || res.Outcome != Pushed {
 			t.Fatalf("result %+v, %v; want pushed", res, err)
