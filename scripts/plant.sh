@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Plants one known bug in a scratch copy of the tree and runs the adversary
 # on it from seed 1, stopping at the first failing case: how far the bug
-# hides from the catalogue (docs/benchmarks.md, the adversary).
+# hides from the catalogue (docs/adversary-findings.md, planted bugs).
 #
 #   scripts/plant.sh <bug> [seeds]     seeds: how many from seed 1 (200)
 #

@@ -125,7 +125,7 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // TestAdversaryFull unless FLEETBUCKET_ADVERSARY_ALL is set; the pinned
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
-	// Traced in docs/benchmarks.md (seeds 901-1300).
+	// Each finding, open or fixed, is traced in docs/adversary-findings.md.
 }
 
 // TestAdversary runs the first 30 adversary cases that are not known
