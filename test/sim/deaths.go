@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
+	"sync"
 	"time"
 )
 
@@ -74,4 +76,45 @@ func laneOfMessage(body string) string {
 		}
 	}
 	return ""
+}
+
+// death is when a killed invocation died, zero while it lives: the
+// vendor asks it whether the invocation that heard a 429 lived to keep
+// its silence (silence.kept).
+type death struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (d *death) mark() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = time.Now()
+}
+
+// before reports whether d came before t (nil: an invocation that is
+// never killed).
+func (d *death) before(t time.Time) bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.at.IsZero() && d.at.Before(t)
+}
+
+type deathKey struct{}
+
+// withDeath has ctx, an invocation's, carry its death to every request
+// made under it. The context value is the simulation's, for its vendors:
+// the code under test never reads it.
+func withDeath(ctx context.Context, d *death) context.Context {
+	return context.WithValue(ctx, deathKey{}, d)
+}
+
+// deathOf is the death of the invocation a request was made under, nil
+// if none may die.
+func deathOf(ctx context.Context) *death {
+	d, _ := ctx.Value(deathKey{}).(*death)
+	return d
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,16 +84,13 @@ type Vendor struct {
 	FirstInFlight, FirstQuota          string
 	// maxInFlight is the config's max_in_flight, to check.
 	maxInFlight int
-	// quiet is, by bucket, the silence the vendor's last 429 asked for:
-	// from its answer plus a second (the fleet hears it and writes it to
-	// its bucket) until its Retry-After, at most the push client's
-	// documented cap (docs/design.md: 15 minutes), unless its client gave
-	// up before the answer came (unheard). Early counts requests that
-	// arrived inside one (a violation).
-	quiet map[string][2]time.Time
-	// silenced is, by bucket, how long its heard silences cover in all,
-	// overlaps once (Silenced).
-	silenced map[string]time.Duration
+	// silences are, by bucket, the silences the vendor's 429s asked for:
+	// each from its answer plus a second (the fleet hears it and writes it
+	// to its bucket) until its Retry-After, at most the push client's
+	// documented cap (docs/design.md: 15 minutes), and marked unheard
+	// where its client gave up before the answer came. Early counts
+	// requests that arrived inside one not unheard (a violation).
+	silences map[string][]*silence
 	// refusedBodies is, by bucket, the distinct requests refused for an
 	// unmapped room (Isolating).
 	refusedBodies map[string]map[uint64]bool
@@ -125,7 +123,7 @@ func NewVendor(name string, ch int, ledger *Ledger, r *rand.Rand, lat Latency, p
 		enforced: map[string]*window.Log{}, check: map[string]*window.Log{}, strict: map[string]*window.Log{}, ByKey: map[string]int{}, props: props,
 		recent: map[string][]sent{}, perSec: map[string][]int32{}, start: time.Now(),
 		inFlight: map[string]int{}, used: map[string]int{}, items: map[string]*weightedLog{}, itemsCheck: map[string]*weightedLog{},
-		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}, quiet: map[string][2]time.Time{}, silenced: map[string]time.Duration{}}
+		windows: map[string][]*window.Log{}, windowsCheck: map[string][]*window.Log{}, silences: map[string][]*silence{}}
 }
 
 // answer is the vendor's decision on one request.
@@ -136,27 +134,79 @@ type answer struct {
 	key    string // the bucket, for done
 	big    bool   // a body over 64 KB
 	body   []byte // the body in the vendor's format (XML), if not json's
-	// quiet is the silence this answer asked for (Vendor.quiet), and was
-	// the one it replaced: unheard (Vendor.unheard) puts was back.
-	quiet, was [2]time.Time
+	// silence is the silence this answer asked for, if any: unheard
+	// (Vendor.unheard) marks it so.
+	silence *silence
+}
+
+// silence is one 429's: the span it asks of its bucket, whether its
+// client gave up before the answer came, and the death of the invocation
+// that heard it, if it may die.
+type silence struct {
+	from, until time.Time
+	unheard     bool
+	heardBy     *death
+}
+
+// kept reports whether the fleet could keep s: its answer came, and the
+// invocation that heard it lived on to its start, the second the vendor
+// gives the fleet to write it down. An invocation killed in that second
+// (a Lambda death, or deferred-deaths' kill of every deferred invocation
+// soon after it begins) took the silence with it: no worker can record
+// what a dead one heard (seed 725: a 429 asking a day heard 1 ms before
+// its invocation's kill, the throttle's write cancelled with it, and
+// requests 5 minutes into the silence).
+func (s *silence) kept() bool {
+	return !s.unheard && !s.heardBy.before(s.from)
 }
 
 // unheard takes back the silence a's Retry-After asked for when its client
 // gave up before the answer came: the fleet can keep only a silence it
 // heard, and a request that timed out heard nothing (the vendor's next
-// answer asks again). A silence asked since by another answer stays.
+// answer asks again). Every other silence stands, those asked before a's
+// and since: several answers in flight at once may each go unheard, in
+// any order (seed 725: three 429s in 0.4 s, each asking a quarter hour,
+// all three given up on; putting back the silence each replaced brought
+// back the first, which no client heard).
 func (v *Vendor) unheard(a answer) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if a.quiet != a.was && v.quiet[a.key] == a.quiet {
-		v.quiet[a.key] = a.was
-		v.silenced[a.key] -= beyond(a.quiet, a.was)
+	if a.silence != nil {
+		a.silence.unheard = true
 	}
 }
 
-// beyond is how much of silence q lies past silence was.
-func beyond(q, was [2]time.Time) time.Duration {
-	return q[1].Sub(later(q[0], was[1]))
+// inside returns the heard silence of key that now lies in, if any. A
+// silence's fate is known by its start: its client gave up, if it did,
+// before the answer came, a second before the silence begins.
+func (v *Vendor) inside(key string, now time.Time) *silence {
+	for _, s := range v.silences[key] {
+		if s.kept() && !now.Before(s.from) && now.Before(s.until) {
+			return s
+		}
+	}
+	return nil
+}
+
+// heard is how long the heard silences of ss cover in all, overlaps once.
+func heard(ss []*silence) time.Duration {
+	spans := make([]*silence, 0, len(ss))
+	for _, s := range ss {
+		if s.kept() {
+			spans = append(spans, s)
+		}
+	}
+	slices.SortFunc(spans, func(a, b *silence) int { return a.from.Compare(b.from) })
+	var total time.Duration
+	var end time.Time
+	for _, s := range spans {
+		from := later(s.from, end)
+		if s.until.After(from) {
+			total += s.until.Sub(from)
+			end = s.until
+		}
+	}
+	return total
 }
 
 func later(a, b time.Time) time.Time {
@@ -173,8 +223,8 @@ func (v *Vendor) Silenced() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var most time.Duration
-	for _, d := range v.silenced {
-		most = max(most, d)
+	for _, ss := range v.silences {
+		most = max(most, heard(ss))
 	}
 	return most
 }
@@ -188,8 +238,8 @@ func (v *Vendor) Occupied() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var most time.Duration
-	for key, d := range v.silenced {
-		if d > 0 {
+	for key, ss := range v.silences {
+		if d := heard(ss); d > 0 {
 			most = max(most, d+time.Duration(float64(v.ByKey[key])/v.published.Rate*float64(time.Second)))
 		}
 	}
@@ -277,8 +327,12 @@ func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 	key := v.bucketOf(cred, endpoint)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	was := v.quiet[key]
-	defer func() { out.quiet, out.was = v.quiet[key], was }()
+	asked := len(v.silences[key])
+	defer func() {
+		if ss := v.silences[key]; len(ss) > asked {
+			out.silence = ss[len(ss)-1]
+		}
+	}()
 	// In whole microseconds, as test/mockota records arrivals: the
 	// limiter's clock has that resolution, so a slot is up to 1 µs early
 	// against a nanosecond clock.
@@ -315,11 +369,11 @@ func (v *Vendor) serve(r *http.Request, body []byte) (out answer) {
 	if perr == nil && len(v.off) > 0 {
 		v.offCheck(p.HotelRef, now)
 	}
-	if q := v.quiet[key]; !v.spec.Unchecked && !now.Before(q[0]) && now.Before(q[1]) {
+	if q := v.inside(key, now); !v.spec.Unchecked && q != nil {
 		v.Early++
 		if v.FirstEarly == "" {
 			v.FirstEarly = fmt.Sprintf("%s %s at %v: a request inside the silence a 429 asked for, %v–%v", v.Name, key, now.Format(time.StampMicro),
-				q[0].Format(time.StampMicro), q[1].Format(time.StampMicro))
+				q.from.Format(time.StampMicro), q.until.Format(time.StampMicro))
 		}
 	}
 	if m := v.maxInFlight; m > 0 && v.inFlight[key] > m && !v.spec.Unchecked {
@@ -566,10 +620,8 @@ func (v *Vendor) retryAfter(h http.Header, key string, now time.Time, lat, wait 
 	default:
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	}
-	if from, until := now.Add(lat+time.Second), now.Add(min(asked, retryAfterCap)); until.After(from) && until.After(v.quiet[key][1]) {
-		q := [2]time.Time{from, until}
-		v.silenced[key] += beyond(q, v.quiet[key])
-		v.quiet[key] = q
+	if from, until := now.Add(lat+time.Second), now.Add(min(asked, retryAfterCap)); until.After(from) {
+		v.silences[key] = append(v.silences[key], &silence{from: from, until: until})
 	}
 }
 
@@ -646,6 +698,11 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err := sleep(r.Context(), a.lat); err != nil {
 		v.unheard(a)
 		return nil, err
+	}
+	if a.silence != nil {
+		v.mu.Lock()
+		a.silence.heardBy = deathOf(r.Context())
+		v.mu.Unlock()
 	}
 	h.Set("Content-Type", "application/json")
 	msg := fmt.Sprintf(`{"ok":%v}`, status < 300)

@@ -671,7 +671,9 @@ func (s *sim) invoke(ctx context.Context, q *Queue, msgs []*Message, deferred bo
 	ictx, cancel := context.WithTimeout(ctx, functionTimeout)
 	defer cancel()
 	if die >= 0 {
-		t := time.AfterFunc(die, cancel)
+		death := &death{}
+		ictx = withDeath(ictx, death)
+		t := time.AfterFunc(die, func() { death.mark(); cancel() })
 		defer t.Stop()
 	}
 	inv := s.lanes.newInvocation()

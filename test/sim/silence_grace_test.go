@@ -20,10 +20,9 @@ func TestDrainGrantsTheSilencesTheBusiestBucketMet(t *testing.T) {
 	v := NewVendor("booking", 0, nil, rand.New(rand.NewPCG(1, 2)), Latency{}, window.Limit{Rate: 0.5, Burst: 1}, nil)
 	v.spec.RetryAfter = "huge"
 	ask := func(key string, at time.Duration) answer {
-		a := answer{key: key, was: v.quiet[key]}
 		v.retryAfter(http.Header{}, key, t0.Add(at), 0, time.Second)
-		a.quiet = v.quiet[key]
-		return a
+		ss := v.silences[key]
+		return answer{key: key, silence: ss[len(ss)-1]}
 	}
 	each := retryAfterCap - time.Second // from the answer plus a second
 	ask("b", 0)
