@@ -70,11 +70,17 @@ var wiringParts = []part{
 		ch := r.IntN(len(b.sc.Channels))
 		p := int32(r.IntN(b.sc.Properties))
 		l := b.sc.Load
+		// Every code the simulation may send is mapped, not only the
+		// load's: a bulk upload or a storm names rooms of its own, and a
+		// mapping that left them out unmapped them for the rest of the run
+		// (seed 939: a bulk upload's TWN, marked while workers' caches
+		// still sent codes as they are, dead-lettered at its push after
+		// the first write, which named the load's DBL alone).
 		rooms, plans := map[string]string{}, map[string]string{}
-		for _, n := range roomNames[:l.Rooms] {
+		for _, n := range roomNames {
 			rooms[n] = n
 		}
-		for _, n := range planNames[:l.Plans] {
+		for _, n := range planNames {
 			plans[n] = n
 		}
 		// The codes go as they are until the operator maps them; the

@@ -43,3 +43,30 @@ func TestConnectionsOracleCatchesWhatAWriteLost(t *testing.T) {
 }
 
 var touched = regexp.MustCompile(`stale: .*2027-01-0[1-7]: OTA holds \d+ \(seq \d+\), PMS newest 4[0-4]\d `)
+
+// A remap leaves out the one code it means to, and maps every other code
+// the case sends: a bulk upload's rooms beyond the load's included (seed
+// 939: the writes named the load's DBL alone, so a bulk upload's TWN was
+// unmapped from the first write to the end of the run, and its 300 days
+// went stale with no excuse the oracle could give).
+func TestRemapMapsEveryCodeTheCaseSends(t *testing.T) {
+	sc, _, _, err := Case{Seed: 939, Parts: []string{"bulk-lane", "remap"}}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Bulks) == 0 {
+		t.Fatal("the case draws no bulk upload")
+	}
+	for _, e := range sc.ConnEvents {
+		if !e.Remap {
+			continue
+		}
+		for _, bk := range sc.Bulks {
+			for _, room := range roomNames[:bk.Rooms] {
+				if _, ok := e.RoomTypes[room]; !ok && room != e.UnmappedCode {
+					t.Errorf("the remap at %v leaves %s unmapped, which the bulk upload sends (unmapping %q on purpose)", e.At, room, e.UnmappedCode)
+				}
+			}
+		}
+	}
+}
