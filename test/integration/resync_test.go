@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fleetbucket/fleetbucket/cmd/fleetbucket/cli"
 	"github.com/fleetbucket/fleetbucket/internal/contract"
@@ -47,7 +48,16 @@ func newResyncRig(t *testing.T) *connRig {
 }
 
 // cli runs the fleetbucket CLI against the rig's tables and changes queue.
+// The rig's clock moves past every cache's age (r.at) at once, so a
+// connection's resync waits on the queue a second, not the CLI's default.
 func (r *connRig) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	return r.cliWith(t, time.Second, args...)
+}
+
+// cliWith is cli with the resync a connection's write sends held on the
+// queue for triggerDelay (0: the CLI's default).
+func (r *connRig) cliWith(t *testing.T, triggerDelay time.Duration, args ...string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "connections.json")
 	cfg := fmt.Sprintf(`{"channels": {"ota": {"base_url": %q, "allow_http": true, "format": "opentravel",
@@ -61,7 +71,7 @@ func (r *connRig) cli(t *testing.T, args ...string) string {
 	var stdout, stderr bytes.Buffer
 	app := &cli.App{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return env[k] },
 		AWSConfig:       func(context.Context) (aws.Config, error) { return awsCfg, nil },
-		DynamoDBOptions: []func(*dynamodb.Options){emulator.ForEmulator}}
+		DynamoDBOptions: []func(*dynamodb.Options){emulator.ForEmulator}, TriggerDelay: triggerDelay}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if code := app.Main(ctx, args); code != 0 {
@@ -112,6 +122,37 @@ func TestMappingFixResyncsTheAffectedCells(t *testing.T) {
 	held, ok := r.copy(t).Held(otacopy.Day{HotelRef: "H-1001", Kind: "availability", RoomType: "DBL", RatePlan: "BAR", Date: day})
 	if !ok || !strings.Contains(held.Values, "4") {
 		t.Fatalf("the OTA holds %+v (found %v) for DBL/BAR on %s, want the stored availability 4", held, ok, day)
+	}
+}
+
+// The resync a mapping fix sends waits on the changes queue until every
+// worker's cache of connections holds the fix: a worker whose cache still
+// held the mapping from before it would skip, as unmapped, the very cells
+// the fix mapped, and never push them (adversary seed 820: a mapping put
+// back, its resync skipping every cell of the code it mapped).
+func TestMappingFixResyncWaitsForEveryWorkersCache(t *testing.T) {
+	r := newResyncRig(t)
+	r.put(t, connections.Connection{PropertyID: "hotel-aurora", Property: config.Property{Channel: "ota", Credential: "cred-1", HotelRef: "H-1001",
+		RoomTypes: map[string]string{"SUI-PMS": "SUI"}, RatePlans: map[string]string{"BAR-PMS": "BAR"}}})
+	said := r.cliWith(t, 0, "connections", "put", "hotel-aurora", "ota", "--credential", "cred-1", "--hotel-ref", "H-1001",
+		"--room-type", "SUI-PMS=SUI", "--room-type", "DBL-PMS=DBL", "--rate-plan", "BAR-PMS=BAR")
+	if want := "taken up in 1m1s"; !strings.Contains(said, want) {
+		t.Errorf("the put said %q, want %q", said, want)
+	}
+	out, err := r.p.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &r.p.changesURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 0 {
+		t.Fatalf("the resync was on the changes queue at once (%s); want it held until every cache of connections is %v old", aws.ToString(out.Messages[0].Body), connections.DefaultMaxAge)
+	}
+	attrs, err := r.p.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &r.p.changesURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)]; n != "1" {
+		t.Fatalf("%s messages delayed on the changes queue, want the resync", n)
 	}
 }
 

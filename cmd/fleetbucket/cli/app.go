@@ -38,6 +38,11 @@ type App struct {
 	SQSOptions      []func(*sqs.Options)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// TriggerDelay is how long the resync a connection's write calls for
+	// waits on the changes queue (default resync.TriggerDelay: until every
+	// worker's cache of connections holds the write); tests on the
+	// emulators shorten it.
+	TriggerDelay time.Duration
 
 	json bool
 }

@@ -270,17 +270,22 @@ func (a *App) triggerResync(cmd *cobra.Command, changesURL string, was *config.P
 		what = strings.Join(parts, ", ")
 	}
 	if changesURL == "" {
-		fmt.Fprintf(a.Stderr, "resync not started (no --changes-queue-url or %s): run fleetbucket resync %s --channel %s to push %s\n",
-			contract.EnvChangesQueueURL, now.PropertyID, now.Channel, what)
+		fmt.Fprintf(a.Stderr, "resync not started (no --changes-queue-url or %s): in %v (once every worker's cache of connections holds this write) run fleetbucket resync %s --channel %s to push %s\n",
+			contract.EnvChangesQueueURL, resync.TriggerDelay, now.PropertyID, now.Channel, what)
 		return nil
 	}
 	q, err := a.sqs(cmd.Context())
 	if err != nil {
 		return err
 	}
-	if err := resync.Send(cmd.Context(), q, changesURL, r, a.now()); err != nil {
+	delay := a.TriggerDelay
+	if delay == 0 {
+		delay = resync.TriggerDelay
+	}
+	if err := resync.SendAfter(cmd.Context(), q, changesURL, r, a.now(), delay); err != nil {
 		return fmt.Errorf("the connection is written, but its resync was not sent: %w", err)
 	}
-	fmt.Fprintf(a.Stderr, "resync %s sent: %s of %s on %s, %s..%s\n", r.ResyncID, what, now.PropertyID, now.Channel, r.From, r.To)
+	fmt.Fprintf(a.Stderr, "resync %s sent: %s of %s on %s, %s..%s, taken up in %v (once every worker's cache of connections holds this write)\n",
+		r.ResyncID, what, now.PropertyID, now.Channel, r.From, r.To, delay)
 	return nil
 }
