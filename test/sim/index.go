@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -208,6 +209,29 @@ func compareKeyValues(a, b types.AttributeValue) int {
 // with its key attributes), with no latency, bill or outage: the run's own
 // look at the pipeline's state, not a call of the pipeline's.
 func (d *DB) Listed(table, index string) int {
+	return len(d.listed(table, index))
+}
+
+// LatestListed is the greatest sort key (a number) among the items index
+// holds, 0 for none: for the sweep index, the last time a lane it lists is
+// due (Unix µs).
+func (d *DB) LatestListed(table, index string) int64 {
+	items := d.listed(table, index)
+	d.mu.Lock()
+	key := d.indexes[table][index].sort
+	d.mu.Unlock()
+	var latest int64
+	for _, it := range items {
+		if n, ok := it[key].(*types.AttributeValueMemberN); ok {
+			if v, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+				latest = max(latest, v)
+			}
+		}
+	}
+	return latest
+}
+
+func (d *DB) listed(table, index string) []map[string]types.AttributeValue {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ix, ok := d.indexes[table][index]
@@ -222,5 +246,5 @@ func (d *DB) Listed(table, index string) int {
 	if err != nil {
 		panic(fmt.Sprintf("sim: scanning %s for index %s: %v", table, index, err))
 	}
-	return len(scan.Items)
+	return scan.Items
 }
