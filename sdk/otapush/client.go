@@ -189,7 +189,7 @@ func (c *Client) Push(ctx context.Context, req Request) (Response, error) {
 		// caller reserved it (or for several buckets): a throttle answer
 		// tells the limiter which rate it was granted at.
 		var granted *limiter.Reservation
-		if attempt > 1 || !req.Reserved {
+		if (attempt > 1 || !req.Reserved) && !req.Shadow {
 			r, err := c.acquire(ctx, req, start)
 			var later *DeferError
 			if errors.As(err, &later) && throttled {

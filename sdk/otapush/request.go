@@ -21,6 +21,15 @@ type Request struct {
 	// Reserved says the caller already holds a token (a reservation whose
 	// slot has come) for the first attempt; later attempts draw their own.
 	Reserved bool
+	// Shadow is a shadow route's request (connections' "mode": "shadow"):
+	// every attempt goes at once and draws no token, a retry after its
+	// backoff or Retry-After alone. The caller booked the push's slot to
+	// record what enforcement would do; drawn here, a later message's or a
+	// retry's token would wait behind the slots shadow pushes book ahead
+	// and never spend, and defer the push (adversary seed 1475: a shadow
+	// route on items, every push deferred 7-9 minutes for its next
+	// message's tokens, 12 pushes in 5 hours).
+	Shadow bool
 	// Slot is the time the held token was booked for (with Reserved): the
 	// vendor meters the push when it arrives, up to the claim, render and
 	// request latency after it.

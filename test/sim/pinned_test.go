@@ -367,6 +367,14 @@ func TestAdversaryPinned(t *testing.T) {
 		// holds the write (resync.TriggerDelay;
 		// TestMappingFixResyncWaitsForEveryWorkersCache).
 		{"mapping fix resynced on a cache from before it", Case{Seed: 820, Parts: []string{"parity", "remap", "resync-whole"}}},
+		// Seed 1475: a shadow route metered by items pushed a message's
+		// further items, and retries, on tokens the push client waited for
+		// in a bucket the shadow pushes had booked minutes ahead: every
+		// push deferred 7-9 minutes, 12 pushes in 5 hours, 681 days stale
+		// (3 of 3 runs; 2 of 2 on 7de08a5). A shadow request now draws no
+		// token of its own (otapush.Request.Shadow;
+		// TestShadowRequestDrawsNoToken).
+		{"shadow push waiting for tokens its bookings took", Case{Seed: 1475, Parts: []string{"adaptive", "items", "shadow", "lambda-deaths", "strict-slow-store"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {

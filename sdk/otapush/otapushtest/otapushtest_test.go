@@ -50,3 +50,50 @@ func TestTheClientReadsTheVendorsAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A shadow route's request goes at once, every attempt: it draws no token
+// of a bucket the shadow pushes booked far ahead (what enforcement would
+// have waited for), neither for a push the caller did not reserve (a
+// later message) nor for a retry. A request that is not shadow waits.
+func TestShadowRequestDrawsNoToken(t *testing.T) {
+	b := limiter.Bucket{Key: "k", Limit: limiter.PerSecond(10, 10)}
+	for _, tt := range []struct {
+		name     string
+		shadow   bool
+		requests int
+		waits    int
+	}{
+		{"shadow: at once, its retry too", true, 2, 0},
+		{"enforced: each attempt waits for its token", false, 0, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := limitertest.NewClock(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC))
+			lim := limitertest.New(limitertest.WithClock(clock.Now), limitertest.WithSleep(clock.Sleep))
+			if err := lim.BookAhead(b, clock.Now().Add(10*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			vendor := NewVendor(t, func(Request) Answer {
+				if n++; n == 1 {
+					return Answer{Status: http.StatusServiceUnavailable}
+				}
+				return Answer{}
+			})
+			client := NewClient(t, lim, clock.Now, clock.Sleep)
+			start := clock.Now()
+			_, err := client.Push(t.Context(), otapush.Request{Bucket: b, URL: vendor.URL, JobID: "j1", Body: []byte(`{}`), Tokens: 3, Shadow: tt.shadow})
+			waits := 0
+			for _, c := range lim.Calls() {
+				if c.Op == "Wait" {
+					waits++
+				}
+			}
+			if got := len(vendor.Received()); got != tt.requests || waits != tt.waits {
+				t.Fatalf("Push = %v after %v: %d requests, %d waits for a token; want %d and %d", err, clock.Now().Sub(start), got, waits, tt.requests, tt.waits)
+			}
+			if tt.shadow && err != nil {
+				t.Fatalf("Push = %v, want the retry accepted", err)
+			}
+		})
+	}
+}

@@ -93,6 +93,7 @@ func (d *Dispatcher) pushMessages(out settle, j job.Job, t *task, bucket limiter
 			Bucket: bucket, Also: t.Also, Siblings: siblings, URL: t.URL + m.Path, Header: mergeHeader(t.Header, m.Header),
 			JobID: messageID(j.ID, i), Body: m.Body, Method: m.Method, Judge: m.Judge,
 			Tokens: attemptTokens(t.Route, Payload{Items: m.Items}), Reserve: t.Reserve, Horizon: t.Horizon, Quota: t.Quota, Lease: out.lease,
+			Shadow: t.Shadow,
 		}
 		switch {
 		case i == 0:

@@ -84,7 +84,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	req := otapush.Request{
 		Bucket: bucket, Also: t.Also, Siblings: siblings, URL: t.URL, Header: t.Header, JobID: j.ID, Body: p.Body, Reserved: true, Slot: j.Hold.At,
 		Tokens: attemptTokens(t.Route, p), Reserve: t.Reserve, Horizon: t.Horizon,
-		Stamp: stampOf(j.Hold), Quota: t.Quota, Lease: out.lease,
+		Stamp: stampOf(j.Hold), Quota: t.Quota, Lease: out.lease, Shadow: t.Shadow,
 	}
 	if res, ok, err := d.silentSlot(ctx, j, t, req, res); !ok {
 		return res, nil, err
