@@ -42,19 +42,24 @@ func TestBurstOnASlowStoreWastesFewSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// A bounded row counts the wasted slots of three seeds together:
+			// A bounded row counts the wasted slots of six seeds together:
 			// one run's share moves by a few slots from replay to replay
-			// (goroutine order), three runs' much less.
+			// (goroutine order, which other packages running beside it
+			// change), six runs' much less. Three summed 12 of 109 pushes
+			// (11%) once in a fresh-clone CI of e8db0f1, under 10% in 52
+			// quiet runs.
 			first, runs := testSeed(t), 1
 			if tt.wasted > 0 {
-				runs = 3
+				runs = 6
 			}
 			var wasted, pushes int
 			for seed := first; seed < first+uint64(runs); seed++ {
 				st := burstOnSlowStore(t, seed, tt.db, tt.serve)
 				wasted, pushes = wasted+st.Wasted, pushes+st.Pushes
 			}
-			if share := float64(wasted) / float64(pushes); tt.wasted > 0 && share > tt.wasted {
+			share := float64(wasted) / float64(pushes)
+			t.Logf("%d wasted slots in %d pushes (%.1f%%)", wasted, pushes, 100*share)
+			if tt.wasted > 0 && share > tt.wasted {
 				t.Errorf("seeds %d-%d: %d wasted slots in %d pushes (%.0f%%), want at most %.0f%%", first, first+uint64(runs)-1, wasted, pushes, 100*share, 100*tt.wasted)
 			}
 		})
