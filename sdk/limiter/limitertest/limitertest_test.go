@@ -139,15 +139,20 @@ func TestDocumentedBehaviour(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clock := NewClock(t0)
-			l := New(WithClock(clock.Now))
-			for i, s := range tt.steps {
-				clock.Advance(t0.Add(s.at).Sub(clock.Now()))
-				slot, err := s.call(t.Context(), l)
-				check(t, i, s, slot, err)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { play(t, tt.steps) })
+	}
+}
+
+// play runs steps, in order, on a new limiter whose clock starts at t0
+// and moves to each step's time.
+func play(t *testing.T, steps []step) {
+	t.Helper()
+	clock := NewClock(t0)
+	l := New(WithClock(clock.Now))
+	for i, s := range steps {
+		clock.Advance(t0.Add(s.at).Sub(clock.Now()))
+		slot, err := s.call(t.Context(), l)
+		check(t, i, s, slot, err)
 	}
 }
 

@@ -64,14 +64,6 @@ func TestDocumentedQuotaBehaviour(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clock := NewClock(t0)
-			l := New(WithClock(clock.Now))
-			for i, s := range tt.steps {
-				clock.Advance(t0.Add(s.at).Sub(clock.Now()))
-				slot, err := s.call(t.Context(), l)
-				check(t, i, s, slot, err)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { play(t, tt.steps) })
 	}
 }
