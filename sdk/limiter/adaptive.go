@@ -221,11 +221,18 @@ func adaptTTL(b Bucket, st AdaptState, maxTAT int64) int64 {
 // locally while the store was down), a change younger than ThrottleHold
 // is taken as that answer.
 //
-// A bucket that is not adaptive is only penalized. until is bounded as
-// for Penalize.
+// A bucket that is not adaptive is penalized, and, when granted names the
+// refused slot, put on probation if the vendor refused one of its first
+// slots after its last silence (gcra.Probation): its slots are spaced
+// until a few silences' time passes with no such refusal. until is bounded
+// as for Penalize.
 func (l *Limiter) Throttle(ctx context.Context, b Bucket, granted *Stamp, until time.Time) error {
 	if b.Adaptive == nil {
-		return l.Penalize(ctx, b, until)
+		var refused Stamp
+		if granted != nil {
+			refused = *granted
+		}
+		return l.penalizeRefused(ctx, b, until, refused)
 	}
 	if until.Sub(l.now()) <= MaxPenalty {
 		l.heard.add(b.Key, micros(until))
@@ -289,7 +296,7 @@ func (l *Limiter) change(ctx context.Context, b Bucket, until time.Time, decide 
 				return nil
 			}
 			// The rate already answered this overload; the penalty stands.
-			return l.penalize(ctx, b, until, b.Adaptive.Effective(st, b.Limit, now), st)
+			return l.penalize(ctx, b, until, b.Adaptive.Effective(st, b.Limit, now), st, Stamp{})
 		}
 		var floor int64
 		if lower || !until.IsZero() {

@@ -112,22 +112,22 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b Bucket, req BatchRequest) 
 		}
 		req.N -= len(leased)
 	}
-	size := func(int64, int64, Limit) int { return req.N }
+	size := func(int64, int64, Limit, int64) int { return req.N }
 	if req.Partial {
-		size = func(tat, now int64, lim Limit) int {
+		size = func(tat, now int64, lim Limit, spacing int64) int {
 			// Ask for at least one, so a full bucket yields a denial with
 			// the exact wait for its next slot.
-			return max(gcra.Fit(tat, now, lim, req.N, delay), 1)
+			return max(gcra.SpreadFit(tat, now, lim, req.N, spacing, delay), 1)
 		}
 	}
-	g, err := l.bookAhead(ctx, b, size, req.MaxDelay, ahead)
+	g, err := l.bookAhead(ctx, b, size, req.MaxDelay, ahead, true)
 	if err != nil {
 		if len(leased) > 0 {
 			return Batch{Key: b.Key, Requested: req.N + 1, Slots: leased}, nil
 		}
 		return Batch{}, err
 	}
-	slots := gcra.Slots(g.tat, g.now, g.lim, g.Tokens)
+	slots := gcra.SpreadSlots(g.tat, g.now, g.lim, g.Tokens, g.ch.F, g.ch.Charge)
 	out := Batch{Key: b.Key, Requested: req.N + len(leased), Slots: append(leased, make([]time.Time, len(slots))...)}
 	out.stamp, out.adaptive = g.Stamp()
 	out.probing = g.probing

@@ -17,7 +17,8 @@ import (
 type grant struct {
 	Reservation
 	tat, now int64
-	lim      Limit // the effective limit of the write
+	lim      Limit        // the effective limit of the write
+	ch       gcra.Charged // and what it charged (a probation spaces it)
 }
 
 // sent is what one write of a call asked for, to rebuild its grant when a
@@ -25,8 +26,9 @@ type grant struct {
 type sent struct {
 	n   int
 	now int64
-	lim Limit      // the effective limit it was decided with
-	st  AdaptState // and the adaptive state that limit came from
+	lim Limit        // the effective limit it was decided with
+	st  AdaptState   // and the adaptive state that limit came from
+	ch  gcra.Charged // and what it charged
 }
 
 // book is the one place a grant is decided; Take, Reserve, Wait and
@@ -42,8 +44,8 @@ type sent struct {
 // tat and now flip between forms without end.) The clock is read again only
 // after a pause (a backoff after a store error), where keeping the old now
 // would let a write land long after the time it claims.
-func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit) int, maxDelay time.Duration) (grant, error) {
-	return l.bookAhead(ctx, b, size, maxDelay, 0)
+func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit, spacing int64) int, maxDelay time.Duration) (grant, error) {
+	return l.bookAhead(ctx, b, size, maxDelay, 0, false)
 }
 
 // bookAhead is book with its writes claiming the time `ahead` from now
@@ -54,7 +56,11 @@ func (l *Limiter) book(ctx context.Context, b Bucket, size func(tat, now int64, 
 // refill until then: the bucket's bound on slots holds whatever the nows
 // its writes claim (each grant leaves tat at least T past its slot, and
 // tat never goes back), and Wait sleeps until the slot by this clock.
-func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit) int, maxDelay, ahead time.Duration) (grant, error) {
+//
+// requests says whether the n tokens are n requests (a batch's slots) or
+// one request's cost: on a bucket on probation (gcra.Probation), a batch's
+// slots are spaced, and either is charged the spaced time (gcra.ChargeOf).
+func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now int64, lim Limit, spacing int64) int, maxDelay, ahead time.Duration, requests bool) (grant, error) {
 	ahead = min(max(ahead, 0), maxDelay)
 	delay := (maxDelay - ahead).Microseconds()
 	call := newCallTag()
@@ -81,11 +87,13 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 			sv shareView
 		)
 		if b.Share != nil {
-			lim, sf, sv = l.shareDecision(b, tat, now, size(tat, now, b.Limit) == 1)
+			lim, sf, sv = l.shareDecision(b, tat, now, size(tat, now, b.Limit, 1) == 1)
 		}
 		T, tau := lim.Interval(), lim.Tolerance()
-		n := size(tat, now, lim)
-		d := gcra.Decide(tat, now, lim, n, delay)
+		spacing := l.spacing(b, now)
+		n := size(tat, now, lim, spacing)
+		ch := gcra.ChargeOf(lim, n, spacing, requests, delay)
+		d := gcra.Decide(tat, now, lim, ch.Span, delay)
 		if !d.Allowed && l.final(tat, booked, now, d.RetryAfter, fresh, current) {
 			return grant{}, &ExhaustedError{Key: b.Key, N: n, RetryAfter: l.retryAfter(now, d.RetryAfter, len(writes) > 0 || ahead > 0)}
 		}
@@ -107,15 +115,17 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 		if tat > now {
 			f = busy
 		}
-		nT := int64(n) * T
-		in := l.takeInput(b.Key, f, now, nT, now+tau-nT+delay, adaptTTL(b, st, now+tau+delay), call, len(writes))
+		// The write is bounded by the last slot (the span) and charges
+		// what the probation asks, so it may leave tat past that slot.
+		spanT := int64(ch.Span) * T
+		in := l.takeInput(b.Key, f, now, ch.Charge, now+tau-spanT+delay, adaptTTL(b, st, now+tau+delay+ch.Charge-spanT), call, len(writes))
 		if b.Adaptive != nil {
 			withVersion(in, st.Version)
 		}
 		if b.Share != nil {
 			shareInput(in, f, sf, sv, *b.Share, now)
 		}
-		writes = append(writes, sent{n: n, now: now, lim: lim, st: st})
+		writes = append(writes, sent{n: n, now: now, lim: lim, st: st, ch: ch})
 		at := micros(l.now())
 		out, err := l.updateItem(ctx, in, noSDKRetry)
 		if err == nil {
@@ -127,11 +137,11 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 					l.shares.took(b.Key, *b.Share, b.Limit, now)
 				}
 			}
-			return l.granted(b, lim, st, n, now, out.Attributes)
+			return l.granted(b, lim, st, n, now, out.Attributes, ch)
 		}
 		if item, failed := conditionFailed(err); failed {
 			if b.Share != nil {
-				why := failedWhy(f, sf, sv, b.Share.Leases, item, now, now+tau-nT+delay)
+				why := failedWhy(f, sf, sv, b.Share.Leases, item, now, now+tau-spanT+delay)
 				l.shares.count(&l.shares.failed, why+" ("+sf.String()+")", 1)
 				l.shares.learn(b.Key, item)
 			}
@@ -143,7 +153,7 @@ func (l *Limiter) bookAhead(ctx context.Context, b Bucket, size func(tat, now in
 					l.seen.set(b.Key, cur, bk, micros(l.now()))
 				}
 				w := writes[i]
-				return l.grantedTAT(b, w.lim, w.st, w.n, w.now, left), nil
+				return l.grantedTAT(b, w.lim, w.st, w.n, w.now, left, w.ch), nil
 			}
 			if tat, err = l.learnItem(b.Key, item); err != nil {
 				return grant{}, err
@@ -243,24 +253,25 @@ func (l *Limiter) retryAfter(now, wait int64, wrote bool) time.Duration {
 	return time.Duration(wait) * time.Microsecond
 }
 
-func (l *Limiter) granted(b Bucket, lim Limit, st AdaptState, n int, now int64, item map[string]types.AttributeValue) (grant, error) {
+func (l *Limiter) granted(b Bucket, lim Limit, st AdaptState, n int, now int64, item map[string]types.AttributeValue, ch gcra.Charged) (grant, error) {
 	tat, err := itemTAT(item)
 	if err != nil || tat == 0 {
 		return grant{}, &StoreError{Table: l.table, Op: "UpdateItem", kind: ErrUnavailable,
 			Err: fmt.Errorf("write succeeded but returned no valid tat (err %v): is ReturnValues=ALL_NEW honoured?", err)}
 	}
 	l.seen.book(b.Key, tat, micros(l.now()))
-	return l.grantedTAT(b, lim, st, n, now, tat), nil
+	return l.grantedTAT(b, lim, st, n, now, tat, ch), nil
 }
 
 // grantedTAT is the grant of n tokens by a write made at now, with the
-// effective limit lim from adaptive state st, that left tat.
-func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat int64) grant {
-	slot := max(tat-lim.Tolerance(), now)
+// effective limit lim from adaptive state st, that charged ch and left
+// tat: its slot is the last of its span after the tat it started from.
+func (l *Limiter) grantedTAT(b Bucket, lim Limit, st AdaptState, n int, now, tat int64, ch gcra.Charged) grant {
+	slot := max(tat-ch.Charge+int64(ch.Span)*lim.Interval()-lim.Tolerance(), now)
 	r := Reservation{Key: b.Key, Tokens: n, Slot: time.UnixMicro(slot), Remaining: gcra.Remaining(tat, now, lim),
 		Rate: lim.Rate, adaptive: b.Adaptive != nil, version: st.Version, interval: lim.Interval(),
 		probing: b.Adaptive != nil && b.Adaptive.Climbing(st, b.Limit, now)}
-	return grant{Reservation: r, tat: tat, now: now, lim: lim}
+	return grant{Reservation: r, tat: tat, now: now, lim: lim, ch: ch}
 }
 
 // learnItem reads the tat of the item a failed condition (or a Reset)

@@ -30,6 +30,12 @@ type Stamp struct {
 	Version int64
 	// Interval is the emission interval (µs) it was granted at.
 	Interval int64
+	// Slot is the slot (Unix µs) the tokens were granted for, 0 if
+	// unknown, and Tokens how many: a refusal of one of a bucket's first
+	// requests after a silence puts a bucket of fixed rate on probation
+	// (Throttle).
+	Slot   int64
+	Tokens int
 }
 
 // Probe is the Stamp of a slot granted while its bucket probed.
@@ -37,7 +43,7 @@ type Probe = Stamp
 
 // Stamp is r's stamp, and whether an adaptive bucket granted r at all.
 func (r Reservation) Stamp() (Stamp, bool) {
-	return Stamp{Version: r.version, Interval: r.interval}, r.adaptive
+	return Stamp{Version: r.version, Interval: r.interval, Slot: micros(r.Slot), Tokens: r.Tokens}, r.adaptive
 }
 
 // Probe is r's stamp, and whether r is probing (see Probing).

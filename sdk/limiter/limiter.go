@@ -136,6 +136,7 @@ type Limiter struct {
 	adapt          seenAdapt
 	silent         seenSilence
 	heard          heardSilence
+	probation      seenProbation
 	caps           seenCaps
 	shares         seenShares
 	born           int64            // µs: when New made it, by its clock (see Share.Quiet)
@@ -280,7 +281,7 @@ func (l *Limiter) ReserveAhead(ctx context.Context, b Bucket, n int, maxDelay, a
 	if r, ok := l.localGrant(ctx, b, n, min(max(ahead, 0), maxDelay)); ok {
 		return r, nil
 	}
-	g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay, ahead)
+	g, err := l.bookAhead(ctx, b, func(int64, int64, Limit, int64) int { return n }, maxDelay, ahead, false)
 	return g.Reservation, err
 }
 
@@ -332,7 +333,7 @@ func (l *Limiter) Wait(ctx context.Context, b Bucket, n int, maxWait time.Durati
 		return r, nil
 	}
 	for {
-		g, err := l.bookAhead(ctx, b, func(int64, int64, Limit) int { return n }, bound, ahead)
+		g, err := l.bookAhead(ctx, b, func(int64, int64, Limit, int64) int { return n }, bound, ahead, false)
 		if err != nil {
 			return Reservation{}, err
 		}
@@ -423,6 +424,6 @@ func (l *Limiter) reserve(ctx context.Context, b Bucket, n int, maxDelay time.Du
 	if r, ok := l.localGrant(ctx, b, n, 0); ok {
 		return r, nil
 	}
-	g, err := l.book(ctx, b, func(int64, int64, Limit) int { return n }, maxDelay)
+	g, err := l.book(ctx, b, func(int64, int64, Limit, int64) int { return n }, maxDelay)
 	return g.Reservation, err
 }

@@ -16,6 +16,13 @@ import (
 // later one is refused with an *ArgumentError on "until" (clamp a vendor's
 // Retry-After before passing it).
 func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error {
+	return l.penalizeRefused(ctx, b, until, Stamp{})
+}
+
+// penalizeRefused is Penalize for a refusal of the request sent at
+// refused.Slot (µs; 0 for unknown) with refused.Tokens, which may put a
+// bucket of fixed rate on probation.
+func (l *Limiter) penalizeRefused(ctx context.Context, b Bucket, until time.Time, refused Stamp) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
@@ -25,7 +32,7 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 	}
 	l.heard.add(b.Key, micros(until))
 	lim, st := l.effective(b, micros(now))
-	return l.penalize(ctx, b, until, lim, st)
+	return l.penalize(ctx, b, until, lim, st, refused)
 }
 
 // penalize empties b until `until` at the effective limit lim (from the
@@ -43,7 +50,14 @@ func (l *Limiter) Penalize(ctx context.Context, b Bucket, until time.Time) error
 // Both values only rise: tat to the penalty, the silence to until. DynamoDB
 // has no max(), so the write is conditional on both being lower, and a
 // failed condition's item tells which of them still needs the write.
-func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState) error {
+//
+// refused is the refused request's slot (µs, 0 for unknown) and tokens, on
+// a bucket of fixed rate: with the silence, the write records the
+// probation that refusal leads to (gcra.NextProbation), decided on the
+// silence and probation this process last saw, and conditional on that
+// silence being the item's, so that two refusals of one overload do not
+// both count.
+func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim Limit, st AdaptState, refused Stamp) error {
 	now := l.now()
 	u := micros(until)
 	var had struct {
@@ -67,9 +81,10 @@ func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim L
 		if !needTAT && !needSilence {
 			return nil
 		}
+		prob := l.nextProbation(b, needSilence, refused, micros(now), u)
 		// Setting an absolute value is idempotent, so the SDK's own retries
 		// are safe here.
-		in := l.penalizeInput(b.Key, penalty, u, adaptTTL(b, st, penalty), needTAT, needSilence)
+		in := l.penalizeInput(b.Key, penalty, u, adaptTTL(b, st, penalty), needTAT, needSilence, prob)
 		if b.Adaptive != nil && needTAT {
 			withVersion(in, st.Version)
 		}
@@ -81,6 +96,15 @@ func (l *Limiter) penalize(ctx context.Context, b Bucket, until time.Time, lim L
 			}
 			if needSilence {
 				l.silent.learn(b.Key, u, at)
+			}
+			if needSilence {
+				// The silence the next refusal's probation is decided
+				// after: this one, with the probation it set or kept.
+				p, _ := l.probation.get(b.Key)
+				if prob != nil {
+					p = prob.next
+				}
+				l.probation.learn(b.Key, p, u, at)
 			}
 			return nil
 		}
@@ -162,4 +186,26 @@ func (l *Limiter) State(ctx context.Context, b Bucket) (State, error) {
 		s.FullAfter = max(time.UnixMicro(tat).Sub(time.UnixMicro(now)), 0)
 	}
 	return s, nil
+}
+
+// probationWrite is the probation a penalty records with its silence,
+// and the silence it was decided after (the condition of the write).
+type probationWrite struct {
+	next  gcra.Probation
+	after int64 // µs; 0: none
+}
+
+// nextProbation is the probation a penalty's write of a silence until u
+// records for the refusal of the request refused (nil: none to write, the
+// item's stands).
+func (l *Limiter) nextProbation(b Bucket, withSilence bool, refused Stamp, now, u int64) *probationWrite {
+	if !withSilence || refused.Slot <= 0 || b.Adaptive != nil || b.Share != nil {
+		return nil
+	}
+	p, after := l.probation.get(b.Key)
+	next := gcra.NextProbation(p, after, refused.Slot, refused.Tokens, now, u, b.Limit)
+	if next == p {
+		return nil
+	}
+	return &probationWrite{next: next, after: after}
 }

@@ -130,6 +130,9 @@ func (l *Limiter) learnSilence(key string, item map[string]types.AttributeValue,
 	if until, err := itemSilence(item); err == nil {
 		l.silent.learn(key, until, at)
 	}
+	if p, su, err := itemProbation(item); err == nil {
+		l.probation.learn(key, p, su, at)
+	}
 	l.learnCap(key, item, at)
 }
 

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ var names = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute}
 // resetNames, penaltyNames and silenceNames are those of the reset and
 // penalty expressions: DynamoDB refuses names an expression does not use.
 var (
-	resetNames   = map[string]string{"#tat": TATAttribute, "#bk": bookedAttribute, "#su": silenceAttribute}
+	resetNames   = map[string]string{"#tat": TATAttribute, "#bk": bookedAttribute, "#su": silenceAttribute, "#ps": probationSpacingAttribute, "#pu": probationUntilAttribute}
 	penaltyNames = map[string]string{"#tat": TATAttribute, "#ttl": TTLAttribute, "#su": silenceAttribute}
 	silenceNames = map[string]string{"#tat": TATAttribute, "#su": silenceAttribute}
 )
@@ -163,7 +164,11 @@ func (l *Limiter) takeInput(key string, f form, now, nT, limitTAT, ttl int64, ca
 // silence alone is for an item whose tat is already past the penalty: it
 // needs the item (a missing one is a full bucket, which needs the tat),
 // and no TTL, since the tat it keeps comes after until.
-func (l *Limiter) penalizeInput(key string, penalty, until, ttl int64, withTAT, withSilence bool) *dynamodb.UpdateItemInput {
+//
+// With prob, the silence's write also sets the probation, and is
+// conditional on the item's silence being the one it was decided after
+// (which is lower than until) rather than on it being lower.
+func (l *Limiter) penalizeInput(key string, penalty, until, ttl int64, withTAT, withSilence bool, prob *probationWrite) *dynamodb.UpdateItemInput {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
@@ -190,7 +195,25 @@ func (l *Limiter) penalizeInput(key string, penalty, until, ttl int64, withTAT, 
 		in.ConditionExpression = aws.String("attribute_exists(#tat) AND " + silenceLower)
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":u": num(until)}
 	}
+	if prob != nil && withSilence {
+		withProbation(in, silenceLower, prob)
+	}
 	return in
+}
+
+// withProbation makes a penalty's write of the silence set the probation
+// too, conditional on the silence it was decided after instead of lower.
+func withProbation(in *dynamodb.UpdateItemInput, silenceLower string, prob *probationWrite) {
+	in.ExpressionAttributeNames = maps.Clone(in.ExpressionAttributeNames)
+	in.ExpressionAttributeNames["#ps"], in.ExpressionAttributeNames["#pu"] = probationSpacingAttribute, probationUntilAttribute
+	in.ExpressionAttributeValues[":ps"], in.ExpressionAttributeValues[":pu"] = num(prob.next.Spacing), num(prob.next.Until)
+	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #ps = :ps, #pu = :pu")
+	same := "attribute_not_exists(#su)"
+	if prob.after > 0 {
+		same = "#su = :sp"
+		in.ExpressionAttributeValues[":sp"] = num(prob.after)
+	}
+	in.ConditionExpression = aws.String(strings.Replace(*in.ConditionExpression, silenceLower, "("+same+")", 1))
 }
 
 // resetInput lowers tat to the booked horizon (see Reset): what lies above
@@ -205,7 +228,7 @@ func (l *Limiter) resetInput(key string) *dynamodb.UpdateItemInput {
 		TableName:                           &l.table,
 		Key:                                 map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
 		ExpressionAttributeNames:            resetNames,
-		UpdateExpression:                    aws.String("SET #tat = if_not_exists(#bk, :zero) REMOVE #su"),
+		UpdateExpression:                    aws.String("SET #tat = if_not_exists(#bk, :zero) REMOVE #su, #ps, #pu"),
 		ConditionExpression:                 aws.String("attribute_exists(#tat) AND (attribute_not_exists(#bk) OR #tat > #bk OR attribute_exists(#su))"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":zero": num(0)},
 		ReturnValues:                        types.ReturnValueAllNew,

@@ -168,14 +168,73 @@ func (c *Client) throttle(ctx context.Context, req Request, granted *limiter.Res
 		s, _ := granted.Stamp()
 		stamp = &s
 	}
+	stamp = refusedSlot(stamp, req, granted)
 	if err := c.record(ctx, by, func() error { return a.Throttle(ctx, req.meter(), stamp, until) }); err != nil {
 		c.log.Warn(failure, "job_id", req.JobID, "bucket", req.Bucket.Key, "err", err)
 	}
-	for _, b := range req.Siblings {
-		if err := c.record(ctx, by, func() error { return c.limiter.Penalize(ctx, b, until) }); err != nil {
+	spacing := int64(1)
+	if sp, ok := c.limiter.(interface{ Spacing(limiter.Bucket) int64 }); ok {
+		spacing = sp.Spacing(req.meter())
+	}
+	for i, b := range req.Siblings {
+		until := staggered(until, c.now(), b, i+1, len(req.Siblings)+1, spacing)
+		penalize := func() error { return c.limiter.Penalize(ctx, b, until) }
+		if b.Adaptive == nil && stamp != nil && stamp.Slot > 0 {
+			// Shards of one limit are refused together: the same slot may
+			// put each on probation (limiter.Throttle).
+			penalize = func() error { return a.Throttle(ctx, b, &limiter.Stamp{Slot: stamp.Slot, Tokens: stamp.Tokens}, until) }
+		}
+		if err := c.record(ctx, by, penalize); err != nil {
 			c.log.Warn(failure, "job_id", req.JobID, "bucket", b.Key, "err", err)
 		}
 	}
+}
+
+// staggered is the end of the silence of sibling shard i of k (the
+// refused shard is 0) while the refused one is on probation at spacing:
+// i/k of the shard's spaced interval later, so that the meter's first
+// requests after the silence come one spaced meter interval apart. Shards
+// penalized to one end free their first tokens at one instant, and a
+// vendor below the meter's rate takes one of them and asks for the next
+// silence, whatever the spacing after (adversary seed 643: three shards
+// of 1/6 s, a vendor halved to 1/4 s asking a day, one request through
+// each 15-minute silence). Never past limiter.MaxPenalty from now.
+func staggered(until, now time.Time, b limiter.Bucket, i, k int, spacing int64) time.Time {
+	if spacing <= 1 {
+		return until
+	}
+	at := until.Add(time.Duration(int64(i)*spacing*b.Limit.Interval()/int64(k)) * time.Microsecond)
+	return minTime(at, now.Add(limiter.MaxPenalty))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// refusedSlot is the stamp a throttle is reported with, carrying the
+// refused request's slot: the granted token's, or the held one's
+// (Request.Slot), with its tokens. A bucket of fixed rate gets a stamp for the slot alone;
+// an adaptive one's missing stamp stays missing (limiter.ThrottleHold
+// tells its refusals apart).
+func refusedSlot(stamp *limiter.Stamp, req Request, granted *limiter.Reservation) *limiter.Stamp {
+	slot, tokens := req.Slot, max(req.Tokens, 1)
+	if granted != nil {
+		slot, tokens = granted.Slot, granted.Tokens
+	}
+	switch {
+	case slot.IsZero():
+		return stamp
+	case stamp != nil:
+		s := *stamp
+		s.Slot, s.Tokens = slot.UnixMicro(), tokens
+		return &s
+	case req.meter().Adaptive == nil:
+		return &limiter.Stamp{Slot: slot.UnixMicro(), Tokens: tokens}
+	}
+	return nil
 }
 
 // penalize empties the request's bucket, and its sibling shards, until;

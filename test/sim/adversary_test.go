@@ -126,9 +126,6 @@ func adversarySeeds(t *testing.T, def int) (first uint64, n int) {
 // test of a fix replaces the entry.
 var knownOpen = map[uint64]string{
 	// Each finding, open or fixed, is traced in docs/adversary-findings.md.
-	643:  "a fixed-rate bucket above a vendor that halved, whose 429s ask a day: one request a silence",
-	1389: "a fixed-rate bucket above a vendor that halved, whose 429s ask a day (as 643's; not shrunk)",
-	1802: "a fixed-rate bucket above a vendor that halved, whose 429s ask a day (as 643's)",
 }
 
 // TestAdversary runs the first 30 adversary cases that are not known

@@ -375,6 +375,20 @@ func TestAdversaryPinned(t *testing.T) {
 		// token of its own (otapush.Request.Shadow;
 		// TestShadowRequestDrawsNoToken).
 		{"shadow push waiting for tokens its bookings took", Case{Seed: 1475, Parts: []string{"adaptive", "items", "shadow", "lambda-deaths", "strict-slow-store"}}},
+		// Seeds 643 and 1802: a fixed-rate bucket above a vendor that
+		// halved its limit, each 429 asking a day (the client's 15
+		// minutes): after each silence the vendor refused one of the
+		// bucket's first requests (643: three shards freeing their tokens
+		// at one instant; 1802: every lane's first push over the halved
+		// burst), one request a silence, days stale. A refusal right
+		// after a silence now puts the bucket on probation: its slots
+		// spaced, its shards' silences staggered, its requests by items
+		// sized to the spaced capacity (gcra TestNextProbation, integration
+		// TestThrottleRefusedRightAfterASilencePutsABucketOnProbation,
+		// dispatch TestRequestsOnProbationAreSizedToTheSpacedCapacity,
+		// otapush TestSiblingSilencesAreStaggeredOnProbation).
+		{"fixed rate refused right after its silence, sharded", Case{Seed: 643, Parts: []string{"margin", "shards", "adaptive", "items", "kinds_per_message", "retry-after", "unauthorized", "halving", "db-outage", "lambda-deaths", "hot-property", "many-connections", "hang-lease", "slow-store", "quota-5xx", "parity", "resync"}}},
+		{"fixed rate refused right after its silence, by items", Case{Seed: 1802, Parts: []string{"items", "retry-after", "halving", "slow-store"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {

@@ -51,12 +51,17 @@ type Capabilities struct {
 	// requests at once and says so only in its 429s (learncap.go); without
 	// it a route leases only as its configuration says.
 	Caps CapLearner
+	// Spacing is the factor a bucket on probation spaces its slots by (a
+	// vendor that refused its first requests after a silence): a request
+	// on an endpoint metered by items is sized to its capacity divided by
+	// it; without it, to the whole capacity.
+	Spacing func(b limiter.Bucket) int64
 }
 
 // none reports whether c has no capability set.
 func (c Capabilities) none() bool {
 	return c.Shards == nil && c.Multi == nil && c.Batch == nil && c.Confirm == nil && c.Penalize == nil &&
-		c.Silence == nil && c.KnownSilence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil && c.Caps == nil
+		c.Silence == nil && c.KnownSilence == nil && c.Quota == nil && c.QuotaAlone == nil && c.Ahead == nil && c.Caps == nil && c.Spacing == nil
 }
 
 // CapabilitiesOf is what reserver (a Dispatcher's Limiter) can do, read
@@ -112,6 +117,9 @@ func CapabilitiesOf(reserver Reserver) Capabilities {
 	}
 	if l, ok := reserver.(CapLearner); ok {
 		c.Caps = l
+	}
+	if l, ok := reserver.(interface{ Spacing(b limiter.Bucket) int64 }); ok {
+		c.Spacing = l.Spacing
 	}
 	return c
 }

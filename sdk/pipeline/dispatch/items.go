@@ -46,18 +46,28 @@ func itemsFor(tokens int, w float64) int { return int(float64(tokens)/w + 1e-9) 
 
 // slotTokens is how many tokens j's slot books on route: the items it
 // expects, at most what one request of it may carry (requestTokens).
-func slotTokens(route Route, j job.Job) int {
+func (d *Dispatcher) slotTokens(route Route, j job.Job) int {
 	if route.ItemWeight <= 0 {
 		return 1
 	}
-	return min(tokensFor(j.Items, route.ItemWeight), requestTokens(route, j, route.Bucket))
+	return min(tokensFor(j.Items, route.ItemWeight), d.requestTokens(route, j, route.Bucket))
 }
 
 // requestTokens is the most tokens one request of j may cost on bucket:
-// its capacity, the most one instant may take, or fewer once the vendor
-// throttled larger requests of j (job.Fit).
-func requestTokens(route Route, j job.Job, bucket limiter.Bucket) int {
+// its capacity, the most one instant may take, divided by the bucket's
+// spacing while it is on probation (limiter.Spacing: the vendor refused
+// its first requests after a silence, and one that halved its limit takes
+// half the burst; adversary seed 1802, every lane's first push after each
+// of its 15-minute silences over the vendor's halved burst), but at least
+// one item; or fewer once the vendor throttled larger requests of j
+// (job.Fit).
+func (d *Dispatcher) requestTokens(route Route, j job.Job, bucket limiter.Bucket) int {
 	most := bucket.Limit.Capacity()
+	if s := d.Can.Spacing; s != nil {
+		if f := s(bucket); f > 1 {
+			most = min(most, max(most/int(f), tokensFor(1, route.ItemWeight)))
+		}
+	}
 	if j.Fit > 0 {
 		most = min(most, tokensFor(j.Fit, route.ItemWeight))
 	}
@@ -123,7 +133,7 @@ func attemptTokens(route Route, p Payload) int {
 func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, bucket limiter.Bucket) (Payload, *Result, error) {
 	w := t.ItemWeight
 	held := max(j.Hold.Tokens, 1)
-	limit := requestTokens(t.Route, j, bucket)
+	limit := d.requestTokens(t.Route, j, bucket)
 	// over: a request of the push costs more than one instant may take
 	// (limit), so the push is rendered again with at most that many.
 	over := tokensFor(largestRequest(p), w) > limit

@@ -70,7 +70,7 @@ func (d *Dispatcher) knownSilence(route Route, now time.Time) time.Time {
 // of the route's local shares; charge shrinks the push to what they pay
 // for.
 func (d *Dispatcher) localTokens(route Route, j job.Job) int {
-	n := slotTokens(route, j)
+	n := d.slotTokens(route, j)
 	for _, b := range route.buckets() {
 		_, burst := d.LocalShare.Share(b.Limit)
 		n = min(n, burst)

@@ -30,7 +30,7 @@ func granted(s limiter.Stamp, adaptive bool) *limiter.Stamp {
 func newHold(at time.Time, key string, tokens int, s *limiter.Stamp, lead time.Duration) job.Hold {
 	h := job.Hold{At: at, Key: key, Tokens: tokens, Ahead: lead >= limiter.SilenceAfter}
 	if s != nil && lead >= limiter.ConfirmAfter {
-		h.Grant = job.Grant(*s)
+		h.Grant = job.Grant{Version: s.Version, Interval: s.Interval}
 	}
 	return h
 }
@@ -63,8 +63,7 @@ func stampOf(h job.Hold) *limiter.Stamp {
 	if h.Grant.Interval == 0 || !h.Held() {
 		return nil
 	}
-	s := limiter.Stamp(h.Grant)
-	return &s
+	return &limiter.Stamp{Version: h.Grant.Version, Interval: h.Grant.Interval}
 }
 
 // revoked reports whether j's slot may not be spent: a change since its

@@ -41,7 +41,7 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 	if t.Quota != nil {
 		return d.takeQuota(ctx, j, t, bound, maxAge, first)
 	}
-	tokens := slotTokens(t.Route, j)
+	tokens := d.slotTokens(t.Route, j)
 	n := min(tokens+d.pendingLocal(t.Route), max(t.Bucket.Limit.Capacity(), tokens))
 	inTurn := false // j asks at its turn of the fleet (askers.go)
 	if t.OneAsker && t.Sharded == nil {
