@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 )
 
 // WithLatency makes every call's answer come latency(op, key) after the
@@ -23,6 +25,13 @@ func WithLatency(latency func(op, key string) time.Duration) Option {
 type Call struct {
 	Op, Key string
 	N       int
+	// Limit is the limit of the bucket the call named: zero for a call
+	// of no bucket (a lease's, First's, a quota's).
+	Limit limiter.Limit
+	// MaxDelay is how far ahead the call let its slot lie: the maxDelay
+	// of Reserve, ReserveAhead and ReserveMulti, a batch's MaxDelay, the
+	// maxWait of Wait and WaitMulti; 0 for every other call.
+	MaxDelay time.Duration
 }
 
 // Calls is every call asked so far, in order, those a fault answered
@@ -34,15 +43,15 @@ func (l *Limiter) Calls() []Call {
 	return slices.Clone(l.calls)
 }
 
-// ask records a call and asks the fault, if any, for its answer.
-func (l *Limiter) ask(op, key string, n int) error {
+// ask records call c and asks the fault, if any, for its answer.
+func (l *Limiter) ask(c Call) error {
 	l.mu.Lock()
-	l.calls = append(l.calls, Call{Op: op, Key: key, N: n})
+	l.calls = append(l.calls, c)
 	l.mu.Unlock()
 	if l.fault == nil {
 		return nil
 	}
-	return l.fault(op, key)
+	return l.fault(c.Op, c.Key)
 }
 
 // answer sleeps the latency of op's answer, if any: call it deferred, so

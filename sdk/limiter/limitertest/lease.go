@@ -54,7 +54,7 @@ func (l *Limiter) Now() time.Time { return l.now() }
 // that stays, keeps the expiry or Timeout bound).
 func (l *Limiter) AcquireLease(ctx context.Context, f limiter.InFlight) (limiter.Lease, error) {
 	defer l.answer(ctx, "AcquireLease", f.Key)
-	if err := l.ask("AcquireLease", f.Key, 0); err != nil {
+	if err := l.ask(Call{Op: "AcquireLease", Key: f.Key}); err != nil {
 		return limiter.Lease{}, err
 	}
 	if err := f.Validate(); err != nil {
@@ -117,7 +117,7 @@ func (l *Limiter) take(set *[limiter.MaxLeases]leaseSlot, f limiter.InFlight, sl
 // one another holder took after lease expired is limiter.ErrLeaseLost.
 func (l *Limiter) ReleaseLease(ctx context.Context, lease limiter.Lease) error {
 	defer l.answer(ctx, "ReleaseLease", lease.Key)
-	if err := l.ask("ReleaseLease", lease.Key, 0); err != nil {
+	if err := l.ask(Call{Op: "ReleaseLease", Key: lease.Key}); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -139,7 +139,7 @@ func (l *Limiter) ReleaseLease(ctx context.Context, lease limiter.Lease) error {
 // no longer lease's, or a slot at or above f.Max is live.
 func (l *Limiter) HandOverLease(ctx context.Context, lease limiter.Lease, f limiter.InFlight) (limiter.Lease, error) {
 	defer l.answer(ctx, "HandOverLease", lease.Key)
-	if err := l.ask("HandOverLease", lease.Key, 0); err != nil {
+	if err := l.ask(Call{Op: "HandOverLease", Key: lease.Key}); err != nil {
 		return limiter.Lease{}, err
 	}
 	l.mu.Lock()
@@ -171,7 +171,7 @@ func (l *Limiter) pushed(lease limiter.Lease) {
 // Leases is key's live leases, by slot.
 func (l *Limiter) Leases(ctx context.Context, key string) ([]limiter.Lease, error) {
 	defer l.answer(ctx, "Leases", key)
-	if err := l.ask("Leases", key, 0); err != nil {
+	if err := l.ask(Call{Op: "Leases", Key: key}); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()

@@ -87,10 +87,10 @@ func New(opts ...Option) *Limiter {
 	return l
 }
 
-// check records a call of n tokens and is what it refuses before it
-// decides: a fault, an invalid bucket, an adaptive one.
-func (l *Limiter) check(op string, b limiter.Bucket, n int) error {
-	if err := l.ask(op, b.Key, n); err != nil {
+// check records a call of n tokens of b within maxDelay and is what it
+// refuses before it decides: a fault, an invalid bucket, an adaptive one.
+func (l *Limiter) check(op string, b limiter.Bucket, n int, maxDelay time.Duration) error {
+	if err := l.ask(Call{Op: op, Key: b.Key, N: n, Limit: b.Limit, MaxDelay: maxDelay}); err != nil {
 		return err
 	}
 	if err := b.Validate(); err != nil {
@@ -126,7 +126,7 @@ func (l *Limiter) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay
 
 func (l *Limiter) reserve(ctx context.Context, op string, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
 	defer l.answer(ctx, op, b.Key)
-	if err := l.check(op, b, n); err != nil {
+	if err := l.check(op, b, n, maxDelay); err != nil {
 		return limiter.Reservation{}, err
 	}
 	if err := gcra.Check(b.Limit, n, maxDelay.Microseconds()); err != nil {
@@ -158,7 +158,7 @@ func (l *Limiter) bookAt(b limiter.Bucket, n int, delay, now int64) (limiter.Res
 // would: every slot it grants lies at least that far ahead.
 func (l *Limiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay, ahead time.Duration) (limiter.Reservation, error) {
 	defer l.answer(ctx, "ReserveAhead", b.Key)
-	if err := l.check("ReserveAhead", b, n); err != nil {
+	if err := l.check("ReserveAhead", b, n, maxDelay); err != nil {
 		return limiter.Reservation{}, err
 	}
 	ahead = min(max(ahead, 0), max(maxDelay, 0))
@@ -175,7 +175,7 @@ func (l *Limiter) ReserveAhead(ctx context.Context, b limiter.Bucket, n int, max
 // deadline. If ctx ends during the sleep the tokens stay spent and ctx's
 // error is returned.
 func (l *Limiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
-	if err := l.check("Wait", b, n); err != nil {
+	if err := l.check("Wait", b, n, maxWait); err != nil {
 		l.answer(ctx, "Wait", b.Key)
 		return limiter.Reservation{}, err
 	}
@@ -229,7 +229,7 @@ func (l *Limiter) sleepUntil(ctx context.Context, slot time.Time) error {
 // as many as fit within req.MaxDelay; req.Ahead as ReserveAhead's ahead.
 func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
 	defer l.answer(ctx, "ReserveBatch", b.Key)
-	if err := l.check("ReserveBatch", b, req.N); err != nil {
+	if err := l.check("ReserveBatch", b, req.N, req.MaxDelay); err != nil {
 		return limiter.Batch{}, err
 	}
 	ahead := min(max(req.Ahead, 0), max(req.MaxDelay, 0))
@@ -272,13 +272,13 @@ func (l *Limiter) ReserveBatch(ctx context.Context, b limiter.Bucket, req limite
 
 // TakeMulti takes n tokens now from every bucket, or from none.
 func (l *Limiter) TakeMulti(ctx context.Context, buckets []limiter.Bucket, n int) (limiter.MultiReservation, error) {
-	return l.reserveMulti(ctx, "TakeMulti", buckets, n, 0)
+	return l.reserveMulti(ctx, "TakeMulti", buckets, n, 0, 0)
 }
 
 // ReserveMulti books n tokens of every bucket at their common slot within
 // maxDelay, or none.
 func (l *Limiter) ReserveMulti(ctx context.Context, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error) {
-	return l.reserveMulti(ctx, "ReserveMulti", buckets, n, maxDelay)
+	return l.reserveMulti(ctx, "ReserveMulti", buckets, n, maxDelay, maxDelay)
 }
 
 // WaitMulti reserves n tokens of every bucket and sleeps until their
@@ -292,19 +292,21 @@ func (l *Limiter) WaitMulti(ctx context.Context, buckets []limiter.Bucket, n int
 	if err != nil {
 		return limiter.MultiReservation{}, err
 	}
-	r, err := l.reserveMulti(ctx, "WaitMulti", buckets, n, bound)
+	r, err := l.reserveMulti(ctx, "WaitMulti", buckets, n, maxWait, bound)
 	if err != nil {
 		return limiter.MultiReservation{}, err
 	}
 	return r, l.sleepUntil(ctx, r.Slot)
 }
 
-func (l *Limiter) reserveMulti(ctx context.Context, op string, buckets []limiter.Bucket, n int, maxDelay time.Duration) (limiter.MultiReservation, error) {
+// reserveMulti books n tokens of every bucket within maxDelay, a call
+// that asked within asked (a wait's maxWait, cut to its deadline).
+func (l *Limiter) reserveMulti(ctx context.Context, op string, buckets []limiter.Bucket, n int, asked, maxDelay time.Duration) (limiter.MultiReservation, error) {
 	if len(buckets) > 0 {
 		defer l.answer(ctx, op, buckets[0].Key)
 	}
 	for _, b := range buckets {
-		if err := l.check(op, b, n); err != nil {
+		if err := l.check(op, b, n, asked); err != nil {
 			return limiter.MultiReservation{}, err
 		}
 	}
@@ -337,7 +339,7 @@ func (l *Limiter) reserveMulti(ctx context.Context, op string, buckets []limiter
 // with an *limiter.ArgumentError on "until".
 func (l *Limiter) Penalize(ctx context.Context, b limiter.Bucket, until time.Time) error {
 	defer l.answer(ctx, "Penalize", b.Key)
-	if err := l.check("Penalize", b, 0); err != nil {
+	if err := l.check("Penalize", b, 0, 0); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -355,7 +357,7 @@ func (l *Limiter) Penalize(ctx context.Context, b limiter.Bucket, until time.Tim
 // lies inside it, and the zero time otherwise.
 func (l *Limiter) Silence(ctx context.Context, b limiter.Bucket) (time.Time, error) {
 	defer l.answer(ctx, "Silence", b.Key)
-	if err := l.check("Silence", b, 0); err != nil {
+	if err := l.check("Silence", b, 0, 0); err != nil {
 		return time.Time{}, err
 	}
 	l.mu.Lock()
@@ -381,7 +383,7 @@ func (l *Limiter) KnownSilence(b limiter.Bucket) time.Time {
 // handed out: tat falls back to the booked horizon, never below.
 func (l *Limiter) Reset(ctx context.Context, b limiter.Bucket) error {
 	defer l.answer(ctx, "Reset", b.Key)
-	if err := l.check("Reset", b, 0); err != nil {
+	if err := l.check("Reset", b, 0, 0); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -411,7 +413,7 @@ func (l *Limiter) BookAhead(b limiter.Bucket, next time.Time) error {
 // State is bucket b as an operator sees it.
 func (l *Limiter) State(ctx context.Context, b limiter.Bucket) (limiter.State, error) {
 	defer l.answer(ctx, "State", b.Key)
-	if err := l.check("State", b, 0); err != nil {
+	if err := l.check("State", b, 0, 0); err != nil {
 		return limiter.State{}, err
 	}
 	l.mu.Lock()
@@ -430,7 +432,7 @@ func (l *Limiter) State(ctx context.Context, b limiter.Bucket) (limiter.State, e
 // throttle revokes slots, and limitertest has none, so it is always true.
 func (l *Limiter) Confirm(ctx context.Context, b limiter.Bucket, s limiter.Stamp) (bool, error) {
 	defer l.answer(ctx, "Confirm", b.Key)
-	if err := l.check("Confirm", b, 0); err != nil {
+	if err := l.check("Confirm", b, 0, 0); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -449,7 +451,7 @@ func (l *Limiter) First(ctx context.Context, key string, until time.Time) (bool,
 // hands back no tag.
 func (l *Limiter) FirstAfter(ctx context.Context, key string, earlier []string, until time.Time) (bool, string, error) {
 	defer l.answer(ctx, "First", key)
-	if err := l.ask("First", key, 0); err != nil {
+	if err := l.ask(Call{Op: "First", Key: key}); err != nil {
 		return false, "", err
 	}
 	if key == "" {

@@ -436,8 +436,9 @@ func TestBookAheadSlotsTheNextGrant(t *testing.T) {
 	}
 }
 
-// Calls lists every call in order, with its key and tokens, those a
-// fault answered included; a multi-bucket call is one for each bucket.
+// Calls lists every call in order, with its key, tokens, bucket's limit
+// and the bound its slot was asked within, those a fault answered
+// included; a multi-bucket call is one for each bucket.
 // With a latency, the answer comes that long after the call decided: the
 // slot granted at the call's now is past by then, and a Wait sleeps only
 // what is left until its slot.
@@ -454,14 +455,14 @@ func TestCallsAndLatency(t *testing.T) {
 			return nil
 		}))
 	ctx := t.Context()
-	r, err := l.Reserve(ctx, ten, 2, 0)
+	r, err := l.Reserve(ctx, ten, 2, time.Second)
 	if err != nil || !r.Slot.Equal(t0) || !clock.Now().Equal(t0.Add(30*time.Millisecond)) {
 		t.Fatalf("Reserve = (%v, %v), answered at t0+%v; want the slot t0, answered at t0+30ms", r.Slot.Sub(t0), err, clock.Now().Sub(t0))
 	}
 	if _, err := l.Silence(ctx, other); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("Silence = %v, want the fault's ErrUnavailable", err)
 	}
-	if _, err := l.ReserveMulti(ctx, []limiter.Bucket{ten, other}, 1, 0); err != nil {
+	if _, err := l.ReserveMulti(ctx, []limiter.Bucket{ten, other}, 1, 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	_ = l.KnownSilence(ten)
@@ -472,7 +473,10 @@ func TestCallsAndLatency(t *testing.T) {
 	if err != nil || !w.Slot.Equal(t0.Add(time.Second)) || !clock.Now().Equal(w.Slot) {
 		t.Fatalf("Wait = (%v, %v), returned at t0+%v; want its slot t0+1s, returned at it", w.Slot.Sub(t0), err, clock.Now().Sub(t0))
 	}
-	want := []Call{{"Reserve", "cm#cred#rates", 2}, {"Silence", "other", 0}, {"ReserveMulti", "cm#cred#rates", 1}, {"ReserveMulti", "other", 1}, {"Wait", "cm#cred#rates", 1}}
+	want := []Call{{Op: "Reserve", Key: "cm#cred#rates", N: 2, Limit: ten.Limit, MaxDelay: time.Second}, {Op: "Silence", Key: "other", Limit: other.Limit},
+		{Op: "ReserveMulti", Key: "cm#cred#rates", N: 1, Limit: ten.Limit, MaxDelay: 500 * time.Millisecond},
+		{Op: "ReserveMulti", Key: "other", N: 1, Limit: other.Limit, MaxDelay: 500 * time.Millisecond},
+		{Op: "Wait", Key: "cm#cred#rates", N: 1, Limit: ten.Limit, MaxDelay: 2 * time.Second}}
 	if got := l.Calls(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Calls = %v, want %v", got, want)
 	}

@@ -16,7 +16,7 @@ import (
 func (l *Limiter) TakeQuota(ctx context.Context, q limiter.QuotaBucket, n int, id string) (limiter.QuotaGrant, error) {
 	key := limiter.QuotaKey(q.Key)
 	defer l.answer(ctx, "TakeQuota", key)
-	if err := l.ask("TakeQuota", key, n); err != nil {
+	if err := l.ask(Call{Op: "TakeQuota", Key: key, N: n}); err != nil {
 		return limiter.QuotaGrant{}, err
 	}
 	if err := q.Validate(); err != nil {
@@ -59,11 +59,11 @@ func (l *Limiter) TakeWithQuota(ctx context.Context, buckets []limiter.Bucket, q
 			return limiter.MultiReservation{}, fmt.Errorf("buckets[%d]: %w", i, &limiter.ArgumentError{Field: "bucket.share",
 				Reason: fmt.Sprintf("%q leases shares: such buckets are for single-bucket calls only", b.Key)})
 		}
-		if err := l.check("TakeWithQuota", b, n); err != nil {
+		if err := l.check("TakeWithQuota", b, n, 0); err != nil {
 			return limiter.MultiReservation{}, err
 		}
 	}
-	if err := l.ask("TakeWithQuota", limiter.QuotaKey(q.Key), n); err != nil {
+	if err := l.ask(Call{Op: "TakeWithQuota", Key: limiter.QuotaKey(q.Key), N: n}); err != nil {
 		return limiter.MultiReservation{}, err
 	}
 	if err := limiter.CheckMulti(buckets, n, 0); err != nil {
