@@ -34,10 +34,10 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 			// in 449 ms, after the job's bound.
 			// limitertest refuses what the limiter refuses, a negative maxDelay
 			// among them, with the limiter's error.
-			b := newMemBucket(t, c, normalShare.Bucket, 1200*ms)
+			b := bucketAt(t, c, normalShare.Bucket, 1200*ms)
 			q := &fakeQueue{}
 			p := &timedPusher{clock: c, t0: t0}
-			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
+			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b),
 				Jitter: func(time.Duration) time.Duration { return 0 }}, nil, fixedRoute(normalShare)}
 			j := testJob(t0)
 			tt.bound(&j)
@@ -48,7 +48,7 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 			if res.Outcome != tt.want || !strings.Contains(res.Reason, tt.reason) || len(p.at) != 0 {
 				t.Fatalf("outcome %s (%q), %d pushes; want %s with a reason naming the %s, no push", res.Outcome, res.Reason, len(p.at), tt.want, tt.name)
 			}
-			if tat := b.tat(t, normalShare.Bucket); !tat.Equal(t0.Add(1200 * ms)) {
+			if tat := tatOf(t, b, normalShare.Bucket); !tat.Equal(t0.Add(1200 * ms)) {
 				t.Fatalf("the bucket's tat moved by %v: a token was spent", tat.Sub(t0.Add(1200*ms)))
 			}
 		})

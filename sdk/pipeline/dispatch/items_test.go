@@ -76,9 +76,9 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 			c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
 			vendor := &itemsVendor{clock: c}
 			// A store that cannot be reached.
-			down := newMemBucket(t, c, itemsRoute.Bucket, 0, limitertest.WithFault(func(string, string) error { return storeDown() }))
+			down := bucketAt(t, c, itemsRoute.Bucket, 0, limitertest.WithFault(func(string, string) error { return storeDown() }))
 			d := &worker{&Dispatcher{Limiter: down, Pusher: vendor, Queue: &fakeQueue{},
-				Policy: DefaultPolicy, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep}, itemsWork{items: items}, fixedRoute(itemsRoute)}
+				Policy: DefaultPolicy, LocalShare: fallback.New(2), Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(down)}, itemsWork{items: items}, fixedRoute(itemsRoute)}
 			start := c.Now()
 			for c.Now().Sub(start) < 10*time.Second {
 				// A job back from an earlier slot: it still says the 20
@@ -122,7 +122,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	route.LocalShare = true
 	var down atomic.Bool // the store is down until the local share has pushed
 	down.Store(true)
-	b := newMemBucket(t, c, route.Bucket, 0, limitertest.WithFault(func(string, string) error {
+	b := bucketAt(t, c, route.Bucket, 0, limitertest.WithFault(func(string, string) error {
 		if down.Load() {
 			return storeDown()
 		}
@@ -131,7 +131,7 @@ func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
 	vendor := &timedPusher{clock: c, t0: c.Now()}
 	pacer := fallback.New(1)
 	d := &worker{&Dispatcher{Limiter: b, Pusher: vendor, Queue: &fakeQueue{}, Policy: DefaultPolicy,
-		LocalShare: pacer, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(route)}
+		LocalShare: pacer, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b)}, nil, fixedRoute(route)}
 	for c.Now().Sub(vendor.t0) < 3*time.Second {
 		res, err := d.HandleJob(t.Context(), testJob(c.Now()))
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -19,16 +18,6 @@ import (
 // given lifetime bounds (zero: the policy's).
 func lifeRoute(maxAge time.Duration, maxDeferrals int) fixedRoute {
 	return kRoute(func(r *Route) { r.MaxAge, r.MaxDeferrals = maxAge, maxDeferrals })
-}
-
-// lifeNext is the tat that puts b's next slot next from now (none: a
-// full bucket).
-func lifeNext(b limiter.Bucket, next time.Duration) time.Duration {
-	if next == 0 {
-		return 0
-	}
-	// gcra grants one token τ−T before tat.
-	return next + time.Duration(b.Limit.Tolerance()-b.Limit.Interval())*time.Microsecond
 }
 
 // abandoning is the rig's work that also gives a dead-lettered job's claim
@@ -116,17 +105,14 @@ func TestJobLifetime(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			fail := tt.fail
-			routes := lifeRoute(tt.maxAge, tt.maxDeferrals)
-			route, _ := routes.Route(job.Job{})
-			lim := newMemBucket(t, r.clock, route.Bucket, lifeNext(route.Bucket, tt.next), limitertest.WithFault(func(string, string) error {
-				err := fail
-				fail = nil
-				return err
-			}))
+			if tt.fail != nil {
+				r.fail = []error{tt.fail}
+			}
+			if tt.next > 0 {
+				r.bookAhead(r.clock.Now().Add(tt.next))
+			}
 			w := &abandoning{work: r.work}
-			// Reserver alone: the capabilities the rig's limiter has.
-			r.d.Routes, r.d.Limiter, r.d.Work = routes, struct{ Reserver }{lim}, w
+			r.d.Routes, r.d.Work = lifeRoute(tt.maxAge, tt.maxDeferrals), w
 			j := testJob(r.clock.Now())
 			tt.setup(r, w, &j, r.clock.Now())
 			res, err := r.d.HandleJob(t.Context(), j)
@@ -148,8 +134,8 @@ func TestJobLifetime(t *testing.T) {
 			if res.WastedSlots != tt.wasted || res.StoreError != tt.storeError {
 				t.Fatalf("wasted %d, store error %v; want %d, %v", res.WastedSlots, res.StoreError, tt.wasted, tt.storeError)
 			}
-			if want := fmt.Sprintf("[reserve burst 8 within %v]", tt.maxDelay); tt.maxDelay != 0 && fmt.Sprint(lim.calls) != want {
-				t.Fatalf("reservations %v, want %s", lim.calls, want)
+			if want := fmt.Sprintf("[reserve burst 8 within %v]", tt.maxDelay); tt.maxDelay != 0 && fmt.Sprint(reservations(r.lim)) != want {
+				t.Fatalf("reservations %v, want %s", reservations(r.lim), want)
 			}
 		})
 	}

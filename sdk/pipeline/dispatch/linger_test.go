@@ -13,51 +13,50 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
-// memBucket is limitertest's in-memory limiter on the test's clock, so the
+// bucketAt is limitertest's limiter on the test's clock c, so that the
 // tests below check the dispatcher's choices, not the bucket's
-// arithmetic. It shows the dispatcher only Reserve and ReserveBatch (no
-// Confirm, Penalize or Multi: capabilities are found by type assertion)
-// and records what each was asked.
-type memBucket struct {
-	lim   *limitertest.Limiter
-	calls []string
-}
-
-// newMemBucket is a bucket on c whose tat is c's now plus tat; a tat
-// short of one emission interval is a full bucket. opts come after the
-// clock (a fault, say).
-func newMemBucket(t *testing.T, c *clock, bk limiter.Bucket, tat time.Duration, opts ...limitertest.Option) *memBucket {
+// arithmetic: bucket bk booked by others until its tat is c's now plus
+// tat (0: a full bucket). opts come after the clock (a fault, say).
+func bucketAt(t *testing.T, c *clock, bk limiter.Bucket, tat time.Duration, opts ...limitertest.Option) *limitertest.Limiter {
 	t.Helper()
-	opts = append([]limitertest.Option{limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep)}, opts...)
-	b := &memBucket{lim: limitertest.New(opts...)}
-	if interval := time.Duration(bk.Limit.Interval()) * time.Microsecond; tat >= interval {
-		// One token taken an interval before tat leaves tat there.
-		now := c.Now()
-		c.set(now.Add(tat - interval))
-		if _, err := b.lim.Take(t.Context(), bk, 1); err != nil {
-			t.Fatalf("seeding the bucket: %v", err)
+	lim := limitertest.New(append([]limitertest.Option{limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep)}, opts...)...)
+	if tat > 0 {
+		// The next token comes τ−T before the tat it leaves.
+		next := c.Now().Add(tat - time.Duration(bk.Limit.Tolerance()-bk.Limit.Interval())*time.Microsecond)
+		if err := lim.BookAhead(bk, next); err != nil {
+			t.Fatalf("booking the bucket ahead: %v", err)
 		}
-		c.set(now)
 	}
-	return b
+	return lim
 }
 
-func (b *memBucket) Reserve(ctx context.Context, bk limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	b.calls = append(b.calls, fmt.Sprintf("reserve burst %d within %v", bk.Limit.Burst, maxDelay))
-	return b.lim.Reserve(ctx, bk, n, maxDelay)
+// reserveAndBatch is what the dispatchers of bucketAt's tests can do
+// beyond Reserve: book a batch, and tell a silence they learned; no
+// Confirm, Penalize, Multi, Silence nor Ahead, whose paths other tests
+// take.
+func reserveAndBatch(lim *limitertest.Limiter) Capabilities {
+	return Capabilities{Batch: lim.ReserveBatch, KnownSilence: lim.KnownSilence}
 }
 
-func (b *memBucket) ReserveBatch(ctx context.Context, bk limiter.Bucket, req limiter.BatchRequest) (limiter.Batch, error) {
-	b.calls = append(b.calls, fmt.Sprintf("batch of %d, burst %d within %v", req.N, bk.Limit.Burst, req.MaxDelay))
-	return b.lim.ReserveBatch(ctx, bk, req)
+// reservations is each reservation and batch lim was asked, with the
+// burst and the bound it asked within.
+func reservations(lim *limitertest.Limiter) []string {
+	var out []string
+	for _, c := range lim.Calls() {
+		switch c.Op {
+		case "Reserve":
+			out = append(out, fmt.Sprintf("reserve burst %d within %v", c.Limit.Burst, c.MaxDelay))
+		case "ReserveBatch":
+			out = append(out, fmt.Sprintf("batch of %d, burst %d within %v", c.N, c.Limit.Burst, c.MaxDelay))
+		}
+	}
+	return out
 }
 
-func (b *memBucket) KnownSilence(bk limiter.Bucket) time.Time { return b.lim.KnownSilence(bk) }
-
-// tat is the bucket's tat, as the store would show it.
-func (b *memBucket) tat(t *testing.T, bk limiter.Bucket) time.Time {
+// tatOf is bucket bk's tat in lim, as the store would show it.
+func tatOf(t *testing.T, lim *limitertest.Limiter, bk limiter.Bucket) time.Time {
 	t.Helper()
-	s, err := b.lim.State(t.Context(), bk)
+	s, err := lim.State(t.Context(), bk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +133,9 @@ func TestLingerYieldsToAFillingBucket(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			b := newMemBucket(t, c, tt.route.Bucket, tt.tat)
+			b := bucketAt(t, c, tt.route.Bucket, tt.tat)
 			p := &timedPusher{clock: c, t0: t0}
-			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(tt.route)}
+			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b)}, nil, fixedRoute(tt.route)}
 			j := testJob(t0)
 			j.NotBefore, j.Linger = t0.Add(time.Second), tt.linger
 			res, err := d.HandleJob(context.Background(), j)
@@ -146,10 +145,10 @@ func TestLingerYieldsToAFillingBucket(t *testing.T) {
 			if len(p.at) != 1 || p.at[0] != tt.wantAt {
 				t.Errorf("pushed at %v, want [%v]", p.at, tt.wantAt)
 			}
-			if got := fmt.Sprint(b.calls); got != tt.wantCalls {
+			if got := fmt.Sprint(reservations(b)); got != tt.wantCalls {
 				t.Errorf("reservations %s, want %s", got, tt.wantCalls)
 			}
-			if got := b.tat(t, tt.route.Bucket).Sub(t0); got != tt.wantTAT {
+			if got := tatOf(t, b, tt.route.Bucket).Sub(t0); got != tt.wantTAT {
 				t.Errorf("tat left at %v, want %v", got, tt.wantTAT)
 			}
 		})
@@ -179,8 +178,8 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			b := newMemBucket(t, c, tt.route.Bucket, tt.tat)
-			d := &worker{&Dispatcher{Limiter: b, Pusher: &timedPusher{clock: c, t0: t0}, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, nil, fixedRoute(tt.route)}
+			b := bucketAt(t, c, tt.route.Bucket, tt.tat)
+			d := &worker{&Dispatcher{Limiter: b, Pusher: &timedPusher{clock: c, t0: t0}, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b)}, nil, fixedRoute(tt.route)}
 			jobs := make([]job.Job, 5)
 			for i := range jobs {
 				jobs[i] = testJob(t0)
@@ -206,8 +205,8 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 			if fmt.Sprint(got) != tt.wantSlots {
 				t.Errorf("jobs %v, want %s", got, tt.wantSlots)
 			}
-			if fmt.Sprint(b.calls) != tt.wantCalls {
-				t.Errorf("reservations %v, want %s", b.calls, tt.wantCalls)
+			if got := fmt.Sprint(reservations(b)); got != tt.wantCalls {
+				t.Errorf("reservations %s, want %s", got, tt.wantCalls)
 			}
 		})
 	}
@@ -234,10 +233,10 @@ func TestHorizonDenialsRetrySpread(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &clock{now: t0}
-			b := newMemBucket(t, c, normalShare.Bucket, 1200*ms)
+			b := bucketAt(t, c, normalShare.Bucket, 1200*ms)
 			p := &timedPusher{clock: c, t0: t0}
 			var asked []time.Duration
-			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep,
+			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b),
 				Jitter: func(max time.Duration) time.Duration { asked = append(asked, max); return tt.jitter(max) }}, nil, fixedRoute(normalShare)}
 			res, err := d.HandleJob(context.Background(), testJob(t0))
 			if err != nil || res.Outcome != Pushed {
@@ -249,8 +248,8 @@ func TestHorizonDenialsRetrySpread(t *testing.T) {
 			if len(asked) != 1 || asked[0] != tt.wantMax {
 				t.Errorf("jitter asked for %v, want [%v]", asked, tt.wantMax)
 			}
-			if len(b.calls) != 2 {
-				t.Errorf("reservations %v, want the denied one and its retry", b.calls)
+			if got := reservations(b); len(got) != 2 {
+				t.Errorf("reservations %v, want the denied one and its retry", got)
 			}
 		})
 	}

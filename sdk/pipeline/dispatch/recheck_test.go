@@ -43,11 +43,11 @@ func (w *ownerWork) Hold(context.Context, job.Job, time.Time) error           { 
 func TestRecheckJobsDoNotSpendSlots(t *testing.T) {
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 	c := &clock{now: t0}
-	b := newMemBucket(t, c, plain.Bucket, 0)
+	b := bucketAt(t, c, plain.Bucket, 0)
 	q := &fakeQueue{}
 	p := &timedPusher{clock: c, t0: t0}
 	w := &ownerWork{clock: c, alive: 2}
-	d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep}, w, fixedRoute(plain)}
+	d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: q, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b)}, w, fixedRoute(plain)}
 	j := testJob(t0)
 	j.Payload = []byte("recheck")
 	var outcomes []string
@@ -67,8 +67,8 @@ func TestRecheckJobsDoNotSpendSlots(t *testing.T) {
 	if want := "[deferred deferred pushed]"; fmt.Sprint(outcomes) != want {
 		t.Fatalf("outcomes %v, want %s", outcomes, want)
 	}
-	if len(b.calls) != 1 || len(p.at) != 1 {
-		t.Fatalf("reservations %v and %d pushes; want one reservation, for the push after the takeover (%d slots counted wasted)", b.calls, len(p.at), wasted)
+	if got := reservations(b); len(got) != 1 || len(p.at) != 1 {
+		t.Fatalf("reservations %v and %d pushes; want one reservation, for the push after the takeover (%d slots counted wasted)", got, len(p.at), wasted)
 	}
 	if wasted != 0 {
 		t.Fatalf("%d slots counted wasted, want 0 (none was booked for a recheck)", wasted)
