@@ -64,16 +64,18 @@ func (c InFlightCap) Effective(now int64) int {
 	return c.Max + int(up)
 }
 
-// lowered is c after a throttle at now of a request sent at sent, while
-// inFlight requests were at the vendor (the refused one included): one
-// below the effective cap, under which the fleet had at most that many
-// there, or, with none learned, half of inFlight (the process's own
-// count, which other processes' requests may have joined); never below 1.
+// Lowered is c after a throttle at now of a request sent at sent (both
+// Unix µs), while inFlight requests were at the vendor (the refused one
+// included): one below the effective cap, under which the fleet had at
+// most that many there, or, with none learned, half of inFlight (the
+// process's own count, which other processes' requests may have joined);
+// never below 1.
 // A request sent before the cap was last lowered teaches nothing more:
 // it went under the old one. A throttle met while the cap was climbing is
 // a failed raise, and doubles the next quiet period. ok is false when
-// nothing is lowered.
-func (c InFlightCap) lowered(now, sent int64, inFlight int) (next InFlightCap, ok bool) {
+// nothing is lowered. LowerInFlight writes what it decides; limitertest
+// decides with it too.
+func (c InFlightCap) Lowered(now, sent int64, inFlight int) (next InFlightCap, ok bool) {
 	eff := c.Effective(now)
 	if eff > 0 && sent < c.At {
 		return c, false
@@ -165,7 +167,7 @@ func (l *Limiter) LowerInFlight(ctx context.Context, key string, inFlight int, s
 	seen := l.caps.get(key)
 	for attempt := 0; attempt < l.attempts; attempt++ {
 		now := micros(l.now())
-		next, ok := seen.lowered(now, micros(sent), inFlight)
+		next, ok := seen.Lowered(now, micros(sent), inFlight)
 		if !ok {
 			return nil
 		}

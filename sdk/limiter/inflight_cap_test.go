@@ -43,9 +43,9 @@ func TestLearnedInFlightCapClimbsAndLowers(t *testing.T) {
 			if got := tt.c.Effective(tt.now); got != tt.effective {
 				t.Errorf("Effective = %d, want %d", got, tt.effective)
 			}
-			got, ok := tt.c.lowered(tt.now, tt.sent, tt.inFlight)
+			got, ok := tt.c.Lowered(tt.now, tt.sent, tt.inFlight)
 			if ok != tt.lowered || got != tt.want {
-				t.Errorf("lowered = %+v, %v; want %+v, %v", got, ok, tt.want, tt.lowered)
+				t.Errorf("Lowered = %+v, %v; want %+v, %v", got, ok, tt.want, tt.lowered)
 			}
 		})
 	}

@@ -21,7 +21,7 @@ func WithLatency(latency func(op, key string) time.Duration) Option {
 
 // Call is one call a Limiter was asked: its operation's name and key, as
 // WithFault is told of them, and the tokens it asked for (0 for a call
-// that asks none; a batch's N).
+// that asks none; a batch's N; LowerInFlight's requests in flight).
 type Call struct {
 	Op, Key string
 	N       int

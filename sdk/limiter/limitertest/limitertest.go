@@ -1,8 +1,9 @@
 // Package limitertest is an in-memory limiter for unit tests: the methods
 // of *limiter.Limiter that callers use (Take, Reserve, ReserveAhead, Wait, ReserveBatch,
 // TakeMulti, ReserveMulti, WaitMulti, TakeQuota, TakeWithQuota (quota.go), Penalize, Reset, Silence, KnownSilence, State,
-// Confirm, First, and the in-flight leases a limiter.LeaseGate takes
-// through it: lease.go) with the
+// Confirm, First, the in-flight leases a limiter.LeaseGate takes
+// through it (lease.go) and a learned in-flight cap (InFlightCap,
+// LowerInFlight: caps.go)) with the
 // same arguments, the same decisions and the same typed errors, kept in a
 // map in one process instead of a DynamoDB table, on a clock the test
 // moves.
@@ -46,9 +47,10 @@ type Limiter struct {
 	buckets map[string]*bucket
 	fences  map[string]fence
 	leases  map[string]*[limiter.MaxLeases]leaseSlot
-	quotas  map[string]gcra.QuotaState // by limiter.QuotaKey
-	pushes  map[string]int64           // by lease key, how long the last push released held its lease (µs)
-	tags    int                        // FirstAfter's tags and lease owners so far
+	quotas  map[string]gcra.QuotaState     // by limiter.QuotaKey
+	caps    map[string]limiter.InFlightCap // by bucket key: the learned in-flight caps (caps.go)
+	pushes  map[string]int64               // by lease key, how long the last push released held its lease (µs)
+	tags    int                            // FirstAfter's tags and lease owners so far
 }
 
 // bucket is what the real limiter keeps in a bucket's item: tat, and the
@@ -70,7 +72,7 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 // WithFault makes every call ask fault first, with the operation's name
 // ("Take", "Reserve", "ReserveAhead", "Wait", "ReserveBatch", "TakeMulti", "ReserveMulti",
 // "TakeQuota", "TakeWithQuota", "Penalize", "Reset", "Silence", "State", "Confirm", "First",
-// "AcquireLease", "ReleaseLease", "HandOverLease", "Leases") and the
+// "AcquireLease", "ReleaseLease", "HandOverLease", "Leases", "LowerInFlight") and the
 // bucket's (or lease set's) key (each bucket's in turn for a multi-bucket call): a non-nil
 // error is the call's answer, and nothing changes. An error that wraps
 // limiter.ErrUnavailable, as fmt.Errorf("%w: store down",
@@ -80,7 +82,7 @@ func WithFault(fault func(op, key string) error) Option { return func(l *Limiter
 // New returns an empty limiter: every bucket starts full.
 func New(opts ...Option) *Limiter {
 	l := &Limiter{now: time.Now, sleep: ctxsleep.Sleep, buckets: map[string]*bucket{}, fences: map[string]fence{},
-		leases: map[string]*[limiter.MaxLeases]leaseSlot{}, quotas: map[string]gcra.QuotaState{}, pushes: map[string]int64{}}
+		leases: map[string]*[limiter.MaxLeases]leaseSlot{}, quotas: map[string]gcra.QuotaState{}, caps: map[string]limiter.InFlightCap{}, pushes: map[string]int64{}}
 	for _, o := range opts {
 		o(l)
 	}
