@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,29 +13,30 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 )
 
-// capper is the rig's limiter whose bucket has a learned in-flight cap,
-// and which records the lowerings asked of it (in requests at the
-// vendor). With taught set, its bookings' answers tell of that cap, as
-// limiter.InFlightCap learns one from every grant.
-type capper struct {
-	*limitertest.Limiter
-	cap     int
-	taught  int
-	lowered []int
-}
-
-func (c *capper) Reserve(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
-	if c.taught > 0 {
-		c.cap = c.taught
+// learnCap has lim learn a cap of n requests in flight for bucket key
+// (0: none), as a throttle met with 2n of them at the vendor teaches.
+func learnCap(t *testing.T, lim *limitertest.Limiter, key string, n int) {
+	t.Helper()
+	if n == 0 {
+		return
 	}
-	return c.Limiter.Reserve(ctx, b, n, maxDelay)
+	if err := lim.LowerInFlight(t.Context(), key, 2*n, lim.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lim.InFlightCap(key); got != n {
+		t.Fatalf("learned a cap of %d, want %d", got, n)
+	}
 }
 
-func (c *capper) InFlightCap(string) int { return c.cap }
-
-func (c *capper) LowerInFlight(_ context.Context, _ string, inFlight int, _ time.Time) error {
-	c.lowered = append(c.lowered, inFlight)
-	return nil
+// lowerings is the requests in flight each lowering of calls told of.
+func lowerings(calls []limitertest.Call) []int {
+	var n []int
+	for _, c := range calls {
+		if c.Op == "LowerInFlight" {
+			n = append(n, c.N)
+		}
+	}
+	return n
 }
 
 // crowdedPusher throttles every push; with others, another request of
@@ -74,22 +76,24 @@ func TestAConcurrencyThrottleLowersTheCapAndLeavesFitAlone(t *testing.T) {
 		cap         int  // learned before the push; 0: none
 		others      bool // another request of the bucket at the vendor
 		wantLowered []int
+		wantCap     int // learned after the push
 		wantFit     int
 		wantLeased  bool
 	}{
-		{"alone, nothing learned: its pace, Fit halved", 0, false, nil, 4, false},
-		{"another at the vendor: cap lowered from 2 requests, Fit kept", 0, true, []int{2}, 0, false},
-		{"alone under a learned cap of 3: the fleet's may be there", 3, false, []int{1}, 0, true},
-		{"alone under a learned cap of 1: its pace, Fit halved", 1, false, nil, 4, true},
+		{"alone, nothing learned: its pace, Fit halved", 0, false, nil, 0, 4, false},
+		{"another at the vendor: cap lowered from 2 requests, Fit kept", 0, true, []int{2}, 1, 0, false},
+		{"alone under a learned cap of 3: the fleet's may be there", 3, false, []int{1}, 2, 0, true},
+		{"alone under a learned cap of 1: its pace, Fit halved", 1, false, nil, 1, 4, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newLeaseRig(t)
-				lim := &capper{Limiter: r.lim, cap: tt.cap}
+				learnCap(t, r.lim, "c", tt.cap)
+				before := len(r.lim.Calls())
 				p := &crowdedPusher{others: tt.others}
-				r.d.Limiter, r.d.Pusher, r.d.Routes = lim, p, learnRoute
-				r.d.Can.Caps = lim
+				r.d.Pusher, r.d.Routes = p, learnRoute
+				r.d.Can.Caps = r.lim
 				r.d.Work = &sizedWork{work: work{clock: r.clock}, items: 8}
 				res, err := r.d.HandleJob(context.Background(), itemsJob(r.clock.Now(), "c", 8))
 				if err != nil {
@@ -101,8 +105,11 @@ func TestAConcurrencyThrottleLowersTheCapAndLeavesFitAlone(t *testing.T) {
 				if got := r.queue.deferred[0].j.Fit; got != tt.wantFit {
 					t.Errorf("Fit %d after the throttle, want %d", got, tt.wantFit)
 				}
-				if len(lim.lowered) != len(tt.wantLowered) || len(lim.lowered) > 0 && lim.lowered[0] != tt.wantLowered[0] {
-					t.Errorf("cap lowered from %v requests at the vendor, want %v", lim.lowered, tt.wantLowered)
+				if lowered := lowerings(r.lim.Calls()[before:]); fmt.Sprint(lowered) != fmt.Sprint(tt.wantLowered) {
+					t.Errorf("cap lowered from %v requests at the vendor, want %v", lowered, tt.wantLowered)
+				}
+				if got := r.lim.InFlightCap("c"); got != tt.wantCap {
+					t.Errorf("a cap of %d learned after the push, want %d", got, tt.wantCap)
 				}
 				if len(p.leased) != 1 || p.leased[0] != tt.wantLeased {
 					t.Errorf("pushes under a lease %v, want [%v]", p.leased, tt.wantLeased)
@@ -136,7 +143,9 @@ func TestTheLearnedCapBoundsTheLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &Dispatcher{Can: Capabilities{Caps: &capper{cap: tt.cap}}}
+			lim := limitertest.New()
+			learnCap(t, lim, "c", tt.cap)
+			d := &Dispatcher{Can: Capabilities{Caps: lim}}
 			if !tt.noLeases {
 				d.Leases = NewLeases(nil)
 			}
@@ -161,10 +170,18 @@ func TestALeaseTakenAboveTheLearnedCapIsTakenAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &limiter.InFlight{Key: "k", Max: 3, Hold: 25 * time.Second}
 		r := newLeaseRig(t)
-		r.events = r.ev
-		lim := &capper{Limiter: r.lim, taught: 1}
-		r.d.Limiter, r.d.Pusher, r.d.Work = lim, &leasePusher{events: r.ev}, nil
-		r.d.Can.Caps = lim
+		// Another worker meets the vendor's cap of one while this one
+		// books: the booking's answer tells of the cap it learned.
+		fleet := limitertest.New(limitertest.WithClock(r.clock.Now))
+		r.d.Limiter = limitertest.New(limitertest.WithClock(r.clock.Now), limitertest.WithFault(func(op, _ string) error {
+			if op == "Reserve" {
+				r.ev.add("reserve")
+				return fleet.LowerInFlight(context.Background(), "k", 2, r.clock.Now())
+			}
+			return nil
+		}))
+		r.d.Pusher, r.d.Work = &leasePusher{events: r.ev}, nil
+		r.d.Can.Caps = fleet
 		r.d.Routes = learnLeaseRoute(f)
 		j := testJob(r.clock.Now())
 		j.LeaseBusy = true
