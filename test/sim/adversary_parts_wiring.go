@@ -170,14 +170,21 @@ func (s *sim) connEvents(ctx context.Context) {
 		var err error
 		switch {
 		case e.Disable || e.Enable:
-			_, err = store.SetDisabled(ctx, prop, channel, e.Disable)
+			// As `fleetbucket connections enable|disable` does: the write,
+			// then the resync it triggers (an enable: the whole year).
+			var was, now connstore.Connection
+			if was, err = store.Connection(ctx, prop, channel); err == nil {
+				if now, err = store.SetDisabled(ctx, prop, channel, e.Disable); err == nil {
+					err = s.resyncTriggered(ctx, "enable-", prop, channel, was.Property, now.Property)
+				}
+			}
 		case e.Remap:
 			var c connstore.Connection
 			if c, err = store.Connection(ctx, prop, channel); err == nil {
 				was := c.Property
 				c.RoomTypes, c.RatePlans = e.RoomTypes, e.RatePlans
 				if _, err = store.Put(ctx, c); err == nil {
-					err = s.resyncRemapped(ctx, prop, channel, was, c.Property)
+					err = s.resyncTriggered(ctx, "remap-", prop, channel, was, c.Property)
 				}
 			}
 		case e.Touch:
@@ -191,20 +198,21 @@ func (s *sim) connEvents(ctx context.Context) {
 	}
 }
 
-// resyncRemapped sends the resync `fleetbucket connections put` sends
-// after a mapping change (docs/design.md, "Where the triggers live"): the
-// cells whose OTA ids the write added or changed, over the year from the
+// resyncTriggered sends the resync `fleetbucket connections put`, and
+// `enable`, send after their write (docs/design.md, "Where the triggers
+// live"): the cells whose OTA ids the write added or changed (every cell
+// of a connection enabled), over the year from the
 // horizon's first day, held on the queue until every worker's cache of
 // connections holds the write (resync.TriggerDelay). Without it a cell the
 // mapping left out while a resync ran was never sent again (seed 820: a
 // hotel resynced whole while its booking connection had BAR unmapped
 // skipped BAR's cells, and 43 of their days stayed at nothing on booking).
-func (s *sim) resyncRemapped(ctx context.Context, prop, channel string, was, now config.Property) error {
+func (s *sim) resyncTriggered(ctx context.Context, why, prop, channel string, was, now config.Property) error {
 	cells, _, some := resync.Trigger(&was, now)
 	if !some {
 		return nil
 	}
-	r := ari.Resync{ResyncID: "remap-" + prop + "-" + channel, PropertyID: prop, Channel: channel, Cells: cells,
+	r := ari.Resync{ResyncID: why + prop + "-" + channel, PropertyID: prop, Channel: channel, Cells: cells,
 		From: day0.Format(ari.DateLayout), To: day0.AddDate(0, 0, 364).Format(ari.DateLayout)}
 	return resync.SendAfter(ctx, s.sqs, s.changes.Name, r, time.Now(), resync.TriggerDelay)
 }
