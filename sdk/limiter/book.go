@@ -204,16 +204,20 @@ func (l *Limiter) storeRetry(ctx context.Context, err error, wrote, attempts int
 // bucketItems is the transaction item of each bucket for a multi-bucket
 // decision d made at now, write number i of call: each charged at the
 // common slot (gcra.MultiDecision.Slot), the busy form where the tat seen
-// (forms) runs ahead of it, each bounded by d.Bounds.
-func (l *Limiter) bucketItems(keys []string, limits []Limit, forms []int64, now int64, n int, delay int64, d gcra.MultiDecision, call callTag, i int) []types.TransactWriteItem {
+// (forms) runs ahead of it, each bounded by d.Bounds, and each charged
+// what its probation asks (spacing, gcra.ChargeOf: admitted as before,
+// tat only pushed further).
+func (l *Limiter) bucketItems(buckets []Bucket, limits []Limit, forms []int64, now int64, n int, delay int64, d gcra.MultiDecision, call callTag, i int) []types.TransactWriteItem {
 	at := max(d.Slot, now)
-	items := make([]types.TransactWriteItem, len(keys), len(keys)+1)
+	items := make([]types.TransactWriteItem, len(buckets), len(buckets)+1)
 	for k, lim := range limits {
 		f := idle
 		if forms[k] > at {
 			f = busy
 		}
-		items[k] = l.transactItem(keys[k], f, at, int64(n)*lim.Interval(), d.Bounds[k], ttlSeconds(now+lim.Tolerance()+delay), call, i)
+		ch := gcra.ChargeOf(lim, n, l.spacing(buckets[k], now), false, delay)
+		extra := ch.Charge - int64(n)*lim.Interval()
+		items[k] = l.transactItem(buckets[k].Key, f, at, ch.Charge, d.Bounds[k], ttlSeconds(now+lim.Tolerance()+delay+extra), call, i)
 	}
 	return items
 }

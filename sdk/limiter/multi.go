@@ -310,7 +310,7 @@ func (l *Limiter) bookMulti(ctx context.Context, tx TransactAPI, buckets []Bucke
 		if err := ctx.Err(); err != nil {
 			return MultiReservation{}, err
 		}
-		items := l.bucketItems(keys, limits, forms, now, n, delay, d, call, len(writes))
+		items := l.bucketItems(buckets, limits, forms, now, n, delay, d, call, len(writes))
 		writes = append(writes, sentMulti{d: d, tats: append([]int64(nil), tats...), now: now})
 		reasons, err := l.transact(ctx, tx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil && reasons == nil {

@@ -302,7 +302,7 @@ func (l *Limiter) TakeWithQuota(ctx context.Context, buckets []Bucket, q QuotaBu
 		}
 		at := time.UnixMicro(now)
 		start, end := q.Quota.Window(at)
-		items := l.bucketItems(keys, limits, tats, now, n, 0, d, call, len(writes))
+		items := l.bucketItems(buckets, limits, tats, now, n, 0, d, call, len(writes))
 		items = append(items, l.quotaTransactItem(q, open, start.Unix(), end.Unix(), n, call, len(writes)))
 		writes = append(writes, sentTx{d: d, tats: append([]int64(nil), tats...), now: now})
 		reasons, err := l.transact(ctx, tx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -13,10 +13,11 @@ import (
 // silence it asked for is put on probation, on the emulator: its slots
 // come two intervals apart for every worker (one that saw the item before
 // the probation grants once unspaced, and learns it from that answer), a
-// batch's slots too, until four times the silence has passed (at least a
-// minute); a refusal later within it keeps it, and a Reset ends it. The
-// first refusal, and one of a request long after a silence, change
-// nothing: a vendor refuses one request among many for reasons of its own.
+// batch's slots and a transaction's grants too, until four times the
+// silence has passed (at least a minute); a refusal later within it keeps
+// it, and a Reset ends it. The first refusal, and one of a request long
+// after a silence, change nothing: a vendor refuses one request among many
+// for reasons of its own.
 func TestThrottleRefusedRightAfterASilencePutsABucketOnProbation(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
@@ -96,6 +97,16 @@ func TestThrottleRefusedRightAfterASilencePutsABucketOnProbation(t *testing.T) {
 	at(202300 * time.Millisecond)
 	refused(202200*time.Millisecond, 204*time.Second)
 	takes("probation again", 204100*time.Millisecond, granted, granted, T)
+	// A transaction over the bucket and another (a route's limits) is
+	// charged the spacing too.
+	window := limiter.Bucket{Key: "booking_com#cred-probation#availability#window", Limit: limiter.PerSecond(100, 10)}
+	for i, wantWait := range []time.Duration{granted, T} {
+		at(204400*time.Millisecond + time.Duration(i)*T)
+		_, err := other.TakeMulti(ctx, []limiter.Bucket{b, window}, 1)
+		if wait, denied := limiter.RetryAfter(err); wantWait > 0 && (!denied || wait != wantWait) || wantWait == 0 && err != nil {
+			t.Fatalf("TakeMulti on probation at t0+%v = %v, want retry-after %v (0: granted)", clock.Now().Sub(t0), err, wantWait)
+		}
+	}
 	if err := other.Reset(ctx, b); err != nil {
 		t.Fatal(err)
 	}
