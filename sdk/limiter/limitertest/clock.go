@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Clock is a fake clock for a Limiter: it moves only when told, or when
-// Wait sleeps on it.
+// Clock is a fake clock for a Limiter and the code under test: it moves
+// only when told (Advance, Set), or when something sleeps on it (Sleep,
+// as Wait does).
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -28,6 +29,15 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// Set moves the clock to t, backwards too: for a test that states its
+// scene as times from a start rather than as steps, or replays a scene
+// from the same start.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
 }
 
 // Sleep moves the clock on by d at once, unless ctx has ended.
