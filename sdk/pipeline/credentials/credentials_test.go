@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 )
 
 // fakeSM is a Secrets Manager with one value per secret id, counting reads.
@@ -50,16 +52,12 @@ func (f *fakeSM) set(id string, v *string, fail error) {
 	f.values[id], f.fail = v, fail
 }
 
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
-
 const ref = SecretRefPrefix + "fleetbucket/bk-main"
 
 func TestTokenCachesForTTLAndRereads(t *testing.T) {
 	sm := &fakeSM{values: map[string]*string{"fleetbucket/bk-main": aws.String("tok-1\n")}}
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
-	c := New(sm, WithTTL(time.Minute), WithClock(clk.now))
+	clk := limitertest.NewClock(time.Unix(1_800_000_000, 0))
+	c := New(sm, WithTTL(time.Minute), WithClock(clk.Now))
 	ctx := context.Background()
 
 	steps := []struct {
@@ -78,7 +76,7 @@ func TestTokenCachesForTTLAndRereads(t *testing.T) {
 		{"and cached again", time.Second, "", false, "tok-3", 3},
 	}
 	for _, st := range steps {
-		clk.t = clk.t.Add(st.advance)
+		clk.Advance(st.advance)
 		if st.rotate != "" {
 			sm.set("fleetbucket/bk-main", aws.String(st.rotate), nil)
 		}
@@ -149,18 +147,18 @@ func TestTokenErrors(t *testing.T) {
 // or one invalidated, is not.
 func TestStaleOnError(t *testing.T) {
 	sm := &fakeSM{values: map[string]*string{"fleetbucket/bk-main": aws.String("tok-1")}}
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
-	c := New(sm, WithTTL(time.Minute), WithMaxStale(10*time.Minute), WithClock(clk.now))
+	clk := limitertest.NewClock(time.Unix(1_800_000_000, 0))
+	c := New(sm, WithTTL(time.Minute), WithMaxStale(10*time.Minute), WithClock(clk.Now))
 	ctx := context.Background()
 	if _, err := c.Token(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
 	sm.set("fleetbucket/bk-main", aws.String("tok-1"), errors.New("ThrottlingException"))
-	clk.t = clk.t.Add(5 * time.Minute)
+	clk.Advance(5 * time.Minute)
 	if got, err := c.Token(ctx, ref); got != "tok-1" || err != nil {
 		t.Fatalf("4 min past the TTL with Secrets Manager down: Token = %q, %v; want the cached tok-1", got, err)
 	}
-	clk.t = clk.t.Add(6 * time.Minute)
+	clk.Advance(6 * time.Minute)
 	if got, err := c.Token(ctx, ref); err == nil {
 		t.Fatalf("10 min past the TTL: Token = %q, want the error", got)
 	}
