@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 )
 
 // scriptedLimiter answers each Wait with the next scripted error (nil is a
@@ -35,25 +36,6 @@ func (s *scriptedLimiter) Wait(_ context.Context, bk limiter.Bucket, n int, maxW
 }
 
 func (s *scriptedLimiter) Penalize(context.Context, limiter.Bucket, time.Time) error { return nil }
-
-// manualClock moves only when the client sleeps.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return ctx.Err()
-}
 
 // Contention (every write of the limiter's call lost a race) is retried at
 // once after a small jitter, never turned into a deferral for the whole
@@ -90,7 +72,7 @@ func TestAcquireRetriesContentionPromptly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, calls := vendor(t, scripted{status: 200})
 			lim := &scriptedLimiter{script: tt.script}
-			clock := &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+			clock := limitertest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 			p := DefaultPolicy
 			p.MaxElapsed = budget
 			c, err := New(srv.Client(), lim, p, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
@@ -99,7 +81,7 @@ func TestAcquireRetriesContentionPromptly(t *testing.T) {
 				t.Fatal(err)
 			}
 			var slept []time.Duration
-			c.sleep = func(ctx context.Context, d time.Duration) error { slept = append(slept, d); return clock.sleep(ctx, d) }
+			c.sleep = func(ctx context.Context, d time.Duration) error { slept = append(slept, d); return clock.Sleep(ctx, d) }
 			_, err = c.Push(context.Background(), Request{Bucket: bucket, URL: srv.URL + "/v1/availability", JobID: "job-1",
 				Body: []byte(`{}`), Header: http.Header{"Authorization": {"Bearer secret"}}})
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
