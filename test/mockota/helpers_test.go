@@ -5,37 +5,20 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 )
 
 // t0 has a sub-second part so that rounding of HTTP-dates is exercised.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 250_000_000, time.UTC)
 
-// clock is a manual clock: time moves only when a test says so.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func start(t *testing.T, cfg Config) (*Server, *clock) {
+// start starts a server whose clock, unless cfg has one, is limitertest's
+// from t0: time moves only when a test says so.
+func start(t *testing.T, cfg Config) (*Server, *limitertest.Clock) {
 	t.Helper()
-	c := newClock()
+	c := limitertest.NewClock(t0)
 	if cfg.Now == nil {
 		cfg.Now = c.Now
 	}
@@ -51,7 +34,7 @@ func start(t *testing.T, cfg Config) (*Server, *clock) {
 // request refused): three times, a request a microsecond before the next
 // interval T is refused and one at it accepted, then a long idle refills
 // the burst and no more. 2·burst + 3 requests are accepted in all.
-func refillsExactly(t *testing.T, s *Server, c *clock, T time.Duration, burst int, take func(want int) reply) {
+func refillsExactly(t *testing.T, s *Server, c *limitertest.Clock, T time.Duration, burst int, take func(want int) reply) {
 	t.Helper()
 	for range 3 {
 		c.Advance(T - time.Microsecond)
