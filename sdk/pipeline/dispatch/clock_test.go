@@ -2,43 +2,25 @@ package dispatch
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/internal/ctxsleep"
 )
 
-// clock is a fake clock that sleeping advances; in a synctest bubble
-// (bubble set), the bubble's clock, on which a limiter.LeaseGate's timers
-// run too.
-type clock struct {
-	mu     sync.Mutex
-	now    time.Time
-	bubble bool
+// clock is what a test's parts read and sleep on: limitertest's Clock,
+// which moves only when told or slept on, or bubbleClock in a synctest
+// bubble.
+type clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
 }
 
-func (c *clock) Now() time.Time {
-	if c.bubble {
-		return time.Now()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+// bubbleClock is a synctest bubble's clock, on which a limiter.LeaseGate's
+// timers run too. limitertest's Clock cannot stand in for it: the
+// bubble's time moves when every goroutine in it waits, timers and all,
+// not when the test says.
+type bubbleClock struct{}
 
-// set moves the clock to now, backwards if need be.
-func (c *clock) set(now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = now
-}
+func (bubbleClock) Now() time.Time { return time.Now() }
 
-func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
-	if c.bubble {
-		return ctxsleep.Sleep(ctx, d)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return nil
-}
+func (bubbleClock) Sleep(ctx context.Context, d time.Duration) error { return ctxsleep.Sleep(ctx, d) }

@@ -64,7 +64,7 @@ func kRoute(set ...func(*Route)) fixedRoute {
 // work is a scripted Work: Begin returns beginErr or a body; Done hands
 // back `more` further jobs, each not before linger after the last.
 type work struct {
-	clock    *clock
+	clock    clock
 	beginErr error
 	more     int
 	linger   time.Duration
@@ -102,7 +102,7 @@ func (w *work) Hold(context.Context, job.Job, time.Time) error {
 // limiter's but Reserve and KnownSilence (its Can); a test gives it more.
 type rig struct {
 	t     *testing.T
-	clock *clock
+	clock clock
 	lim   *limitertest.Limiter
 	// fail are what the next bookings answer, in turn, instead of the
 	// bucket, and waits what the push client's next waits for a token (a
@@ -125,7 +125,12 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	return rigOn(t, limitertest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
+}
+
+// rigOn is a rig on clock c: bubbleClock{} for one in a synctest bubble.
+func rigOn(t *testing.T, c clock) *rig {
+	t.Helper()
 	r := &rig{t: t, clock: c, push: &pusher{}, queue: &fakeQueue{}, work: &work{clock: c}}
 	r.lim = limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep), limitertest.WithFault(r.book),
 		limitertest.WithLatency(func(op, _ string) time.Duration {
@@ -356,7 +361,7 @@ func TestFenceLetsARetryThrough(t *testing.T) {
 			}
 			retry := r.queue.deferred[0].j
 			failing.Store(false)
-			r.clock.now = r.clock.now.Add(r.queue.deferred[0].wait)
+			_ = r.clock.Sleep(t.Context(), r.queue.deferred[0].wait)
 			if res, err := r.d.HandleJob(context.Background(), retry); err != nil || res.Outcome != Pushed {
 				t.Fatalf("retry: %+v, %v; want pushed", res, err)
 			}
@@ -466,7 +471,7 @@ func TestLaneBacklogIsHandedOnAtTheCallsHold(t *testing.T) {
 			// The vendor answers each push 300 ms after it on the rig's
 			// clock.
 			v := r.vendor(func(otapushtest.Request) otapushtest.Answer {
-				r.clock.set(r.clock.Now().Add(300 * time.Millisecond))
+				_ = r.clock.Sleep(context.Background(), 300*time.Millisecond)
 				return otapushtest.Answer{}
 			})
 			r.work.more = 1000 // a backlog no push clears

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -29,7 +30,7 @@ func TestDeadlineDuringHorizonSleepIsShed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{now: t0}
+			c := limitertest.NewClock(t0)
 			// The normal share is booked 1.2 s ahead: the next token comes
 			// in 449 ms, after the job's bound.
 			// limitertest refuses what the limiter refuses, a negative maxDelay

@@ -41,7 +41,7 @@ func (itemsWork) Hold(context.Context, job.Job, time.Time) error           { ret
 // item the body carries, read from the body (not from what the dispatcher
 // says it paid), and the tokens each request would cost a retry.
 type itemsVendor struct {
-	clock  *clock
+	clock  clock
 	at     []time.Time
 	items  []int
 	tokens []int
@@ -73,7 +73,7 @@ var itemsRoute = Route{Bucket: limiter.Bucket{Key: "bk#c#rates", Limit: limiter.
 func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 	for _, items := range []int{8, 30} {
 		t.Run(fmt.Sprintf("%d items pending", items), func(t *testing.T) {
-			c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+			c := limitertest.NewClock(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC))
 			vendor := &itemsVendor{clock: c}
 			// A store that cannot be reached.
 			down := bucketAt(t, c, itemsRoute.Bucket, 0, limitertest.WithFault(func(string, string) error { return storeDown() }))
@@ -117,7 +117,7 @@ func TestItemsLocalShareNeverSendsUnpaidItems(t *testing.T) {
 // the batch's jobs at their slots; its own window check (4/s, burst 8)
 // must hold over both.
 func TestPrebookAfterOutageCountsLocalGrants(t *testing.T) {
-	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := limitertest.NewClock(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC))
 	route := plain
 	route.LocalShare = true
 	var down atomic.Bool // the store is down until the local share has pushed
@@ -215,7 +215,7 @@ func (monthsWork) Hold(context.Context, job.Job, time.Time) error           { re
 // counts the items in each body it receives: its window never holds more
 // than burst + rate·W items.
 func TestEveryMessageOfAnItemsPushPaysForItsItems(t *testing.T) {
-	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := limitertest.NewClock(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC))
 	var at []time.Time
 	var sizes []int
 	vendor := otapushtest.NewVendor(t, countingItems(func(n int) otapushtest.Answer {

@@ -27,7 +27,7 @@ func (w oneMessage) Begin(ctx context.Context, j job.Job) (job.Job, Payload, err
 // slotPusher records, for each request, whether it went on a held slot,
 // which, and how long after it the request left.
 type slotPusher struct {
-	clock    *clock
+	clock    clock
 	reserved []bool
 	slots    []time.Time
 	late     []time.Duration

@@ -59,8 +59,7 @@ var leaseCalls = map[string]string{"AcquireLease": "acquire", "HandOverLease": "
 // newLeaseRig is a leaseRig; call it inside synctest.Test.
 func newLeaseRig(t *testing.T) *leaseRig {
 	t.Helper()
-	r := newRig(t)
-	r.clock.bubble = true
+	r := rigOn(t, bubbleClock{})
 	ev := &eventLog{fail: map[string]error{}}
 	store := limitertest.New(limitertest.WithClock(r.clock.Now), limitertest.WithFault(func(op, _ string) error {
 		if e, ok := leaseCalls[op]; ok {

@@ -40,7 +40,7 @@ func TestLingeringSlotsAreBookedAheadOfTheStoresLatency(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{now: t0}
+			c := limitertest.NewClock(t0)
 			// Every booking is answered 40 ms after the now its write
 			// claimed, as a store's is: the decision is made at the
 			// call's clock (or the time it books ahead to).
@@ -51,7 +51,7 @@ func TestLingeringSlotsAreBookedAheadOfTheStoresLatency(t *testing.T) {
 				Can: Capabilities{Ahead: s.ReserveAhead, Batch: s.ReserveBatch}}, nil, fixedRoute(noMargin)}
 			for round := range 2 {
 				start := t0.Add(time.Duration(round) * time.Second) // the bucket is full again
-				c.set(start)
+				c.Set(start)
 				slots, late := lingerRound(t, d, p, c, start, tt.jobs)
 				var got []time.Duration
 				for _, slot := range slots {
@@ -70,7 +70,7 @@ func TestLingeringSlotsAreBookedAheadOfTheStoresLatency(t *testing.T) {
 // returns their slots and how late the first one was: for a job alone,
 // how long after its slot its push left; for a batch, how long after the
 // first slot the store answered.
-func lingerRound(t *testing.T, d *worker, p *timedPusher, c *clock, start time.Time, n int) ([]time.Time, time.Duration) {
+func lingerRound(t *testing.T, d *worker, p *timedPusher, c clock, start time.Time, n int) ([]time.Time, time.Duration) {
 	t.Helper()
 	jobs := make([]job.Job, n)
 	for i := range jobs {

@@ -17,7 +17,7 @@ import (
 // tests below check the dispatcher's choices, not the bucket's
 // arithmetic: bucket bk booked by others until its tat is c's now plus
 // tat (0: a full bucket). opts come after the clock (a fault, say).
-func bucketAt(t *testing.T, c *clock, bk limiter.Bucket, tat time.Duration, opts ...limitertest.Option) *limitertest.Limiter {
+func bucketAt(t *testing.T, c clock, bk limiter.Bucket, tat time.Duration, opts ...limitertest.Option) *limitertest.Limiter {
 	t.Helper()
 	lim := limitertest.New(append([]limitertest.Option{limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep)}, opts...)...)
 	if tat > 0 {
@@ -65,7 +65,7 @@ func tatOf(t *testing.T, lim *limitertest.Limiter, bk limiter.Bucket) time.Time 
 
 // timedPusher records when, after t0, each push went out.
 type timedPusher struct {
-	clock *clock
+	clock clock
 	t0    time.Time
 	at    []time.Duration
 }
@@ -132,7 +132,7 @@ func TestLingerYieldsToAFillingBucket(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{now: t0}
+			c := limitertest.NewClock(t0)
 			b := bucketAt(t, c, tt.route.Bucket, tt.tat)
 			p := &timedPusher{clock: c, t0: t0}
 			d := &worker{&Dispatcher{Limiter: b, Pusher: p, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b)}, nil, fixedRoute(tt.route)}
@@ -177,7 +177,7 @@ func TestLingeringJobsOfABatchBookTogether(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{now: t0}
+			c := limitertest.NewClock(t0)
 			b := bucketAt(t, c, tt.route.Bucket, tt.tat)
 			d := &worker{&Dispatcher{Limiter: b, Pusher: &timedPusher{clock: c, t0: t0}, Queue: &fakeQueue{}, Policy: DefaultPolicy, Now: c.Now, Sleep: c.Sleep, Can: reserveAndBatch(b)}, nil, fixedRoute(tt.route)}
 			jobs := make([]job.Job, 5)
@@ -232,7 +232,7 @@ func TestHorizonDenialsRetrySpread(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{now: t0}
+			c := limitertest.NewClock(t0)
 			b := bucketAt(t, c, normalShare.Bucket, 1200*ms)
 			p := &timedPusher{clock: c, t0: t0}
 			var asked []time.Duration

@@ -232,8 +232,7 @@ func TestLaterMessagesEndBeforeTheDeadlineMargin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.took.String(), synctestRun(func(t *testing.T) {
-			r := newRig(t)
-			r.clock.bubble = true
+			r := rigOn(t, bubbleClock{})
 			changes := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 			w := &storeWork{messageWork: messageWork{work: work{clock: r.clock}, msgs: []Message{{Body: []byte("a,b,c,d,e,f,g,h"), State: changes}}}}
 			p := &slowVendor{scriptedPusher: scriptedPusher{errs: map[string]error{

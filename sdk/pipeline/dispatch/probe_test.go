@@ -11,7 +11,7 @@ import (
 
 // confirmer answers Confirm as scripted, on the rig's clock.
 type confirmer struct {
-	clock  *clock
+	clock  clock
 	good   bool
 	err    error
 	probes []limiter.Probe

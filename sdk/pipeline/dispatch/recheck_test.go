@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
 )
 
@@ -13,7 +14,7 @@ import (
 // more rechecks: a job carrying "recheck" is told to come back when the
 // owner's lease ends; once the owner is gone it takes the lane over.
 type ownerWork struct {
-	clock  *clock
+	clock  clock
 	alive  int
 	begins int
 }
@@ -42,7 +43,7 @@ func (w *ownerWork) Hold(context.Context, job.Job, time.Time) error           { 
 // over and pushes, and the bucket sees exactly one reservation.
 func TestRecheckJobsDoNotSpendSlots(t *testing.T) {
 	t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
-	c := &clock{now: t0}
+	c := limitertest.NewClock(t0)
 	b := bucketAt(t, c, plain.Bucket, 0)
 	q := &fakeQueue{}
 	p := &timedPusher{clock: c, t0: t0}

@@ -36,7 +36,7 @@ func TestSlotBookedAheadAsksItsSilenceBeforeItComes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t0 := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
-			c := &clock{now: t0}
+			c := limitertest.NewClock(t0)
 			// Its silence reads are answered read after they are asked,
 			// as a store's are, with the silence as the read found it.
 			s := limitertest.New(limitertest.WithClock(c.Now), limitertest.WithSleep(c.Sleep),

@@ -21,7 +21,7 @@ import (
 // lanes make it: each push renders up to items of them, and can carry
 // fewer.
 type backlogWork struct {
-	clock *clock
+	clock clock
 	items int
 }
 
@@ -55,7 +55,7 @@ func (backlogWork) Hold(context.Context, job.Job, time.Time) error { return nil 
 // them, its jobs are never dead-lettered, and the vendor takes items at
 // no less than half of its own limit.
 func TestItemsPushTheVendorCannotTakeIsSentSmaller(t *testing.T) {
-	c := &clock{now: time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := limitertest.NewClock(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC))
 	vendorLimit := window.Limit{Rate: 2.5, Burst: 5}
 	var taken []time.Time
 	var sizes []int

@@ -67,7 +67,7 @@ func TestAThrottleOfASizeTheVendorTookLeavesFitAlone(t *testing.T) {
 				if res, err := r.d.HandleJob(context.Background(), j); err != nil || res.Outcome != Pushed {
 					t.Fatalf("the push the vendor took: %+v, %v", res, err)
 				}
-				r.clock.set(r.clock.Now().Add(tt.ago))
+				_ = r.clock.Sleep(context.Background(), tt.ago)
 			}
 			throttling.Store(true)
 			r.d.Work = &sizedWork{work: work{clock: r.clock}, items: 8}
