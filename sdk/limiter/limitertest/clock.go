@@ -40,11 +40,15 @@ func (c *Clock) Set(t time.Time) {
 	c.now = t
 }
 
-// Sleep moves the clock on by d at once, unless ctx has ended.
+// Sleep moves the clock on by d at once, unless ctx has ended. A sleep of
+// d ≤ 0 leaves it, as time.Sleep returns at once: sleeping never runs the
+// clock back, even when sleepers race for it.
 func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.Advance(d)
+	if d > 0 {
+		c.Advance(d)
+	}
 	return nil
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // The clock moves only when told: Advance by a step, Set to a time (back
-// too), Sleep by its duration unless its context has ended.
+// too), Sleep by its duration if it is more than nothing and its context
+// has not ended.
 func TestClockMovesOnlyWhenTold(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -22,6 +23,7 @@ func TestClockMovesOnlyWhenTold(t *testing.T) {
 		{"Set ahead", func(c *Clock) error { c.Set(t0.Add(time.Minute)); return nil }, time.Minute, nil},
 		{"Set back", func(c *Clock) error { c.Advance(time.Minute); c.Set(t0.Add(-time.Second)); return nil }, -time.Second, nil},
 		{"Sleep", func(c *Clock) error { return c.Sleep(context.Background(), 250*time.Millisecond) }, 250 * time.Millisecond, nil},
+		{"Sleep for less than nothing", func(c *Clock) error { return c.Sleep(context.Background(), -time.Second) }, 0, nil},
 		{"Sleep on an ended context", func(c *Clock) error { return c.Sleep(ended, time.Second) }, 0, context.Canceled},
 	}
 	for _, tt := range tests {
