@@ -20,7 +20,7 @@ import (
 func TestBatchSlotsAreConsecutive(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	b := limiter.Bucket{Key: "booking_com#cred-b1#rates", Limit: limiter.PerSecond(10, 5)} // T = 100ms, τ = 500ms
 	ctx := context.Background()
@@ -55,7 +55,7 @@ func TestBatchSlotsAreConsecutive(t *testing.T) {
 func TestBatchPartialBooking(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	b := limiter.Bucket{Key: "booking_com#cred-b2#rates", Limit: limiter.PerSecond(10, 5)}
 	ctx := context.Background()
@@ -73,7 +73,7 @@ func TestBatchPartialBooking(t *testing.T) {
 	if wait, ok := limiter.RetryAfter(err); !ok || wait != 100*time.Millisecond {
 		t.Fatalf("batch on a booked bucket = %v, want a denial with retry-after 100ms", err)
 	}
-	clock.Set(clock.Now().Add(time.Second))
+	clock.Advance(time.Second)
 	if _, err := w.ReserveBatch(ctx, b, limiter.BatchRequest{N: 20, MaxDelay: 2 * time.Second}); !errors.Is(err, limiter.ErrExhausted) {
 		t.Fatalf("all-or-nothing batch that does not fit yet = %v, want ErrExhausted", err)
 	}
@@ -161,7 +161,7 @@ func TestBatchFleetInvariant(t *testing.T) {
 func TestExpiredSlotReacquires(t *testing.T) {
 	t.Parallel()
 	lim := limiter.PerSecond(10, 5)
-	clock := newManualClock()
+	clock := newClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
 	d := p.payload(workerOpts{now: clock.Now})
 	d.Fence = nil // this test counts the reservation's writes; the fence's own write is TestDuplicatePayloadJobPushesOnce's

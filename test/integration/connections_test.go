@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/connections"
@@ -25,7 +26,7 @@ type connRig struct {
 	*wireRig
 	store *connections.Store
 	cache *connections.Cache
-	clock *manualClock
+	clock *limitertest.Clock
 	t0    time.Time
 }
 
@@ -33,7 +34,7 @@ func newConnRig(t *testing.T) *connRig {
 	t.Helper()
 	r := newWireRig(t, mockota.WireOpenTravel)
 	db := emulator.DynamoDB(t)
-	clock := newManualClock()
+	clock := newClock()
 	store := &connections.Store{DB: db, Table: emulator.NewConnectionsTable(t, db), Config: r.sy.Config, Now: clock.Now}
 	cache := &connections.Cache{Source: store, Config: r.sy.Config, Now: clock.Now}
 	r.sy.Connections = cache

@@ -18,7 +18,7 @@ import (
 func TestSlotsInsideARetryAfterAreRevoked(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	ctx := context.Background()
 	b := limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(20, 2),
 		Adaptive: &limiter.Adaptive{MinRate: 10, Quiet: time.Minute, Increase: 1}}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
@@ -24,7 +25,7 @@ import (
 // answer publishes the minute's limit and what is left of it
 // (EG-Rate-Limit-Minute, EG-Rate-Limit-Remaining-Minute).
 type expediaVendor struct {
-	clock            *manualClock
+	clock            *limitertest.Clock
 	perMinute, daily int
 	zone             *time.Location
 
@@ -94,7 +95,7 @@ func (v *expediaVendor) in(from, to time.Time) int {
 func TestExpediaCutAfterTheDailyQuotaIsFollowedByTheAdaptiveLimit(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	la, err := time.LoadLocation("America/Los_Angeles")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestExpediaCutAfterTheDailyQuotaIsFollowedByTheAdaptiveLimit(t *testing.T) 
 	for i := 0; clock.Now().Before(end); i++ {
 		r, err := w.Take(ctx, b, 1)
 		if wait, denied := limiter.RetryAfter(err); denied {
-			clock.Set(clock.Now().Add(max(wait, time.Millisecond)))
+			clock.Advance(max(wait, time.Millisecond))
 			continue
 		} else if err != nil {
 			t.Fatal(err)
@@ -135,7 +136,7 @@ func TestExpediaCutAfterTheDailyQuotaIsFollowedByTheAdaptiveLimit(t *testing.T) 
 		if err != nil && !errors.As(err, &later) {
 			t.Fatal(err)
 		}
-		clock.Set(clock.Now().Add(10 * time.Millisecond)) // the request's own time
+		clock.Advance(10 * time.Millisecond) // the request's own time
 	}
 
 	v.mu.Lock()

@@ -12,31 +12,16 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
-// manualClock is a shared fake clock: time moves only when the test says.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
+// newClock is the tests' shared fake clock, limitertest's, from noon of
+// 2026-11-30: time moves only when the test says.
+func newClock() *limitertest.Clock {
+	return limitertest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 // worker is one simulated process: its own client, its own Limiter, so it
@@ -61,14 +46,14 @@ func newWorker(t *testing.T, table string, opts ...limiter.Option) worker {
 // (down to 1/s; after 10 s without a throttle, up 1/s every second).
 type adaptiveFleet struct {
 	table string
-	clock *manualClock
+	clock *limitertest.Clock
 	t0    time.Time
 	b     limiter.Bucket
 }
 
 func newAdaptiveFleet(t *testing.T, db *dynamodb.Client, key string, burst int) adaptiveFleet {
 	t.Helper()
-	clock := newManualClock()
+	clock := newClock()
 	return adaptiveFleet{table: emulator.NewTable(t, db), clock: clock, t0: clock.Now(),
 		b: limiter.Bucket{Key: key, Limit: limiter.PerSecond(20, burst),
 			Adaptive: &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}}}

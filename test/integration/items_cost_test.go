@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
@@ -22,7 +23,7 @@ import (
 // window check needs no slack for send jitter.
 type clockedWaiter struct {
 	*limiter.Limiter
-	clock *manualClock
+	clock *limitertest.Clock
 }
 
 func (w clockedWaiter) Wait(ctx context.Context, b limiter.Bucket, n int, maxWait time.Duration) (limiter.Reservation, error) {
@@ -52,7 +53,7 @@ func itemsBody(n int) []byte {
 func TestItemsRetryPaysForTheWholeBody(t *testing.T) {
 	t.Parallel()
 	const rate, burst = 40.0, 20
-	clock := newManualClock()
+	clock := newClock()
 	lim, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(emulator.NewTable(t, emulator.DynamoDB(t))), limiter.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)

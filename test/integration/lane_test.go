@@ -88,7 +88,7 @@ func TestLaneMarkClaimClear(t *testing.T) {
 func TestLaneLeaseTakeover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := newManualClock()
+	clock := newClock()
 	s := newLaneStore(t, clock.Now)
 	s.Lease = time.Minute
 	id := lane.ID{Property: "hotel-1", Kind: "availability", Channel: "bk", Credential: "c1", HotelRef: "BK-1"}
@@ -99,7 +99,7 @@ func TestLaneLeaseTakeover(t *testing.T) {
 	if err != nil || marks[0].Claimed {
 		t.Fatalf("mark within the lease = %+v, %v; want no claim", marks, err)
 	}
-	clock.Set(clock.Now().Add(61 * time.Second))
+	clock.Advance(61 * time.Second)
 	marks, err = s.Mark(ctx, []lane.ID{id}, []lane.Element{el("DBL", 3)}, func(lane.ID) string { return "alive" })
 	if err != nil || !marks[0].Claimed || len(marks[0].Pending.Elements) != 3 {
 		t.Fatalf("mark after the lease = %+v, %v; want a takeover with 3 elements", marks, err)

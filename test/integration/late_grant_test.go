@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
@@ -21,7 +22,7 @@ import (
 // grant due at once.
 type slowAnswers struct {
 	*dynamodb.Client
-	clock     *manualClock
+	clock     *limitertest.Clock
 	latencies []time.Duration
 	mu        sync.Mutex
 	claimed   []time.Time
@@ -35,7 +36,7 @@ func (s *slowAnswers) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 		i := min(len(s.claimed), len(s.latencies)-1)
 		s.claimed = append(s.claimed, time.UnixMicro(us))
 		s.mu.Unlock()
-		s.clock.Set(s.clock.Now().Add(s.latencies[i]))
+		s.clock.Advance(s.latencies[i])
 	}
 	return out, err
 }
@@ -92,7 +93,7 @@ func TestLateGrantIsNeverSpent(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			table := emulator.NewTable(t, db)
-			clock := newManualClock()
+			clock := newClock()
 			t0 := clock.Now()
 			margin := 100 * ms
 			b := limiter.Bucket{Key: "late#" + t.Name(), Limit: limiter.Limit{Rate: 20, Burst: 40, Margin: margin}}

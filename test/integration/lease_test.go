@@ -25,7 +25,7 @@ import (
 func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	t0 := clock.Now()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	ctx := context.Background()
@@ -106,7 +106,7 @@ func TestLeaseIsBoundedAndTellsTheEarliestExpiry(t *testing.T) {
 func TestLoweredMaxInFlightWaitsForTheSlotsAboveIt(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	t0 := clock.Now()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	ctx := context.Background()
@@ -263,7 +263,7 @@ func TestLeaseGatePassesLeasesWithinAProcess(t *testing.T) {
 func TestLeaseGateKnowsItsLeaseSetIsContended(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	holder := limiter.NewLeaseGate(newWorker(t, table, limiter.WithClock(clock.Now)).Limiter)
 	other := limiter.NewLeaseGate(newWorker(t, table, limiter.WithClock(clock.Now)).Limiter)
 	ctx := context.Background()
@@ -312,6 +312,6 @@ func TestLeaseGateKnowsItsLeaseSetIsContended(t *testing.T) {
 	}
 	contended("every lease released, no push waiting", false, holder)
 
-	clock.Set(clock.Now().Add(5 * time.Second))
+	clock.Advance(5 * time.Second)
 	contended("the store's no-slot ran out", false, other)
 }

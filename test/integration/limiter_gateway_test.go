@@ -25,7 +25,7 @@ func TestEveryStoreCallPassesTheBreaker(t *testing.T) {
 	table := emulator.NewTable(t, db)
 	down := errors.New("injected: store unreachable")
 	f := &dynamotest.Faulty{DB: db, F: dynamotest.Fault{Before: func(string) error { return down }}}
-	clock := newManualClock()
+	clock := newClock()
 	l, err := limiter.New(f, limiter.WithTable(table), limiter.WithClock(clock.Now),
 		limiter.WithMaxAttempts(1), limiter.WithCircuitBreaker(2, time.Minute))
 	if err != nil {
@@ -97,7 +97,7 @@ func TestEveryStoreCallPassesTheBreaker(t *testing.T) {
 
 	// After the cooldown the breaker lets calls through, and the first
 	// success closes it.
-	clock.Set(clock.Now().Add(time.Minute))
+	clock.Advance(time.Minute)
 	before := f.Calls()
 	if st, err := l.State(ctx, b); err != nil || st.Tokens != 5 {
 		t.Fatalf("State after the cooldown = %+v, %v; want a full bucket read from the store", st, err)

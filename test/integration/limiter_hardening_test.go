@@ -130,7 +130,7 @@ func TestLostResponsesAreNotChargedTwice(t *testing.T) {
 		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
 			db := emulator.DynamoDB(t)
 			table := emulator.NewTable(t, db)
-			clock := newManualClock() // frozen: nothing refills, so charges add up exactly
+			clock := newClock() // frozen: nothing refills, so charges add up exactly
 			const burst = 100
 			b := limiter.Bucket{Key: "booking_com#cred-lost#rates", Limit: limiter.PerSecond(1, burst)}
 			var granted, lost, calls, undecided atomic.Int64
@@ -221,7 +221,7 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			db := emulator.DynamoDB(t)
 			table := emulator.NewTable(t, db)
-			clock := newManualClock()
+			clock := newClock()
 			ctx := context.Background()
 			b := limiter.Bucket{Key: "booking_com#cred-reset#availability", Limit: limiter.PerSecond(10, 5)}
 			op := newWorker(t, table, limiter.WithClock(clock.Now))
@@ -285,7 +285,7 @@ func TestResetReachesWarmWorkersWithinTheCacheAge(t *testing.T) {
 					t.Fatalf("warm Take on booked slots %s the deletion = %v after %d writes, want a denial from the cache", when, err, warm.calls.Answered()-before)
 				}
 			}
-			clock.Set(clock.Now().Add(limiter.DefaultDenialCacheAge + time.Microsecond))
+			clock.Advance(limiter.DefaultDenialCacheAge + time.Microsecond)
 			if r, err := warm.Take(ctx, b, 1); err != nil || !r.Slot.Equal(clock.Now()) {
 				t.Fatalf("warm Take %v after the deletion = %+v, %v; want granted now", limiter.DefaultDenialCacheAge, r, err)
 			}
@@ -353,7 +353,7 @@ func TestTransactionConflictIsRetriedNotAFailure(t *testing.T) {
 func TestReserveShardedBooksTheEarliestSlot(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	t0 := clock.Now()
 	w := newTxWorker(t, table, limiter.WithClock(clock.Now))
 	s := limiter.ShardedBucket{Key: "bk#cred-hot#rates", Limit: limiter.PerSecond(2, 2), Shards: 2} // each shard 1/s, burst 1

@@ -19,7 +19,7 @@ import (
 func TestResetKeepsTheWindowBound(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	ctx := context.Background()
 	lim := limiter.PerSecond(1, 5) // T = 1 s, burst·T = 5 s
 	b := limiter.Bucket{Key: "booking_com#cred-reset-bound#availability", Limit: lim}
@@ -127,7 +127,7 @@ func TestResetKeepsTheWindowBound(t *testing.T) {
 func TestDenialAfterResetCarriesTheNewWait(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	ctx := context.Background()
 	b := limiter.Bucket{Key: "expedia#cred-reset-wait#ari", Limit: limiter.PerSecond(10, 5)} // T = 100 ms, burst·T = 500 ms
 	warm, op := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))

@@ -165,7 +165,7 @@ func sleep(ctx context.Context, d time.Duration) { _ = ctxsleep.Sleep(ctx, d) }
 func TestReservationsGetDistinctOrderedSlots(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	b := limiter.Bucket{Key: "booking_com#cred-2#rates", Limit: limiter.PerSecond(10, 10)}
 	ctx := context.Background()
@@ -209,7 +209,7 @@ func TestReservationsGetDistinctOrderedSlots(t *testing.T) {
 func TestConcurrentReservationsAreDistinct(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	b := limiter.Bucket{Key: "booking_com#cred-3#rates", Limit: limiter.PerSecond(10, 1)}
 	var mu sync.Mutex
 	slots := map[int64]int{} // by Unix µs: time.Time keys compare locations too
@@ -243,7 +243,7 @@ func TestConcurrentReservationsAreDistinct(t *testing.T) {
 func TestPenalizeStopsTheFleet(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	b := limiter.Bucket{Key: "booking_com#cred-4#availability", Limit: limiter.PerSecond(10, 5)}
 	ctx := context.Background()
 	fleet := []worker{newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))}
@@ -307,13 +307,13 @@ func TestTTLIsSetAndMovesForward(t *testing.T) {
 	t.Parallel()
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db)
-	clock := newManualClock()
+	clock := newClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	b := limiter.Bucket{Key: "expedia#cred-5#ari", Limit: limiter.PerSecond(1, 30)}
 	ctx := context.Background()
 	var lastTTL int64
 	for i, step := range []time.Duration{0, time.Minute, time.Hour} {
-		clock.Set(clock.Now().Add(step))
+		clock.Advance(step)
 		if _, err := w.Take(ctx, b, 10); err != nil {
 			t.Fatal(err)
 		}

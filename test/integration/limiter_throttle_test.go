@@ -17,7 +17,7 @@ import (
 func TestThrottleWithoutAReservation(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	ctx := context.Background()
 	w, other := newWorker(t, table, limiter.WithClock(clock.Now)), newWorker(t, table, limiter.WithClock(clock.Now))
 	t0 := clock.Now()

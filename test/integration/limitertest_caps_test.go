@@ -21,7 +21,7 @@ type capStore interface {
 
 // capScript runs one sequence of lowerings on s, on clock from t0, and
 // describes the cap after each step, or its error.
-func capScript(t *testing.T, s capStore, clock *manualClock) []string {
+func capScript(t *testing.T, s capStore, clock *limitertest.Clock) []string {
 	t.Helper()
 	ctx := context.Background()
 	t0 := clock.Now()
@@ -62,7 +62,7 @@ func capScript(t *testing.T, s capStore, clock *manualClock) []string {
 // the emulator's *limiter.Limiter and on limitertest, step for step.
 func TestLimitertestCapsAnswerAsTheTable(t *testing.T) {
 	t.Parallel()
-	tableClock, memClock := newManualClock(), newManualClock()
+	tableClock, memClock := newClock(), newClock()
 	table := capScript(t, newWorker(t, emulator.NewTable(t, emulator.DynamoDB(t)), limiter.WithClock(tableClock.Now)).Limiter, tableClock)
 	mem := capScript(t, limitertest.New(limitertest.WithClock(memClock.Now)), memClock)
 	want := []string{"cap 0", "cap 3", "cap 2", "cap 2", "cap 3", "cap 2", "cap 2", "cap 3", "error invalid bucket.key: empty"}

@@ -26,7 +26,7 @@ type leaseStore interface {
 // describes each answer with what does not depend on which free slot the
 // store picked (the table picks at random): an acquire's expiry, a busy
 // set's held count and wait, a release's error.
-func leaseScript(t *testing.T, s leaseStore, clock *manualClock) []string {
+func leaseScript(t *testing.T, s leaseStore, clock *limitertest.Clock) []string {
 	t.Helper()
 	ctx := context.Background()
 	t0 := clock.Now()
@@ -113,7 +113,7 @@ func TestLimitertestLeasesAnswerAsTheTable(t *testing.T) {
 		"lease 41s–51s",
 		"busy held 2 retry 1s",
 	}
-	tableClock, memClock := newManualClock(), newManualClock()
+	tableClock, memClock := newClock(), newClock()
 	table := leaseScript(t, newWorker(t, emulator.NewTable(t, emulator.DynamoDB(t)), limiter.WithClock(tableClock.Now)).Limiter, tableClock)
 	mem := leaseScript(t, limitertest.New(limitertest.WithClock(memClock.Now)), memClock)
 	if !slices.Equal(table, want) {
@@ -136,7 +136,7 @@ type quotaStore interface {
 // burst 5, and a quota of 5 a UTC day), on clock from t0 (a day's noon),
 // and describes each answer: a grant's slot or what is left of the quota,
 // a denial's key and wait.
-func quotaScript(t *testing.T, s quotaStore, clock *manualClock) []string {
+func quotaScript(t *testing.T, s quotaStore, clock *limitertest.Clock) []string {
 	t.Helper()
 	ctx := context.Background()
 	t0 := clock.Now()
@@ -184,7 +184,7 @@ func quotaScript(t *testing.T, s quotaStore, clock *manualClock) []string {
 // limitertest's calendar quotas answer as the table's do, call for call.
 func TestLimitertestQuotasAnswerAsTheTable(t *testing.T) {
 	t.Parallel()
-	tableClock, memClock := newManualClock(), newManualClock()
+	tableClock, memClock := newClock(), newClock()
 	table := quotaScript(t, newWorker(t, emulator.NewTable(t, emulator.DynamoDB(t)), limiter.WithClock(tableClock.Now)).Limiter, tableClock)
 	mem := quotaScript(t, limitertest.New(limitertest.WithClock(memClock.Now)), memClock)
 	// A denied quota's wait reaches the reset plus the id's offset in the

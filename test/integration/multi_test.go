@@ -111,7 +111,7 @@ func TestMultiTakeAllOrNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newManualClock()
+			clock := newClock()
 			ctx := context.Background()
 			buckets := make([]limiter.Bucket, len(tt.limits))
 			for i, l := range tt.limits {
@@ -151,11 +151,11 @@ func TestMultiTakeAllOrNothing(t *testing.T) {
 				t.Fatalf("repeat: %v after %d calls, want a local denial", err, w.c.calls.Load()-before)
 			}
 			// Exact: one microsecond early is still denied, on time granted.
-			clock.Set(clock.Now().Add(tt.wantWait - time.Microsecond))
+			clock.Advance(tt.wantWait - time.Microsecond)
 			if _, err := w.TakeMulti(ctx, buckets, 1); !errors.Is(err, limiter.ErrExhausted) {
 				t.Fatalf("1µs before RetryAfter: %v, want denied", err)
 			}
-			clock.Set(clock.Now().Add(time.Microsecond))
+			clock.Advance(time.Microsecond)
 			if _, err := w.TakeMulti(ctx, buckets, 1); err != nil {
 				t.Fatalf("at RetryAfter: %v, want granted", err)
 			}
@@ -169,7 +169,7 @@ func TestMultiTakeAllOrNothing(t *testing.T) {
 func TestMultiReserveCommonSlot(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	t0 := clock.Now()
 	ctx := context.Background()
 	property := limiter.Bucket{Key: "bk#cred#rates#hotel-1", Limit: limiter.PerSecond(1, 1)}
@@ -279,7 +279,7 @@ func TestShardedSplitAndFallback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("rate %v burst %d over %d", tt.limit.Rate, tt.limit.Burst, tt.shards), func(t *testing.T) {
-			clock := newManualClock()
+			clock := newClock()
 			w := newTxWorker(t, table, limiter.WithClock(clock.Now))
 			s := limiter.ShardedBucket{Key: fmt.Sprintf("hot#%d#%d", tt.shards, tt.limit.Burst), Limit: tt.limit, Shards: tt.shards}
 			got := map[string]int{}
@@ -390,7 +390,7 @@ func TestLimitChangesTakeEffectAtOnce(t *testing.T) {
 	for _, multi := range []bool{false, true} {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s multi=%v", tt.name, multi), func(t *testing.T) {
-				clock := newManualClock()
+				clock := newClock()
 				ctx := context.Background()
 				w := newTxWorker(t, table, limiter.WithClock(clock.Now))
 				key := fmt.Sprintf("change#%s#%v", tt.name, multi)
@@ -484,7 +484,7 @@ func minTime(a, b time.Time) time.Time {
 func TestMultiReserveChargesEveryBucketAtTheCommonSlot(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	t0 := clock.Now()
 	ctx := context.Background()
 	second := limiter.Bucket{Key: "ex#cred#rates", Limit: withMargin(limiter.PerSecond(5, 1), 100*time.Millisecond)}

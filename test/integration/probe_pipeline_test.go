@@ -22,7 +22,7 @@ import (
 func TestDeferredProbingSlotIsConfirmedAtItsSlot(t *testing.T) {
 	t.Parallel()
 	lim := limiter.PerSecond(20, 2)
-	clock := newManualClock()
+	clock := newClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now, OmitRateLimitHeaders: true})
 	p.adaptive = &limiter.Adaptive{MinRate: 1, Quiet: 10 * time.Second, Increase: 1}
 	t0 := clock.Now()

@@ -128,11 +128,11 @@ func (p *pipeline) assertNoPushBeforeSlot(jobs []job.Job) {
 func TestLongWaitChains(t *testing.T) {
 	t.Parallel()
 	lim := limiter.PerMinute(1.0/60, 1) // one token an hour
-	clock := newManualClock()
+	clock := newClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
 	rec := &recordingSQS{countingSQS: countingSQS{emulator.SQS(t), &p.sends}}
 	d := p.payload(workerOpts{now: clock.Now, sqs: rec})
-	d.Sleep = func(_ context.Context, wait time.Duration) error { clock.Set(clock.Now().Add(wait)); return nil }
+	d.Sleep = clock.Sleep
 	ctx := context.Background()
 	t0 := clock.Now()
 	first := pushJob(1, "availability", t0)
@@ -214,7 +214,7 @@ func mustEncode(t *testing.T, j job.Job) string {
 func TestShedOnDeadlineSpendsNoToken(t *testing.T) {
 	t.Parallel()
 	lim := limiter.PerSecond(1, 2)
-	clock := newManualClock()
+	clock := newClock()
 	p := newPipeline(t, lim, mockota.Config{Limit: lim, Now: clock.Now})
 	d := p.payload(workerOpts{now: clock.Now})
 	d.Sleep = func(context.Context, time.Duration) error { return nil }

@@ -53,17 +53,10 @@ func TestBatchedQuotaJobsEachTakeTheQuota(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newManualClock()
+			clock := newClock()
 			clock.Set(tt.at)
-			advance := func(_ context.Context, d time.Duration) error {
-				// Jobs sleep concurrently: the clock only moves forward.
-				clock.mu.Lock()
-				defer clock.mu.Unlock()
-				if to := clock.now.Add(d); to.After(clock.now) {
-					clock.now = to
-				}
-				return nil
-			}
+			// Jobs sleep concurrently on the clock: it only moves forward.
+			advance := clock.Sleep
 			lim, err := limiter.New(db, limiter.WithTable(emulator.NewTable(t, db)), limiter.WithClock(clock.Now))
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetbucket/fleetbucket/sdk/gcra"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/job"
@@ -18,7 +19,7 @@ import (
 
 // quotaPusher records when (on the test's clock) each push went out.
 type quotaPusher struct {
-	clock *manualClock
+	clock *limitertest.Clock
 	at    map[string]time.Time
 }
 
@@ -32,7 +33,7 @@ func (p *quotaPusher) Push(_ context.Context, req otapush.Request) (otapush.Resp
 
 // quotaQueue keeps deferred jobs with when they are due.
 type quotaQueue struct {
-	clock *manualClock
+	clock *limitertest.Clock
 	due   []dueJob
 	dead  []string
 }
@@ -67,7 +68,7 @@ func (r quotaRoute) Route(job.Job) (dispatch.Route, error) { return dispatch.Rou
 func TestPipelineQuotaAcrossADSTDay(t *testing.T) {
 	t.Parallel()
 	table := emulator.NewTable(t, emulator.DynamoDB(t))
-	clock := newManualClock()
+	clock := newClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	la, err := time.LoadLocation("America/Los_Angeles")
 	if err != nil {
@@ -84,7 +85,7 @@ func TestPipelineQuotaAcrossADSTDay(t *testing.T) {
 	pusher := &quotaPusher{clock: clock, at: map[string]time.Time{}}
 	queue := &quotaQueue{clock: clock}
 	d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: w.Limiter, Pusher: pusher, Queue: queue, Policy: dispatch.DefaultPolicy,
-		Now: clock.Now, Sleep: func(_ context.Context, d time.Duration) error { clock.Set(clock.Now().Add(d)); return nil }}, Routes: quotaRoute(route)}
+		Now: clock.Now, Sleep: clock.Sleep}, Routes: quotaRoute(route)}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestPipelineQuotaAcrossADSTDay(t *testing.T) {
 	for i := range 25 {
 		handle(job.Job{ID: fmt.Sprintf("job-%02d", i), Channel: "expedia", Credential: "c1", Endpoint: "availability",
 			FirstSeen: evening, Payload: []byte(`{}`)})
-		clock.Set(clock.Now().Add(time.Second))
+		clock.Advance(time.Second)
 	}
 	if len(pusher.at) != count || len(queue.due) != 25-count {
 		t.Fatalf("on the first evening %d pushed and %d deferred, want %d and %d", len(pusher.at), len(queue.due), count, 25-count)

@@ -52,7 +52,7 @@ func TestQuotaOnTheStoreResetsAtTheVendorsMidnight(t *testing.T) {
 	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
-	clock := newManualClock()
+	clock := newClock()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	q := limiter.QuotaBucket{Key: "hotelbeds#eval-key#availability", Quota: amsterdamQuota(t, 3)}
 	ctx := context.Background()
@@ -109,7 +109,7 @@ func TestQuotaHoldsAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
-	clock := newManualClock() // noon UTC: far from Amsterdam's midnight
+	clock := newClock() // noon UTC: far from Amsterdam's midnight
 	q := limiter.QuotaBucket{Key: "cred#day", Quota: amsterdamQuota(t, 20)}
 	var granted, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -171,7 +171,7 @@ func TestQuotaComposesWithTheRateLimitInOneTransaction(t *testing.T) {
 	t.Parallel()
 	ddb := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, ddb)
-	clock := newManualClock()
+	clock := newClock()
 	t0 := clock.Now()
 	w := newWorker(t, table, limiter.WithClock(clock.Now))
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -60,7 +61,7 @@ func (q *recordingQueue) DeadLetter(_ context.Context, _, reason string) error {
 // otapush to a mock vendor, on one fake clock shared by the limiter, the
 // client's and the dispatcher's sleeps and the vendor.
 type meterRig struct {
-	clock          *manualClock
+	clock          *limitertest.Clock
 	lim            *limiter.Limiter
 	ota            *mockota.Server
 	d              payloadjob.Dispatcher
@@ -69,11 +70,8 @@ type meterRig struct {
 
 func newMeterRig(t *testing.T, vendor limiter.Limit, attempts int) *meterRig {
 	t.Helper()
-	r := &meterRig{clock: newManualClock()}
-	advance := func(ctx context.Context, d time.Duration) error {
-		r.clock.Set(r.clock.Now().Add(d))
-		return ctx.Err()
-	}
+	r := &meterRig{clock: newClock()}
+	advance := r.clock.Sleep
 	db := emulator.DynamoDB(t)
 	var err error
 	if r.lim, err = limiter.New(db, limiter.WithTable(emulator.NewTable(t, db)), limiter.WithClock(r.clock.Now), limiter.WithDenialCacheAge(0)); err != nil {

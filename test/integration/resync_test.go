@@ -21,6 +21,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/cmd/fleetbucket/cli"
 	"github.com/fleetbucket/fleetbucket/internal/contract"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
@@ -40,7 +41,7 @@ func newResyncRig(t *testing.T) *connRig {
 	t.Helper()
 	r := newWireRigWith(t, mockota.WireOpenTravel, func(c *mockota.Config) { c.Wire.MappedRooms = []string{"DBL", "SUI"} })
 	db := emulator.DynamoDB(t)
-	clock := newManualClock()
+	clock := newClock()
 	store := &connections.Store{DB: db, Table: emulator.NewConnectionsTable(t, db), Config: r.sy.Config, Now: clock.Now}
 	cache := &connections.Cache{Source: store, Config: r.sy.Config, Now: clock.Now}
 	r.sy.Connections = cache
@@ -165,14 +166,14 @@ func TestMappingFixResyncWaitsForEveryWorkersCache(t *testing.T) {
 type bulkRig struct {
 	p     *pipeline
 	sy    *syncer.Syncer
-	clock *manualClock
+	clock *limitertest.Clock
 	limit limiter.Limit
 	seq   int64
 }
 
 func newBulkRig(t *testing.T, hotels int, limit limiter.Limit) *bulkRig {
 	t.Helper()
-	clock := newManualClock()
+	clock := newClock()
 	p := newPipeline(t, limit, mockota.Config{Limit: limiter.PerSecond(1000, 1000), Now: clock.Now,
 		Wire: &mockota.Wire{Format: mockota.WireOpenTravel, MappedRooms: []string{"DBL", "SUI"}}})
 	props := []string{`"hotel-live": [{"channel": "ota", "credential": "cred-1", "hotel_ref": "H-LIVE"}]`}
@@ -199,12 +200,7 @@ func newBulkRig(t *testing.T, hotels int, limit limiter.Limit) *bulkRig {
 	policy.MaxHold = time.Millisecond
 	// Time passes only when a worker waits: a push's later message that
 	// waits for a free token moves the test's clock on.
-	sleep := func(ctx context.Context, d time.Duration) error {
-		clock.mu.Lock()
-		clock.now = clock.now.Add(d)
-		clock.mu.Unlock()
-		return ctx.Err()
-	}
+	sleep := clock.Sleep
 	lim, err := limiter.New(emulator.DynamoDB(t), limiter.WithTable(p.table), limiter.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +343,7 @@ func TestResyncNeverDelaysALivePushByMoreThanOnePush(t *testing.T) {
 		r.drainDeferred(t)
 	}
 	for range 200 { // let the bulk finish
-		r.clock.Set(r.clock.Now().Add(T))
+		r.clock.Advance(T)
 		if r.drainDeferred(t) == 0 {
 			break
 		}
@@ -428,11 +424,11 @@ func TestResyncSurvivesAWorkerDeath(t *testing.T) {
 	if n := len(r.p.ota.Requests()); n != 0 {
 		t.Fatalf("the redelivery pushed %d requests while the dead worker's lease held the lane, want 0 (results %+v)", n, out[0].Jobs)
 	}
-	r.clock.Set(r.clock.Now().Add(lease + 2*time.Second))
+	r.clock.Advance(lease + 2*time.Second)
 	deadline := time.Now().Add(20 * time.Second)
 	for len(r.p.ota.Accepted()) < 2 && time.Now().Before(deadline) {
 		r.drainDeferred(t)
-		r.clock.Set(r.clock.Now().Add(time.Second))
+		r.clock.Advance(time.Second)
 	}
 	copy, err := otacopy.BuildWire(r.p.ota.Accepted(), mockota.WireOpenTravel)
 	if err != nil {

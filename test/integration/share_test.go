@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/test/emulator"
 )
 
@@ -16,14 +17,14 @@ import (
 // 1 s after the last write that did not know them.
 type shareFleet struct {
 	table string
-	clock *manualClock
+	clock *limitertest.Clock
 	t0    time.Time
 	b     limiter.Bucket
 }
 
 func newShareFleet(t *testing.T) shareFleet {
 	t.Helper()
-	clock := newManualClock()
+	clock := newClock()
 	clock.Set(clock.Now().Truncate(time.Minute))
 	return shareFleet{table: emulator.NewTable(t, emulator.DynamoDB(t)), clock: clock, t0: clock.Now(),
 		b: limiter.Bucket{Key: "booking_com#cred-1#rates", Limit: limiter.PerSecond(10, 20),

@@ -40,7 +40,7 @@ func (a *afterFirstWrite) UpdateItem(ctx context.Context, in *dynamodb.UpdateIte
 func TestSlotBookedBeforeA429IsNotSpentInItsSilence(t *testing.T) {
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db)
-	clock := newManualClock()
+	clock := newClock()
 	ctx := context.Background()
 	b := limiter.Bucket{Key: "booking_com#cred-silence#availability", Limit: limiter.PerSecond(1, 1)} // T = 1 s
 	other := newWorker(t, table, limiter.WithClock(clock.Now))
@@ -159,7 +159,7 @@ func (a *afterFirstTransaction) TransactWriteItems(ctx context.Context, in *dyna
 func TestWaitMultiSlotBookedBeforeA429IsNotSpentInItsSilence(t *testing.T) {
 	db := emulator.DynamoDB(t)
 	table := emulator.NewTable(t, db)
-	clock := newManualClock()
+	clock := newClock()
 	ctx := context.Background()
 	perSecond := limiter.Bucket{Key: "booking_com#cred-silence-multi#availability", Limit: limiter.PerSecond(1, 1)} // T = 1 s
 	perMinute := limiter.Bucket{Key: "booking_com#cred-silence-multi#availability#w0", Limit: limiter.Limit{Rate: 1, Burst: 40}}
