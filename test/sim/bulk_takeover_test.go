@@ -67,7 +67,7 @@ func TestLiveChangeNeverGoesOutBeforeABulkPushAlreadyRead(t *testing.T) {
 	// The hotel's history, delivered; then a resync of it.
 	m.changes([]string{src.change("rates", "DBL", "2027-02-01", "2027-02-05", 100)}, 10)
 	m.drain(100)
-	m.clock.Set(m.clock.Now().Add(time.Minute))
+	m.clock.Advance(time.Minute)
 	newer := src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)
 	hook.live = liveChangeIn(t, m, newer)
 	hook.armed.Store(true)
@@ -149,7 +149,7 @@ func resyncEvent(t *testing.T, m *memLanes, from, to string) string {
 // token, out of m's deferred jobs, and when the bucket is free again.
 func waitingBulkJob(t *testing.T, m *memLanes, lim limiter.Limit) (job.Job, time.Time) {
 	t.Helper()
-	m.clock.Set(m.clock.Now().Add(time.Minute))
+	m.clock.Advance(time.Minute)
 	free := m.bookRates(lim, 10*time.Second)
 	body := resyncEvent(t, m, "2027-02-01", "2027-02-05")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
@@ -166,7 +166,7 @@ func waitingBulkJob(t *testing.T, m *memLanes, lim limiter.Limit) (job.Job, time
 func backAndPushes(t *testing.T, m *memLanes, j job.Job, what string) {
 	t.Helper()
 	m.pending = append([]job.Job{j}, m.pending...)
-	m.clock.Set(m.clock.Now().Add(time.Second))
+	m.clock.Advance(time.Second)
 	n := len(m.results)
 	m.deliverNext()
 	var got []string
@@ -230,7 +230,7 @@ func TestBulkJobGrantedFindingItsLaneWithAWaitingBulkJobPushesIt(t *testing.T) {
 // jobs).
 func TestBulkJobDeferredWhileALiveChangeHoldsItsLaneIsKept(t *testing.T) {
 	m, src, lim := bulkLaneRig(t)
-	m.clock.Set(m.clock.Now().Add(time.Minute))
+	m.clock.Advance(time.Minute)
 	m.bookRates(lim, 10*time.Second)
 	body := resyncEvent(t, m, "2027-02-01", "2027-02-05")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}, {ID: "live", Body: src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)}})

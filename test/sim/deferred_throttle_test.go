@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 	"log/slog"
 	"math"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest/window"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
@@ -19,6 +19,7 @@ import (
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/queue"
 	"github.com/fleetbucket/fleetbucket/test/dynamotest"
 	"github.com/fleetbucket/fleetbucket/test/mockota"
+	"github.com/fleetbucket/fleetbucket/test/payloadjob"
 )
 
 // The configured 20/s is twice what the vendor takes (10/s, enforced with
@@ -37,7 +38,7 @@ import (
 // slot (a job deferred with no slot, at its due time), earliest first.
 func TestDeferredSlotsAfterAThrottleHalveOnce(t *testing.T) {
 	const jobs = 300 // 15 s at 20/s
-	clock := newManualClock()
+	clock := newClock()
 	ota := startOTA(t, mockota.Config{Limit: limiter.PerSecond(10, 2), Enforce: mockota.EnforceWindow,
 		Now: clock.Now, OmitRateLimitHeaders: true})
 	// A long quiet period: no probe above 10/s within the test, so the
@@ -166,7 +167,7 @@ func latestSlot(jobs []job.Job) time.Time {
 // manualDispatcher is one worker on the manual clock: it sleeps by moving
 // the clock, defers into sent (the test delivers), and pushes once per job
 // (a 429 defers the job: the retry's own Wait would sleep in real time).
-func manualDispatcher(t *testing.T, routes payloadjob.Router, clock *manualClock, db limiter.DynamoDBAPI, sent *sentMessages) payloadjob.Dispatcher {
+func manualDispatcher(t *testing.T, routes payloadjob.Router, clock *limitertest.Clock, db limiter.DynamoDBAPI, sent *sentMessages) payloadjob.Dispatcher {
 	t.Helper()
 	lim, err := limiter.New(db, limiter.WithTable("limits"), limiter.WithClock(clock.Now))
 	if err != nil {
@@ -182,7 +183,7 @@ func manualDispatcher(t *testing.T, routes payloadjob.Router, clock *manualClock
 	policy := dispatch.DefaultPolicy
 	policy.BlockThreshold, policy.LateRatio = 10*time.Millisecond, 0
 	d := payloadjob.Dispatcher{Dispatcher: &dispatch.Dispatcher{Limiter: lim, Pusher: push, Policy: policy, Now: clock.Now, Log: quiet, Fence: lim.FirstAfter,
-		Sleep: func(_ context.Context, w time.Duration) error { clock.Set(clock.Now().Add(w)); return nil },
+		Sleep: func(_ context.Context, w time.Duration) error { clock.Advance(w); return nil },
 		Queue: &queue.Queue{SQS: sent, DeferredURL: deferredURL, DeadURL: deadURL, Now: clock.Now},
 	}, Routes: routes}
 	if err := d.Validate(); err != nil {

@@ -35,7 +35,7 @@ func TestBulkElementLargerThanTheBurstReachesEveryDayWithADuplicateJob(t *testin
 	m.drain(100)
 	before := len(m.ota.Accepted())
 
-	m.clock.Set(m.clock.Now().Add(time.Minute))
+	m.clock.Advance(time.Minute)
 	body := resyncEvent(t, m, "2027-02-01", "2027-03-03")
 	m.handle([]syncer.Message{{ID: "rs-1", Body: body}})
 	if len(m.pending) != 1 || !strings.Contains(m.pending[0].ID, "@b-") {
@@ -119,7 +119,7 @@ func TestBulkPartSurvivesALiveChangeDuringItsPush(t *testing.T) {
 	m.drain(100)
 	before := len(m.ota.Accepted())
 
-	m.clock.Set(m.clock.Now().Add(time.Minute))
+	m.clock.Advance(time.Minute)
 	newer := src.change("rates", "TWN", "2027-04-01", "2027-04-01", 200) // another cell: its day is not the resync's
 	hook.live = liveChangeIn(t, m, newer)
 	hook.armed.Store(true)

@@ -64,7 +64,7 @@ func TestLaneStaysBoundedUnderABacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	clock := newManualClock()
+	clock := newClock()
 	store := memStore(t)
 	calls := &stateWrites{DB: store}
 	sent := &sentMessages{}

@@ -37,7 +37,7 @@ func TestALaneJobKilledBeforeItsFirstWriteOnEveryReceiveStillReachesTheOTA(t *te
 
 	var swept syncer.SweepReport
 	for at := time.Duration(0); at <= maxReceiveCount*visibility; at += syncer.SweepInterval {
-		m.clock.Set(m.clock.Now().Add(syncer.SweepInterval))
+		m.clock.Advance(syncer.SweepInterval)
 		rep := m.sweep()
 		swept.Items, swept.Lanes = swept.Items+rep.Items, swept.Lanes+rep.Lanes
 	}

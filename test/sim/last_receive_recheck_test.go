@@ -98,7 +98,7 @@ func TestARecheckJobKilledOnEveryReceiveHandsItsLaneToTheSweep(t *testing.T) {
 		dlq = dead
 	}
 
-	m.clock.Set(m.clock.Now().Add(visibility))
+	m.clock.Advance(visibility)
 	rep := m.sweep()
 	m.drain(100)
 	if rep.Lanes != 1 {

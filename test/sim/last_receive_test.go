@@ -109,7 +109,7 @@ func TestALaneJobKilledOnEveryReceiveHandsItsLaneToTheSweep(t *testing.T) {
 			// to depend on it.
 			dlq := m.sent.deadLetters(deadURL)
 
-			m.clock.Set(m.clock.Now().Add(visibility))
+			m.clock.Advance(visibility)
 			rep := m.sweep()
 			m.drain(100)
 			if rep.Lanes != 1 {

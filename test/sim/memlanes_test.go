@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
+	"github.com/fleetbucket/fleetbucket/sdk/limiter/limitertest"
 	"github.com/fleetbucket/fleetbucket/sdk/otapush"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/config"
@@ -30,7 +31,7 @@ import (
 // slot (or its due time), earliest first. Sleeps move the clock.
 type memLanes struct {
 	t       *testing.T
-	clock   *manualClock
+	clock   *limitertest.Clock
 	store   *DB
 	ota     *mockota.Server
 	sent    *sentMessages
@@ -84,7 +85,7 @@ func (o outage) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 // vendor's URL, and tune, if set, adjusts the dispatcher.
 func newMemLanes(t *testing.T, ota mockota.Config, configJSON func(url string) string, tune func(*dispatch.Dispatcher)) *memLanes {
 	t.Helper()
-	m := &memLanes{t: t, clock: newManualClock(), store: memStore(t), sent: &sentMessages{}}
+	m := &memLanes{t: t, clock: newClock(), store: memStore(t), sent: &sentMessages{}}
 	ota.Now = m.clock.Now
 	m.ota = startOTA(t, ota)
 	cfg, err := config.Parse([]byte(configJSON(m.ota.URL())))
@@ -145,7 +146,7 @@ func handTo(sy *syncer.Syncer, d *dispatch.Dispatcher) error {
 
 func (m *memLanes) sleep(ctx context.Context, d time.Duration) error {
 	if d > 0 {
-		m.clock.Set(m.clock.Now().Add(d))
+		m.clock.Advance(d)
 	}
 	return ctx.Err()
 }

@@ -29,7 +29,7 @@ import (
 // machine, where moto's SQS handed jobs back seconds late.
 func TestOverloadDefersEachJobAtMostOnce(t *testing.T) {
 	lim := limiter.PerSecond(2.5, 4)
-	clock := newManualClock()
+	clock := newClock()
 	ota := startOTA(t, mockota.Config{Limit: lim, Enforce: mockota.EnforceWindow, Now: clock.Now, OmitRateLimitHeaders: true})
 	store := memStore(t)
 	sent := &sentMessages{}

@@ -131,7 +131,7 @@ func failAndRetry(t *testing.T, m *memLanes, first *syncer.Syncer, body string) 
 		t.Fatalf("Retry sent %d messages (%v), want the failed change again", len(q.entries), sent)
 	}
 	e := q.entries[0]
-	m.clock.Set(m.clock.Now().Add(time.Duration(e.DelaySeconds) * time.Second))
+	m.clock.Advance(time.Duration(e.DelaySeconds) * time.Second)
 	attempt := syncer.AttemptOf(aws.ToString(e.MessageAttributes[syncer.RetryAttribute].StringValue))
 	return syncer.Message{ID: "retried", Body: aws.ToString(e.MessageBody), Redelivered: attempt > 0, Attempt: attempt,
 		Owners: syncer.OwnersOf(aws.ToString(e.MessageAttributes[syncer.RetryOwnersAttribute].StringValue))}
