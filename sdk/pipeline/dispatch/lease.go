@@ -164,6 +164,9 @@ type firstLease struct {
 	leave func()
 }
 
+// holds reports whether a lease is held (f may be nil: no lease).
+func (f *firstLease) holds() bool { return f != nil && f.held != nil }
+
 // free gives the lease back, if one is held (f may be nil: no lease).
 func (f *firstLease) free() {
 	if f != nil && f.held != nil {

@@ -27,7 +27,7 @@ import (
 // a bucket that is full already grants it at the now its write claims,
 // and one claimed at the call's start is late by the whole answer.
 func (d *Dispatcher) lingerSlot(ctx context.Context, route Route, reach time.Duration) holding {
-	r, err := d.reserveAhead(ctx, burstOne(route.Bucket), 1, reach)
+	r, err := d.reserveAhead(ctx, burstOne(route.Bucket), 1, reach, false)
 	if err != nil {
 		return holding{}
 	}

@@ -60,13 +60,14 @@ func (d *Dispatcher) reserve(ctx context.Context, j job.Job, t *task, now time.T
 		}
 		j.AskAt = time.Time{} // spent by this ask
 	}
-	slot, key, stamp, err := d.reserveRoute(ctx, t.Route, n, maxDelay)
+	leased := first.holds()
+	slot, key, stamp, err := d.reserveRoute(ctx, t.Route, n, maxDelay, leased)
 	d.storeFailing.Store(errors.Is(err, limiter.ErrUnavailable))
 	for try := 0; try < contendedRetries && errors.Is(err, limiter.ErrContended); try++ {
 		if err := d.sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Millisecond)))); err != nil {
 			return ended(Result{}), err
 		}
-		slot, key, stamp, err = d.reserveRoute(ctx, t.Route, n, maxDelay)
+		slot, key, stamp, err = d.reserveRoute(ctx, t.Route, n, maxDelay, leased)
 	}
 	if err == nil {
 		t.askedAgain = false
@@ -172,8 +173,9 @@ func (d *Dispatcher) shadowRefused(j job.Job, route Route, err error, bounded bo
 
 // reserveRoute books n tokens of every bucket of the route (of one shard,
 // for a sharded route, whose key it returns), and the stamp of a slot an
-// adaptive bucket granted (see limiter.Reservation.Stamp).
-func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration) (time.Time, string, *limiter.Stamp, error) {
+// adaptive bucket granted (see limiter.Reservation.Stamp). leased: the
+// push holds the in-flight lease it took before its token (reserveAhead).
+func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDelay time.Duration, leased bool) (time.Time, string, *limiter.Stamp, error) {
 	switch {
 	case route.Sharded != nil:
 		sharder := d.Can.Shards
@@ -183,7 +185,7 @@ func (d *Dispatcher) reserveRoute(ctx context.Context, route Route, n int, maxDe
 		r, err := sharder(ctx, *route.Sharded, n, maxDelay)
 		return r.Slot, r.Key, nil, err
 	case len(route.Also) == 0:
-		r, err := d.reserveAhead(ctx, route.Bucket, n, maxDelay)
+		r, err := d.reserveAhead(ctx, route.Bucket, n, maxDelay, leased)
 		return r.Slot, "", granted(r.Stamp()), err
 	}
 	multi := d.Can.Multi
@@ -212,13 +214,25 @@ func firstShard(route Route) string {
 // that the grant is answered before its slot as long as the store is no
 // slower than it was: the push then leaves at the slot. It learns how
 // long this grant took. A limiter that cannot book ahead reserves as is.
-func (d *Dispatcher) reserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration) (limiter.Reservation, error) {
+//
+// A push under the lease it took first (leased) spends its token at once
+// (lease.go): its write claims the clock's now. Booked ahead, the slot
+// would idle the lease until it came, and one further off than its grace
+// (the slowest recent grant and a quarter, past this one's answer) hands
+// the lease back (decideSlot's FreeLease) into a set known contended: the
+// push waits for a lease again, past its slot's grace, and books a second
+// token as it leaves.
+func (d *Dispatcher) reserveAhead(ctx context.Context, b limiter.Bucket, n int, maxDelay time.Duration, leased bool) (limiter.Reservation, error) {
 	a := d.Can.Ahead
 	if a == nil {
 		return d.Limiter.Reserve(ctx, b, n, maxDelay)
 	}
+	ahead := min(d.granting.lead(d.Policy.MaxHold, b.Limit.Margin), maxDelay)
+	if leased {
+		ahead = 0
+	}
 	start := d.now()
-	r, err := a(ctx, b, n, maxDelay, min(d.granting.lead(d.Policy.MaxHold, b.Limit.Margin), maxDelay))
+	r, err := a(ctx, b, n, maxDelay, ahead)
 	if err == nil {
 		d.granting.observe(d.now().Sub(start))
 	}
