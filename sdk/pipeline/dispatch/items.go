@@ -127,9 +127,10 @@ func attemptTokens(route Route, p Payload) int {
 // for the others (pushMessages); a request with more items than the
 // bucket's capacity could never be paid for at one instant, nor one larger
 // than the vendor took of the job (job.Fit) be taken, so such a push is
-// rendered again with at most that many items (requests that fit it). A push whose first unit of work needs more tokens than it can have
-// now is deferred to book them (its slot is counted wasted); then res is
-// set and the push does not go out.
+// rendered again with at most that many items (requests that fit it), and
+// never more than its tokens pay for. A push whose first unit of work
+// needs more tokens than it can have now is deferred to book them (its
+// slot is counted wasted); then res is set and the push does not go out.
 func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, bucket limiter.Bucket) (Payload, *Result, error) {
 	w := t.ItemWeight
 	held := max(j.Hold.Tokens, 1)
@@ -162,11 +163,12 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, 
 		return p, nil, nil
 	}
 	// Rendered again once, to the smaller bound: a render that split a
-	// change by date leaves nothing a second one could take apart.
-	most := limit
-	if held < want {
-		most = held
-	}
+	// change by date leaves nothing a second one could take apart. Never
+	// past what is held: a push over the limit whose first message its
+	// slot paid for (need ≤ held) packs its changes again into requests
+	// of up to that many items, the first of them paid by the same tokens
+	// (adversary seed 427: 3 items on a slot of 1 token).
+	most := min(limit, held)
 	return d.shrink(ctx, j, p, t, itemsFor(most, w), held, need)
 }
 
