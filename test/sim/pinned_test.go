@@ -389,6 +389,16 @@ func TestAdversaryPinned(t *testing.T) {
 		// otapush TestSiblingSilencesAreStaggeredOnProbation).
 		{"fixed rate refused right after its silence, sharded", Case{Seed: 643, Parts: []string{"margin", "shards", "adaptive", "items", "kinds_per_message", "retry-after", "unauthorized", "halving", "db-outage", "lambda-deaths", "hot-property", "many-connections", "hang-lease", "slow-store", "quota-5xx", "parity", "resync"}}},
 		{"fixed rate refused right after its silence, by items", Case{Seed: 1802, Parts: []string{"items", "retry-after", "halving", "slow-store"}}},
+		// Seed 427: a push on booking's items-metered endpoints (burst 4,
+		// 2/s, margin 100 ms: 3 tokens a request) holding a slot of 1
+		// token, whose format split it into messages, the first of one
+		// item and a later one over the 3 a request may carry: charge
+		// rendered it again to 3 items, all on the slot's 1 token, and
+		// half a second after a push of 3 on 3 tokens the vendor counted
+		// 6 items where it allows 5 (1 run in 4). A push rendered again
+		// now carries what its tokens pay for (dispatch
+		// TestAPushRenderedAgainCarriesWhatItsTokensPayFor).
+		{"push rendered again past what its slot paid for", Case{Seed: 427, Parts: []string{"items", "max_bytes", "retry-after", "slow", "refuse-item", "malformed-xml", "penalty-box", "strict-slow-store", "resync-whole", "deferred-deaths"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if why, ok := pinnedOpen[tt.name]; ok {
