@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -113,6 +114,18 @@ func stampede(t *testing.T, n int, take func(i int) error) (granted, denied int6
 func stampOf(r limiter.Reservation) *limiter.Stamp {
 	s, _ := r.Stamp()
 	return &s
+}
+
+// takeAt takes one token of b from w at the clock's now and fails the
+// test unless the answer is the one wanted: granted for want 0, refused
+// with exactly that retry-after otherwise. name and t0 say where in the
+// test's story it happened.
+func takeAt(t *testing.T, w worker, b limiter.Bucket, clock *limitertest.Clock, t0 time.Time, name string, want time.Duration) {
+	t.Helper()
+	_, err := w.Take(context.Background(), b, 1)
+	if wait, denied := limiter.RetryAfter(err); want > 0 && (!denied || wait != want) || want == 0 && err != nil {
+		t.Fatalf("%s: take at t0+%v = %v, want retry-after %v (0: granted)", name, clock.Now().Sub(t0), err, want)
+	}
 }
 
 // TestMain sweeps, on an endpoint the user brings, whatever the tests left

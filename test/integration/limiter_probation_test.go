@@ -37,10 +37,7 @@ func TestThrottleRefusedRightAfterASilencePutsABucketOnProbation(t *testing.T) {
 		t.Helper()
 		for i, wantWait := range want {
 			at(from + time.Duration(i)*100*time.Millisecond)
-			_, err := other.Take(ctx, b, 1)
-			if wait, denied := limiter.RetryAfter(err); wantWait > 0 && (!denied || wait != wantWait) || wantWait == 0 && err != nil {
-				t.Fatalf("%s: take at t0+%v = %v, want retry-after %v (0: granted)", name, clock.Now().Sub(t0), err, wantWait)
-			}
+			takeAt(t, other, b, clock, t0, name, wantWait)
 		}
 	}
 	const (

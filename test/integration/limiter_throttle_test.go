@@ -35,10 +35,7 @@ func TestThrottleWithoutAReservation(t *testing.T) {
 	}
 	take := func(b limiter.Bucket, name string, wantWait time.Duration) {
 		t.Helper()
-		_, err := other.Take(ctx, b, 1)
-		if wait, denied := limiter.RetryAfter(err); wantWait > 0 && (!denied || wait != wantWait) || wantWait == 0 && err != nil {
-			t.Fatalf("%s at t0+%v = %v, want retry-after %v (0: granted)", name, clock.Now().Sub(t0), err, wantWait)
-		}
+		takeAt(t, other, b, clock, t0, name, wantWait)
 	}
 
 	// Not adaptive, 10/s burst 5: the bucket is empty until Retry-After
