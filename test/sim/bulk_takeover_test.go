@@ -246,3 +246,47 @@ func TestBulkJobDeferredWhileALiveChangeHoldsItsLaneIsKept(t *testing.T) {
 	}
 	t.Errorf("no bulk push: the resync's elements wait for a bulk job that is gone; results %v", got)
 }
+
+// A bulk job whose lane a live change took, and whose chain still holds
+// it at the job's second look, comes back soon after the chain hands the
+// lane back, not at the live owner's lease end: the chain sends no bulk
+// job, so the lane stood idle up to two minutes (the -resync demo:
+// hotel-0's availability in sync after 127.6 s, against 25–30 s).
+func TestBulkJobIsBackSoonAfterALongLiveChainHandsItsLaneBack(t *testing.T) {
+	m, src, lim := bulkLaneRig(t)
+	first, free := waitingBulkJob(t, m, lim)
+
+	// The live change lingers 5 s, so its chain holds the lane over the
+	// bulk job's first looks.
+	m.sy.Linger = 5 * time.Second
+	m.clock.Set(free.Add(-500 * time.Millisecond))
+	m.changes([]string{src.change("rates", "DBL", "2027-02-03", "2027-02-03", 200)}, 10)
+	m.pending = append(m.pending, first)
+
+	var live, bulk time.Time
+	for i := 0; len(m.pending) > 0 && bulk.IsZero(); i++ {
+		if i >= 100 {
+			t.Fatalf("%d jobs still deferred after 100 deliveries", len(m.pending))
+		}
+		n := len(m.results)
+		m.deliverNext()
+		for _, res := range m.results[n:] {
+			if res.Outcome != dispatch.Pushed || res.Pushes == 0 {
+				continue
+			}
+			if strings.Contains(res.JobID, "@b-") {
+				bulk = m.clock.Now()
+			} else if live.IsZero() {
+				live = m.clock.Now()
+			}
+		}
+	}
+	switch {
+	case live.IsZero() || bulk.IsZero():
+		t.Fatalf("live push at %v, bulk push at %v (from the bucket's free time): want both", live.Sub(free), bulk.Sub(free))
+	case bulk.Sub(live) > 9*time.Second:
+		t.Errorf("the bulk push went %v after the live chain's push handed its lane back, want at most 9s (its look backs off to 8s)", bulk.Sub(live))
+	}
+	m.drain(100)
+	src.assertNewest(t, m.ota, "BK-1001")
+}

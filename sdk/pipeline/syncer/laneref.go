@@ -49,9 +49,13 @@ type laneRef struct {
 	BulkOwner string `json:"bulk_owner,omitempty"`
 	// LiveOwner is set on a bulk job that found its lane under that live
 	// token, which took it while the job waited and hands it back: the
-	// job holds nothing meanwhile (Hold) and comes back soon, once more
-	// after the owner's lease if it finds the same owner again.
+	// job holds nothing meanwhile (Hold) and comes back soon, backing off
+	// while it finds the same owner again.
 	LiveOwner string `json:"live_owner,omitempty"`
+	// LiveWaits is how many looks in a row after the first found a live
+	// token holding the lane: the job's next look backs off by it
+	// (liveRecheck).
+	LiveWaits int `json:"live_waits,omitempty"`
 	// Apart are groups of pending changes, as the lane holds them, that
 	// the previous push's isolation of a refusal had still to send
 	// apart: this push sends each in messages of its own (apart.go).
