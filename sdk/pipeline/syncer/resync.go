@@ -45,15 +45,63 @@ func (s *Syncer) Resync(ctx context.Context, r ari.Resync, redelivered bool) ([]
 
 func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, redelivered bool) ([]dispatch.Task, ResyncReport, error) {
 	rep := ResyncReport{ResyncID: r.ResyncID}
+	groups, err := s.planResync(ctx, r, &rep)
+	if err != nil {
+		return nil, rep, err
+	}
 	var tasks []dispatch.Task
-	// A kind's connections that cover the same cells (every channel's,
-	// where each maps the same codes) read its state once.
-	plans := map[string]resync.Plan{}
-	for _, kind := range resync.Kinds(r) {
-		targets, _, err := s.connections().Targets(ctx, r.PropertyID, kind)
+	for _, g := range groups {
+		marks, err := s.Lanes.Mark(ctx, g.lanes, g.elements, func(lane.ID) string { return newBulkToken() })
 		if err != nil {
 			return nil, rep, err
 		}
+		rep.Lanes, rep.Cells, rep.Dates = rep.Lanes+len(g.lanes), rep.Cells+len(g.lanes)*g.cells, rep.Dates+len(g.lanes)*g.dates
+		for _, m := range marks {
+			switch {
+			case m.Claimed:
+				s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, false)
+				j := s.bulkJob(m.Lane, m.Pending.Owner)
+				tasks, rep.Scheduled = append(tasks, s.laneTask(inv, j, m.Lane, laneRef{Token: m.Pending.Owner, Bulk: true})), rep.Scheduled+1
+			case m.Pending.Owner != "" && (redelivered || s.leaseRunsOut(m.Pending)):
+				// The owner may be the delivery of this resync that
+				// died: come back when its lease runs out.
+				ref := laneRef{Token: newBulkToken(), SeenOwner: m.Pending.Owner, Bulk: true}
+				tasks = append(tasks, s.laneTask(inv, s.recheckJob(m.Lane, ref, m.Pending), m.Lane, ref))
+			}
+		}
+	}
+	if len(rep.Missing) > 0 || len(rep.Skipped) > 0 {
+		slog.Warn("resync: cells not covered", "resync_id", r.ResyncID, "property", r.PropertyID,
+			"missing", rep.Missing, "missing_dates", rep.MissingDates, "skipped", rep.Skipped)
+	}
+	return tasks, rep, nil
+}
+
+// markGroup is lanes of one property and kind that a resync marks with
+// the same elements: one Mark, so one write to the item they share
+// (lane.Store.Mark), not one a lane. An onboarding hotel's 15 lanes were
+// 15 writes one after the other before its first bulk push could go, and
+// a batch of resync events waits for its slowest
+// (docs/benchmarks.md, the onboarding).
+type markGroup struct {
+	lanes        []lane.ID
+	elements     []lane.Element
+	cells, dates int // each lane's
+}
+
+// planResync reads the state r's lanes are marked with, noting in rep
+// what it cannot cover, and groups the lanes a kind's state marks alike.
+// A kind's connections that cover the same cells (every channel's, where
+// each maps the same codes) read its state once.
+func (s *Syncer) planResync(ctx context.Context, r ari.Resync, rep *ResyncReport) ([]*markGroup, error) {
+	var groups []*markGroup
+	for _, kind := range resync.Kinds(r) {
+		targets, _, err := s.connections().Targets(ctx, r.PropertyID, kind)
+		if err != nil {
+			return nil, err
+		}
+		plans := map[string]resync.Plan{}
+		alike := map[string]*markGroup{} // the kind's by plan and month split
 		for _, t := range targets {
 			if r.Channel != "" && t.Channel != r.Channel {
 				continue
@@ -72,15 +120,14 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 				}
 				mapped = append(mapped, c)
 			}
-			key := fmt.Sprint(kind, mapped)
+			key := fmt.Sprint(mapped)
 			plan, ok := plans[key]
 			if !ok {
 				if plan, err = resync.PlanKind(ctx, s.State, r, kind, mapped); err != nil {
-					return nil, rep, err
+					return nil, err
 				}
 				plans[key] = plan
 			}
-			plan.Elements = slices.Clone(plan.Elements) // this lane's
 			for _, c := range plan.Missing {
 				rep.Missing = append(rep.Missing, fmt.Sprintf("%s %s %s/%s", t.Channel, kind, c.RoomType, c.RatePlan))
 			}
@@ -88,34 +135,20 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 			if len(plan.Elements) == 0 {
 				continue
 			}
-			if s.byMonth(id, nil) {
-				plan.Elements = resync.ByMonth(plan.Elements)
-			}
-			marks, err := s.Lanes.Mark(ctx, []lane.ID{id}, plan.Elements, func(lane.ID) string { return newBulkToken() })
-			if err != nil {
-				return nil, rep, err
-			}
-			rep.Lanes, rep.Cells, rep.Dates = rep.Lanes+1, rep.Cells+plan.Cells, rep.Dates+plan.Dates
-			for _, m := range marks {
-				switch {
-				case m.Claimed:
-					s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, false)
-					j := s.bulkJob(m.Lane, m.Pending.Owner)
-					tasks, rep.Scheduled = append(tasks, s.laneTask(inv, j, m.Lane, laneRef{Token: m.Pending.Owner, Bulk: true})), rep.Scheduled+1
-				case m.Pending.Owner != "" && (redelivered || s.leaseRunsOut(m.Pending)):
-					// The owner may be the delivery of this resync that
-					// died: come back when its lease runs out.
-					ref := laneRef{Token: newBulkToken(), SeenOwner: m.Pending.Owner, Bulk: true}
-					tasks = append(tasks, s.laneTask(inv, s.recheckJob(m.Lane, ref, m.Pending), m.Lane, ref))
+			month := s.byMonth(id, nil)
+			g := alike[fmt.Sprint(month, key)]
+			if g == nil {
+				g = &markGroup{elements: slices.Clone(plan.Elements), cells: plan.Cells, dates: plan.Dates}
+				if month {
+					g.elements = resync.ByMonth(g.elements)
 				}
+				alike[fmt.Sprint(month, key)] = g
+				groups = append(groups, g)
 			}
+			g.lanes = append(g.lanes, id)
 		}
 	}
-	if len(rep.Missing) > 0 || len(rep.Skipped) > 0 {
-		slog.Warn("resync: cells not covered", "resync_id", r.ResyncID, "property", r.PropertyID,
-			"missing", rep.Missing, "missing_dates", rep.MissingDates, "skipped", rep.Skipped)
-	}
-	return tasks, rep, nil
+	return groups, nil
 }
 
 // prepareResync handles a resync event from the changes queue.
