@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -288,37 +289,61 @@ func (s *Store) Read(ctx context.Context, ranges []Range) (map[string][]Day, err
 // maxBatchGet is BatchGetItem's limit on keys per call.
 const maxBatchGet = 100
 
+// batchGet reads keys' items, a BatchGetItem per maxBatchGet keys, all at
+// once: a resync reads a kind's year of 20 cells (240 cell-months, three
+// calls) before it marks its lanes, and a bulk push renders it again, and
+// one call after another each waited for three store answers.
 func (s *Store) batchGet(ctx context.Context, keys map[[2]string]bool) (map[[2]string]map[string]types.AttributeValue, error) {
 	all := make([]map[string]types.AttributeValue, 0, len(keys))
 	for k := range keys {
 		all = append(all, monthKey(k[0], k[1]))
 	}
-	items := map[[2]string]map[string]types.AttributeValue{}
+	var chunks [][]map[string]types.AttributeValue
 	for len(all) > 0 {
 		n := min(len(all), maxBatchGet)
-		req := map[string]types.KeysAndAttributes{s.Table: {Keys: all[:n], ConsistentRead: aws.Bool(true)}}
-		all = all[n:]
-		// Unprocessed keys (throttling) are asked for again, backing off.
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				if err := pause(ctx, attempt); err != nil {
-					return nil, err
-				}
+		chunks, all = append(chunks, all[:n]), all[n:]
+	}
+	got := make([][]map[string]types.AttributeValue, len(chunks))
+	errs := make([]error, len(chunks))
+	var wg sync.WaitGroup
+	for i, keys := range chunks {
+		wg.Go(func() { got[i], errs[i] = s.batchGetChunk(ctx, keys) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	items := map[[2]string]map[string]types.AttributeValue{}
+	for _, chunk := range got {
+		for _, item := range chunk {
+			cell, _ := item[PartitionKey].(*types.AttributeValueMemberS)
+			month, _ := item[SortKey].(*types.AttributeValueMemberS)
+			if cell == nil || month == nil {
+				return nil, fmt.Errorf("state item without pk or sk: %v", item)
 			}
-			out, err := s.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("read state: %w", err)
-			}
-			for _, item := range out.Responses[s.Table] {
-				cell, _ := item[PartitionKey].(*types.AttributeValueMemberS)
-				month, _ := item[SortKey].(*types.AttributeValueMemberS)
-				if cell == nil || month == nil {
-					return nil, fmt.Errorf("state item without pk or sk: %v", item)
-				}
-				items[[2]string{cell.Value, month.Value}] = item
-			}
-			req = out.UnprocessedKeys
+			items[[2]string{cell.Value, month.Value}] = item
 		}
+	}
+	return items, nil
+}
+
+// batchGetChunk reads up to maxBatchGet keys; unprocessed keys
+// (throttling) are asked for again, backing off.
+func (s *Store) batchGetChunk(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	req := map[string]types.KeysAndAttributes{s.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	for attempt := 0; len(req) > 0; attempt++ {
+		if attempt > 0 {
+			if err := pause(ctx, attempt); err != nil {
+				return nil, err
+			}
+		}
+		out, err := s.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, fmt.Errorf("read state: %w", err)
+		}
+		items = append(items, out.Responses[s.Table]...)
+		req = out.UnprocessedKeys
 	}
 	return items, nil
 }
