@@ -305,11 +305,16 @@ func (s *Store) batchGet(ctx context.Context, keys map[[2]string]bool) (map[[2]s
 	}
 	got := make([][]map[string]types.AttributeValue, len(chunks))
 	errs := make([]error, len(chunks))
-	var wg sync.WaitGroup
-	for i, keys := range chunks {
-		wg.Go(func() { got[i], errs[i] = s.batchGetChunk(ctx, keys) })
+	if len(chunks) == 1 {
+		// A change's render, most reads: no goroutine to wait for.
+		got[0], errs[0] = s.batchGetChunk(ctx, chunks[0])
+	} else {
+		var wg sync.WaitGroup
+		for i, keys := range chunks {
+			wg.Go(func() { got[i], errs[i] = s.batchGetChunk(ctx, keys) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
