@@ -3,7 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fleetbucket/fleetbucket/sdk/limiter"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
@@ -106,5 +110,75 @@ func TestResyncMarksAKindsLanesWithOneWrite(t *testing.T) {
 	}
 	if rep.Lanes != len(channels) || rep.Scheduled != len(channels) || len(owners) != len(channels) {
 		t.Errorf("marked %d lanes, scheduled %d, %d distinct bulk jobs; want %d of each", rep.Lanes, rep.Scheduled, len(owners), len(channels))
+	}
+}
+
+// gatedReads holds each state read until want of them are in flight at
+// once (or a second has passed), and tells the most that were.
+type gatedReads struct {
+	*DB
+	want int
+
+	mu       sync.Mutex
+	inFlight int
+	most     int
+	all      chan struct{}
+}
+
+func (g *gatedReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	g.mu.Lock()
+	g.inFlight++
+	g.most = max(g.most, g.inFlight)
+	if g.inFlight == g.want {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-time.After(time.Second):
+	}
+	defer func() { g.mu.Lock(); g.inFlight--; g.mu.Unlock() }()
+	return g.DB.BatchGetItem(ctx, in, opts...)
+}
+
+// A resync of every kind plans and marks the kinds at once: their lanes
+// are items apart and their plans read state of their own, and one kind
+// after the other an onboarding hotel's planning waited for three reads
+// and three marks in turn while its batch of resync events held every
+// bulk push back (#29). The oracle: a hotel of one channel with three
+// kinds, one BatchGetItem each, has three state reads in flight at once.
+func TestResyncPlansItsKindsAtOnce(t *testing.T) {
+	lim := limiter.PerSecond(10, 5)
+	m := newMemLanes(t, mockota.Config{Limit: lim}, func(url string) string {
+		ep := func(kind string) string {
+			return fmt.Sprintf(`%q: {"path": "/v1/%s", "limit": {"rate": %g, "burst": %d}}`, kind, kind, lim.Rate, lim.Burst)
+		}
+		return fmt.Sprintf(`{"channels": {"booking_com": {"base_url": %q, "allow_http": true,
+    "endpoints": {%s, %s, %s}, "credentials": {"cred-1": {"token_env": "T"}}}},
+  "properties": {"hotel-aurora": [{"channel": "booking_com", "credential": "cred-1", "hotel_ref": "H-1",
+    "room_types": {"DBL": "DBL"}, "rate_plans": {"BAR": "BAR"}}]}}`, url, ep("availability"), ep("restrictions"), ep("rates"))
+	}, nil)
+	values := map[string]map[string]any{"availability": {"available": 3}, "restrictions": {"min_los": 2}, "rates": {"amount": 100, "currency": "EUR"}}
+	seq := int64(0)
+	for kind, v := range values {
+		seq++
+		c := ari.Change{EventID: fmt.Sprintf("ev-%d", seq), PropertyID: "hotel-aurora", Sequence: seq, Kind: kind, RoomType: "DBL", RatePlan: "BAR",
+			From: "2027-01-01", To: "2027-12-31", Values: v}
+		if _, err := m.sy.State.Apply(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &gatedReads{DB: m.store, want: len(values), all: make(chan struct{})}
+	m.sy.State = &ari.Store{DB: g, Table: "state"}
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", From: "2027-01-01", To: "2027-12-31"}
+	_, rep, err := m.sy.Resync(context.Background(), r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.most != len(values) {
+		t.Errorf("the resync had at most %d state reads in flight at once, want %d (one a kind, all at once)", g.most, len(values))
+	}
+	if rep.Lanes != len(values) || rep.Scheduled != len(values) {
+		t.Errorf("marked %d lanes and scheduled %d, want %d of each (%+v)", rep.Lanes, rep.Scheduled, len(values), rep)
 	}
 }

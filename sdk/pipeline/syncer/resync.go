@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/ari"
 	"github.com/fleetbucket/fleetbucket/sdk/pipeline/dispatch"
@@ -44,19 +45,28 @@ func (s *Syncer) Resync(ctx context.Context, r ari.Resync, redelivered bool) ([]
 }
 
 func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, redelivered bool) ([]dispatch.Task, ResyncReport, error) {
+	// The kinds' lanes are apart (an item each) and planned from state of
+	// their own: marked at once, a resync waits for its slowest kind, not
+	// for the three one after the other.
+	kinds := resync.Kinds(r)
+	each := make([]kindMarks, len(kinds))
+	var wg sync.WaitGroup
+	for i, kind := range kinds {
+		wg.Go(func() { each[i] = s.resyncKind(ctx, r, kind) })
+	}
+	wg.Wait()
 	rep := ResyncReport{ResyncID: r.ResyncID}
-	groups, err := s.planResync(ctx, r, &rep)
-	if err != nil {
+	var errs []error
+	for _, k := range each {
+		rep.add(k.rep)
+		errs = append(errs, k.err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, rep, err
 	}
 	var tasks []dispatch.Task
-	for _, g := range groups {
-		marks, err := s.Lanes.Mark(ctx, g.lanes, g.elements, func(lane.ID) string { return newBulkToken() })
-		if err != nil {
-			return nil, rep, err
-		}
-		rep.Lanes, rep.Cells, rep.Dates = rep.Lanes+len(g.lanes), rep.Cells+len(g.lanes)*g.cells, rep.Dates+len(g.lanes)*g.dates
-		for _, m := range marks {
+	for _, k := range each {
+		for _, m := range k.marks {
 			switch {
 			case m.Claimed:
 				s.owned.record(m.Pending.Owner, m.Pending.LeaseUntil, false)
@@ -77,6 +87,40 @@ func (s *Syncer) resync(ctx context.Context, inv *invocation, r ari.Resync, rede
 	return tasks, rep, nil
 }
 
+// kindMarks is what a resync did to one kind's lanes: its part of the
+// report, the lanes' marks, and the error that stopped it.
+type kindMarks struct {
+	rep   ResyncReport
+	marks []lane.Mark
+	err   error
+}
+
+// add counts k's lanes and what it could not cover into rep.
+func (rep *ResyncReport) add(k ResyncReport) {
+	rep.Lanes, rep.Cells, rep.Dates = rep.Lanes+k.Lanes, rep.Cells+k.Cells, rep.Dates+k.Dates
+	rep.Missing, rep.MissingDates = append(rep.Missing, k.Missing...), rep.MissingDates+k.MissingDates
+	rep.Skipped = append(rep.Skipped, k.Skipped...)
+}
+
+// resyncKind marks the lanes of r's property and kind at the bulk class.
+func (s *Syncer) resyncKind(ctx context.Context, r ari.Resync, kind string) (k kindMarks) {
+	groups, err := s.planKind(ctx, r, kind, &k.rep)
+	if err != nil {
+		k.err = err
+		return k
+	}
+	for _, g := range groups {
+		marks, err := s.Lanes.Mark(ctx, g.lanes, g.elements, func(lane.ID) string { return newBulkToken() })
+		if err != nil {
+			k.err = err
+			return k
+		}
+		k.rep.Lanes, k.rep.Cells, k.rep.Dates = k.rep.Lanes+len(g.lanes), k.rep.Cells+len(g.lanes)*g.cells, k.rep.Dates+len(g.lanes)*g.dates
+		k.marks = append(k.marks, marks...)
+	}
+	return k
+}
+
 // markGroup is lanes of one property and kind that a resync marks with
 // the same elements: one Mark, so one write to the item they share
 // (lane.Store.Mark), not one a lane. An onboarding hotel's 15 lanes were
@@ -89,64 +133,62 @@ type markGroup struct {
 	cells, dates int // each lane's
 }
 
-// planResync reads the state r's lanes are marked with, noting in rep
-// what it cannot cover, and groups the lanes a kind's state marks alike.
-// A kind's connections that cover the same cells (every channel's, where
-// each maps the same codes) read its state once.
-func (s *Syncer) planResync(ctx context.Context, r ari.Resync, rep *ResyncReport) ([]*markGroup, error) {
+// planKind reads the state the lanes of r's property and kind are marked
+// with, noting in rep what it cannot cover, and groups the lanes it marks
+// alike. The connections that cover the same cells (every channel's,
+// where each maps the same codes) read the state once.
+func (s *Syncer) planKind(ctx context.Context, r ari.Resync, kind string, rep *ResyncReport) ([]*markGroup, error) {
+	targets, _, err := s.connections().Targets(ctx, r.PropertyID, kind)
+	if err != nil {
+		return nil, err
+	}
 	var groups []*markGroup
-	for _, kind := range resync.Kinds(r) {
-		targets, _, err := s.connections().Targets(ctx, r.PropertyID, kind)
+	plans := map[string]resync.Plan{}
+	alike := map[string]*markGroup{} // by plan and month split
+	for _, t := range targets {
+		if r.Channel != "" && t.Channel != r.Channel {
+			continue
+		}
+		id := lane.ID{Property: r.PropertyID, Kind: kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
+		cells, err := resync.Cells(r, t, kind)
 		if err != nil {
-			return nil, err
+			rep.Skipped = append(rep.Skipped, err.Error())
+			continue
 		}
-		plans := map[string]resync.Plan{}
-		alike := map[string]*markGroup{} // the kind's by plan and month split
-		for _, t := range targets {
-			if r.Channel != "" && t.Channel != r.Channel {
+		mapped := cells[:0:0]
+		for _, c := range cells {
+			if _, _, err := t.Codes.Map(c.RoomType, c.RatePlan); err != nil {
+				rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s %s %s/%s: %v", t.Channel, kind, c.RoomType, c.RatePlan, err))
 				continue
 			}
-			id := lane.ID{Property: r.PropertyID, Kind: kind, Channel: t.Channel, Credential: t.Credential, HotelRef: t.HotelRef}
-			cells, err := resync.Cells(r, t, kind)
-			if err != nil {
-				rep.Skipped = append(rep.Skipped, err.Error())
-				continue
-			}
-			mapped := cells[:0:0]
-			for _, c := range cells {
-				if _, _, err := t.Codes.Map(c.RoomType, c.RatePlan); err != nil {
-					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s %s %s/%s: %v", t.Channel, kind, c.RoomType, c.RatePlan, err))
-					continue
-				}
-				mapped = append(mapped, c)
-			}
-			key := fmt.Sprint(mapped)
-			plan, ok := plans[key]
-			if !ok {
-				if plan, err = resync.PlanKind(ctx, s.State, r, kind, mapped); err != nil {
-					return nil, err
-				}
-				plans[key] = plan
-			}
-			for _, c := range plan.Missing {
-				rep.Missing = append(rep.Missing, fmt.Sprintf("%s %s %s/%s", t.Channel, kind, c.RoomType, c.RatePlan))
-			}
-			rep.MissingDates += plan.MissingDates
-			if len(plan.Elements) == 0 {
-				continue
-			}
-			month := s.byMonth(id, nil)
-			g := alike[fmt.Sprint(month, key)]
-			if g == nil {
-				g = &markGroup{elements: slices.Clone(plan.Elements), cells: plan.Cells, dates: plan.Dates}
-				if month {
-					g.elements = resync.ByMonth(g.elements)
-				}
-				alike[fmt.Sprint(month, key)] = g
-				groups = append(groups, g)
-			}
-			g.lanes = append(g.lanes, id)
+			mapped = append(mapped, c)
 		}
+		key := fmt.Sprint(mapped)
+		plan, ok := plans[key]
+		if !ok {
+			if plan, err = resync.PlanKind(ctx, s.State, r, kind, mapped); err != nil {
+				return nil, err
+			}
+			plans[key] = plan
+		}
+		for _, c := range plan.Missing {
+			rep.Missing = append(rep.Missing, fmt.Sprintf("%s %s %s/%s", t.Channel, kind, c.RoomType, c.RatePlan))
+		}
+		rep.MissingDates += plan.MissingDates
+		if len(plan.Elements) == 0 {
+			continue
+		}
+		month := s.byMonth(id, nil)
+		g := alike[fmt.Sprint(month, key)]
+		if g == nil {
+			g = &markGroup{elements: slices.Clone(plan.Elements), cells: plan.Cells, dates: plan.Dates}
+			if month {
+				g.elements = resync.ByMonth(g.elements)
+			}
+			alike[fmt.Sprint(month, key)] = g
+			groups = append(groups, g)
+		}
+		g.lanes = append(g.lanes, id)
 	}
 	return groups, nil
 }
