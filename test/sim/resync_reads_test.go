@@ -22,32 +22,7 @@ import (
 // marked with all of it. The oracle: two cells × 12 months are 24
 // cell-months, one BatchGetItem (at most 100 keys each).
 func TestResyncReadsEachKindsStateOnceForAllItsChannels(t *testing.T) {
-	lim := limiter.PerSecond(10, 5)
-	channels := []string{"booking_com", "ota_b", "ota_c"}
-	m := newMemLanes(t, mockota.Config{Limit: lim}, func(url string) string {
-		chans, props := "", ""
-		for i, c := range channels {
-			sep := ""
-			if i > 0 {
-				sep = ", "
-			}
-			chans += fmt.Sprintf(`%s%q: {"base_url": %q, "allow_http": true, "format": "opentravel",
-    "endpoints": {"rates": {"path": "/v1/rates", "limit": {"rate": %g, "burst": %d}}},
-    "credentials": {"cred-1": {"token_env": "T"}}}`, sep, c, url, lim.Rate, lim.Burst)
-			props += fmt.Sprintf(`%s{"channel": %q, "credential": "cred-1", "hotel_ref": "H-%d",
-    "room_types": {"DBL": "DBL", "SUI": "SUI"}, "rate_plans": {"BAR": "BAR"}}`, sep, c, i)
-		}
-		return fmt.Sprintf(`{"channels": {%s}, "properties": {"hotel-aurora": [%s]}}`, chans, props)
-	}, nil)
-	var seq int64
-	for _, room := range []string{"DBL", "SUI"} {
-		seq++
-		c := ari.Change{EventID: fmt.Sprintf("ev-%d", seq), PropertyID: "hotel-aurora", Sequence: seq, Kind: "rates", RoomType: room, RatePlan: "BAR",
-			From: "2027-01-01", To: "2027-12-31", Values: map[string]any{"amount": 100 + seq, "currency": "EUR"}}
-		if _, err := m.sy.State.Apply(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m, channels := threeChannelHotel(t)
 	before := m.store.Stats().Calls["state BatchGetItem"]
 	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-01-01", To: "2027-12-31"}
 	_, rep, err := m.sy.Resync(context.Background(), r, false)
@@ -71,6 +46,30 @@ func TestResyncReadsEachKindsStateOnceForAllItsChannels(t *testing.T) {
 // a bulk token of its own and scheduled. The oracle: three channels of one
 // kind are one property-and-kind item, so one UpdateItem.
 func TestResyncMarksAKindsLanesWithOneWrite(t *testing.T) {
+	m, channels := threeChannelHotel(t)
+	before := m.store.Stats().Calls["state UpdateItem"]
+	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-01-01", To: "2027-12-31"}
+	tasks, rep, err := m.sy.Resync(context.Background(), r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.store.Stats().Calls["state UpdateItem"] - before; got != 1 {
+		t.Errorf("the resync marked its lanes with %d UpdateItems, want 1 (%d lanes of one property and kind)", got, len(channels))
+	}
+	owners := map[string]bool{}
+	for _, tk := range tasks {
+		owners[tk.Job.ID] = true
+	}
+	if rep.Lanes != len(channels) || rep.Scheduled != len(channels) || len(owners) != len(channels) {
+		t.Errorf("marked %d lanes, scheduled %d, %d distinct bulk jobs; want %d of each", rep.Lanes, rep.Scheduled, len(owners), len(channels))
+	}
+}
+
+// threeChannelHotel is hotel-aurora connected to three channels (opentravel,
+// rates at 10/s burst 5) that map the same codes, with a year of DBL/BAR
+// and SUI/BAR rates stored: a kind whose state every channel's lane shares.
+func threeChannelHotel(t *testing.T) (*memLanes, []string) {
+	t.Helper()
 	lim := limiter.PerSecond(10, 5)
 	channels := []string{"booking_com", "ota_b", "ota_c"}
 	m := newMemLanes(t, mockota.Config{Limit: lim}, func(url string) string {
@@ -88,29 +87,15 @@ func TestResyncMarksAKindsLanesWithOneWrite(t *testing.T) {
 		}
 		return fmt.Sprintf(`{"channels": {%s}, "properties": {"hotel-aurora": [%s]}}`, chans, props)
 	}, nil)
-	for seq, room := range []string{"DBL", "SUI"} {
-		c := ari.Change{EventID: fmt.Sprintf("ev-%d", seq), PropertyID: "hotel-aurora", Sequence: int64(seq + 1), Kind: "rates", RoomType: room, RatePlan: "BAR",
-			From: "2027-01-01", To: "2027-12-31", Values: map[string]any{"amount": 100, "currency": "EUR"}}
+	for i, room := range []string{"DBL", "SUI"} {
+		seq := int64(i + 1)
+		c := ari.Change{EventID: fmt.Sprintf("ev-%d", seq), PropertyID: "hotel-aurora", Sequence: seq, Kind: "rates", RoomType: room, RatePlan: "BAR",
+			From: "2027-01-01", To: "2027-12-31", Values: map[string]any{"amount": 100 + seq, "currency": "EUR"}}
 		if _, err := m.sy.State.Apply(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := m.store.Stats().Calls["state UpdateItem"]
-	r := ari.Resync{ResyncID: "rs-1", PropertyID: "hotel-aurora", Kinds: []string{"rates"}, From: "2027-01-01", To: "2027-12-31"}
-	tasks, rep, err := m.sy.Resync(context.Background(), r, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := m.store.Stats().Calls["state UpdateItem"] - before; got != 1 {
-		t.Errorf("the resync marked its lanes with %d UpdateItems, want 1 (%d lanes of one property and kind)", got, len(channels))
-	}
-	owners := map[string]bool{}
-	for _, tk := range tasks {
-		owners[tk.Job.ID] = true
-	}
-	if rep.Lanes != len(channels) || rep.Scheduled != len(channels) || len(owners) != len(channels) {
-		t.Errorf("marked %d lanes, scheduled %d, %d distinct bulk jobs; want %d of each", rep.Lanes, rep.Scheduled, len(owners), len(channels))
-	}
+	return m, channels
 }
 
 // gatedReads holds each state read until want of them are in flight at
