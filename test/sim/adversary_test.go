@@ -161,6 +161,7 @@ func TestAdversaryFull(t *testing.T) {
 	if os.Getenv("FLEETBUCKET_ADVERSARY") == "" {
 		t.Skip("set FLEETBUCKET_ADVERSARY=1 (scripts/sim.sh adversary does)")
 	}
+	defer profileCPU()()
 	first, n := adversarySeeds(t, 100)
 	var cases []Case
 	if ps, ok := os.LookupEnv("FLEETBUCKET_ADVERSARY_PARTS"); ok {

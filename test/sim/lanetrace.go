@@ -22,7 +22,8 @@ import (
 // ledger's freshness samples over 20 s, by the minute they reached the
 // OTA) and every record of the lane items those days belong to, and of
 // those FLEETBUCKET_SIM_LANE_TRACE_LANES names (property/kind, comma
-// separated: p00000/restrictions), which a violation may point at. One
+// separated: p00000/restrictions; "all": every lane), which a violation
+// may point at. One
 // record a line, times in ms of simulated time from the run's start:
 //
 //	SLOW <minute>' <took> <channel> <lane> <room>/<plan> <day> seq <n> published <t> accepted <t>
@@ -251,12 +252,19 @@ func (t *laneTrace) write(slow []slowDay, channels []string) error {
 			channels[s.ch], lane, roomNames[s.room], planNames[s.plan], day0.AddDate(0, 0, s.day).Format("2006-01-02"), s.seq,
 			float64(s.published.Microseconds())/1000, float64(s.accepted.Microseconds())/1000)
 	}
-	for _, l := range strings.Split(os.Getenv("FLEETBUCKET_SIM_LANE_TRACE_LANES"), ",") {
+	named := os.Getenv("FLEETBUCKET_SIM_LANE_TRACE_LANES")
+	for _, l := range strings.Split(named, ",") {
 		if l != "" {
 			want[l] = true
 		}
 	}
 	t.mu.Lock()
+	if named == "all" {
+		// A rare failure's lanes are not known before the run that meets it.
+		for l := range t.lines {
+			want[l] = true
+		}
+	}
 	lanes := make([]string, 0, len(want))
 	for l := range want {
 		lanes = append(lanes, l)

@@ -323,7 +323,9 @@ func Run(ctx context.Context, sc Scenario, progress io.Writer) (*Report, error) 
 // drain over at 1h1m41s, 84 days stale).
 func (s *sim) drain(ctx context.Context) {
 	start := time.Now()
+	progress := newProgress(start)
 	for ctx.Err() == nil {
+		progress.log(s)
 		if s.sqs.Pending(s.changes) == 0 && s.sqs.Pending(s.defers) == 0 && len(s.ledger.DirtyByProp()) == 0 && s.busy() == 0 &&
 			s.db.Listed("state", lane.SweepIndex) == 0 {
 			return
