@@ -290,3 +290,60 @@ func TestBulkJobIsBackSoonAfterALongLiveChainHandsItsLaneBack(t *testing.T) {
 	m.drain(100)
 	src.assertNewest(t, m.ota, "BK-1001")
 }
+
+// A copy of a bulk job (an SQS duplicate) whose lane another bulk chain
+// holds parked ends at its look: the chain carries the lane, and the
+// sweep takes the lane at the chain's lease end should the chain die. A
+// copy that waited for that lease instead looked again at every renewal,
+// and a parked chain renews at each of its deferrals, so copies lived for
+// hours, each taking a turn and a free token at every look (adversary
+// seed 1471: 1,238 copies of a resync's job, two lanes stale for 3 h).
+func TestBulkJobCopyEndsWhenAnotherBulkChainHoldsItsLane(t *testing.T) {
+	m, src, lim := bulkLaneRig(t)
+	first, free := waitingBulkJob(t, m, lim)
+	var ref struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(first.Payload), &ref); err != nil {
+		t.Fatal(err)
+	}
+	// Another bulk chain parked the lane between its pushes (a parked
+	// token is b-q and 23 hex digits), its lease renewed past the copy's
+	// look, as its Hold renews it at each deferral.
+	id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
+	ctx := context.Background()
+	const parked = "b-q0123456789abcdef0123456"
+	if _, err := m.sy.Lanes.ClaimAfter(ctx, id, ref.Token, nil, parked, nil); err != nil {
+		t.Fatal(err)
+	}
+	leaseEnd := free.Add(10 * time.Minute)
+	if err := m.sy.Lanes.Renew(ctx, id, parked, leaseEnd); err != nil {
+		t.Fatal(err)
+	}
+
+	m.clock.Set(free)
+	m.pending = append(m.pending, first)
+	n := len(m.results)
+	m.deliverNext()
+	for _, j := range m.pending {
+		if strings.Contains(string(j.Payload), ref.Token) {
+			t.Errorf("the copy was deferred to %v (%s), want it ended: the parked chain holds its lane", deliverAt(j).Sub(free), j.ID)
+		}
+	}
+	for _, res := range m.results[n:] {
+		if res.Outcome == dispatch.Deferred {
+			t.Errorf("the copy's result: %s (%s), want it ended", res.Outcome, res.Reason)
+		}
+	}
+
+	// The chain died holding the lane: its lease's end lists the lane,
+	// and the sweep pushes what it held.
+	m.pending = nil
+	m.clock.Set(leaseEnd.Add(time.Minute))
+	if rep, err := m.sy.Sweep(ctx); err != nil || rep.Lanes != 1 {
+		t.Fatalf("sweep after the chain's lease: %+v, %v; want the lane taken over", rep, err)
+	}
+	m.pending = append(m.pending, m.sent.takeJobs(t, deferredURL)...)
+	m.drain(100)
+	src.assertNewest(t, m.ota, "BK-1001")
+}

@@ -245,7 +245,16 @@ func (w *laneWork) notOwner(j job.Job, id lane.ID, ref laneRef, done []lane.Elem
 		j.Hold = job.Hold{}
 		return j, dispatch.Payload{}, &dispatch.RecheckError{At: at, Reason: other.Error()}
 	}
-	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) {
+	if owner == "" || (ref.SeenOwner != "" && ref.SeenOwner != owner) || (ref.Bulk && isBulkToken(owner)) {
+		// A bulk job whose lane another bulk chain holds (pushing,
+		// parked, or waiting for its token) ends, as Hold's notHeld ends
+		// it: that chain carries the lane's elements, and should it die,
+		// its lease lists the lane for the sweep. Waiting for that lease
+		// instead looked again at every renewal of a parked chain, which
+		// renews at each deferral, so copies of a resync's job (SQS
+		// duplicates) lived for hours, each booking a turn and a free
+		// token at every look, until the chain never reached its own turn
+		// (adversary seed 1471: 1,238 copies, two lanes stale for 3 h).
 		return j, dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	ref.SeenOwner = owner
