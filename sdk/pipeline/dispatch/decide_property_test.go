@@ -33,9 +33,10 @@ import (
 //     expired or shed, with its reason, so that its work is given up
 //     (Work.Abandon) and stays pending;
 //   - never a token booked first while the route's lease set is crowded
-//     (it would pass its grace in the wait for a lease), never a lease
-//     taken first on a shadow route, before the push is counted among
-//     those going for one, or twice; never a lease held over a slot
+//     (it would pass its grace in the wait for a lease; a shadow route's
+//     too, which would begin its push before a refused lease), never a
+//     lease taken first before the push is counted among those going
+//     for one, or twice; never a lease held over a slot
 //     further off than its grace (the vendor's concurrency would idle);
 //   - a quota route's refused take (decideQuota) sleeps only for its
 //     next token, never for a spent quota, and never past the call's
@@ -344,8 +345,6 @@ func checkDecision(s situation, d decision, carried bool) error {
 		}
 	case actLeaseFirst:
 		switch {
-		case s.Shadow:
-			return errors.New("a lease taken first on a shadow route")
 		case !s.Lease.Gated || !s.Lease.Joined:
 			return errors.New("a lease taken first before the push is counted among those going for one")
 		case s.Lease.Held:
@@ -356,7 +355,7 @@ func checkDecision(s situation, d decision, carried bool) error {
 			return errors.New("a lease taken first by a job holding a slot")
 		}
 	case actReserve:
-		if s.Lease.Gated && s.Lease.Crowded && !s.Lease.Held && !s.Shadow {
+		if s.Lease.Gated && s.Lease.Crowded && !s.Lease.Held {
 			return errors.New("a token booked first while the lease set is crowded")
 		}
 	}

@@ -157,9 +157,9 @@ func TestDecide(t *testing.T) {
 		{"lease set crowded, the lease taken: book the token", func(s *situation) {
 			s.Lease = leaseState{Gated: true, Joined: true, Crowded: true, Held: true}
 		}, decision{Act: actReserve}},
-		{"lease set crowded on a shadow route: the token first, no lease waited for", func(s *situation) {
+		{"lease set crowded on a shadow route: the lease first (its token never waits)", func(s *situation) {
 			s.Lease, s.Shadow = leaseState{Gated: true, Joined: true, Crowded: true}, true
-		}, decision{Act: actReserve}},
+		}, decision{Act: actLeaseFirst}},
 		{"lease set crowded, a slot held: push (its lease is taken at the slot)", func(s *situation) {
 			s.Lease, s.Job.Hold = leaseState{Gated: true, Joined: true, Crowded: true}, held(0)
 		}, decision{Act: actPush}},

@@ -138,7 +138,7 @@ func (d *Dispatcher) serve(ctx context.Context, j job.Job, t *task, now time.Tim
 		pre.ShadowWait = max(pre.ShadowWait, dec.ShadowWait)
 		pre.ShadowWouldDefer = pre.ShadowWouldDefer || dec.ShadowWouldDefer
 		if dec.Shadow {
-			res, next, err := d.push(ctx, j, t, nil, prep)
+			res, next, err := d.push(ctx, j, t, first.held, prep)
 			return pre.then(res), next, err
 		}
 		if dec.FreeLease {
