@@ -372,10 +372,9 @@ func (s situation) expired() bool { return s.Now.After(s.Job.Hold.At.Add(s.Grace
 // booked first would likely pass its grace in the wait for a lease and be
 // booked again. A shadow route too: its token never waits, so the lease
 // idles for nothing, and a lease refused before the push begins costs no
-// claim and no render. Token first, a shadow job back from a deferral for
-// a full set claimed its lane and read its state again at every return
-// (adversary seed 800, a learned cap of 8 over 64 connections a
-// property: 67 claims and renders a push, on lane items of 64 lanes).
+// claim and no render, where token first a shadow job back from a
+// deferral for a full set would claim its lane and read its state at
+// every return (adversary seed 800).
 func (s situation) reserve(drop bool) decision {
 	if s.Lease.Gated {
 		switch {

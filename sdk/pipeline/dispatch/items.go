@@ -180,12 +180,11 @@ func (d *Dispatcher) charge(ctx context.Context, j job.Job, p Payload, t *task, 
 // record of it, as a shadow reservation is): a request larger than one
 // instant may take (limit, in tokens) is still rendered again to fit,
 // since the vendor could never take it, and one whose first change cannot
-// be split goes as it is. Deferred to book its tokens instead, as an
-// enforced push is, a shadow push whose bucket was silenced came back at
-// once, was let through with no tokens again, and was deferred again, 200
-// times until max_deferrals expired it, every time claiming its lane and
-// reading its state (adversary seed 800: 15,263 such deferrals of one
-// lane item's jobs in five minutes; its lanes then waited for the sweep).
+// be split goes as it is. Deferred to book its tokens, as an enforced
+// push is, a shadow push whose bucket is silenced would be back at once,
+// let through with no tokens again, and deferred again until
+// max_deferrals expired it, claiming its lane and reading its state each
+// time (adversary seed 800).
 func (d *Dispatcher) shadowCharge(ctx context.Context, j job.Job, p Payload, t *task, over bool, limit int) (Payload, *Result, error) {
 	if !over || t.shrink == nil {
 		return p, nil, nil

@@ -250,11 +250,10 @@ func (w *laneWork) notOwner(j job.Job, id lane.ID, ref laneRef, done []lane.Elem
 		// parked, or waiting for its token) ends, as Hold's notHeld ends
 		// it: that chain carries the lane's elements, and should it die,
 		// its lease lists the lane for the sweep. Waiting for that lease
-		// instead looked again at every renewal of a parked chain, which
-		// renews at each deferral, so copies of a resync's job (SQS
-		// duplicates) lived for hours, each booking a turn and a free
-		// token at every look, until the chain never reached its own turn
-		// (adversary seed 1471: 1,238 copies, two lanes stale for 3 h).
+		// would not end: a parked chain renews it at each deferral, and
+		// copies of a resync's job (SQS duplicates) would look again at
+		// every renewal, each look booking a turn and a free token, until
+		// they crowd out the chain's own turn (adversary seed 1471).
 		return j, dispatch.Payload{}, fmt.Errorf("%w: %v", dispatch.ErrNothingToPush, other)
 	}
 	ref.SeenOwner = owner
