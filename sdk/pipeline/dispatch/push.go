@@ -92,7 +92,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 	if err := d.untilSlot(ctx, t, req.Slot); err != nil {
 		return Result{}, nil, err
 	}
-	req, late := d.spendable(req)
+	req, late := d.spendable(t, req)
 	if late {
 		res.WastedSlots++
 	}
@@ -102,7 +102,7 @@ func (d *Dispatcher) push(ctx context.Context, j job.Job, t *task, leased *heldL
 			return res, nil, err
 		}
 	}
-	if req, late = d.spendable(req); late {
+	if req, late = d.spendable(t, req); late {
 		res.WastedSlots++
 	}
 	resp, concurrent, err := d.sendCounted(ctx, t, req)
