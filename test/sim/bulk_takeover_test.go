@@ -207,16 +207,7 @@ func TestBulkJobGrantedFindingItsLaneWithAWaitingBulkJobPushesIt(t *testing.T) {
 	first, free := waitingBulkJob(t, m, lim)
 
 	// Another bulk job's waiting token holds the lane.
-	var ref struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(first.Payload), &ref); err != nil {
-		t.Fatal(err)
-	}
-	id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
-	if _, err := m.sy.Lanes.ClaimAfter(context.Background(), id, ref.Token, nil, "b-0123456789abcdef01234567", nil); err != nil {
-		t.Fatal(err)
-	}
+	handLaneTo(t, m, first, "b-0123456789abcdef01234567")
 	m.clock.Set(free)
 	backAndPushes(t, m, first, "the bulk job whose lane another bulk job held waiting")
 	src.assertNewest(t, m.ota, "BK-1001")
@@ -301,21 +292,12 @@ func TestBulkJobIsBackSoonAfterALongLiveChainHandsItsLaneBack(t *testing.T) {
 func TestBulkJobCopyEndsWhenAnotherBulkChainHoldsItsLane(t *testing.T) {
 	m, src, lim := bulkLaneRig(t)
 	first, free := waitingBulkJob(t, m, lim)
-	var ref struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(first.Payload), &ref); err != nil {
-		t.Fatal(err)
-	}
 	// Another bulk chain parked the lane between its pushes (a parked
 	// token is b-q and 23 hex digits), its lease renewed past the copy's
 	// look, as its Hold renews it at each deferral.
-	id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
-	ctx := context.Background()
 	const parked = "b-q0123456789abcdef0123456"
-	if _, err := m.sy.Lanes.ClaimAfter(ctx, id, ref.Token, nil, parked, nil); err != nil {
-		t.Fatal(err)
-	}
+	id, token := handLaneTo(t, m, first, parked)
+	ctx := context.Background()
 	leaseEnd := free.Add(10 * time.Minute)
 	if err := m.sy.Lanes.Renew(ctx, id, parked, leaseEnd); err != nil {
 		t.Fatal(err)
@@ -326,7 +308,7 @@ func TestBulkJobCopyEndsWhenAnotherBulkChainHoldsItsLane(t *testing.T) {
 	n := len(m.results)
 	m.deliverNext()
 	for _, j := range m.pending {
-		if strings.Contains(string(j.Payload), ref.Token) {
+		if strings.Contains(string(j.Payload), token) {
 			t.Errorf("the copy was deferred to %v (%s), want it ended: the parked chain holds its lane", deliverAt(j).Sub(free), j.ID)
 		}
 	}
@@ -346,4 +328,22 @@ func TestBulkJobCopyEndsWhenAnotherBulkChainHoldsItsLane(t *testing.T) {
 	m.pending = append(m.pending, m.sent.takeJobs(t, deferredURL)...)
 	m.drain(100)
 	src.assertNewest(t, m.ota, "BK-1001")
+}
+
+// handLaneTo moves the lane of bulk job j (hotel-aurora's Booking.com
+// rates) from j's token to owner, as another bulk job's claim would, and
+// returns the lane and j's token.
+func handLaneTo(t *testing.T, m *memLanes, j job.Job, owner string) (lane.ID, string) {
+	t.Helper()
+	var ref struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(j.Payload), &ref); err != nil {
+		t.Fatal(err)
+	}
+	id := lane.ID{Property: "hotel-aurora", Kind: "rates", Channel: "booking_com", Credential: "cred-1", HotelRef: "BK-1001"}
+	if _, err := m.sy.Lanes.ClaimAfter(context.Background(), id, ref.Token, nil, owner, nil); err != nil {
+		t.Fatal(err)
+	}
+	return id, ref.Token
 }
